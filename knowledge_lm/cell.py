@@ -1,0 +1,151 @@
+"""One cell — (method, dataset, task, fraction, seed) — trained and evaluated in this process.
+
+Run as ``python -m knowledge_lm.cell '<json spec>'`` by the sweep runner. The result file is written
+atomically once the cell has finished; until then a checkpoint under the run directory lets a
+crashed cell resume where it stopped.
+"""
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from datetime import datetime, timedelta, timezone
+from importlib import metadata
+from pathlib import Path
+
+from knowledge_lm.config import TrainConfig
+from knowledge_lm.errors import KlmError
+from knowledge_lm.results import Cell, write_json_atomic
+
+LAST_CHECKPOINT = "last.ckpt"
+FAILURE_FILE = "failed.json"
+
+
+def git_commit() -> dict:
+    """The commit the code ran at; ``KLM_GIT_COMMIT`` stands in where the tree has no .git (GPU copies)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "knowledge_lm"], cwd=root,
+                                    capture_output=True, text=True).stdout.strip())
+        return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": os.environ.get("KLM_GIT_COMMIT", "unknown"), "dirty": os.environ.get("KLM_GIT_DIRTY") == "1"}
+
+
+def versions() -> dict:
+    found = {"python": platform.python_version()}
+    for package in ("torch", "pytorch-lightning", "transformers", "torchmetrics", "datasets", "knowledge-lm"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def device_record(precision: str, devices: int) -> dict:
+    import torch
+
+    if torch.cuda.is_available():
+        return {"accelerator": "cuda", "name": torch.cuda.get_device_name(0), "count": devices, "precision": precision}
+    return {"accelerator": "cpu", "name": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "count": 1, "precision": precision}
+
+
+def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results", runs_dir="runs",
+             dataset_options: dict | None = None, progress: bool = True) -> dict:
+    import pytorch_lightning as pl
+    import torch
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.registry import DATASETS, METHODS
+
+    started = time.time()
+    run_dir = cell.run_dir(runs_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / FAILURE_FILE).unlink(missing_ok=True)
+    method_class = METHODS.get(cell.method)
+    dataset_class = DATASETS.get(cell.dataset)
+
+    pl.seed_everything(cell.seed, workers=True, verbose=False)
+    encoder, tokenizer, backbone = load_backbone(cell.backbone, getattr(method_class, "attn_implementation", None), seed=cell.seed)
+    data = dataset_class(task=cell.task, tokenizer=tokenizer, data_dir=data_dir, fraction=cell.fraction,
+                         subset_seed=train.subset_seed, batch_size=train.batch_size, eval_batch_size=train.eval_batch_size,
+                         max_length=train.max_length, **(dataset_options or {}))
+    data.setup()
+    budget = train.budget(data.train_size)
+    model = method_class(encoder, data.task_spec, eval_splits=data.eval_split_names, lr=train.lr,
+                         weight_decay=train.weight_decay, warmup_ratio=train.warmup_ratio, dropout=train.dropout,
+                         total_steps=budget["max_steps"], **train.method_options)
+
+    gpu = torch.cuda.is_available()
+    precision = train.precision if train.precision != "auto" else ("bf16-mixed" if gpu else "32-true")
+    if train.checkpoint_every_steps > 0:
+        checkpointing = ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0, every_n_train_steps=train.checkpoint_every_steps)
+    else:
+        checkpointing = ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0,
+                                        train_time_interval=timedelta(minutes=train.checkpoint_minutes))
+    trainer = pl.Trainer(
+        max_steps=budget["max_steps"], val_check_interval=budget["eval_every_steps"], check_val_every_n_epoch=None,
+        num_sanity_val_steps=0, accelerator="gpu" if gpu else "cpu", devices=train.devices,
+        strategy="ddp" if train.devices > 1 else "auto", precision=precision, gradient_clip_val=1.0,
+        callbacks=[checkpointing], logger=False, enable_model_summary=False, enable_progress_bar=progress,
+        default_root_dir=run_dir,
+    )
+    last = run_dir / LAST_CHECKPOINT
+    resumed_from = str(last) if last.is_file() else None
+    trainer.fit(model, datamodule=data, ckpt_path=resumed_from)
+    if trainer.global_rank != 0:
+        return {}
+    best = model.best_evaluation()
+    if best is None:
+        raise KlmError(f"{cell.key}: training ended without a dev evaluation")
+    result = {
+        "schema": 1,
+        "cell": {"method": cell.method, "dataset": cell.dataset, "task": cell.task, "fraction": cell.fraction,
+                 "seed": cell.seed, "backbone": backbone.name},
+        "config": {"train": vars(train), "dataset_options": dataset_options or {}},
+        "git": git_commit(),
+        "versions": versions(),
+        "device": device_record(precision, train.devices),
+        "backbone": backbone.to_dict(),
+        "data": {"subset_seed": train.subset_seed, "subset_hash": data.subset_hash, "train_size": data.train_size,
+                 "eval_sizes": {split: len(data.splits[split]) for split in data.eval_split_names},
+                 "data_dir": str(data.data_dir) if data.data_dir else None},
+        "budget": budget,
+        "report_split": data.report_split,
+        "selection": {"split": "dev", "metric": data.task_spec.main_metric, "step": best["step"], "epoch": best["epoch"]},
+        "metrics": best["metrics"],
+        "evaluations": model.evaluations,
+        "resumed_from_checkpoint": resumed_from is not None,
+        "wall_time_s": round(time.time() - started, 2),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    write_json_atomic(cell.result_path(results_dir), result)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return result
+
+
+def main(argv=None):
+    spec = json.loads((argv or sys.argv[1:])[0])
+    cell = Cell(**spec["cell"])
+    try:
+        run_cell(cell, TrainConfig.from_dict(spec.get("train", {})), data_dir=spec.get("data_dir"),
+                 results_dir=spec.get("results_dir", "results"), runs_dir=spec.get("runs_dir", "runs"),
+                 dataset_options=spec.get("dataset_options"), progress=spec.get("progress", True))
+    except BaseException as error:
+        message = str(error) if isinstance(error, KlmError) else f"{type(error).__name__}: {error}"
+        run_dir = cell.run_dir(spec.get("runs_dir", "runs"))
+        write_json_atomic(run_dir / FAILURE_FILE, {"error": message, "traceback": traceback.format_exc()[-4000:],
+                                                   "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        print(f"error: {cell.key}: {message}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

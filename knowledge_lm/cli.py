@@ -1,0 +1,158 @@
+"""``klm``: run sweeps, show their state, regenerate leaderboards."""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+from knowledge_lm.errors import KlmError
+
+
+def sweep_from_args(args):
+    from knowledge_lm.config import dataset_defaults, load_sweep, validate_sweep
+
+    if args.config:
+        raw = yaml.safe_load(Path(args.config).read_text()) if Path(args.config).is_file() else None
+        if raw is None:
+            load_sweep(args.config)  # raises the one-line error for a missing or malformed file
+        where = args.config
+    elif args.dataset:
+        raw, where = dict(dataset_defaults(args.dataset)), f"benchmarks/{args.dataset}.yaml"
+        raw["dataset"] = args.dataset
+        raw.setdefault("name", args.dataset)
+    else:
+        raise KlmError("name a --dataset (and --method), or a --config")
+    if args.dataset and args.config and raw.get("dataset") != args.dataset:
+        raise KlmError(f"--dataset {args.dataset} contradicts {args.config} (dataset {raw.get('dataset')})")
+    if args.method:
+        raw["methods"] = args.method.split(",")
+        raw["name"] = f"{raw.get('name', raw['dataset'])}:{args.method}"
+    raw.setdefault("methods", ["baseline"])
+    for option in ("tasks",):
+        if getattr(args, option):
+            raw[option] = getattr(args, option).split(",")
+    if args.fractions:
+        raw["fractions"] = args.fractions
+    if args.seeds:
+        raw["seeds"] = args.seeds
+    if args.backbone:
+        raw["backbone"] = args.backbone
+    return validate_sweep(raw, where)
+
+
+def parse_overrides(pairs: list[str]) -> dict:
+    overrides = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise KlmError(f"--set {pair!r}: expected key=value")
+        key, value = pair.split("=", 1)
+        overrides[key] = yaml.safe_load(value)
+    return overrides
+
+
+def add_sweep_arguments(parser):
+    parser.add_argument("--config", help="a sweep config, e.g. benchmarks/glue.yaml")
+    parser.add_argument("--method", help="method name(s), comma-separated (default: baseline)")
+    parser.add_argument("--dataset", help="dataset name; its benchmarks/<dataset>.yaml gives the defaults")
+    parser.add_argument("--tasks", help="comma-separated tasks (default: the dataset's default tasks)")
+    parser.add_argument("--fractions", help="train fractions in (0, 1], e.g. 0.01,0.1,1")
+    parser.add_argument("--seeds", help="training seeds, e.g. 1,2,3")
+    parser.add_argument("--backbone", help="minilm (default), tiny, a local directory or a hub name")
+    parser.add_argument("--results-dir", default="results", type=Path)
+    parser.add_argument("--runs-dir", default="runs", type=Path, help="checkpoints and logs of unfinished cells")
+
+
+def command_bench(args):
+    from knowledge_lm.config import check_data_dir
+    from knowledge_lm.leaderboard import write_leaderboards
+    from knowledge_lm.runner import run_sweep
+
+    sweep = sweep_from_args(args)
+    data_dir = check_data_dir(args.data_dir)
+    counts = run_sweep(sweep, parse_overrides(args.set), data_dir=data_dir, results_dir=args.results_dir,
+                       runs_dir=args.runs_dir, jobs=args.jobs)
+    if not args.no_leaderboard:
+        for path in write_leaderboards(args.results_dir, args.leaderboards_dir):
+            print(f"wrote {path}")
+    return 1 if counts["failed"] else 0
+
+
+def command_status(args):
+    from rich.console import Console
+    from rich.table import Table
+
+    from knowledge_lm.runner import cell_state, failure_message, sweep_cells
+
+    sweep = sweep_from_args(args)
+    table = Table(title=f"{sweep.name}")
+    for column in ("cell", "state", "detail"):
+        table.add_column(column)
+    tally = {}
+    for cell in sweep_cells(sweep):
+        state = cell_state(cell, args.results_dir, args.runs_dir)
+        tally[state] = tally.get(state, 0) + 1
+        table.add_row(cell.key, state, failure_message(cell, args.runs_dir) if state == "failed" else "")
+    console = Console()
+    console.print(table)
+    console.print(", ".join(f"{state}: {n}" for state, n in sorted(tally.items())))
+    return 0
+
+
+def command_leaderboard(args):
+    from knowledge_lm.leaderboard import write_leaderboards
+
+    for path in write_leaderboards(args.results_dir, args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+def command_list(args):
+    from knowledge_lm.registry import DATASETS, METHODS
+
+    print("methods:", ", ".join(METHODS.names()))
+    for name in DATASETS.names():
+        dataset = DATASETS.get(name)
+        print(f"dataset {name}: tasks {', '.join(dataset.tasks)} (default {', '.join(dataset.default_tasks or dataset.tasks)})")
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="klm", description="knowledge-lm: knowledge-injection benchmark suite")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    bench = commands.add_parser("bench", help="run a sweep of cells (skipping finished ones), then the leaderboards")
+    add_sweep_arguments(bench)
+    bench.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
+    bench.add_argument("--jobs", type=int, default=int(os.environ.get("KLM_JOBS", "1")), help="cells run at once")
+    bench.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. lr=3e-5")
+    bench.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
+    bench.add_argument("--no-leaderboard", action="store_true")
+    bench.set_defaults(handler=command_bench)
+
+    status = commands.add_parser("status", help="list done / partial / failed / missing cells of a sweep")
+    add_sweep_arguments(status)
+    status.set_defaults(handler=command_status)
+
+    leaderboard = commands.add_parser("leaderboard", help="regenerate leaderboards/*.md from the results store")
+    leaderboard.add_argument("--results-dir", default="results", type=Path)
+    leaderboard.add_argument("--out", default="leaderboards", type=Path)
+    leaderboard.set_defaults(handler=command_leaderboard)
+
+    listing = commands.add_parser("list", help="registered methods and datasets")
+    listing.set_defaults(handler=command_list)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except KlmError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

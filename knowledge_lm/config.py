@@ -1,0 +1,157 @@
+"""Sweep configs (``benchmarks/*.yaml``) and the training settings of one cell, validated on load."""
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from knowledge_lm.data.subsets import check_fraction
+from knowledge_lm.errors import KlmError
+from knowledge_lm.registry import DATASETS, METHODS
+
+BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@dataclass
+class TrainConfig:
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    dropout: float = 0.1
+    batch_size: int = 32  # per device
+    eval_batch_size: int = 128
+    max_length: int = 128
+    epochs: int = 3
+    min_steps: int = 100  # the budget grows as the fraction shrinks: at least this many optimizer steps
+    evaluations: int = 10  # dev (and test) evaluations per run, evenly spaced
+    subset_seed: int = 0
+    precision: str = "auto"  # bf16-mixed on GPU, 32-true on CPU
+    devices: int = 1
+    checkpoint_minutes: float = 2.0
+    checkpoint_every_steps: int = 0  # overrides checkpoint_minutes when > 0
+    max_steps: int = 0  # a hard cap (smoke tests); 0 means none
+    method_options: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, values: dict, where: str = "config") -> "TrainConfig":
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise KlmError(f"{where}: unknown training setting(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        checked = {}
+        for name, value in values.items():
+            expected = known[name].type
+            caster = {"float": float, "int": int, "str": str, "dict": dict}[expected if isinstance(expected, str) else expected.__name__]
+            try:
+                checked[name] = caster(value)
+            except (TypeError, ValueError):
+                raise KlmError(f"{where}: training setting {name}={value!r} is not a {caster.__name__}") from None
+        return cls(**checked)
+
+    def budget(self, train_size: int) -> dict:
+        """Steps for a train split of ``train_size``: ``epochs`` passes, at least ``min_steps``."""
+        steps_per_epoch = math.ceil(train_size / (self.batch_size * self.devices))
+        planned = max(self.epochs * steps_per_epoch, self.min_steps)
+        every = math.ceil(planned / self.evaluations)
+        max_steps = every * self.evaluations
+        if self.max_steps:
+            max_steps = min(max_steps, self.max_steps)
+            every = min(every, max_steps)
+        return {"steps_per_epoch": steps_per_epoch, "max_steps": max_steps, "eval_every_steps": every,
+                "epochs": round(max_steps / steps_per_epoch, 3), "per_device_batch_size": self.batch_size,
+                "devices": self.devices}
+
+
+SWEEP_KEYS = {"name", "dataset", "tasks", "methods", "fractions", "seeds", "backbone", "train", "task_train",
+              "dataset_options", "description"}
+
+
+@dataclass
+class Sweep:
+    name: str
+    dataset: str
+    tasks: list[str]
+    methods: list[str]
+    fractions: list[float]
+    seeds: list[int]
+    backbone: str = "minilm"
+    train: dict = field(default_factory=dict)
+    task_train: dict = field(default_factory=dict)
+    dataset_options: dict = field(default_factory=dict)
+    description: str = ""
+
+    def train_config(self, task: str, overrides: dict | None = None) -> TrainConfig:
+        values = {**self.train, **self.task_train.get(task, {}), **(overrides or {})}
+        return TrainConfig.from_dict(values, where=f"sweep {self.name!r}, task {task}")
+
+
+def parse_fractions(text) -> list[float]:
+    items = text.split(",") if isinstance(text, str) else list(text)
+    try:
+        return [check_fraction(float(item)) for item in items]
+    except ValueError:
+        raise KlmError(f"fractions {text!r}: expected numbers in (0, 1], e.g. 0.01,0.1,1") from None
+
+
+def parse_seeds(text) -> list[int]:
+    items = text.split(",") if isinstance(text, str) else list(text)
+    try:
+        return [int(item) for item in items]
+    except ValueError:
+        raise KlmError(f"seeds {text!r}: expected integers, e.g. 1,2,3") from None
+
+
+def validate_sweep(raw: dict, where: str) -> Sweep:
+    if not isinstance(raw, dict):
+        raise KlmError(f"{where}: a sweep config is a YAML mapping")
+    unknown = sorted(set(raw) - SWEEP_KEYS)
+    if unknown:
+        raise KlmError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(SWEEP_KEYS))}")
+    for required in ("dataset", "methods"):
+        if required not in raw:
+            raise KlmError(f"{where}: missing key {required!r}")
+    dataset_class = DATASETS.get(raw["dataset"])
+    methods = list(raw["methods"])
+    for method in methods:
+        METHODS.get(method)
+    tasks = list(raw.get("tasks") or dataset_class.default_tasks or dataset_class.tasks)
+    for task in tasks:
+        if task not in dataset_class.tasks:
+            raise KlmError(f"{where}: unknown task {task!r} of dataset {raw['dataset']!r}; known: {', '.join(dataset_class.tasks)}")
+    sweep = Sweep(name=raw.get("name", Path(where).stem), dataset=raw["dataset"], tasks=tasks, methods=methods,
+                  fractions=parse_fractions(raw.get("fractions", [0.01, 0.1, 1.0])),
+                  seeds=parse_seeds(raw.get("seeds", [1, 2, 3])), backbone=str(raw.get("backbone", "minilm")),
+                  train=dict(raw.get("train") or {}), task_train=dict(raw.get("task_train") or {}),
+                  dataset_options=dict(raw.get("dataset_options") or {}), description=raw.get("description", ""))
+    for task in list(sweep.task_train):
+        if task not in dataset_class.tasks:
+            raise KlmError(f"{where}: task_train names unknown task {task!r}")
+    for task in tasks:
+        sweep.train_config(task)
+    return sweep
+
+
+def load_sweep(path) -> Sweep:
+    path = Path(path)
+    if not path.is_file():
+        raise KlmError(f"sweep config {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise KlmError(f"{path}: malformed YAML ({str(error).splitlines()[0]})") from None
+    return validate_sweep(raw, str(path))
+
+
+def dataset_defaults(dataset: str) -> dict:
+    """The dataset's own sweep config (``benchmarks/<dataset>.yaml``) as raw YAML, or ``{}``."""
+    path = BENCHMARKS_DIR / f"{dataset}.yaml"
+    return yaml.safe_load(path.read_text()) if path.is_file() else {}
+
+
+def check_data_dir(data_dir):
+    """The ``--data-dir`` option checked up front, so a bad path fails before any cell starts."""
+    from knowledge_lm.data.io import resolve_data_dir
+
+    return resolve_data_dir(data_dir) if data_dir else None

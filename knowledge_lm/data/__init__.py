@@ -1,0 +1,1 @@
+"""One module per dataset; each registers its data module with ``@register_dataset``."""

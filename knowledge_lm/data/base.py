@@ -1,0 +1,184 @@
+"""The shared base of every dataset: task specs, labelled splits, fraction subsets, cached tokenization.
+
+A dataset subclasses :class:`TaskDataModule`, declares its tasks and implements ``spec`` and
+``read_splits``; everything after reading (subsets, tokenization cache, padding, loaders) lives here.
+"""
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
+from transformers import DataCollatorWithPadding
+
+from knowledge_lm.data.io import resolve_data_dir
+from knowledge_lm.data.subsets import check_fraction, fraction_subset, subset_hash
+from knowledge_lm.errors import KlmError
+
+SELECTION_SPLIT = "dev"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a task predicts and how it is scored (metric names as in ``knowledge_lm.metrics``)."""
+
+    name: str
+    kind: str  # "classification" or "regression"
+    labels: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ("accuracy",)
+    main_metric: str = "accuracy"
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.labels) if self.kind == "classification" else 1
+
+    def label_id(self, raw, where: str) -> int | float:
+        """The training target for a raw label; ``where`` ("file:line") goes into the error."""
+        if self.kind == "regression":
+            try:
+                return float(raw)
+            except (TypeError, ValueError):
+                raise KlmError(f"{where}: bad label {raw!r} (expected a number)") from None
+        text = str(raw).strip()
+        if text in self.labels:
+            return self.labels.index(text)
+        raise KlmError(f"{where}: bad label {raw!r} (expected one of {', '.join(self.labels)})")
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("KLM_CACHE_DIR", Path.cwd() / ".cache" / "knowledge-lm"))
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    state = tokenizer.backend_tokenizer.to_str() if getattr(tokenizer, "is_fast", False) else json.dumps(tokenizer.get_vocab(), sort_keys=True)
+    return hashlib.sha256(state.encode()).hexdigest()[:16]
+
+
+class TaskDataModule(pl.LightningDataModule):
+    """One task of one dataset, tokenized, with its train split cut to ``fraction``.
+
+    Records are dicts with ``id``, ``text_a``, ``text_b`` (or None) and ``label`` (already an id or
+    a float); datasets may add fields that knowledge methods read. ``read_splits`` returns only
+    labelled splits: ``train``, ``dev`` (model selection) and any further test splits.
+    """
+
+    name: ClassVar[str]
+    tasks: ClassVar[tuple[str, ...]]
+    default_tasks: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, task: str | None = None, tokenizer=None, data_dir=None, fraction: float = 1.0,
+                 subset_seed: int = 0, batch_size: int = 32, eval_batch_size: int = 128,
+                 max_length: int = 128, cache_dir=None, num_workers: int = 0):
+        super().__init__()
+        self.task = task or self.tasks[0]
+        if self.task not in self.tasks:
+            raise KlmError(f"unknown task {self.task!r} of dataset {self.name!r}; known: {', '.join(self.tasks)}")
+        self.tokenizer = tokenizer
+        self.data_dir = resolve_data_dir(data_dir)
+        self.fraction = check_fraction(fraction)
+        self.subset_seed = subset_seed
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.max_length = max_length
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.num_workers = num_workers
+        self.task_spec = self.spec(self.task)
+        self.splits = None
+
+    @classmethod
+    def spec(cls, task: str) -> TaskSpec:
+        raise NotImplementedError
+
+    def read_splits(self) -> dict[str, list[dict]]:
+        raise NotImplementedError
+
+    # -- reading, checked -------------------------------------------------------------------
+    def labelled_splits(self) -> dict[str, list[dict]]:
+        splits = self.read_splits()
+        for required in ("train", SELECTION_SPLIT):
+            if required not in splits:
+                raise KlmError(f"{self.name}/{self.task}: no {required} split")
+        for split, records in splits.items():
+            if not records:
+                raise KlmError(f"{self.name}/{self.task}: the {split} split is empty")
+        return splits
+
+    @property
+    def eval_split_names(self) -> list[str]:
+        return [split for split in self.splits if split != "train"]
+
+    @property
+    def report_split(self) -> str:
+        """Test where a labelled test split exists, otherwise dev."""
+        return "test" if "test" in self.splits else SELECTION_SPLIT
+
+    # -- tokenization, cached on disk --------------------------------------------------------
+    def text_columns(self, records: list[dict]) -> tuple[list[str], list[str] | None]:
+        first = [record["text_a"] for record in records]
+        second = [record["text_b"] for record in records] if records[0].get("text_b") is not None else None
+        return first, second
+
+    def _cache_path(self, split: str, records: list[dict]) -> Path:
+        key = hashlib.sha256()
+        key.update(json.dumps(records, sort_keys=True, default=str).encode())
+        key.update(f"{tokenizer_fingerprint(self.tokenizer)}:{self.max_length}".encode())
+        return self.cache_dir / "tokenized" / self.name / self.task / f"{split}-{key.hexdigest()[:16]}"
+
+    def tokenize(self, split: str, records: list[dict]):
+        from datasets import Dataset, disable_progress_bars, load_from_disk
+
+        disable_progress_bars()
+        path = self._cache_path(split, records)
+        if path.exists():
+            return load_from_disk(str(path))
+        first, second = self.text_columns(records)
+        encoded = self.tokenizer(first, second, truncation=True, max_length=self.max_length)
+        columns = {name: list(values) for name, values in encoded.items()}
+        columns["labels"] = [record["label"] for record in records]
+        dataset = Dataset.from_dict(columns)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.with_name(path.name + f".tmp{os.getpid()}")
+        dataset.save_to_disk(str(staging))
+        os.replace(staging, path)
+        return load_from_disk(str(path))
+
+    # -- Lightning hooks -------------------------------------------------------------------
+    def setup(self, stage: str | None = None):
+        if self.splits is not None:
+            return
+        if self.tokenizer is None:
+            raise KlmError("a tokenizer is needed to set up a data module")
+        self.splits = self.labelled_splits()
+        train = self.splits["train"]
+        ids = [record["id"] for record in train]
+        indices = fraction_subset(ids, [record["label"] for record in train], self.fraction,
+                                  self.subset_seed, regression=self.task_spec.kind == "regression")
+        self.subset_hash = subset_hash(ids, indices)
+        self.train_size = len(indices)
+        self.encoded = {split: self.tokenize(split, records) for split, records in self.splits.items()}
+        self.encoded["train"] = self.encoded["train"].select(indices)
+        label_dtype = torch.float32 if self.task_spec.kind == "regression" else torch.long
+        for dataset in self.encoded.values():
+            dataset.set_format("torch", output_all_columns=False)
+        self.label_dtype = label_dtype
+        self.collator = DataCollatorWithPadding(self.tokenizer)
+
+    def _collate(self, features):
+        batch = self.collator(features)
+        batch["labels"] = batch["labels"].to(self.label_dtype)
+        return batch
+
+    def _loader(self, split: str, shuffle: bool, batch_size: int):
+        return DataLoader(self.encoded[split], batch_size=batch_size, shuffle=shuffle,
+                          collate_fn=self._collate, num_workers=self.num_workers)
+
+    def train_dataloader(self):
+        return self._loader("train", True, self.batch_size)
+
+    def val_dataloader(self):
+        return [self._loader(split, False, self.eval_batch_size) for split in self.eval_split_names]

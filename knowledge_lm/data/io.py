@@ -1,0 +1,90 @@
+"""Reading the datasets' files: gzip-transparent, and every problem reported as one line naming the file."""
+
+import csv
+import gzip
+import json
+import os
+from pathlib import Path
+
+from knowledge_lm.errors import KlmError
+
+DEFAULT_SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
+    """The data directory: the option, else ``$DATA_DIR``, else ``../shared/data`` beside the checkout.
+
+    Returns None when none of them is given or exists, so that callers may fall back to the HF hub.
+    """
+    chosen = data_dir or os.environ.get("DATA_DIR")
+    if chosen:
+        path = Path(chosen).expanduser()
+        if not path.is_dir():
+            raise KlmError(f"data directory {path} does not exist")
+        return path
+    return DEFAULT_SHARED_DATA if DEFAULT_SHARED_DATA.is_dir() else None
+
+
+def find_file(data_dir: Path | None, *candidates: str) -> Path | None:
+    """The first of ``candidates`` (relative paths, each tried also with ``.gz``) found under ``data_dir``."""
+    if data_dir is None:
+        return None
+    for candidate in candidates:
+        for name in (candidate, candidate + ".gz"):
+            path = data_dir / name
+            if path.is_file():
+                return path
+    return None
+
+
+def open_text(path: Path):
+    # utf-8-sig: MRPC's header starts with a byte-order mark.
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")
+
+
+def read_tsv(path: Path, header: bool = True, min_columns: int = 1) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
+    """Rows of a TSV as ``(line_number, fields)``; GLUE's TSVs hold unbalanced quotes, so no quoting."""
+    rows = []
+    with open_text(path) as handle:
+        reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+        names = None
+        for line_number, fields in enumerate(reader, start=1):
+            if not fields or fields == [""]:
+                continue
+            if header and names is None:
+                names = fields
+                continue
+            if len(fields) < min_columns:
+                raise KlmError(f"{path}:{line_number}: expected at least {min_columns} tab-separated columns, got {len(fields)}")
+            rows.append((line_number, fields))
+    return names, rows
+
+
+def column_index(path: Path, names: list[str] | None, column: str) -> int:
+    if not names or column not in names:
+        raise KlmError(f"{path}: missing column {column!r} (header: {', '.join(names or [])})")
+    return names.index(column)
+
+
+def read_json(path: Path):
+    with open_text(path) as handle:
+        try:
+            return json.load(handle)
+        except json.JSONDecodeError as error:
+            raise KlmError(f"{path}:{error.lineno}: malformed JSON ({error.msg})") from None
+
+
+def read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    records = []
+    with open_text(path) as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append((line_number, json.loads(line)))
+            except json.JSONDecodeError as error:
+                raise KlmError(f"{path}:{line_number}: malformed JSON line ({error.msg})") from None
+    return records

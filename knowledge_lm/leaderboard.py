@@ -1,0 +1,146 @@
+"""Leaderboards regenerated from the results store alone: ``leaderboards/<dataset>.md``.
+
+Paper-style tables: rows are methods, one column group per train fraction, each cell the mean ±
+sample std over seeds of the task's main metric on the reported split, with n. Best mean per column
+in bold. A cell with no result is "—", never averaged over. The papers' own numbers appear only as
+reference rows marked †, from ``benchmarks/references.yaml``. Output is deterministic: the same
+results give the same bytes.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from knowledge_lm.config import BENCHMARKS_DIR
+from knowledge_lm.registry import DATASETS
+from knowledge_lm.results import load_results
+
+MISSING = "—"
+
+
+def results_frame(results: list[dict]) -> pd.DataFrame:
+    rows = []
+    for result in results:
+        cell, split = result["cell"], result["report_split"]
+        for metric, value in result["metrics"][split].items():
+            rows.append({**cell, "split": split, "metric": metric, "value": value,
+                         "device": result["device"]["name"], "checksum": result["backbone"]["checksum"],
+                         "commit": result["git"]["commit"][:10], "wall_time_s": result["wall_time_s"],
+                         "subset_hash": result["data"]["subset_hash"], "train_size": result["data"]["train_size"],
+                         "steps": result["budget"]["max_steps"], "batch": result["budget"]["per_device_batch_size"]})
+    return pd.DataFrame(rows)
+
+
+def fraction_label(fraction: float) -> str:
+    return f"{fraction * 100:g}%"
+
+
+def summary(values: pd.Series) -> tuple[float, str]:
+    n = len(values)
+    mean = values.mean()
+    spread = f" ± {values.std(ddof=1):.1f}" if n > 1 else ""
+    return mean, f"{mean:.1f}{spread} (n={n})"
+
+
+def load_references(dataset: str) -> list[dict]:
+    path = BENCHMARKS_DIR / "references.yaml"
+    if not path.is_file():
+        return []
+    return [ref for ref in yaml.safe_load(path.read_text()) if ref.get("dataset") == dataset and ref.get("method")]
+
+
+def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, references: list[dict]) -> list[str]:
+    fractions = sorted(frame["fraction"].unique())
+    methods = sorted(frame["method"].unique(), key=lambda m: (m != "baseline", m))
+    columns = [(fraction, task) for fraction in fractions for task in tasks]
+    header = ["method"] + [f"{fraction_label(f)} {task} ({main_metric[task]})" for f, task in columns]
+    cells, means = {}, {}
+    for method in methods:
+        for fraction, task in columns:
+            values = frame[(frame.method == method) & (frame.fraction == fraction) & (frame.task == task)
+                           & (frame.metric == main_metric[task])]["value"]
+            if len(values):
+                means[method, fraction, task], cells[method, fraction, task] = summary(values)
+    best = {}
+    for key, mean in means.items():
+        column = key[1:]
+        best[column] = max(best.get(column, mean), mean)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for method in methods:
+        row = [method]
+        for fraction, task in columns:
+            text = cells.get((method, fraction, task), MISSING)
+            if (method, fraction, task) in means and means[method, fraction, task] == best[fraction, task] and len(methods) > 1:
+                text = f"**{text}**"
+            row.append(text)
+        lines.append("| " + " | ".join(row) + " |")
+    for ref in references:
+        if ref["method"] not in methods:
+            continue
+        row = [f"† {ref['row']} ({ref['backbone']}; paper {ref['paper']}, {ref['source'].split(',')[1].strip() if ',' in ref['source'] else ref['source']}; {ref.get('split') or 'split not stated'})"]
+        for fraction, task in columns:
+            value = ref["metrics"].get(task, {}).get(main_metric[task]) if ref.get("fraction") == fraction else None
+            row.append(MISSING if value is None else f"{value:.1f}")
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def detail_table(frame: pd.DataFrame, task: str) -> list[str]:
+    task_frame = frame[frame.task == task]
+    metrics = list(dict.fromkeys(task_frame["metric"]))
+    header = ["method", "fraction", "split"] + metrics + ["train size", "steps", "subset hash"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    keys = task_frame[["method", "fraction"]].drop_duplicates().sort_values(["fraction", "method"]).itertuples(index=False)
+    for method, fraction in keys:
+        group = task_frame[(task_frame.method == method) & (task_frame.fraction == fraction)]
+        row = [method, fraction_label(fraction), group["split"].iloc[0]]
+        row += [summary(group[group.metric == metric]["value"])[1] if (group.metric == metric).any() else MISSING for metric in metrics]
+        first = group.drop_duplicates("seed")
+        row += [str(int(first["train_size"].iloc[0])), "/".join(map(str, sorted(first["steps"].unique()))),
+                ", ".join(sorted(first["subset_hash"].unique()))]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def provenance(frame: pd.DataFrame) -> list[str]:
+    seeds = frame.drop_duplicates(["method", "task", "fraction", "seed", "backbone"])
+    lines = ["| backbone | weights sha256 | device | commits | cells | per-device batch | total wall time |", "|---|---|---|---|---|---|---|"]
+    for (backbone, checksum, device), group in seeds.groupby(["backbone", "checksum", "device"], dropna=False):
+        lines.append(f"| {backbone} | {str(checksum)[:16]} | {device} | {', '.join(sorted(group['commit'].unique()))} | "
+                     f"{len(group)} | {', '.join(map(str, sorted(group['batch'].unique())))} | {group['wall_time_s'].sum() / 60:.1f} min |")
+    return lines
+
+
+def render_dataset(dataset: str, frame: pd.DataFrame) -> str:
+    dataset_class = DATASETS.get(dataset)
+    tasks = [task for task in dataset_class.tasks if task in set(frame["task"])]
+    main_metric = {task: dataset_class.spec(task).main_metric for task in tasks}
+    references = load_references(dataset)
+    out = [f"# {dataset}", "", "Generated by `klm leaderboard` from `results/`; do not edit by hand.",
+           "Mean ± sample std over training seeds (n = seeds), main metric of each task, on the reported split "
+           "(test where a labelled test split exists, else dev; model selection on dev). "
+           "Best mean per column in bold; — = no result. † = the paper's own number, for reference only "
+           "(different backbone and protocol: not comparable one to one).", ""]
+    for backbone, group in frame.groupby("backbone"):
+        out += [f"## Backbone: {backbone}", ""]
+        out += main_table(group, tasks, main_metric, references)
+        out.append("")
+        for task in tasks:
+            out += [f"### {task}: all metrics", ""] + detail_table(group, task) + [""]
+    out += ["## Provenance", ""] + provenance(frame) + [""]
+    return "\n".join(out)
+
+
+def write_leaderboards(results_dir=Path("results"), out_dir=Path("leaderboards")) -> list[Path]:
+    frame = results_frame(load_results(results_dir))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    if frame.empty:
+        return written
+    for dataset, group in frame.groupby("dataset"):
+        path = out_dir / f"{dataset}.md"
+        path.write_text(render_dataset(dataset, group))
+        written.append(path)
+    return written

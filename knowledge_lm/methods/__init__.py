@@ -1,0 +1,1 @@
+"""One module per method; each registers its classes with ``@register_method``."""

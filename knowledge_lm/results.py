@@ -1,0 +1,63 @@
+"""The results store: one JSON file per finished cell, written atomically, never edited afterwards."""
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from knowledge_lm.errors import KlmError
+
+DEFAULT_RESULTS_DIR = Path("results")
+DEFAULT_RUNS_DIR = Path("runs")
+
+
+@dataclass(frozen=True)
+class Cell:
+    method: str
+    dataset: str
+    task: str
+    fraction: float
+    seed: int
+    backbone: str = "minilm"
+
+    @property
+    def backbone_label(self) -> str:
+        if self.backbone in ("minilm", "tiny"):
+            return self.backbone
+        path = Path(self.backbone).expanduser()
+        return path.name if path.is_dir() else self.backbone.replace("/", "--")
+
+    @property
+    def key(self) -> str:
+        return f"{self.dataset}/{self.task}/{self.method}/{self.backbone_label}/f{self.fraction:g}-s{self.seed}"
+
+    def result_path(self, results_dir: Path) -> Path:
+        return Path(results_dir) / f"{self.key}.json"
+
+    def run_dir(self, runs_dir: Path) -> Path:
+        return Path(runs_dir) / self.key
+
+
+def write_json_atomic(path: Path, payload: dict):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as out:
+            json.dump(payload, out, indent=1, sort_keys=True)
+            out.write("\n")
+        os.replace(staging, path)
+    except BaseException:
+        Path(staging).unlink(missing_ok=True)
+        raise
+
+
+def load_results(results_dir: Path) -> list[dict]:
+    results = []
+    for path in sorted(Path(results_dir).rglob("*.json")):
+        try:
+            results.append(json.loads(path.read_text()))
+        except json.JSONDecodeError as error:
+            raise KlmError(f"{path}:{error.lineno}: malformed result file ({error.msg})") from None
+    return results

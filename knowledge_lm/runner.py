@@ -1,0 +1,94 @@
+"""The sweep runner: every cell in its own process, finished cells skipped, crashed ones resumed."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from knowledge_lm.cell import FAILURE_FILE, LAST_CHECKPOINT
+from knowledge_lm.config import Sweep
+from knowledge_lm.results import Cell
+
+console = Console(stderr=True)
+
+
+def sweep_cells(sweep: Sweep) -> list[Cell]:
+    return [Cell(method, sweep.dataset, task, fraction, seed, sweep.backbone)
+            for method in sweep.methods for task in sweep.tasks for fraction in sweep.fractions for seed in sweep.seeds]
+
+
+def cell_state(cell: Cell, results_dir: Path, runs_dir: Path) -> str:
+    if cell.result_path(results_dir).is_file():
+        return "done"
+    run_dir = cell.run_dir(runs_dir)
+    if (run_dir / FAILURE_FILE).is_file():
+        return "failed"
+    if (run_dir / LAST_CHECKPOINT).is_file():
+        return "partial"
+    return "missing"
+
+
+def failure_message(cell: Cell, runs_dir: Path) -> str:
+    path = cell.run_dir(runs_dir) / FAILURE_FILE
+    return json.loads(path.read_text())["error"] if path.is_file() else ""
+
+
+def cell_command(cell: Cell, sweep: Sweep, overrides: dict, data_dir, results_dir, runs_dir, progress: bool) -> list[str]:
+    spec = {"cell": asdict(cell), "train": {**sweep.train, **sweep.task_train.get(cell.task, {}), **overrides},
+            "data_dir": str(data_dir) if data_dir else None, "results_dir": str(results_dir), "runs_dir": str(runs_dir),
+            "dataset_options": sweep.dataset_options, "progress": progress}
+    return [sys.executable, "-m", "knowledge_lm.cell", json.dumps(spec)]
+
+
+def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, results_dir=Path("results"),
+              runs_dir=Path("runs"), jobs: int = 1, retry_failed: bool = True) -> dict[str, int]:
+    """Run every unfinished cell; ``jobs`` cells at a time (each its own process). Returns counts."""
+    overrides = overrides or {}
+    for task in sweep.tasks:
+        sweep.train_config(task, overrides)
+    cells = sweep_cells(sweep)
+    todo = [c for c in cells if cell_state(c, results_dir, runs_dir) != "done"
+            and (retry_failed or cell_state(c, results_dir, runs_dir) != "failed")]
+    counts = {"done_before": len(cells) - len(todo), "finished": 0, "failed": 0}
+    console.print(f"[bold]{sweep.name}[/]: {len(cells)} cells, {counts['done_before']} already done, {len(todo)} to run")
+    if not todo:
+        return counts
+    show_cell_progress = jobs == 1 and sys.stderr.isatty()
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    running: dict[subprocess.Popen, tuple[Cell, object]] = {}
+    queue = list(todo)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False, disable=show_cell_progress) as bar:
+        overall = bar.add_task("cells", total=len(todo))
+        while queue or running:
+            while queue and len(running) < jobs:
+                cell = queue.pop(0)
+                run_dir = cell.run_dir(runs_dir)
+                run_dir.mkdir(parents=True, exist_ok=True)
+                log = open(run_dir / "log.txt", "a")
+                if show_cell_progress:
+                    console.print(f"[cyan]→ {cell.key}[/]")
+                    process = subprocess.Popen(cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, True), env=env)
+                else:
+                    process = subprocess.Popen(cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, False),
+                                               env=env, stdout=log, stderr=subprocess.STDOUT)
+                running[process] = (cell, log)
+            time.sleep(0.2)
+            for process in [p for p in running if p.poll() is not None]:
+                cell, log = running.pop(process)
+                log.close()
+                if process.returncode == 0 and cell.result_path(results_dir).is_file():
+                    counts["finished"] += 1
+                else:
+                    counts["failed"] += 1
+                    console.print(f"[red]✗ {cell.key}[/]: {failure_message(cell, runs_dir) or f'exit code {process.returncode}'}"
+                                  f" (log: {cell.run_dir(runs_dir) / 'log.txt'})")
+                bar.advance(overall)
+    console.print(f"finished {counts['finished']}, failed {counts['failed']}")
+    return counts

@@ -1,0 +1,28 @@
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not here")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from knowledge_lm.backbones import tiny_tokenizer
+
+    return tiny_tokenizer()
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path_factory, monkeypatch):
+    """Every test session tokenizes into its own cache, never the user's."""
+    monkeypatch.setenv("KLM_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "klm-cache"))
