@@ -56,6 +56,20 @@ def device_record(precision: str, devices: int) -> dict:
             "count": 1, "precision": precision}
 
 
+def readable_checkpoint(path: Path) -> bool:
+    """A checkpoint a killed process may have left half-written is dropped, and the cell starts over."""
+    import torch
+
+    if not path.is_file():
+        return False
+    try:
+        torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        return True
+    except Exception:
+        path.unlink()
+        return False
+
+
 def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results", runs_dir="runs",
              dataset_options: dict | None = None, progress: bool = True) -> dict:
     import pytorch_lightning as pl
@@ -98,7 +112,7 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
         default_root_dir=run_dir,
     )
     last = run_dir / LAST_CHECKPOINT
-    resumed_from = str(last) if last.is_file() else None
+    resumed_from = str(last) if readable_checkpoint(last) else None
     trainer.fit(model, datamodule=data, ckpt_path=resumed_from)
     if trainer.global_rank != 0:
         return {}

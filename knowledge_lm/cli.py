@@ -11,13 +11,12 @@ from knowledge_lm.errors import KlmError
 
 
 def sweep_from_args(args):
-    from knowledge_lm.config import dataset_defaults, load_sweep, validate_sweep
+    from knowledge_lm.config import dataset_defaults, read_sweep_yaml, validate_sweep
 
     if args.config:
-        raw = yaml.safe_load(Path(args.config).read_text()) if Path(args.config).is_file() else None
-        if raw is None:
-            load_sweep(args.config)  # raises the one-line error for a missing or malformed file
-        where = args.config
+        raw, where = read_sweep_yaml(args.config), args.config
+        if not isinstance(raw, dict):
+            raise KlmError(f"{args.config}: a sweep config is a YAML mapping")
     elif args.dataset:
         raw, where = dict(dataset_defaults(args.dataset)), f"benchmarks/{args.dataset}.yaml"
         raw["dataset"] = args.dataset

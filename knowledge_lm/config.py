@@ -133,21 +133,24 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
     return sweep
 
 
-def load_sweep(path) -> Sweep:
+def read_sweep_yaml(path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise KlmError(f"sweep config {path} does not exist")
     try:
-        raw = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
         raise KlmError(f"{path}: malformed YAML ({str(error).splitlines()[0]})") from None
-    return validate_sweep(raw, str(path))
+
+
+def load_sweep(path) -> Sweep:
+    return validate_sweep(read_sweep_yaml(path), str(path))
 
 
 def dataset_defaults(dataset: str) -> dict:
     """The dataset's own sweep config (``benchmarks/<dataset>.yaml``) as raw YAML, or ``{}``."""
     path = BENCHMARKS_DIR / f"{dataset}.yaml"
-    return yaml.safe_load(path.read_text()) if path.is_file() else {}
+    return read_sweep_yaml(path) if path.is_file() else {}
 
 
 def check_data_dir(data_dir):

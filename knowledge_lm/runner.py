@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from knowledge_lm.cell import FAILURE_FILE, LAST_CHECKPOINT
 from knowledge_lm.config import Sweep
+from knowledge_lm.registry import DATASETS
 from knowledge_lm.results import Cell
 
 console = Console(stderr=True)
@@ -46,6 +47,13 @@ def cell_command(cell: Cell, sweep: Sweep, overrides: dict, data_dir, results_di
     return [sys.executable, "-m", "knowledge_lm.cell", json.dumps(spec)]
 
 
+def check_data(sweep: Sweep, data_dir) -> None:
+    """Read every task's splits once before any cell starts: bad data fails here, with one line."""
+    dataset_class = DATASETS.get(sweep.dataset)
+    for task in sweep.tasks:
+        dataset_class(task=task, data_dir=data_dir, **sweep.dataset_options).labelled_splits()
+
+
 def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, results_dir=Path("results"),
               runs_dir=Path("runs"), jobs: int = 1, retry_failed: bool = True) -> dict[str, int]:
     """Run every unfinished cell; ``jobs`` cells at a time (each its own process). Returns counts."""
@@ -56,11 +64,14 @@ def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, result
     todo = [c for c in cells if cell_state(c, results_dir, runs_dir) != "done"
             and (retry_failed or cell_state(c, results_dir, runs_dir) != "failed")]
     counts = {"done_before": len(cells) - len(todo), "finished": 0, "failed": 0}
+    if todo:
+        check_data(sweep, data_dir)
     console.print(f"[bold]{sweep.name}[/]: {len(cells)} cells, {counts['done_before']} already done, {len(todo)} to run")
     if not todo:
         return counts
     show_cell_progress = jobs == 1 and sys.stderr.isatty()
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    # Cells running side by side share the cores instead of each spinning up a thread per core.
+    env = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // jobs)), **os.environ, "TOKENIZERS_PARALLELISM": "false"}
     running: dict[subprocess.Popen, tuple[Cell, object]] = {}
     queue = list(todo)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

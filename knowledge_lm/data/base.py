@@ -7,6 +7,7 @@ A dataset subclasses :class:`TaskDataModule`, declares its tasks and implements 
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -144,7 +145,10 @@ class TaskDataModule(pl.LightningDataModule):
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = path.with_name(path.name + f".tmp{os.getpid()}")
         dataset.save_to_disk(str(staging))
-        os.replace(staging, path)
+        try:
+            os.replace(staging, path)
+        except OSError:  # a concurrent cell wrote the same cache entry first: keep theirs
+            shutil.rmtree(staging, ignore_errors=True)
         return load_from_disk(str(path))
 
     # -- Lightning hooks -------------------------------------------------------------------

@@ -1,0 +1,51 @@
+"""Leaderboards come from the results store alone, deterministically, with missing cells shown as —."""
+
+import statistics
+
+import yaml
+
+from knowledge_lm.config import BENCHMARKS_DIR
+from knowledge_lm.leaderboard import write_leaderboards
+from knowledge_lm.results import Cell, write_json_atomic
+
+KNOWN_METRICS = {"accuracy", "f1", "matthews", "pearson", "spearman", "micro_f1", "macro_f1", "strict_accuracy",
+                 "loose_macro_f1", "loose_micro_f1", "ign_f1", "precision_at_1", "exact_match"}
+
+
+def fake_result(results, method, task, fraction, seed, value):
+    cell = Cell(method, "glue", task, fraction, seed, "minilm")
+    metric = {"rte": "accuracy", "cola": "matthews"}[task]
+    write_json_atomic(cell.result_path(results), {
+        "cell": {"method": method, "dataset": "glue", "task": task, "fraction": fraction, "seed": seed, "backbone": "minilm"},
+        "report_split": "dev", "metrics": {"dev": {metric: value}},
+        "device": {"name": "Test GPU"}, "backbone": {"checksum": "abc"}, "git": {"commit": "0123456789abcdef"},
+        "wall_time_s": 60.0, "data": {"subset_hash": "h", "train_size": 100}, "budget": {"max_steps": 10, "per_device_batch_size": 32},
+    })
+
+
+def test_table_mean_std_n_best_and_missing(tmp_path):
+    results, out = tmp_path / "results", tmp_path / "leaderboards"
+    for seed, value in zip((1, 2, 3), (60.0, 62.0, 67.0)):
+        fake_result(results, "baseline", "rte", 1.0, seed, value)
+    for seed, value in zip((1, 2), (70.0, 71.0)):
+        fake_result(results, "other", "rte", 1.0, seed, value)
+    fake_result(results, "baseline", "cola", 0.1, 1, 20.0)
+    [path] = write_leaderboards(results, out)
+    text = path.read_text()
+    mean, std = statistics.mean([60, 62, 67]), statistics.stdev([60, 62, 67])
+    assert f"{mean:.1f} ± {std:.1f} (n=3)" in text
+    assert "**70.5 ± 0.7 (n=2)**" in text
+    row = next(line for line in text.splitlines() if line.startswith("| other |"))
+    assert row.count("—") == 3  # 10% cola, 10% rte and 100% cola have no result for "other"
+    assert "† BERT-Base" in text  # the paper's reference row, marked
+    write_leaderboards(results, out)
+    assert path.read_text() == text
+
+
+def test_references_are_well_formed():
+    references = yaml.safe_load((BENCHMARKS_DIR / "references.yaml").read_text())
+    for ref in references:
+        assert {"paper", "source", "row", "backbone", "dataset", "fraction", "metrics"} <= set(ref)
+        for task, values in ref["metrics"].items():
+            assert set(values) <= KNOWN_METRICS, (ref["row"], task)
+            assert all(isinstance(v, (int, float)) for v in values.values())

@@ -1,0 +1,47 @@
+"""The runner: a killed cell resumes from its checkpoint; nothing is lost or run twice."""
+
+import json
+import subprocess
+import time
+
+from knowledge_lm.config import validate_sweep
+from knowledge_lm.runner import cell_command, cell_state, run_sweep, sweep_cells
+
+
+def small_sweep(**train):
+    return validate_sweep({
+        "name": "resume", "dataset": "generated", "methods": ["baseline"], "fractions": [1.0], "seeds": [1, 2],
+        "backbone": "tiny", "dataset_options": {"train_size": 160, "dev_size": 40, "test_size": 40},
+        "train": {"batch_size": 8, "epochs": 1, "min_steps": 1, "evaluations": 6, "max_length": 48, **train},
+    }, "test")
+
+
+def test_killed_cell_resumes_and_nothing_runs_twice(tmp_path):
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    sweep = small_sweep(epochs=20, checkpoint_every_steps=7)
+    killed = sweep_cells(sweep)[0]
+    process = subprocess.Popen(cell_command(killed, sweep, {}, None, results, runs, False),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = killed.run_dir(runs) / "last.ckpt"
+    deadline = time.time() + 180
+    while not checkpoint.is_file() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    process.kill()
+    process.wait()
+    assert checkpoint.is_file(), "the cell never wrote a checkpoint before it was killed"
+    assert not killed.result_path(results).exists()
+    assert cell_state(killed, results, runs) == "partial"
+
+    counts = run_sweep(sweep, results_dir=results, runs_dir=runs)
+    assert counts == {"done_before": 0, "finished": 2, "failed": 0}
+    result = json.loads(killed.result_path(results).read_text())
+    assert result["resumed_from_checkpoint"] is True
+    steps = [evaluation["step"] for evaluation in result["evaluations"]]
+    assert steps == sorted(set(steps)), "an evaluation was lost or repeated"
+    assert len(steps) == sweep.train["evaluations"] and steps[-1] == result["budget"]["max_steps"]
+    assert sorted(p.name for p in results.rglob("*.json")) == ["f1-s1.json", "f1-s2.json"]
+    assert not killed.run_dir(runs).exists()
+
+    again = run_sweep(sweep, results_dir=results, runs_dir=runs)
+    assert again == {"done_before": 2, "finished": 0, "failed": 0}
