@@ -13,6 +13,6 @@ def adamw_with_warmup(module: torch.nn.Module, lr: float, weight_decay: float, w
         {"params": [p for n, p in named if not n.endswith(NO_DECAY)], "weight_decay": weight_decay},
         {"params": [p for n, p in named if n.endswith(NO_DECAY)], "weight_decay": 0.0},
     ]
-    optimizer = torch.optim.AdamW(groups, lr=lr, fused=torch.cuda.is_available())
+    optimizer = torch.optim.AdamW(groups, lr=lr)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total_steps), total_steps)
     return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

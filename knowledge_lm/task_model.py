@@ -22,7 +22,9 @@ class TaskModel(pl.LightningModule):
         super().__init__()
         if method_options:
             raise TypeError(f"{type(self).__name__} takes no options {sorted(method_options)}")
-        self.encoder = encoder
+        # from_pretrained returns the encoder in eval mode, and Lightning keeps submodules' modes: without
+        # this, fine-tuning would run with dropout off.
+        self.encoder = encoder.train()
         self.spec = spec
         self.eval_splits = list(eval_splits)
         self.lr, self.weight_decay, self.warmup_ratio, self.total_steps = lr, weight_decay, warmup_ratio, total_steps
