@@ -26,6 +26,7 @@ def results_frame(results: list[dict]) -> pd.DataFrame:
         for metric, value in result["metrics"][split].items():
             rows.append({**cell, "split": split, "metric": metric, "value": value,
                          "device": result["device"]["name"], "checksum": result["backbone"]["checksum"],
+                         "weights": "/".join(Path(result["backbone"].get("path") or "built in").parts[-2:]),
                          "commit": result["git"]["commit"][:10], "wall_time_s": result["wall_time_s"],
                          "subset_hash": result["data"]["subset_hash"], "train_size": result["data"]["train_size"],
                          "steps": result["budget"]["max_steps"], "batch": result["budget"]["per_device_batch_size"]})
@@ -78,7 +79,8 @@ def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, referen
     for ref in references:
         if ref["method"] not in methods:
             continue
-        row = [f"† {ref['row']} ({ref['backbone']}; paper {ref['paper']}, {ref['source'].split(',')[1].strip() if ',' in ref['source'] else ref['source']}; {ref.get('split') or 'split not stated'})"]
+        table = ref["source"].split(",")[1].split("(")[0].strip() if "," in ref["source"] else ref["source"]
+        row = [f"† {ref['row']} [paper {ref['paper']} {table}, {ref['backbone']}, {ref.get('split') or 'split not stated'}]"]
         for fraction, task in columns:
             value = ref["metrics"].get(task, {}).get(main_metric[task]) if ref.get("fraction") == fraction else None
             row.append(MISSING if value is None else f"{value:.1f}")
@@ -105,9 +107,10 @@ def detail_table(frame: pd.DataFrame, task: str) -> list[str]:
 
 def provenance(frame: pd.DataFrame) -> list[str]:
     seeds = frame.drop_duplicates(["method", "task", "fraction", "seed", "backbone"])
-    lines = ["| backbone | weights sha256 | device | commits | cells | per-device batch | total wall time |", "|---|---|---|---|---|---|---|"]
-    for (backbone, checksum, device), group in seeds.groupby(["backbone", "checksum", "device"], dropna=False):
-        lines.append(f"| {backbone} | {str(checksum)[:16]} | {device} | {', '.join(sorted(group['commit'].unique()))} | "
+    lines = ["| backbone | weights from | weights sha256 | device | commits | cells | per-device batch | summed cell time |",
+             "|---|---|---|---|---|---|---|---|"]
+    for (backbone, weights, checksum, device), group in seeds.groupby(["backbone", "weights", "checksum", "device"], dropna=False):
+        lines.append(f"| {backbone} | {weights} | {str(checksum)[:16]} | {device} | {', '.join(sorted(group['commit'].unique()))} | "
                      f"{len(group)} | {', '.join(map(str, sorted(group['batch'].unique())))} | {group['wall_time_s'].sum() / 60:.1f} min |")
     return lines
 

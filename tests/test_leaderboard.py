@@ -18,7 +18,7 @@ def fake_result(results, method, task, fraction, seed, value):
     write_json_atomic(cell.result_path(results), {
         "cell": {"method": method, "dataset": "glue", "task": task, "fraction": fraction, "seed": seed, "backbone": "minilm"},
         "report_split": "dev", "metrics": {"dev": {metric: value}},
-        "device": {"name": "Test GPU"}, "backbone": {"checksum": "abc"}, "git": {"commit": "0123456789abcdef"},
+        "device": {"name": "Test GPU"}, "backbone": {"checksum": "abc", "path": None}, "git": {"commit": "0123456789abcdef"},
         "wall_time_s": 60.0, "data": {"subset_hash": "h", "train_size": 100}, "budget": {"max_steps": 10, "per_device_batch_size": 32},
     })
 
