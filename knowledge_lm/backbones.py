@@ -60,7 +60,9 @@ def offline() -> bool:
 
     from huggingface_hub import constants
 
-    if constants.HF_HUB_OFFLINE or os.environ.get("TRANSFORMERS_OFFLINE", "0") not in ("0", "", "false"):
+    switched_off = any(os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+                       for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"))
+    if switched_off or constants.HF_HUB_OFFLINE:
         return True
     try:
         socket.create_connection((urlparse(constants.ENDPOINT).hostname, 443), timeout=3).close()
@@ -88,6 +90,36 @@ def tiny_tokenizer():
         return BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True)
 
 
+def resolve_backbone(name: str) -> tuple[str | Path, str | None, str]:
+    """``(path or hub id, weights checksum, label)`` for a backbone name other than ``tiny``."""
+    if name == "minilm":
+        path = minilm_path()
+        checksum = weights_checksum(path)
+        if checksum != MINILM_SHA256:
+            raise KlmError(f"backbone 'minilm' at {path}: weights checksum {checksum} differs from the packaged {MINILM_SHA256}")
+        return path, checksum, "minilm"
+    if Path(name).expanduser().is_dir():
+        path = Path(name).expanduser().resolve()
+        return path, weights_checksum(path), path.name
+    if offline():
+        raise KlmError(f"backbone {name!r} is neither a local directory nor loadable offline; "
+                       "use --backbone minilm (packaged), tiny, or a local model directory")
+    return name, None, name
+
+
+def load_tokenizer(name: str = "minilm"):
+    """The backbone's tokenizer alone (no weights): what data preparation needs."""
+    from transformers import AutoTokenizer
+
+    if name == "tiny":
+        return tiny_tokenizer()
+    path = minilm_path() if name == "minilm" else resolve_backbone(name)[0]
+    try:
+        return AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError) as error:
+        raise KlmError(f"cannot load the tokenizer of {name!r} ({str(error).splitlines()[0]})") from None
+
+
 def load_backbone(name: str = "minilm", attn_implementation: str | None = None, seed: int = 0):
     """``(model, tokenizer, BackboneInfo)`` for a backbone name, a local directory or a hub id."""
     import torch
@@ -106,21 +138,7 @@ def load_backbone(name: str = "minilm", attn_implementation: str | None = None, 
             model = BertModel(config, add_pooling_layer=False)
         info = BackboneInfo("tiny", None, None)
     else:
-        if name == "minilm":
-            path = minilm_path()
-            checksum = weights_checksum(path)
-            if checksum != MINILM_SHA256:
-                raise KlmError(f"backbone 'minilm' at {path}: weights checksum {checksum} differs from the packaged {MINILM_SHA256}")
-            label = "minilm"
-        elif Path(name).expanduser().is_dir():
-            path = Path(name).expanduser().resolve()
-            checksum = weights_checksum(path)
-            label = path.name
-        else:
-            if offline():
-                raise KlmError(f"backbone {name!r} is neither a local directory nor loadable offline; "
-                               "use --backbone minilm (packaged), tiny, or a local model directory")
-            path, checksum, label = name, None, name
+        path, checksum, label = resolve_backbone(name)
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(path))
             model = AutoModel.from_pretrained(str(path), add_pooling_layer=False, **kwargs) if _is_bert(path) \

@@ -6,6 +6,9 @@ import pytest
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tests train tiny models: one thread each is faster than two threads synchronising over 32-wide matrices,
+# and cell processes started by the tests inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ def small_sweep(**train):
 
 def test_killed_cell_resumes_and_nothing_runs_twice(tmp_path):
     results, runs = tmp_path / "results", tmp_path / "runs"
-    sweep = small_sweep(epochs=20, checkpoint_every_steps=7)
+    sweep = small_sweep(epochs=8, checkpoint_every_steps=7)
     killed = sweep_cells(sweep)[0]
     process = subprocess.Popen(cell_command(killed, sweep, {}, None, results, runs, False),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -7,6 +7,7 @@ A dataset subclasses :class:`TaskDataModule`, declares its tasks and implements 
 import hashlib
 import json
 import os
+import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,13 +52,28 @@ class TaskSpec:
         raise KlmError(f"{where}: bad label {raw!r} (expected one of {', '.join(self.labels)})")
 
 
+def hold_out(records: list[dict], rows: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """(train, dev) for a dataset without a dev split: a seeded draw of ``rows`` rows (at most a tenth, at
+    least one) becomes dev, so model selection never sees the reported split."""
+    size = min(rows, max(1, len(records) // 10))
+    chosen = set(random.Random(seed).sample(range(len(records)), size))
+    return ([record for index, record in enumerate(records) if index not in chosen],
+            [record for index, record in enumerate(records) if index in chosen])
+
+
 def default_cache_dir() -> Path:
     return Path(os.environ.get("KLM_CACHE_DIR", Path.cwd() / ".cache" / "knowledge-lm"))
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
-    state = tokenizer.backend_tokenizer.to_str() if getattr(tokenizer, "is_fast", False) else json.dumps(tokenizer.get_vocab(), sort_keys=True)
-    return hashlib.sha256(state.encode()).hexdigest()[:16]
+    if getattr(tokenizer, "is_fast", False):
+        state = json.loads(tokenizer.backend_tokenizer.to_str())
+        # A call with truncation or padding rewrites these in the backend: they say nothing of the vocabulary.
+        state.pop("truncation", None)
+        state.pop("padding", None)
+    else:
+        state = tokenizer.get_vocab()
+    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
 
 
 class TaskDataModule(pl.LightningDataModule):
@@ -74,7 +90,7 @@ class TaskDataModule(pl.LightningDataModule):
 
     def __init__(self, task: str | None = None, tokenizer=None, data_dir=None, fraction: float = 1.0,
                  subset_seed: int = 0, batch_size: int = 32, eval_batch_size: int = 128,
-                 max_length: int = 128, cache_dir=None, num_workers: int = 0):
+                 max_length: int = 128, cache_dir=None, num_workers: int = 0, knowledge: dict | None = None):
         super().__init__()
         self.task = task or self.tasks[0]
         if self.task not in self.tasks:
@@ -88,6 +104,7 @@ class TaskDataModule(pl.LightningDataModule):
         self.max_length = max_length
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.num_workers = num_workers
+        self.knowledge = knowledge  # a KnowledgeConfig as a dict: features from `klm prepare` join each example
         self.task_spec = self.spec(self.task)
         self.splits = None
 
@@ -165,6 +182,12 @@ class TaskDataModule(pl.LightningDataModule):
         self.subset_hash = subset_hash(ids, indices)
         self.train_size = len(indices)
         self.encoded = {split: self.tokenize(split, records) for split, records in self.splits.items()}
+        if self.knowledge is not None:
+            from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared
+
+            features = load_prepared(self, self.tokenizer, KnowledgeConfig.from_dict(self.knowledge), self.cache_dir)
+            for split, dataset in self.encoded.items():
+                self.encoded[split] = dataset.add_column("knowledge", [json.dumps(row) for row in features[split]])
         self.encoded["train"] = self.encoded["train"].select(indices)
         label_dtype = torch.float32 if self.task_spec.kind == "regression" else torch.long
         for dataset in self.encoded.values():
@@ -173,7 +196,10 @@ class TaskDataModule(pl.LightningDataModule):
         self.collator = DataCollatorWithPadding(self.tokenizer)
 
     def _collate(self, features):
+        knowledge = [json.loads(feature.pop("knowledge")) for feature in features] if "knowledge" in features[0] else None
         batch = self.collator(features)
+        if knowledge is not None:
+            batch["knowledge"] = knowledge
         batch["labels"] = batch["labels"].to(self.label_dtype)
         return batch
 

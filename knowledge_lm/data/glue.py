@@ -14,10 +14,9 @@ Files are looked for, in order, in ``<data_dir>/glue_<task>/`` (the shared layou
 writes), each file plain or gzip-compressed; with none of them, ``nyu-mll/glue`` on the hub unless offline.
 """
 
-import os
-import random
 
-from knowledge_lm.data.base import TaskDataModule, TaskSpec
+from knowledge_lm.backbones import offline
+from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
 from knowledge_lm.data.io import column_index, find_file, read_json, read_jsonl, read_tsv
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import register_dataset
@@ -81,19 +80,6 @@ HELD_OUT_ROWS = 1000
 HELD_OUT_SEED = 0
 
 
-def offline() -> bool:
-    return any(os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-               for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
-
-
-def hold_out(records: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(train, dev): a seeded draw of HELD_OUT_ROWS rows (at most a tenth, at least one) becomes dev."""
-    size = min(HELD_OUT_ROWS, max(1, len(records) // 10))
-    chosen = set(random.Random(HELD_OUT_SEED).sample(range(len(records)), size))
-    return ([record for index, record in enumerate(records) if index not in chosen],
-            [record for index, record in enumerate(records) if index in chosen])
-
-
 @register_dataset("glue")
 class GlueDataModule(TaskDataModule):
     name = "glue"
@@ -113,7 +99,7 @@ class GlueDataModule(TaskDataModule):
         else:
             splits = {split: self.read_file(split, path) for split, path in files.items()}
         if "dev" not in splits and self.task in HELD_OUT_TASKS:
-            splits["train"], splits["dev"] = hold_out(splits["train"])
+            splits["train"], splits["dev"] = hold_out(splits["train"], HELD_OUT_ROWS, HELD_OUT_SEED)
         return splits
 
     # -- finding the files ------------------------------------------------------------------

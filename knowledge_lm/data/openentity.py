@@ -1,0 +1,92 @@
+"""Open Entity: typing one marked mention of a sentence with any of 9 general types (multi-label).
+
+Files: ERNIE's release, ``train.json``, ``dev.json`` and ``test.json`` (1,998 examples each, plain or
+gzip-compressed), looked for in ``<data_dir>/openentity/`` (the shared layout), ``<data_dir>/OpenEntity/``
+(ERNIE's) and ``<data_dir>`` itself. Each file is one JSON array of
+``{sent, start, end, labels, ents: [[qid, start, end, score], ...]}``: character offsets into
+``sent`` (end exclusive), the gold types, and TAGME's Wikidata links with their scores.
+
+Records: ``label`` is the sorted list of type ids (possibly empty: the release has examples without
+a general type), ``mention`` the typed span and ``entities`` the linked spans, all offsets into
+``text_a`` (= ``sent``). The spec's kind is "multilabel", scored by loose micro-F1.
+"""
+
+from knowledge_lm.data.base import TaskDataModule, TaskSpec
+from knowledge_lm.data.io import find_file, read_json
+from knowledge_lm.errors import KlmError
+from knowledge_lm.registry import register_dataset
+
+ENTITY_TYPES = ("entity", "event", "group", "location", "object", "organization", "person", "place", "time")
+SPEC = TaskSpec("main", "multilabel", ENTITY_TYPES, ("loose_micro_f1",), "loose_micro_f1")
+
+FOLDERS = ("openentity", "OpenEntity", ".")
+SPLITS = ("train", "dev", "test")
+REQUIRED_KEYS = ("sent", "start", "end", "labels", "ents")
+
+
+def is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_span(start, end, text: str, what: str, where: str):
+    if not (is_int(start) and is_int(end) and 0 <= start < end <= len(text)):
+        raise KlmError(f"{where}: {what} offsets [{start!r}, {end!r}) are not a span of the "
+                       f"{len(text)}-character sentence")
+
+
+@register_dataset("openentity")
+class OpenEntityDataModule(TaskDataModule):
+    name = "openentity"
+    tasks = ("main",)
+
+    @classmethod
+    def spec(cls, task: str) -> TaskSpec:
+        return SPEC
+
+    def read_splits(self) -> dict[str, list[dict]]:
+        return {split: self.read_file(split, path) for split, path in self.find_files().items()}
+
+    def find_files(self) -> dict:
+        if self.data_dir is not None:
+            for folder in FOLDERS:
+                root = self.data_dir / folder
+                found = {split: find_file(root, f"{split}.json") for split in SPLITS}
+                if found["train"] is not None:
+                    missing = [f"{split}.json" for split, path in found.items() if path is None]
+                    if missing:
+                        raise KlmError(f"{root}: missing Open Entity file(s) {', '.join(missing)} (plain or .gz)")
+                    return found
+        raise KlmError(f"no Open Entity data under {self.data_dir or 'any data directory'}: expected openentity/ "
+                       f"holding train.json, dev.json and test.json (set --data-dir or DATA_DIR)")
+
+    def read_file(self, split: str, path) -> list[dict]:
+        data = read_json(path)
+        if not isinstance(data, list):
+            raise KlmError(f"{path}: expected a JSON array of examples, got a {type(data).__name__}")
+        return [self.record(split, index, item, f"{path}: record {index}") for index, item in enumerate(data)]
+
+    def record(self, split: str, index: int, item, where: str) -> dict:
+        if not isinstance(item, dict):
+            raise KlmError(f"{where}: expected an object, got a {type(item).__name__}")
+        missing = [key for key in REQUIRED_KEYS if key not in item]
+        if missing:
+            raise KlmError(f"{where}: missing key(s) {', '.join(missing)}")
+        sentence = item["sent"]
+        if not isinstance(sentence, str) or not sentence:
+            raise KlmError(f"{where}: 'sent' must be a non-empty string")
+        check_span(item["start"], item["end"], sentence, "mention", where)
+        if not isinstance(item["labels"], list):
+            raise KlmError(f"{where}: 'labels' must be a list of types")
+        type_ids = sorted({SPEC.label_id(name, where) for name in item["labels"]})
+        if not isinstance(item["ents"], list):
+            raise KlmError(f"{where}: 'ents' must be a list of [qid, start, end, score]")
+        entities = []
+        for link in item["ents"]:
+            if not (isinstance(link, list) and len(link) == 4 and isinstance(link[0], str)
+                    and isinstance(link[3], (int, float)) and not isinstance(link[3], bool)):
+                raise KlmError(f"{where}: bad linked entity {link!r} (expected [qid, start, end, score])")
+            qid, start, end, score = link
+            check_span(start, end, sentence, f"linked entity {qid}", where)
+            entities.append({"qid": qid, "start": start, "end": end, "score": float(score)})
+        return {"id": f"openentity-{split}-{index}", "text_a": sentence, "text_b": None, "label": type_ids,
+                "mention": {"start": item["start"], "end": item["end"]}, "entities": entities}
