@@ -3,6 +3,7 @@
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -99,6 +100,37 @@ def command_status(args):
     return 0
 
 
+def command_prepare(args):
+    from rich.console import Console
+
+    from knowledge_lm.backbones import load_tokenizer
+    from knowledge_lm.config import check_data_dir
+    from knowledge_lm.data.base import default_cache_dir
+    from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
+    from knowledge_lm.registry import DATASETS
+
+    sweep = sweep_from_args(args)
+    options = {name: getattr(args, name) for name in ("kg_dir", "linking", "annotator", "phrases", "pmi_corpus", "pmi_unigrams",
+                                                      "pmi_top_k", "k_hop", "link_noise", "kg_embeddings")
+               if getattr(args, name) is not None}
+    config = KnowledgeConfig.from_dict({**sweep.dataset_options.get("knowledge", {}), **options})
+    data_dir = check_data_dir(args.data_dir)
+    tokenizer = load_tokenizer(sweep.backbone)
+    cache_dir = args.cache_dir or default_cache_dir()
+    dataset_options = {k: v for k, v in sweep.dataset_options.items() if k != "knowledge"}
+    console = Console(stderr=True)
+    for task in sweep.tasks:
+        started = time.time()
+        data = DATASETS.get(sweep.dataset)(task=task, data_dir=data_dir, max_length=sweep.train_config(task).max_length,
+                                            cache_dir=cache_dir, **dataset_options)
+        manifest = prepare(data, tokenizer, config, cache_dir, progress=not args.quiet)
+        elapsed = time.time() - started
+        coverage = ", ".join(f"{split} {stats['linked_coverage']:.1%}" for split, stats in manifest["splits"].items())
+        console.print(f"{sweep.dataset}/{task}: {elapsed:.1f} s (first build {manifest['total_s']:.1f} s); "
+                      f"{'gold' if manifest['gold_links'] else 'alias-table'} links, examples with ≥1 linked entity: {coverage}")
+    return 0
+
+
 def command_leaderboard(args):
     from knowledge_lm.leaderboard import write_leaderboards
 
@@ -133,6 +165,23 @@ def build_parser():
     status = commands.add_parser("status", help="list done / partial / failed / missing cells of a sweep")
     add_sweep_arguments(status)
     status.set_defaults(handler=command_status)
+
+    prepare = commands.add_parser("prepare", help="compute and cache knowledge features (entity links, NER, phrases, PMI)")
+    add_sweep_arguments(prepare)
+    prepare.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
+    prepare.add_argument("--cache-dir", type=Path, help="default: $KLM_CACHE_DIR or .cache/knowledge-lm")
+    prepare.add_argument("--kg-dir", help="knowledge graph folder (default: the dataset's own, else <data-dir>/wikidata_kg)")
+    prepare.add_argument("--linking", choices=("auto", "gold", "alias"), help="gold links, alias-table candidates, or auto")
+    prepare.add_argument("--annotator", choices=("spacy", "stanza"))
+    prepare.add_argument("--phrases", choices=("noun_chunks", "subtrees"))
+    prepare.add_argument("--pmi-corpus", help="text file (one text per line) for PMI; default: the dataset's train text")
+    prepare.add_argument("--pmi-unigrams", help="'word count' file for unigram probabilities, e.g. enwiki_word_freq")
+    prepare.add_argument("--pmi-top-k", type=int, help="PMI neighbours kept per example (default 10)")
+    prepare.add_argument("--k-hop", type=int, help="KG distance below which linked entities count as close for SI (default 6)")
+    prepare.add_argument("--link-noise", type=float, help="share of linked entities replaced by a random entity of another type")
+    prepare.add_argument("--kg-embeddings", action="store_true", default=None, help="also train and cache TransE embeddings")
+    prepare.add_argument("--quiet", action="store_true", help="no progress bars")
+    prepare.set_defaults(handler=command_prepare)
 
     leaderboard = commands.add_parser("leaderboard", help="regenerate leaderboards/*.md from the results store")
     leaderboard.add_argument("--results-dir", default="results", type=Path)

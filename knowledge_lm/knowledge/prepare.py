@@ -1,0 +1,304 @@
+"""``klm prepare``: knowledge features computed once on the CPU and cached, as nanoGPT's prepare.py.
+
+For every split of a dataset's task and every example: the linked entity mentions (the dataset's gold
+links where it has them, else alias-table candidates), NER spans, phrase segments, dependency arcs and
+PMI neighbours; every character span also as the indices of the backbone's sub-word tokens (the same
+tokenization, truncation included, that training uses). Per linked entity, what selective injection
+needs: its document frequency over the train split and its number of other linked entities within
+``k_hop`` in the KG. Training reads these files only: no spaCy, no KG walk, so GPU runs carry the cache.
+
+The cache key hashes the split's records, the tokenizer, ``max_length``, the knowledge config and the
+KG's files, so a second ``prepare`` with the same inputs only reads and hashes them.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from knowledge_lm.errors import KlmError
+
+LINKING_MODES = ("auto", "gold", "alias")
+DEFAULT_KG = "wikidata_kg"
+
+
+@dataclass(frozen=True)
+class KnowledgeConfig:
+    kg_dir: str | None = None  # default: the dataset's own KG (generated task), else <data_dir>/wikidata_kg
+    linking: str = "auto"  # gold links where the dataset has them, else alias-table candidates
+    annotator: str = "spacy"  # or "stanza" where its models are installed
+    phrases: str = "noun_chunks"  # or "subtrees"
+    max_candidates: int = 30
+    pmi_corpus: str | None = None  # a text file, one text per line; default: the dataset's own train text
+    pmi_unigrams: str | None = None  # "word count" lines (e.g. enwiki_word_freq) for p(w); default: the corpus
+    pmi_min_count: int = 5
+    pmi_top_k: int = 10
+    k_hop: int = 6
+    link_noise: float = 0.0  # share of linked entities replaced by a random entity of another type
+    noise_seed: int = 0
+    kg_embeddings: bool = False  # also train (once) and cache TransE embeddings of the KG
+
+    @classmethod
+    def from_dict(cls, values: dict | None) -> "KnowledgeConfig":
+        values = dict(values or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise KlmError(f"unknown knowledge option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        config = cls(**values)
+        if config.linking not in LINKING_MODES:
+            raise KlmError(f"knowledge linking {config.linking!r}: expected one of {', '.join(LINKING_MODES)}")
+        for option in ("pmi_corpus", "pmi_unigrams"):
+            path = getattr(config, option)
+            if path and not Path(path).expanduser().is_file():
+                raise KlmError(f"knowledge option {option}: {path} does not exist")
+        return config
+
+
+def files_fingerprint(directory: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file()):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def knowledge_graph_dir(data_module, config: KnowledgeConfig, cache_dir: Path) -> Path:
+    """Where the KG for this dataset lies; the generated task's own KG is written to the cache once."""
+    if config.kg_dir:
+        path = Path(config.kg_dir).expanduser()
+        if not path.is_dir():
+            raise KlmError(f"knowledge graph directory {path} does not exist")
+        return path
+    own = getattr(data_module, "knowledge_graph", None)
+    if own is not None:
+        staging = cache_dir / "kg" / f"{data_module.name}.tmp{os.getpid()}"
+        own.write_kg(staging)
+        folder = cache_dir / "kg" / f"{data_module.name}-{files_fingerprint(staging)}"
+        if folder.exists():
+            shutil.rmtree(staging)
+        else:
+            os.replace(staging, folder)
+        return folder
+    if data_module.data_dir is None or not (data_module.data_dir / DEFAULT_KG).is_dir():
+        raise KlmError(f"no knowledge graph for {data_module.name}: pass --kg-dir or put {DEFAULT_KG}/ under the data directory")
+    return data_module.data_dir / DEFAULT_KG
+
+
+def split_key(records: list[dict], tokenizer_id: str, max_length: int, config: KnowledgeConfig, kg_id: str) -> str:
+    digest = hashlib.sha256()
+    digest.update(json.dumps(records, sort_keys=True, default=str).encode())
+    digest.update(json.dumps([tokenizer_id, max_length, asdict(config), kg_id], sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
+def prepared_dir(cache_dir: Path, data_module) -> Path:
+    return Path(cache_dir) / "knowledge" / data_module.name / data_module.task
+
+
+def has_gold_links(records: list[dict]) -> bool:
+    return any(entity.get("qid") for record in records[:50] for entity in record.get("entities") or [])
+
+
+def text_segments(record: dict) -> list[tuple[int, str]]:
+    segments = [(0, record["text_a"])]
+    if record.get("text_b") is not None:
+        segments.append((1, record["text_b"]))
+    return segments
+
+
+def split_keys(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path):
+    """The splits' records, the KG folder and one cache folder named by everything the features depend on."""
+    from knowledge_lm.data.base import tokenizer_fingerprint
+
+    splits = data_module.labelled_splits()
+    kg_dir = knowledge_graph_dir(data_module, config, cache_dir)
+    kg_id = files_fingerprint(kg_dir)
+    tokenizer_id = tokenizer_fingerprint(tokenizer)
+    keys = {split: split_key(records, tokenizer_id, data_module.max_length, config, kg_id) for split, records in splits.items()}
+    combined = hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:16]
+    return splits, kg_dir, prepared_dir(cache_dir, data_module) / combined
+
+
+def link_segments(records, gold: bool, linker) -> list[list[list]]:
+    """Per record, per text segment: its mentions (gold links or alias-table candidates)."""
+    from knowledge_lm.knowledge.linking import gold_mentions
+
+    linked = []
+    for record in records:
+        if gold:
+            links = [(e["qid"], e["start"], e["end"]) for e in record.get("entities") or [] if e.get("qid")]
+            linked.append([gold_mentions(record["text_a"], links)] + ([[]] if record.get("text_b") is not None else []))
+        else:
+            linked.append([linker.link(text) for _, text in text_segments(record)])
+    return linked
+
+
+def top_entity(mention) -> str:
+    return mention.candidates[0][0]
+
+
+def add_link_noise(linked: dict[str, list[list[list]]], kg, config: KnowledgeConfig):
+    """Replace ``config.link_noise`` of all linked entities (each split on its own) for robustness studies."""
+    from knowledge_lm.knowledge.linking import Mention
+    from knowledge_lm.knowledge.noise import inject_link_noise
+
+    for offset, (split, examples) in enumerate(sorted(linked.items())):
+        mentions = [m for example in examples for segment in example for m in segment]
+        noisy, replaced = inject_link_noise([[top_entity(m) for m in mentions]], kg, config.link_noise, config.noise_seed + offset)
+        swaps = {id(m): qid for m, qid, was in zip(mentions, noisy[0], replaced[0]) if was}
+        linked[split] = [[[Mention(m.start, m.end, m.surface, [(swaps[id(m)], 1.0)]) if id(m) in swaps else m
+                           for m in segment] for segment in example] for example in examples]
+
+
+def pmi_statistics(config: KnowledgeConfig, train_records: list[dict]):
+    from knowledge_lm.data.io import open_text
+    from knowledge_lm.knowledge.pmi import CorpusStatistics, load_unigram_counts
+
+    if config.pmi_corpus:
+        with open_text(Path(config.pmi_corpus).expanduser()) as handle:
+            texts = [line.strip() for line in handle if line.strip()]
+    else:
+        texts = [text for record in train_records for _, text in text_segments(record)]
+    unigrams = load_unigram_counts(Path(config.pmi_unigrams).expanduser()) if config.pmi_unigrams else None
+    return CorpusStatistics.from_texts(texts, min_count=config.pmi_min_count, unigram_counts=unigrams)
+
+
+def example_features(record, mentions_by_segment, annotations_by_segment, encoding, pmi, df, kg, config) -> dict:
+    from knowledge_lm.knowledge.annotate import align_char_spans
+    from knowledge_lm.knowledge.pmi import tokenize_words
+
+    offsets, sequence_ids = encoding["offset_mapping"], encoding["sequence_ids"]
+
+    def tokens(segment, spans):
+        return align_char_spans(offsets, spans, sequence_ids=sequence_ids, sequence=segment)
+
+    features = {"links": [], "ner": [], "phrases": [], "words": [], "dependencies": []}
+    linked_entities = [top_entity(m) for mentions in mentions_by_segment for m in mentions]
+    close = kg.close_counts([qid for qid in set(linked_entities) if qid in kg], config.k_hop)
+    for segment, mentions in enumerate(mentions_by_segment):
+        for mention, span_tokens in zip(mentions, tokens(segment, [(m.start, m.end) for m in mentions])):
+            features["links"].append({"segment": segment, "start": mention.start, "end": mention.end,
+                                      "candidates": [[qid, round(prior, 6)] for qid, prior in mention.candidates],
+                                      "tokens": span_tokens, "df": df.get(top_entity(mention), 0),
+                                      "close": close.get(top_entity(mention), 0)})
+    for segment, annotation in enumerate(annotations_by_segment):
+        word_offset = len(features["words"])
+        word_tokens = tokens(segment, annotation.words)
+        features["words"] += [{"segment": segment, "start": s, "end": e, "tokens": t} for (s, e), t in zip(annotation.words, word_tokens)]
+        features["ner"] += [{"segment": segment, "start": s, "end": e, "label": label, "tokens": t}
+                            for (s, e, label), t in zip(annotation.ner, tokens(segment, [(s, e) for s, e, _ in annotation.ner]))]
+        features["phrases"] += [{"segment": segment, "start": s, "end": e, "tokens": t}
+                                for (s, e), t in zip(annotation.phrases, tokens(segment, annotation.phrases))]
+        features["dependencies"] += [[head + word_offset, dependent + word_offset, label] for head, dependent, label in annotation.dependencies]
+    words = [w for _, text in text_segments(record) for w in tokenize_words(text)]
+    features["pmi_neighbours"] = pmi.top_k_neighbours(words, config.pmi_top_k)
+    return features
+
+
+def write_jsonl_gz(path: Path, rows: list[dict]):
+    import gzip
+
+    staging = path.with_name(path.name + f".tmp{os.getpid()}")
+    with gzip.open(staging, "wt", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, separators=(",", ":")) + "\n")
+    os.replace(staging, path)
+
+
+def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, progress: bool = True) -> dict:
+    """Features for every split of ``data_module``'s task, computed once; returns the manifest."""
+    from rich.progress import track
+
+    from knowledge_lm.knowledge.annotate import Annotator
+    from knowledge_lm.knowledge.kg import KnowledgeGraph, document_frequency
+    from knowledge_lm.knowledge.linking import AliasTable, EntityLinker, coverage
+
+    started = time.time()
+    splits, kg_dir, folder = split_keys(data_module, tokenizer, config, cache_dir)
+    manifest_path = folder / "manifest.json"
+    if manifest_path.is_file():
+        return json.loads(manifest_path.read_text())
+
+    timings = {}
+    clock = time.time()
+    kg = KnowledgeGraph.load(kg_dir)
+    gold = config.linking == "gold" or (config.linking == "auto" and has_gold_links(splits["train"]))
+    if config.linking == "gold" and not has_gold_links(splits["train"]):
+        raise KlmError(f"{data_module.name}/{data_module.task} has no gold entity links: use linking=alias or auto")
+    linker = None if gold else EntityLinker(AliasTable.from_entities(
+        ((e.qid, e.label, e.surface_forms) for e in kg.entities.values()), max_candidates=config.max_candidates))
+    annotator = Annotator(backend=config.annotator, phrases=config.phrases)
+    timings["load_s"] = time.time() - clock
+
+    clock = time.time()
+    linked = {split: link_segments(records, gold, linker) for split, records in splits.items()}
+    if config.link_noise:
+        add_link_noise(linked, kg, config)
+    timings["linking_s"] = time.time() - clock
+    df = document_frequency([{top_entity(m) for segment in example for m in segment} for example in linked["train"]])
+
+    clock = time.time()
+    annotations = {}
+    for split, records in splits.items():
+        texts = [text for record in records for _, text in text_segments(record)]
+        flat = iter(annotator.annotate(texts, progress=progress))
+        annotations[split] = [[next(flat) for _ in text_segments(record)] for record in records]
+    timings["annotation_s"] = time.time() - clock
+    timings["annotated_texts"] = sum(len(a) for examples in annotations.values() for a in examples)
+
+    clock = time.time()
+    pmi = pmi_statistics(config, splits["train"])
+    timings["pmi_s"] = time.time() - clock
+    embeddings_path = None
+    if config.kg_embeddings:
+        from knowledge_lm.knowledge.kg_embeddings import cached_transe, transe_cache_path
+
+        clock = time.time()
+        cached_transe(kg, Path(cache_dir) / "kg_embeddings", progress=progress)
+        embeddings_path = str(transe_cache_path(kg, Path(cache_dir) / "kg_embeddings"))
+        timings["kg_embeddings_s"] = time.time() - clock
+
+    clock = time.time()
+    folder.mkdir(parents=True, exist_ok=True)
+    stats = {}
+    for split, records in splits.items():
+        first, second = data_module.text_columns(records)
+        encoded = tokenizer(first, second, truncation=True, max_length=data_module.max_length, return_offsets_mapping=True)
+        rows = []
+        for index in track(range(len(records)), description=f"features {split}", disable=not progress):
+            encoding = {"offset_mapping": encoded["offset_mapping"][index], "sequence_ids": encoded.sequence_ids(index)}
+            rows.append({"id": records[index]["id"], **example_features(records[index], linked[split][index], annotations[split][index],
+                                                                           encoding, pmi, df, kg, config)})
+        write_jsonl_gz(folder / f"{split}.jsonl.gz", rows)
+        stats[split] = {"examples": len(records), "linked_coverage": coverage([sum(segments, []) for segments in linked[split]]),
+                        "mentions_per_example": sum(len(r["links"]) for r in rows) / len(rows)}
+    timings["features_s"] = time.time() - clock
+    manifest = {"dataset": data_module.name, "task": data_module.task, "config": asdict(config), "kg_dir": str(kg_dir),
+                "gold_links": gold, "kg_embeddings": embeddings_path, "max_length": data_module.max_length, "splits": stats,
+                "entities_with_df": len(df), "timings": {k: round(v, 3) for k, v in timings.items()},
+                "total_s": round(time.time() - started, 3)}
+    staging = manifest_path.with_name(f"manifest.json.tmp{os.getpid()}")
+    staging.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    os.replace(staging, manifest_path)
+    return manifest
+
+
+def load_prepared(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path) -> dict[str, list[dict]]:
+    """The cached features of every split, for training; never computes them."""
+    from knowledge_lm.data.io import read_jsonl
+
+    splits, _, folder = split_keys(data_module, tokenizer, config, cache_dir)
+    if not (folder / "manifest.json").is_file():
+        raise KlmError(f"no prepared knowledge for {data_module.name}/{data_module.task} with this tokenizer, "
+                       f"max_length and knowledge config: run `klm prepare --dataset {data_module.name} --tasks {data_module.task}` first")
+    features = {}
+    for split, records in splits.items():
+        rows = [row for _, row in read_jsonl(folder / f"{split}.jsonl.gz")]
+        if [row["id"] for row in rows] != [record["id"] for record in records]:
+            raise KlmError(f"{folder / f'{split}.jsonl.gz'}: features do not match the {split} split; run `klm prepare` again")
+        features[split] = rows
+    return features
