@@ -1,16 +1,15 @@
-"""Task heads and their losses, shared by every method."""
+"""Head modules shared by the task kinds: BERT's classifier, and pooling of token states over spans."""
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 
-class TaskHead(nn.Module):
-    """BERT's classification head (dense → tanh → linear) over the features a method encodes."""
+class ClassifierHead(nn.Module):
+    """BERT's classification head (dense → tanh → linear) over pooled features."""
 
-    def __init__(self, hidden_size: int, num_outputs: int, dropout: float = 0.1):
+    def __init__(self, hidden_size: int, num_outputs: int, dropout: float = 0.1, input_size: int | None = None):
         super().__init__()
-        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.dense = nn.Linear(input_size or hidden_size, hidden_size)
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(hidden_size, num_outputs)
 
@@ -19,11 +18,9 @@ class TaskHead(nn.Module):
         return self.out(self.dropout(hidden))
 
 
-def task_loss(kind: str, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    if kind == "regression":
-        return F.mse_loss(logits.squeeze(-1).float(), labels.float())
-    return F.cross_entropy(logits.float(), labels)
+def mean_pool_spans(hidden_states: torch.Tensor, span_mask: torch.Tensor) -> torch.Tensor:
+    """Mean of token states under each span: ``hidden_states`` b×n×d, ``span_mask`` b×s×n (0/1) → b×s×d.
 
-
-def predictions(kind: str, logits: torch.Tensor) -> torch.Tensor:
-    return logits.squeeze(-1).float() if kind == "regression" else logits.argmax(-1)
+    An empty span gives a zero vector; callers mask such spans out."""
+    weights = span_mask.to(hidden_states.dtype)
+    return torch.einsum("bsn,bnd->bsd", weights, hidden_states) / weights.sum(-1, keepdim=True).clamp(min=1)

@@ -1,8 +1,9 @@
-"""The LightningModule every method is: ``encode`` → features, a task head, the task loss plus extra losses.
+"""The LightningModule every method is: ``encode`` → hidden states, the task kind's head, its loss plus extra losses.
 
-A method subclasses :class:`TaskModel`, overrides ``encode`` (and ``extra_losses`` where it adds
-one), and registers itself. Training, evaluation on every labelled split, model selection on dev
-and the optimiser are the same for all methods, so they live here once.
+A method subclasses :class:`TaskModel`, overrides ``encode`` (and ``extra_losses`` where it adds one),
+and registers itself. The head, loss, decoding and scoring come from the task's kind
+(``knowledge_lm/tasks``), so every method runs on every task. Training, evaluation on every labelled
+split, model selection on dev and the optimiser are the same for all methods, so they live here once.
 """
 
 from collections import defaultdict
@@ -10,10 +11,11 @@ from collections import defaultdict
 import pytorch_lightning as pl
 import torch
 
-from knowledge_lm import metrics
-from knowledge_lm.heads import TaskHead, predictions, task_loss
 from knowledge_lm.data.base import SELECTION_SPLIT
 from knowledge_lm.optim import adamw_with_warmup
+from knowledge_lm.tasks.base import TASK_KINDS
+
+ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 class TaskModel(pl.LightningModule):
@@ -26,59 +28,60 @@ class TaskModel(pl.LightningModule):
         # this, fine-tuning would run with dropout off.
         self.encoder = encoder.train()
         self.spec = spec
+        self.kind = TASK_KINDS.get(spec.kind)(spec)
         self.eval_splits = list(eval_splits)
         self.lr, self.weight_decay, self.warmup_ratio, self.total_steps = lr, weight_decay, warmup_ratio, total_steps
-        self.head = TaskHead(encoder.config.hidden_size, spec.num_labels, dropout)
+        self.head = self.kind.build_head(encoder.config.hidden_size, dropout)
         self.evaluations: list[dict] = []
         self._outputs = defaultdict(lambda: ([], []))
 
     # -- what methods override -------------------------------------------------------------
     def encode(self, batch) -> torch.Tensor:
-        """The batch features the task head reads (b × d): the [CLS] state of the last layer."""
-        inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
-        return self.encoder(**inputs).last_hidden_state[:, 0]
+        """The last layer's hidden states (b × n × d) that the task head reads."""
+        return self.encoder(**{k: batch[k] for k in ENCODER_INPUTS if k in batch}).last_hidden_state
 
     def extra_losses(self, batch, features: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Losses added to the task loss; ``features`` are the pooled vectors the head classifies."""
         return {}
 
     # -- shared training and evaluation ------------------------------------------------------
     def forward(self, batch):
-        features = self.encode(batch)
-        return self.head(features), features
+        return self.head(self.encode(batch), batch)
 
     def training_step(self, batch, batch_idx):
         logits, features = self(batch)
-        losses = {"task": task_loss(self.spec.kind, logits, batch["labels"]), **self.extra_losses(batch, features)}
+        size = batch["input_ids"].shape[0]
+        losses = {"task": self.kind.loss(logits, batch), **self.extra_losses(batch, features)}
         loss = sum(losses.values())
-        self.log_dict({f"train/{name}": value for name, value in losses.items()}, batch_size=len(logits))
-        self.log("loss", loss, prog_bar=True, batch_size=len(logits), logger=False)
+        self.log_dict({f"train/{name}": value for name, value in losses.items()}, batch_size=size)
+        self.log("loss", loss, prog_bar=True, batch_size=size, logger=False)
         return loss
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
         logits, _ = self(batch)
         predicted, gold = self._outputs[dataloader_idx]
-        predicted.append(predictions(self.spec.kind, logits))
-        gold.append(batch["labels"])
+        predicted.extend(self.kind.decode(logits, batch))
+        gold.extend(self.kind.gold(batch))
 
     def on_validation_epoch_end(self):
         scores = {}
         for index, split in enumerate(self.eval_splits):
             predicted, gold = self._outputs[index]
             if predicted:
-                scores[split] = metrics.compute(self.spec, self.all_gather_cat(predicted), self.all_gather_cat(gold))
+                scores[split] = self.kind.score(self.gather(predicted), self.gather(gold))
         self._outputs.clear()
         if self.trainer.sanity_checking or SELECTION_SPLIT not in scores:
             return
         self.evaluations.append({"step": self.global_step, "epoch": self.current_epoch, "metrics": scores})
         self.log("selection", scores[SELECTION_SPLIT][self.spec.main_metric], prog_bar=True, sync_dist=False)
 
-    def all_gather_cat(self, parts: list[torch.Tensor]) -> torch.Tensor:
-        local = torch.cat(parts)
+    def gather(self, items: list) -> list:
+        """Every device's predictions, in rank order (Lightning's distributed sampler pads shards equally)."""
         if self.trainer.world_size == 1:
-            return local
-        # Equal shards are guaranteed by the distributed sampler's padding; drop nothing, a few
-        # duplicated examples under DDP are the price Lightning's sampler sets.
-        return self.all_gather(local).flatten(0, 1)
+            return items
+        shards = [None] * self.trainer.world_size
+        torch.distributed.all_gather_object(shards, items)
+        return [item for shard in shards for item in shard]
 
     def best_evaluation(self) -> dict | None:
         """The evaluation with the best dev main metric (the earliest on ties)."""

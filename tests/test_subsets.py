@@ -4,7 +4,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from knowledge_lm.data.subsets import check_fraction, fraction_subset, subset_hash
+from knowledge_lm.data.subsets import check_fraction, fraction_subset, quantile_bins, subset_hash
 from knowledge_lm.errors import KlmError
 
 
@@ -15,8 +15,8 @@ def make_rows(n=5000, classes=(0, 1, 2), weights=(0.6, 0.3, 0.1), seed=0):
     return ids, labels
 
 
-def selected_ids(ids, labels, fraction, seed=0, regression=False):
-    return {ids[i] for i in fraction_subset(ids, labels, fraction, seed, regression)}
+def selected_ids(ids, labels, fraction, seed=0):
+    return {ids[i] for i in fraction_subset(ids, labels, fraction, seed)}
 
 
 def test_fractions_are_nested():
@@ -71,7 +71,7 @@ def test_regression_stratified_by_quantile_bins():
     rng = np.random.default_rng(0)
     ids = [f"r{i}" for i in range(1000)]
     scores = rng.uniform(0, 5, size=1000).tolist()
-    chosen = sorted(scores[i] for i in fraction_subset(ids, scores, 0.1, 0, regression=True))
+    chosen = sorted(scores[i] for i in fraction_subset(ids, quantile_bins(scores), 0.1, 0))
     assert len(chosen) == 100
     assert chosen[0] < 0.6 and chosen[-1] > 4.4
 

@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytorch_lightning as pl
-import torch
 from torch.utils.data import DataLoader
-from transformers import DataCollatorWithPadding
 
 from knowledge_lm.data.io import resolve_data_dir
 from knowledge_lm.data.subsets import check_fraction, fraction_subset, subset_hash
@@ -30,14 +28,14 @@ class TaskSpec:
     """What a task predicts and how it is scored (metric names as in ``knowledge_lm.metrics``)."""
 
     name: str
-    kind: str  # "classification" or "regression"
+    kind: str  # a registered task kind (knowledge_lm/tasks): classification, regression, ...
     labels: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ("accuracy",)
     main_metric: str = "accuracy"
 
     @property
     def num_labels(self) -> int:
-        return len(self.labels) if self.kind == "classification" else 1
+        return len(self.labels) if self.labels else 1
 
     def label_id(self, raw, where: str) -> int | float:
         """The training target for a raw label; ``where`` ("file:line") goes into the error."""
@@ -106,6 +104,7 @@ class TaskDataModule(pl.LightningDataModule):
         self.num_workers = num_workers
         self.knowledge = knowledge  # a KnowledgeConfig as a dict: features from `klm prepare` join each example
         self.task_spec = self.spec(self.task)
+        self._task_kind = None
         self.splits = None
 
     @classmethod
@@ -136,10 +135,13 @@ class TaskDataModule(pl.LightningDataModule):
         return "test" if "test" in self.splits else SELECTION_SPLIT
 
     # -- tokenization, cached on disk --------------------------------------------------------
-    def text_columns(self, records: list[dict]) -> tuple[list[str], list[str] | None]:
-        first = [record["text_a"] for record in records]
-        second = [record["text_b"] for record in records] if records[0].get("text_b") is not None else None
-        return first, second
+    @property
+    def task_kind(self):
+        from knowledge_lm.tasks.base import TASK_KINDS
+
+        if self._task_kind is None:
+            self._task_kind = TASK_KINDS.get(self.task_spec.kind)(self.task_spec)
+        return self._task_kind
 
     def _cache_path(self, split: str, records: list[dict]) -> Path:
         key = hashlib.sha256()
@@ -154,11 +156,7 @@ class TaskDataModule(pl.LightningDataModule):
         path = self._cache_path(split, records)
         if path.exists():
             return load_from_disk(str(path))
-        first, second = self.text_columns(records)
-        encoded = self.tokenizer(first, second, truncation=True, max_length=self.max_length)
-        columns = {name: list(values) for name, values in encoded.items()}
-        columns["labels"] = [record["label"] for record in records]
-        dataset = Dataset.from_dict(columns)
+        dataset = Dataset.from_dict(self.task_kind.encode(records, self.tokenizer, self.max_length))
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = path.with_name(path.name + f".tmp{os.getpid()}")
         dataset.save_to_disk(str(staging))
@@ -177,8 +175,7 @@ class TaskDataModule(pl.LightningDataModule):
         self.splits = self.labelled_splits()
         train = self.splits["train"]
         ids = [record["id"] for record in train]
-        indices = fraction_subset(ids, [record["label"] for record in train], self.fraction,
-                                  self.subset_seed, regression=self.task_spec.kind == "regression")
+        indices = fraction_subset(ids, self.task_kind.strata(train), self.fraction, self.subset_seed)
         self.subset_hash = subset_hash(ids, indices)
         self.train_size = len(indices)
         self.encoded = {split: self.tokenize(split, records) for split, records in self.splits.items()}
@@ -189,18 +186,12 @@ class TaskDataModule(pl.LightningDataModule):
             for split, dataset in self.encoded.items():
                 self.encoded[split] = dataset.add_column("knowledge", [json.dumps(row) for row in features[split]])
         self.encoded["train"] = self.encoded["train"].select(indices)
-        label_dtype = torch.float32 if self.task_spec.kind == "regression" else torch.long
-        for dataset in self.encoded.values():
-            dataset.set_format("torch", output_all_columns=False)
-        self.label_dtype = label_dtype
-        self.collator = DataCollatorWithPadding(self.tokenizer)
 
     def _collate(self, features):
         knowledge = [json.loads(feature.pop("knowledge")) for feature in features] if "knowledge" in features[0] else None
-        batch = self.collator(features)
+        batch = self.task_kind.collate(features, self.tokenizer)
         if knowledge is not None:
             batch["knowledge"] = knowledge
-        batch["labels"] = batch["labels"].to(self.label_dtype)
         return batch
 
     def _loader(self, split: str, shuffle: bool, batch_size: int):

@@ -23,23 +23,21 @@ def check_fraction(fraction: float) -> float:
     return fraction
 
 
-def strata(labels: Sequence, regression: bool = False) -> list:
-    """Group keys for stratification: the label itself, or its quantile bin for a real-valued label."""
-    if not regression:
-        return [tuple(label) if isinstance(label, list) else label for label in labels]
-    values = np.asarray(labels, dtype=float)
+def quantile_bins(values: Sequence[float]) -> list[int]:
+    """Strata for a real-valued label: its quantile bin."""
+    values = np.asarray(values, dtype=float)
     edges = np.quantile(values, np.linspace(0, 1, REGRESSION_BINS + 1)[1:-1])
     return np.searchsorted(edges, values, side="right").tolist()
 
 
-def fraction_subset(ids: Sequence[str], labels: Sequence, fraction: float, seed: int, regression: bool = False) -> np.ndarray:
-    """Sorted row indices of the ``fraction`` subset."""
+def fraction_subset(ids: Sequence[str], strata: Sequence, fraction: float, seed: int) -> np.ndarray:
+    """Sorted row indices of the ``fraction`` subset, stratified by ``strata`` (a label or any hashable key per row)."""
     fraction = check_fraction(fraction)
     if fraction == 1.0:
         return np.arange(len(ids))
     groups = defaultdict(list)
-    for index, key in enumerate(strata(labels, regression)):
-        groups[key].append(index)
+    for index, key in enumerate(strata):
+        groups[tuple(key) if isinstance(key, list) else key].append(index)
     chosen = []
     for key in sorted(groups, key=repr):
         members = sorted(groups[key], key=lambda index: ids[index])

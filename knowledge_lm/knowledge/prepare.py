@@ -266,7 +266,7 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
     folder.mkdir(parents=True, exist_ok=True)
     stats = {}
     for split, records in splits.items():
-        first, second = data_module.text_columns(records)
+        first, second = data_module.task_kind.texts(records)
         encoded = tokenizer(first, second, truncation=True, max_length=data_module.max_length, return_offsets_mapping=True)
         rows = []
         for index in track(range(len(records)), description=f"features {split}", disable=not progress):

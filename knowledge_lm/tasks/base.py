@@ -1,0 +1,59 @@
+"""The interface of a task kind, shared by the data module (encode, collate) and the model (head, loss, decode, score)."""
+
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from knowledge_lm.registry import Registry
+
+TASK_KINDS = Registry("task kind", "knowledge_lm.tasks")
+register_task_kind = TASK_KINDS.register
+
+
+class TaskKind:
+    """Everything that differs between kinds of task; methods never see it.
+
+    Data side: ``encode`` turns records into columns (token ids, labels, any positions the head needs);
+    ``collate`` pads a list of examples into a batch. Model side: ``build_head`` makes a module called as
+    ``head(hidden_states, batch) -> (logits, features)`` (``features``: the pooled vectors the head
+    classifies, which spectral regularisation reads); ``loss``; ``decode`` turns logits into one
+    prediction per example and ``gold`` gives the matching answers, both plain Python, gathered over
+    devices and handed to ``score`` for the whole split.
+    """
+
+    name: ClassVar[str]
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def texts(self, records: list[dict]) -> tuple[list[str], list[str] | None]:
+        """The text (pairs) the tokenizer reads; ``klm prepare`` aligns knowledge spans to the same tokens."""
+        first = [record["text_a"] for record in records]
+        second = [record["text_b"] for record in records] if records[0].get("text_b") is not None else None
+        return first, second
+
+    def encode(self, records: list[dict], tokenizer, max_length: int) -> dict[str, list]:
+        raise NotImplementedError
+
+    def collate(self, features: list[dict], tokenizer) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def build_head(self, hidden_size: int, dropout: float) -> nn.Module:
+        raise NotImplementedError
+
+    def loss(self, logits: torch.Tensor, batch) -> torch.Tensor:
+        raise NotImplementedError
+
+    def decode(self, logits: torch.Tensor, batch) -> list:
+        raise NotImplementedError
+
+    def gold(self, batch) -> list:
+        raise NotImplementedError
+
+    def score(self, predictions: list, gold: list) -> dict[str, float]:
+        raise NotImplementedError
+
+    def strata(self, records: list[dict]) -> list:
+        """What train-fraction subsets are stratified by (the label, by default)."""
+        return [record["label"] for record in records]

@@ -1,0 +1,62 @@
+"""Sentence (pair) classification and regression: GLUE, the generated task, anything read as text → label.
+
+The head reads the [CLS] state through BERT's classification head (dense → tanh → linear).
+"""
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import DataCollatorWithPadding
+
+from knowledge_lm import metrics
+from knowledge_lm.data.subsets import quantile_bins
+from knowledge_lm.heads import ClassifierHead
+from knowledge_lm.tasks.base import TaskKind, register_task_kind
+
+
+class ClsHead(nn.Module):
+    def __init__(self, hidden_size: int, num_outputs: int, dropout: float):
+        super().__init__()
+        self.classifier = ClassifierHead(hidden_size, num_outputs, dropout)
+
+    def forward(self, hidden_states: torch.Tensor, batch):
+        features = hidden_states[:, 0]
+        return self.classifier(features), features
+
+
+@register_task_kind("classification", "regression")
+class SequenceTask(TaskKind):
+    def encode(self, records, tokenizer, max_length):
+        first, second = self.texts(records)
+        encoded = tokenizer(first, second, truncation=True, max_length=max_length)
+        return {**{name: list(values) for name, values in encoded.items()}, "labels": [r["label"] for r in records]}
+
+    def collate(self, features, tokenizer):
+        batch = DataCollatorWithPadding(tokenizer)(features)
+        batch["labels"] = batch["labels"].to(torch.float32 if self.regression else torch.long)
+        return batch
+
+    @property
+    def regression(self) -> bool:
+        return self.spec.kind == "regression"
+
+    def build_head(self, hidden_size, dropout):
+        return ClsHead(hidden_size, 1 if self.regression else len(self.spec.labels), dropout)
+
+    def loss(self, logits, batch):
+        if self.regression:
+            return F.mse_loss(logits.squeeze(-1).float(), batch["labels"].float())
+        return F.cross_entropy(logits.float(), batch["labels"])
+
+    def decode(self, logits, batch):
+        return (logits.squeeze(-1).float() if self.regression else logits.argmax(-1)).tolist()
+
+    def gold(self, batch):
+        return batch["labels"].tolist()
+
+    def score(self, predictions, gold):
+        return metrics.compute(self.spec, torch.tensor(predictions), torch.tensor(gold))
+
+    def strata(self, records):
+        labels = [record["label"] for record in records]
+        return quantile_bins(labels) if self.regression else labels
