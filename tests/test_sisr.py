@@ -1,0 +1,79 @@
+"""SR equals the smallest squared singular values; SI draws links as Eq. 4 says."""
+
+import itertools
+import math
+import random
+
+import pytest
+import torch
+
+from knowledge_lm.methods.sisr import SelectiveInjection, spectral_penalty
+
+
+@pytest.mark.parametrize("shape", [(8, 32), (32, 8), (16, 16)])
+@pytest.mark.parametrize("k", [1, 3])
+def test_spectral_penalty_matches_svd(shape, k):
+    torch.manual_seed(0)
+    features = torch.randn(*shape, dtype=torch.float64).float()
+    singular = torch.linalg.svdvals(features.double())
+    expected = (singular.flip(0)[:k] ** 2).sum()
+    assert spectral_penalty(features, k).double().item() == pytest.approx(expected.item(), rel=1e-3, abs=1e-3)
+
+
+def test_spectral_penalty_has_gradients_and_shrinks_the_smallest_direction():
+    torch.manual_seed(0)
+    features = torch.randn(16, 32, requires_grad=True)
+    spectral_penalty(features).backward()
+    assert features.grad is not None and features.grad.abs().sum() > 0
+
+
+def exact_leftover_probabilities(weights, draws):
+    """P(entity i is not among the ``draws`` sequential weighted draws without replacement), by enumeration."""
+    n = len(weights)
+    missing = [0.0] * n
+    for order in itertools.permutations(range(n), draws):
+        probability, pool = 1.0, set(range(n))
+        for index in order:
+            probability *= weights[index] / sum(weights[j] for j in pool)
+            pool.remove(index)
+        for index in pool:
+            missing[index] += probability
+    return missing
+
+
+def test_selective_injection_frequencies_follow_eq4():
+    si = SelectiveInjection()
+    # A hand-built text: rare and frequent entities, some close to the others in the KG, some isolated.
+    links = [{"df": 3, "close": 25}, {"df": 500, "close": 0}, {"df": 50, "close": 8},
+             {"df": 1000, "close": 12}, {"df": 10, "close": 1}, {"df": 250, "close": 19}, {"df": 99, "close": 6}]
+    weights = [si.score(link["df"], link["close"]) for link in links]
+    assert weights == [1 + 0.5 * 20, 0.5 * 5, 1 + 0.5 * 8, 0.5 * 12, 1 + 0.5 * 5, 0.5 * 19, 1 + 0.5 * 6]
+    draws = math.ceil(0.85 * len(links))
+    expected = [1 - missing * (1 - si.keep_probability) for missing in exact_leftover_probabilities(weights, draws)]
+    rng, trials = random.Random(0), 20000
+    counts = [0] * len(links)
+    for _ in range(trials):
+        for index, kept in enumerate(si.draw(links, rng)):
+            counts[index] += kept
+    for count, probability in zip(counts, expected):
+        sigma = math.sqrt(probability * (1 - probability) / trials)
+        assert abs(count / trials - probability) < 4 * sigma + 1e-9
+
+
+def test_filter_batch_keeps_other_features():
+    si = SelectiveInjection(sample_ratio=0.5, keep_probability=0.0)
+    knowledge = [{"links": [{"df": 1, "close": 5}] * 4, "ner": ["x"]}, {"links": [], "ner": []}]
+    filtered = si.filter_batch(knowledge, random.Random(0))
+    assert [len(example["links"]) for example in filtered] == [2, 0] and filtered[0]["ner"] == ["x"]
+
+
+def test_bert_sr_trains_as_a_cell(tmp_path):
+    from knowledge_lm.cell import run_cell
+    from knowledge_lm.config import TrainConfig
+    from knowledge_lm.results import Cell
+
+    train = TrainConfig(batch_size=8, max_steps=3, evaluations=1, max_length=32, method_options={"sr_weight": 0.01})
+    result = run_cell(Cell("bert+sr", "generated", "facts", 1.0, 1, "tiny"), train, results_dir=tmp_path / "r",
+                      runs_dir=tmp_path / "runs", dataset_options={"train_size": 40, "dev_size": 10, "test_size": 10},
+                      progress=False)
+    assert result["cell"]["method"] == "bert+sr" and "accuracy" in result["metrics"]["test"]
