@@ -12,16 +12,20 @@ once with seed 0 over the file's order and not stratified, become ``dev``; the o
 ``train``, and the test file is ``test``.
 
 Records carry ``entities``: the two marked nominals as character offsets into ``text_a``, the sentence
-with its tags removed. Scored by accuracy for now; the task's official measure (macro-F1 over the nine
-relations, direction-aware, Other excluded) is not implemented here yet.
+with its tags removed (roles e1, e2). Task ``main`` reads them through entity markers (kind "relation"),
+task ``mean_pool`` through mean-pooled entity states (kind "relation_mean"); see knowledge_lm/tasks/relation.py.
+Scored by the official measure, the scorer's macro-F1 over the nine relations (direction-aware, Other
+excluded), and accuracy over the 19 labels.
 """
 
 import re
+from dataclasses import replace
 
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
 from knowledge_lm.data.io import find_file, open_text
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import register_dataset
+from knowledge_lm.tasks.relation import RELATION_TASKS
 
 RELATION_LABELS = (
     "Cause-Effect(e1,e2)", "Cause-Effect(e2,e1)",
@@ -35,7 +39,7 @@ RELATION_LABELS = (
     "Other",
     "Product-Producer(e1,e2)", "Product-Producer(e2,e1)",
 )
-SPEC = TaskSpec("main", "classification", RELATION_LABELS, ("accuracy",), "accuracy")
+SPEC = TaskSpec("main", "relation", RELATION_LABELS, ("semeval_macro_f1", "accuracy"), "semeval_macro_f1")
 
 FOLDERS = ("semeval2010_task8", ".")
 FILES = {
@@ -105,11 +109,12 @@ def strip_entity_tags(tagged: str, where: str) -> tuple[str, list[dict]]:
 @register_dataset("semeval2010")
 class SemEvalDataModule(TaskDataModule):
     name = "semeval2010"
-    tasks = ("main",)
+    tasks = tuple(RELATION_TASKS)
+    default_tasks = ("main",)
 
     @classmethod
     def spec(cls, task: str) -> TaskSpec:
-        return SPEC
+        return replace(SPEC, name=task, kind=RELATION_TASKS[task])
 
     def read_splits(self) -> dict[str, list[dict]]:
         files = self.find_files()
