@@ -49,7 +49,7 @@ def test_semeval_registered_with_its_labels():
     assert DATASETS.get("semeval2010") is SemEvalDataModule
     spec = SemEvalDataModule.spec("main")
     assert spec.labels == RELATION_LABELS == tuple(sorted(RELATION_LABELS))
-    assert spec.num_labels == 19 and "Other" in spec.labels and spec.main_metric == "accuracy"
+    assert spec.num_labels == 19 and "Other" in spec.labels and spec.main_metric == "semeval_macro_f1"
     with pytest.raises(KlmError, match="unknown task"):
         SemEvalDataModule(task="relations")
 
@@ -150,11 +150,12 @@ def read_openentity(data_dir) -> dict[str, list[dict]]:
     return OpenEntityDataModule(data_dir=data_dir).labelled_splits()
 
 
-def test_openentity_registered_as_multilabel():
+def test_openentity_registered_as_typing():
     assert DATASETS.get("openentity") is OpenEntityDataModule
     spec = OpenEntityDataModule.spec("main")
-    assert spec.kind == "multilabel" and spec.labels == ENTITY_TYPES == tuple(sorted(ENTITY_TYPES))
-    assert len(spec.labels) == 9 and spec.metrics == ("loose_micro_f1",)
+    assert spec.kind == "typing" and spec.labels == ENTITY_TYPES == tuple(sorted(ENTITY_TYPES))
+    assert len(spec.labels) == 9 and spec.main_metric == "micro_f1" in spec.metrics
+    assert {"micro_precision", "micro_recall", "strict_accuracy", "loose_macro_f1"} <= set(spec.metrics)
 
 
 @pytest.mark.parametrize("layout", ["openentity", "OpenEntity", "."])
@@ -179,6 +180,7 @@ def test_openentity_reads_ernie_layout(tmp_path, layout):
     (openentity_item(start="19"), "mention offsets"),
     (openentity_item(labels=["person", "animal"]), "bad label 'animal'"),
     (openentity_item(labels="person"), "'labels' must be a list"),
+    (openentity_item(labels=[["person"]]), "'labels' must be a list of types"),
     (openentity_item(ents=[["Q1", 30, 50, 0.1]]), "linked entity Q1 offsets"),
     (openentity_item(ents=[["Q1", 0, 4]]), "bad linked entity"),
     (openentity_item(sent=""), "non-empty string"),
