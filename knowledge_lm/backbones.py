@@ -15,7 +15,7 @@ from knowledge_lm.errors import KlmError
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                   max_position_embeddings=256, type_vocab_size=2)
+                   max_position_embeddings=512, type_vocab_size=2)
 
 
 @dataclass
