@@ -131,6 +131,21 @@ def command_prepare(args):
     return 0
 
 
+def command_probe(args):
+    from knowledge_lm.config import check_data_dir
+    from knowledge_lm.probe import probe
+    from knowledge_lm.results import Cell, write_json_atomic
+
+    started = time.time()
+    result = probe(args.backbone, check_data_dir(args.data_dir), args.relations.split(",") if args.relations else None)
+    result["wall_time_s"] = round(time.time() - started, 2)
+    path = args.results_dir / "probes" / f"lama-{Cell('probe', 'lama', 'all', 1.0, 0, args.backbone).backbone_label}.json"
+    write_json_atomic(path, result)
+    print(f"LAMA precision@1, mean over {len(result['relations'])} relations: {result['mean_precision_at_1']} "
+          f"({result['kept']} of {result['facts']} facts kept); wrote {path}")
+    return 0
+
+
 def command_leaderboard(args):
     from knowledge_lm.leaderboard import write_leaderboards
 
@@ -182,6 +197,13 @@ def build_parser():
     prepare.add_argument("--kg-embeddings", action="store_true", default=None, help="also train and cache TransE embeddings")
     prepare.add_argument("--quiet", action="store_true", help="no progress bars")
     prepare.set_defaults(handler=command_prepare)
+
+    probe = commands.add_parser("probe", help="LAMA precision@1 of a masked-LM backbone (zero-shot)")
+    probe.add_argument("--backbone", required=True, help="a local masked-LM checkpoint directory or a hub name")
+    probe.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory holding lama/")
+    probe.add_argument("--relations", help="comma-separated relation ids (default: all)")
+    probe.add_argument("--results-dir", default="results", type=Path)
+    probe.set_defaults(handler=command_probe)
 
     leaderboard = commands.add_parser("leaderboard", help="regenerate leaderboards/*.md from the results store")
     leaderboard.add_argument("--results-dir", default="results", type=Path)

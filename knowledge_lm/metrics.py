@@ -43,7 +43,7 @@ METRICS = {
 
 def compute(spec, predictions: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
     predictions, labels = predictions.detach().cpu(), labels.detach().cpu()
-    if spec.kind == "classification":
+    if spec.kind != "regression":
         predictions, labels = predictions.long(), labels.long()
     else:
         predictions, labels = predictions.float().reshape(-1), labels.float().reshape(-1)

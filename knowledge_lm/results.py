@@ -53,9 +53,15 @@ def write_json_atomic(path: Path, payload: dict):
         raise
 
 
+PROBES_DIR = "probes"
+
+
 def load_results(results_dir: Path) -> list[dict]:
+    """Every finished cell's result (zero-shot probes under ``probes/`` are not cells)."""
     results = []
     for path in sorted(Path(results_dir).rglob("*.json")):
+        if PROBES_DIR in path.relative_to(results_dir).parts[:1]:
+            continue
         try:
             results.append(json.loads(path.read_text()))
         except json.JSONDecodeError as error:

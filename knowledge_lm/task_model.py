@@ -50,7 +50,7 @@ class TaskModel(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         logits, features = self(batch)
-        size = batch["input_ids"].shape[0]
+        size = len(batch["labels"])
         losses = {"task": self.kind.loss(logits, batch), **self.extra_losses(batch, features)}
         loss = sum(losses.values())
         self.log_dict({f"train/{name}": value for name, value in losses.items()}, batch_size=size)

@@ -167,13 +167,15 @@ def pmi_statistics(config: KnowledgeConfig, train_records: list[dict]):
     return CorpusStatistics.from_texts(texts, min_count=config.pmi_min_count, unigram_counts=unigrams)
 
 
-def example_features(record, mentions_by_segment, annotations_by_segment, encoding, pmi, df, kg, config) -> dict:
+def example_features(record, mentions_by_segment, annotations_by_segment, encoding, pmi, df, kg, config, task_kind) -> dict:
     from knowledge_lm.knowledge.annotate import align_char_spans
     from knowledge_lm.knowledge.pmi import tokenize_words
 
     offsets, sequence_ids = encoding["offset_mapping"], encoding["sequence_ids"]
 
     def tokens(segment, spans):
+        # Spans are offsets into the record's own text; the tokenizer may read it with markers inserted.
+        spans = task_kind.map_char_spans(record, spans) if segment == 0 else spans
         return align_char_spans(offsets, spans, sequence_ids=sequence_ids, sequence=segment)
 
     features = {"links": [], "ner": [], "phrases": [], "words": [], "dependencies": []}
@@ -272,7 +274,7 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
         for index in track(range(len(records)), description=f"features {split}", disable=not progress):
             encoding = {"offset_mapping": encoded["offset_mapping"][index], "sequence_ids": encoded.sequence_ids(index)}
             rows.append({"id": records[index]["id"], **example_features(records[index], linked[split][index], annotations[split][index],
-                                                                           encoding, pmi, df, kg, config)})
+                                                                           encoding, pmi, df, kg, config, data_module.task_kind)})
         write_jsonl_gz(folder / f"{split}.jsonl.gz", rows)
         stats[split] = {"examples": len(records), "linked_coverage": coverage([sum(segments, []) for segments in linked[split]]),
                         "mentions_per_example": sum(len(r["links"]) for r in rows) / len(rows)}

@@ -4,6 +4,7 @@ from typing import ClassVar
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from knowledge_lm.registry import Registry
 
@@ -33,6 +34,10 @@ class TaskKind:
         second = [record["text_b"] for record in records] if records[0].get("text_b") is not None else None
         return first, second
 
+    def map_char_spans(self, record: dict, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Char spans of ``text_a`` as spans of the text ``texts`` gives the tokenizer (which may add markers)."""
+        return list(spans)
+
     def encode(self, records: list[dict], tokenizer, max_length: int) -> dict[str, list]:
         raise NotImplementedError
 
@@ -42,14 +47,15 @@ class TaskKind:
     def build_head(self, hidden_size: int, dropout: float) -> nn.Module:
         raise NotImplementedError
 
+    # Single-label classification by default; kinds that predict something else override these.
     def loss(self, logits: torch.Tensor, batch) -> torch.Tensor:
-        raise NotImplementedError
+        return F.cross_entropy(logits.float(), batch["labels"])
 
     def decode(self, logits: torch.Tensor, batch) -> list:
-        raise NotImplementedError
+        return logits.argmax(-1).tolist()
 
     def gold(self, batch) -> list:
-        raise NotImplementedError
+        return batch["labels"].tolist()
 
     def score(self, predictions: list, gold: list) -> dict[str, float]:
         raise NotImplementedError

@@ -46,13 +46,10 @@ class SequenceTask(TaskKind):
     def loss(self, logits, batch):
         if self.regression:
             return F.mse_loss(logits.squeeze(-1).float(), batch["labels"].float())
-        return F.cross_entropy(logits.float(), batch["labels"])
+        return super().loss(logits, batch)
 
     def decode(self, logits, batch):
-        return (logits.squeeze(-1).float() if self.regression else logits.argmax(-1)).tolist()
-
-    def gold(self, batch):
-        return batch["labels"].tolist()
+        return logits.squeeze(-1).float().tolist() if self.regression else super().decode(logits, batch)
 
     def score(self, predictions, gold):
         return metrics.compute(self.spec, torch.tensor(predictions), torch.tensor(gold))
