@@ -76,15 +76,19 @@ def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, referen
                 text = f"**{text}**"
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")
+    groups = {}
     for ref in references:
-        if ref["method"] not in methods:
-            continue
-        table = ref["source"].split(",")[1].split("(")[0].strip() if "," in ref["source"] else ref["source"]
-        row = [f"† {ref['row']} [paper {ref['paper']} {table}, {ref['backbone']}, {ref.get('split') or 'split not stated'}]"]
+        if ref["method"] in methods:
+            groups.setdefault((ref["paper"], ref["source"], ref["row"], ref["backbone"], ref.get("split")), []).append(ref)
+    for (paper, source, row_name, backbone, split), refs in groups.items():
+        table = source.split(",")[1].split("(")[0].strip() if "," in source else source
+        row = [f"† {row_name} [paper {paper} {table}, {backbone}, {split or 'split not stated'}]"]
         for fraction, task in columns:
-            value = ref["metrics"].get(task, {}).get(main_metric[task]) if ref.get("fraction") == fraction else None
+            values = [ref["metrics"].get(task, {}).get(main_metric[task]) for ref in refs if ref.get("fraction") == fraction]
+            value = next((v for v in values if v is not None), None)
             row.append(MISSING if value is None else f"{value:.1f}")
-        lines.append("| " + " | ".join(row) + " |")
+        if any(cell != MISSING for cell in row[1:]):
+            lines.append("| " + " | ".join(row) + " |")
     return lines
 
 

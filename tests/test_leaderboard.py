@@ -9,7 +9,7 @@ from knowledge_lm.leaderboard import write_leaderboards
 from knowledge_lm.results import Cell, write_json_atomic
 
 KNOWN_METRICS = {"accuracy", "f1", "matthews", "pearson", "spearman", "micro_f1", "macro_f1", "strict_accuracy",
-                 "loose_macro_f1", "loose_micro_f1", "ign_f1", "precision_at_1", "exact_match"}
+                 "loose_macro_f1", "loose_micro_f1", "ign_f1", "precision_at_1", "exact_match", "semeval_macro_f1"}
 
 
 def fake_result(results, method, task, fraction, seed, value):
