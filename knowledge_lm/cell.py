@@ -88,9 +88,12 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
 
     pl.seed_everything(cell.seed, workers=True, verbose=False)
     encoder, tokenizer, backbone = load_backbone(cell.backbone, getattr(method_class, "attn_implementation", None), seed=cell.seed)
+    dataset_options = dict(dataset_options or {})
+    if getattr(method_class, "needs_knowledge", False):
+        dataset_options.setdefault("knowledge", {})  # features from `klm prepare` with the default options
     data = dataset_class(task=cell.task, tokenizer=tokenizer, data_dir=data_dir, fraction=cell.fraction,
                          subset_seed=train.subset_seed, batch_size=train.batch_size, eval_batch_size=train.eval_batch_size,
-                         max_length=train.max_length, **(dataset_options or {}))
+                         max_length=train.max_length, **dataset_options)
     data.setup()
     budget = train.budget(data.train_size)
     model = method_class(encoder, data.task_spec, eval_splits=data.eval_split_names, lr=train.lr,
