@@ -49,3 +49,14 @@ def test_references_are_well_formed():
         for task, values in ref["metrics"].items():
             assert set(values) <= KNOWN_METRICS, (ref["row"], task)
             assert all(isinstance(v, (int, float)) for v in values.values())
+
+
+def test_lama_probe_table_names_the_checkpoint(tmp_path):
+    probe = {"backbone": {"name": "erica-ckpt", "path": "/ckpt/erica", "checksum": "ab" * 32},
+             "corpus_means": {"TREx": 30.0, "Google_RE": None}, "mean_precision_at_1": 25.5, "kept": 90, "facts": 100,
+             "relations": {}}
+    write_json_atomic(tmp_path / "results" / "probes" / "lama-erica-ckpt.json", probe)
+    paths = write_leaderboards(tmp_path / "results", tmp_path / "out")
+    text = (tmp_path / "out" / "lama.md").read_text()
+    assert paths == [tmp_path / "out" / "lama.md"]
+    assert "| erica-ckpt (/ckpt/erica) | abababababababab | — | 30.0 | 25.5 | 90 of 100 |" in text
