@@ -1,0 +1,369 @@
+"""KnowBERT-KAR (Peters et al. 2019; papers/004, METHODS.md) and its SI / SI+SR variants (papers/000, §4).
+
+The Knowledge Attention and Recontextualization component (KAR) rewrites the hidden states H_i that one
+layer of the backbone outputs, and the remaining layers read the rewritten states:
+
+1. ``H_proj = H_i W1 + b1`` into the entity dimension e.
+2. Each candidate mention span (the token indices ``klm prepare`` stored per link; both segments, the
+   indices are absolute) is pooled by self-attentive span pooling over H_proj, then LayerNorm.
+3. Entity linker: one ``nn.TransformerEncoderLayer`` over a text's spans; each candidate k of span m
+   (≤ 30) is scored ``ψ_mk = MLP([s_m · e_mk / √e, p(e_mk | m)])``; padded candidates are masked.
+4. Candidates with ``ψ < δ`` are dropped, a softmax over the rest weighs their entity embeddings
+   (a learned null embedding where none passes), ``s'_m = LN(s_m + dropout(ẽ_m))``.
+5. Recontextualization, the official code's ``SpanAttentionLayer`` (a BERT layer whose keys/values are
+   the spans): ``X = LN(H_proj + dropout(MHA(H_proj, S', S')))``, ``H'_proj = LN(X + dropout(MLP(X)))``;
+   then ``H' = LN(H_i + dropout(H'_proj W2 + b2))``.
+
+Choices the paper leaves open, documented here:
+
+* **Round trip.** W2 starts as the pseudo-inverse W1⁺ (``torch.linalg.pinv``) and ``b2 = −W1⁺ b1``, so that
+  ``(h W1 + b1) W2 + b2 = h P`` with ``P = W1 W1⁺`` the orthogonal projector onto what W1 keeps: the
+  identity when e ≥ d (W1 of full rank), else the least-squares closest map to it. (The official code sets
+  ``b2 = +W1⁺ b1``, which adds ``2 W1⁺ b1``; we take that for a sign slip.)
+* **Texts without a span** (none linked, all truncated, or all dropped by SI) pass through KAR unchanged:
+  there is nothing to attend to, and the attention over zero keys is undefined.
+* **What δ cuts off.** With every candidate below δ no entity embedding reaches the output (the softmax
+  weights are all zero, every span gets the null embedding); the span representations themselves still
+  recontextualize the tokens through step 5, as in the official code. So the output equals the backbone's
+  exactly only for texts without spans; with spans, it is independent of the entity table
+  (``tests/test_knowbert.py`` asserts both, and the round trip).
+* **Entity table.** Fixed: a table read with ``F.embedding`` (a frozen ``nn.Embedding`` in all but
+  name: a plain tensor outside the state dict, since it grows, see below). Row 0 is padding/unknown (zeros). The rows are the TransE vectors of the
+  prepared KG: the file the prepared manifest records (``klm prepare --kg-embeddings``) if present, else
+  ``cached_transe`` on the manifest's ``kg_dir`` into ``<cache_dir>/kg_embeddings`` (the same place
+  ``prepare`` uses), or the file named by the ``entity_embeddings`` option. The manifest is found in the
+  ``setup`` hook through the trainer's data module (``split_keys`` with its knowledge config and cache dir).
+  A candidate absent from the table gets ``EntityEmbeddings.lookup(qid, label)`` (the label-trigram
+  fallback), computed once when a batch first needs it and appended as a new row; one without a label
+  either is masked like padding.
+* **Linking loss** where gold links exist (a link with exactly one candidate of prior 1.0, as ``prepare``
+  stores a dataset's gold links): the official margin ranking loss against the threshold,
+  ``mean max(0, margin − y (ψ − δ))`` over the span's real candidates with y = +1 for the gold one and −1
+  for the others. With the single gold candidate it is a hinge that pushes ψ above δ + margin.
+  Alias-linked spans (no gold) get no linking loss.
+* **Insertion** without forking transformers: a forward hook on layer ``kar_layer`` (0-based) replaces
+  its output for the duration of one ``encode`` call, so the backbone builds its own attention masks
+  for every attention implementation. Default: the second-to-last layer (one layer follows KAR;
+  KnowBERT-Wiki's own choice on a 12-layer BERT is index 9, after layer 10, which ``kar_layer`` can set).
+"""
+
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from knowledge_lm.errors import KlmError
+from knowledge_lm.methods.sisr import SelectiveInjection, spectral_penalty
+from knowledge_lm.registry import register_method
+from knowledge_lm.task_model import TaskModel
+
+
+# -- the knowledge of a batch as tensors ---------------------------------------------------------
+@dataclass
+class KnowledgeTensors:
+    span_mask: torch.Tensor  # b × S × n bool: the tokens of each span
+    span_valid: torch.Tensor  # b × S bool
+    candidate_ids: torch.Tensor  # b × S × C long, rows of the entity table (0: padding/unknown)
+    priors: torch.Tensor  # b × S × C float
+    candidate_mask: torch.Tensor  # b × S × C bool
+    gold: torch.Tensor  # b × S bool: the span is a gold link (one candidate, prior 1.0)
+
+
+class EntityTable(nn.Module):
+    """The fixed entity embeddings: row 0 zeros (padding/unknown), then the TransE rows, then fallbacks."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+        # A plain tensor, not a buffer: it grows per batch (fallback rows), so it stays out of the state
+        # dict and out of DDP's buffer broadcast; ``forward`` moves it to the ids' device.
+        self.weight = torch.zeros(1, dim)
+        self.index: dict[str, int] = {}
+        self.labels: dict[str, str | None] = {}
+        self.embeddings = None
+
+    @property
+    def loaded(self) -> bool:
+        return self.embeddings is not None
+
+    def load(self, embeddings, labels: dict[str, str | None] | None = None):
+        """Use ``embeddings`` (an ``EntityEmbeddings``); ``labels`` (qid → label) serve the fallback."""
+        if embeddings.dim != self.dim:
+            raise KlmError(f"knowbert: the entity embeddings have dimension {embeddings.dim}, the model {self.dim}: "
+                           f"pass method option entity_dim={embeddings.dim}")
+        self.embeddings, self.labels = embeddings, dict(labels or {})
+        self.index = {qid: row + 1 for row, qid in enumerate(embeddings.qids)}
+        self.weight = torch.cat([torch.zeros(1, self.dim), embeddings.matrix.float().cpu()])
+
+    def rows(self, qids) -> list[int]:
+        """Table rows of ``qids``; a qid without one gets its fallback vector appended once (0 if it has none)."""
+        new = []
+        for qid in dict.fromkeys(qids):
+            if qid in self.index:
+                continue
+            try:
+                vector = self.embeddings.lookup(qid, self.labels.get(qid))
+            except KlmError:
+                self.index[qid] = 0  # no vector, no label: masked like padding
+                continue
+            self.index[qid] = len(self.weight) + len(new)
+            new.append(vector.float())
+        if new:
+            self.weight = torch.cat([self.weight, torch.stack(new).to(self.weight.device)])
+        return [self.index[qid] for qid in qids]
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.weight.device != ids.device:
+            self.weight = self.weight.to(ids.device)
+        return F.embedding(ids, self.weight)
+
+
+def knowledge_tensors(knowledge: list[dict], length: int, table: EntityTable, device) -> KnowledgeTensors:
+    """Padded span masks, candidate rows, priors and masks from ``batch["knowledge"]``."""
+    spans = []
+    for example in knowledge:
+        links = [link for link in example["links"] if link["tokens"] and link["candidates"]]
+        spans.append([link for link in links if max(link["tokens"]) < length])
+    b, s = len(knowledge), max([len(links) for links in spans] + [0])
+    c = max([len(link["candidates"]) for links in spans for link in links] + [1])
+    span_mask = torch.zeros(b, s, length, dtype=torch.bool)
+    ids = torch.zeros(b, s, c, dtype=torch.long)
+    priors = torch.zeros(b, s, c)
+    gold = torch.zeros(b, s, dtype=torch.bool)
+    for i, links in enumerate(spans):
+        for m, link in enumerate(links):
+            span_mask[i, m, link["tokens"]] = True
+            qids = [qid for qid, _ in link["candidates"]]
+            ids[i, m, :len(qids)] = torch.tensor(table.rows(qids))
+            priors[i, m, :len(qids)] = torch.tensor([float(prior) for _, prior in link["candidates"]])
+            gold[i, m] = len(qids) == 1 and float(link["candidates"][0][1]) == 1.0
+    candidate_mask = ids > 0
+    return KnowledgeTensors(span_mask.to(device), span_mask.any(-1).to(device), ids.to(device), priors.to(device),
+                            candidate_mask.to(device), (gold & candidate_mask[..., 0]).to(device))
+
+
+# -- KAR -----------------------------------------------------------------------------------------
+class SelfAttentiveSpanPooling(nn.Module):
+    """Each span as the attention-weighted mean of its tokens (Lee et al. 2017; allennlp's extractor)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.score = nn.Linear(dim, 1)
+
+    def forward(self, tokens: torch.Tensor, span_mask: torch.Tensor) -> torch.Tensor:
+        # tokens b × n × e, span_mask b × S × n → b × S × e
+        logits = self.score(tokens).squeeze(-1).unsqueeze(1).expand(-1, span_mask.shape[1], -1)
+        logits = logits.masked_fill(~span_mask, torch.finfo(logits.dtype).min)
+        weights = logits.softmax(-1) * span_mask  # an empty (padding) span pools to zeros
+        return weights @ tokens
+
+
+class KnowledgeAttentionRecontextualization(nn.Module):
+    def __init__(self, hidden_size: int, entity_dim: int = 100, num_heads: int = 4, threshold: float = 0.0,
+                 scorer_hidden: int = 100, dropout: float = 0.1, layer_norm_eps: float = 1e-5):
+        super().__init__()
+        if entity_dim % num_heads:
+            raise KlmError(f"knowbert: entity_dim {entity_dim} is not a multiple of num_heads {num_heads}")
+        self.entity_dim, self.threshold = entity_dim, threshold
+        self.dropout = nn.Dropout(dropout)
+        # 1. projection into the entity dimension
+        self.to_entity = nn.Linear(hidden_size, entity_dim)
+        # 2. mention spans
+        self.span_pooling = SelfAttentiveSpanPooling(entity_dim)
+        self.span_norm = nn.LayerNorm(entity_dim, eps=layer_norm_eps)
+        # 3. entity linker
+        self.linker = nn.TransformerEncoderLayer(entity_dim, num_heads, dim_feedforward=4 * entity_dim, dropout=dropout,
+                                                 activation="gelu", batch_first=True, layer_norm_eps=layer_norm_eps)
+        self.scorer = nn.Sequential(nn.Linear(2, scorer_hidden), nn.ReLU(), nn.Linear(scorer_hidden, 1))
+        # 4. knowledge-enhanced spans
+        self.entities = EntityTable(entity_dim)
+        self.null_embedding = nn.Parameter(torch.randn(entity_dim) * 0.02)
+        self.entity_span_norm = nn.LayerNorm(entity_dim, eps=layer_norm_eps)
+        # 5. recontextualization: a BERT layer attending from the tokens to the spans
+        self.attention = nn.MultiheadAttention(entity_dim, num_heads, dropout=dropout, batch_first=True)
+        self.attention_norm = nn.LayerNorm(entity_dim, eps=layer_norm_eps)
+        self.mlp = nn.Sequential(nn.Linear(entity_dim, 4 * entity_dim), nn.GELU(), nn.Linear(4 * entity_dim, entity_dim))
+        self.mlp_norm = nn.LayerNorm(entity_dim, eps=layer_norm_eps)
+        # back to the hidden size, with the residual H_i
+        self.to_hidden = nn.Linear(entity_dim, hidden_size)
+        self.output_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.init_round_trip()
+
+    @torch.no_grad()
+    def init_round_trip(self):
+        """W2 = W1⁺ and b2 = −W1⁺ b1: projecting back undoes the projection as far as W1 keeps (see top)."""
+        inverse = torch.linalg.pinv(self.to_entity.weight.double())  # d × e
+        self.to_hidden.weight.copy_(inverse.float())
+        self.to_hidden.bias.copy_(-(inverse @ self.to_entity.bias.double()).float())
+
+    def link(self, spans: torch.Tensor, knowledge: KnowledgeTensors):
+        """Linking scores ψ (b × S × C, padded candidates −∞) and the weighted entity embeddings ẽ (b × S × e)."""
+        embeddings = self.entities(knowledge.candidate_ids)  # b × S × C × e
+        dot = (spans.unsqueeze(2) * embeddings).sum(-1) / math.sqrt(self.entity_dim)
+        features = torch.stack([dot, knowledge.priors.to(dot.dtype)], dim=-1)
+        scores = self.scorer(features).squeeze(-1).masked_fill(~knowledge.candidate_mask, float("-inf"))
+        passing = scores >= self.threshold  # padded candidates (−∞) never pass
+        # Softmax over the passing candidates; a finite fill keeps a span where none passes free of NaN
+        # (its weights are then all zero and it takes the null embedding).
+        logits = torch.where(passing, scores, torch.full_like(scores, torch.finfo(scores.dtype).min))
+        weights = logits.softmax(-1) * passing
+        weighted = (weights.unsqueeze(-1) * embeddings).sum(2)
+        none_passed = ~passing.any(-1, keepdim=True)
+        return scores, torch.where(none_passed, self.null_embedding.to(weighted.dtype), weighted)
+
+    def forward(self, hidden: torch.Tensor, knowledge: KnowledgeTensors):
+        """``(H', ψ)``: the rewritten hidden states (b × n × d) and the linking scores (b × S × C)."""
+        has_spans = knowledge.span_valid.any(-1)  # b
+        if not has_spans.any():
+            return hidden, None
+        # A text without spans gets every padded span unmasked (so no attention row is all −∞) and
+        # its output replaced by H_i below.
+        span_padding = ~knowledge.span_valid & has_spans.unsqueeze(-1)
+        projected = self.to_entity(hidden)  # 1
+        spans = self.span_norm(self.span_pooling(projected, knowledge.span_mask))  # 2
+        spans = self.linker(spans, src_key_padding_mask=span_padding)  # 3
+        scores, entities = self.link(spans, knowledge)
+        spans = self.entity_span_norm(spans + self.dropout(entities))  # 4
+        attended, _ = self.attention(projected, spans, spans, key_padding_mask=span_padding, need_weights=False)  # 5
+        recontextualized = self.attention_norm(projected + self.dropout(attended))
+        recontextualized = self.mlp_norm(recontextualized + self.dropout(self.mlp(recontextualized)))
+        output = self.output_norm(hidden + self.dropout(self.to_hidden(recontextualized)))
+        return torch.where(has_spans[:, None, None], output, hidden), scores
+
+
+def linking_loss(scores: torch.Tensor, knowledge: KnowledgeTensors, threshold: float, margin: float) -> torch.Tensor:
+    """Margin ranking of the gold spans' candidates against δ (see the module docstring)."""
+    candidates = knowledge.candidate_mask & knowledge.gold.unsqueeze(-1)
+    if not candidates.any():
+        return scores.new_zeros(())
+    labels = -torch.ones_like(scores)
+    labels[..., 0] = 1.0  # a gold link's only candidate is its first
+    return F.relu(margin - labels * (scores - threshold))[candidates].mean()
+
+
+# -- locating the prepared entity table ----------------------------------------------------------
+def prepared_manifest(data_module) -> dict:
+    """The manifest ``klm prepare`` wrote for this data module's knowledge config."""
+    from knowledge_lm.knowledge.prepare import KnowledgeConfig, split_keys
+
+    if getattr(data_module, "knowledge", None) is None:
+        raise KlmError("knowbert needs a data module with knowledge features (dataset option knowledge={})")
+    config = KnowledgeConfig.from_dict(data_module.knowledge)
+    _, _, folder = split_keys(data_module, data_module.tokenizer, config, data_module.cache_dir)
+    path = folder / "manifest.json"
+    if not path.is_file():
+        raise KlmError(f"no prepared knowledge for {data_module.name}/{data_module.task}: run `klm prepare` first")
+    return json.loads(path.read_text())
+
+
+def load_entity_table(manifest: dict | None, cache_dir, path: str | None = None):
+    """``(EntityEmbeddings, qid → label)``: from ``path``, the manifest's kg_embeddings, or TransE trained once."""
+    from knowledge_lm.knowledge.kg import KnowledgeGraph
+    from knowledge_lm.knowledge.kg_embeddings import EntityEmbeddings, cached_transe
+
+    kg = KnowledgeGraph.load(manifest["kg_dir"]) if manifest and manifest.get("kg_dir") else None
+    labels = {qid: entity.label for qid, entity in kg.entities.items()} if kg is not None else {}
+    path = path or (manifest or {}).get("kg_embeddings")
+    if path and Path(path).is_file():
+        return EntityEmbeddings.load(path), labels
+    if kg is None:
+        raise KlmError("knowbert: no entity embeddings (method option entity_embeddings) and no prepared KG to train them on")
+    return cached_transe(kg, Path(cache_dir) / "kg_embeddings", progress=False), labels
+
+
+def encoder_layers(encoder) -> nn.ModuleList:
+    for path in ("encoder.layer", "transformer.layer", "layers", "encoder.layers"):
+        module = encoder
+        for name in path.split("."):
+            module = getattr(module, name, None)
+        if isinstance(module, nn.ModuleList):
+            return module
+    raise KlmError(f"knowbert: cannot find the transformer layers of {type(encoder).__name__}")
+
+
+# -- the methods ---------------------------------------------------------------------------------
+@register_method("knowbert")
+class KnowBert(TaskModel):
+    """The backbone with KAR after layer ``kar_layer`` and the entity-linking loss on gold links."""
+
+    needs_knowledge = True
+    attn_implementation = None
+    selective_injection: SelectiveInjection | None = None
+
+    def __init__(self, encoder, spec, kar_layer: int | None = None, entity_dim: int = 100, num_heads: int = 4,
+                 threshold: float = 0.0, linking_loss_weight: float = 1.0, linking_margin: float = 0.2,
+                 entity_embeddings: str | None = None, si_seed: int = 0, **options):
+        super().__init__(encoder, spec, **options)
+        layers = encoder_layers(encoder)
+        self.kar_layer = len(layers) - 2 if kar_layer is None else kar_layer
+        if not 0 <= self.kar_layer < len(layers):
+            raise KlmError(f"knowbert: kar_layer {self.kar_layer} outside the backbone's {len(layers)} layers (0-based)")
+        self.kar = KnowledgeAttentionRecontextualization(encoder.config.hidden_size, entity_dim, num_heads, threshold,
+                                                         dropout=options.get("dropout", 0.1))
+        self.linking_loss_weight, self.linking_margin = linking_loss_weight, linking_margin
+        self.entity_embeddings_path = entity_embeddings
+        self.si_rng = random.Random(si_seed)
+        self._linking = None
+
+    def setup(self, stage=None):
+        """Loads the entity table from what the trainer's data module prepared (see the module docstring)."""
+        if self.kar.entities.loaded:
+            return
+        data = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        manifest = prepared_manifest(data) if data is not None else None
+        cache_dir = data.cache_dir if data is not None else Path(".")
+        self.kar.entities.load(*load_entity_table(manifest, cache_dir, self.entity_embeddings_path))
+
+    def encode(self, batch):
+        if not self.kar.entities.loaded:
+            raise KlmError("knowbert: no entity table; run under a Trainer with a prepared data module or call kar.entities.load")
+        knowledge = batch["knowledge"]
+        if self.training and self.selective_injection is not None:
+            knowledge = self.selective_injection.filter_batch(knowledge, self.si_rng)
+        tensors = knowledge_tensors(knowledge, batch["input_ids"].shape[1], self.kar.entities, batch["input_ids"].device)
+        self._linking = None
+
+        def rewrite(module, args, output):
+            hidden = output[0] if isinstance(output, tuple) else output
+            rewritten, scores = self.kar(hidden, tensors)
+            self._linking = (scores, tensors) if scores is not None else None
+            return (rewritten, *output[1:]) if isinstance(output, tuple) else rewritten
+
+        handle = encoder_layers(self.encoder)[self.kar_layer].register_forward_hook(rewrite)
+        try:
+            return super().encode(batch)
+        finally:
+            handle.remove()
+
+    def extra_losses(self, batch, features):
+        if self._linking is None or not self.linking_loss_weight:
+            return {}
+        scores, tensors = self._linking
+        return {"linking": self.linking_loss_weight * linking_loss(scores, tensors, self.kar.threshold, self.linking_margin)}
+
+
+@register_method("knowbert+si")
+class KnowBertSI(KnowBert):
+    """KnowBERT whose training batches keep only the links selective injection draws (Eq. 4)."""
+
+    def __init__(self, encoder, spec, si_lambda: float = 0.5, si_k_thresh: int = 100, si_k_min: int = 5,
+                 si_k_max: int = 20, **options):
+        super().__init__(encoder, spec, **options)
+        self.selective_injection = SelectiveInjection(lam=si_lambda, k_thresh=si_k_thresh, k_min=si_k_min, k_max=si_k_max)
+
+
+@register_method("knowbert+si+sr", "sisr")
+class KnowBertSISR(KnowBertSI):
+    """KnowBERT + SI + spectral regularization of the head's batch features (Eq. 5)."""
+
+    def __init__(self, encoder, spec, sr_weight: float = 0.001, sr_k: int = 1, **options):
+        super().__init__(encoder, spec, **options)
+        self.sr_weight, self.sr_k = sr_weight, sr_k
+
+    def extra_losses(self, batch, features):
+        return {**super().extra_losses(batch, features), "sr": self.sr_weight * spectral_penalty(features, self.sr_k)}

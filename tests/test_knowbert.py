@@ -1,0 +1,132 @@
+"""KnowBERT-KAR: the round trip, what δ cuts off, gradients to every new parameter, and cells that train."""
+
+import pytest
+import torch
+
+from knowledge_lm.data.generated import GeneratedDataModule
+from knowledge_lm.knowledge.kg_embeddings import EntityEmbeddings
+from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
+from knowledge_lm.methods.knowbert import (
+    KnowBert,
+    KnowledgeAttentionRecontextualization,
+)
+
+SIZES = {"train_size": 40, "dev_size": 10, "test_size": 10}
+QIDS = [f"Q{i}" for i in range(1, 9)]
+
+
+def table(seed: int = 0, dim: int = 100) -> EntityEmbeddings:
+    matrix = torch.nn.functional.normalize(torch.randn(len(QIDS), dim, generator=torch.Generator().manual_seed(seed)), dim=1)
+    return EntityEmbeddings(QIDS, matrix, [], torch.zeros(0, dim), {"dim": dim})
+
+
+def backbone():
+    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.data.generated import GeneratedDataModule as data_class
+
+    encoder, tokenizer, _ = load_backbone("tiny", seed=0)
+    return encoder, tokenizer, data_class.spec("facts")
+
+
+def knowbert(**options) -> KnowBert:
+    encoder, _, spec = backbone()
+    model = KnowBert(encoder, spec, kar_layer=0, **options)
+    model.kar.entities.load(table(), {"Q99": "a label only entity"})
+    return model
+
+
+def batch_with_links(tokenizer):
+    texts = ["alpha beta gamma delta epsilon", "zeta eta theta iota kappa lambda", "no links here at all"]
+    encoded = tokenizer(texts, padding=True, return_tensors="pt")
+    knowledge = [
+        {"links": [{"segment": 0, "tokens": [1, 2], "candidates": [["Q1", 0.6], ["Q2", 0.3], ["Q3", 0.1]], "df": 1, "close": 0},
+                   {"segment": 0, "tokens": [4], "candidates": [["Q4", 1.0]], "df": 1, "close": 0}]},  # a gold link
+        {"links": [{"segment": 0, "tokens": [2, 3, 4], "candidates": [["Q5", 0.5], ["Q99", 0.5]], "df": 1, "close": 0},
+                   {"segment": 0, "tokens": [6], "candidates": [["Qunknown", 1.0], ["Qunknown2", 0.0]], "df": 1, "close": 0}]},
+        {"links": []},
+    ]
+    return {**encoded, "knowledge": knowledge}
+
+
+def test_projection_round_trip_is_identity_when_the_entity_dim_is_larger():
+    kar = KnowledgeAttentionRecontextualization(32, entity_dim=100)
+    hidden = torch.randn(3, 7, 32)
+    assert torch.allclose(kar.to_hidden(kar.to_entity(hidden)), hidden, atol=1e-4)
+    # Narrower entity space: the round trip is the orthogonal projector onto W1's row space.
+    kar = KnowledgeAttentionRecontextualization(32, entity_dim=8, num_heads=2)
+    once = kar.to_hidden(kar.to_entity(hidden))
+    assert torch.allclose(kar.to_hidden(kar.to_entity(once)), once, atol=1e-4)
+
+
+def test_with_every_candidate_below_delta_no_entity_reaches_the_hidden_states():
+    _, tokenizer, _ = backbone()
+    batch = batch_with_links(tokenizer)
+    model = knowbert(threshold=1e9).eval()
+    plain = model.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                          token_type_ids=batch["token_type_ids"]).last_hidden_state
+    with torch.no_grad():
+        first = model.encode(batch)
+        # Exactly preserved: the entity table and the candidates make no difference at all ...
+        model.kar.entities.load(table(seed=1), {"Q99": "another label"})
+        shuffled = [{"links": [{**link, "candidates": [["Q7", 0.9], ["Q8", 0.1]]} for link in example["links"]]}
+                    for example in batch["knowledge"]]
+        second = model.encode({**batch, "knowledge": shuffled})
+    assert torch.equal(first, second)
+    # ... every span takes the null embedding ...
+    scores, tensors = model._linking
+    assert not (scores >= 1e9).any() and tensors.candidate_mask.any()
+    # ... and a text without spans leaves KAR unchanged, so its states are the backbone's.
+    assert torch.allclose(first[2], plain[2], atol=1e-5)
+    assert not torch.allclose(first[0], plain[0], atol=1e-3)  # the spans themselves still recontextualize
+
+
+def test_gradients_reach_every_new_parameter():
+    torch.manual_seed(0)
+    _, tokenizer, _ = backbone()
+    batch = batch_with_links(tokenizer)
+    # δ below every score: the multi-candidate spans mix entities; the span of unknown qids has no
+    # candidate at all and takes the null embedding.
+    model = knowbert(threshold=-1e4).train()
+    hidden = model.encode(batch)
+    losses = model.extra_losses(batch, hidden[:, 0])
+    ((hidden ** 2).mean() + losses["linking"]).backward()
+    missing = [name for name, parameter in model.kar.named_parameters() if parameter.grad is None or not parameter.grad.abs().sum() > 0]
+    assert not missing, missing
+    assert model.kar.entities.index["Q99"] > len(QIDS)  # the label fallback got its own row
+    assert model.kar.entities.index["Qunknown"] == 0  # no vector, no label: masked
+    assert not any(isinstance(value, torch.nn.Parameter) for value in vars(model.kar.entities).values())
+
+
+def test_linking_loss_is_the_margin_ranking_of_gold_links_against_delta():
+    from knowledge_lm.methods.knowbert import KnowledgeTensors, linking_loss
+
+    scores = torch.tensor([[[0.5, float("-inf")], [0.1, 0.3]]])  # one text: a gold span, an alias span
+    tensors = KnowledgeTensors(span_mask=torch.ones(1, 2, 4, dtype=torch.bool), span_valid=torch.ones(1, 2, dtype=torch.bool),
+                               candidate_ids=torch.tensor([[[1, 0], [2, 3]]]), priors=torch.tensor([[[1.0, 0], [0.5, 0.5]]]),
+                               candidate_mask=torch.tensor([[[True, False], [True, True]]]), gold=torch.tensor([[True, False]]))
+    # Only the gold span counts: max(0, 0.2 − (0.5 − δ)) with δ = 0.4.
+    assert linking_loss(scores, tensors, threshold=0.4, margin=0.2).item() == pytest.approx(0.1)
+    assert linking_loss(scores, tensors, threshold=0.0, margin=0.2).item() == 0.0
+
+
+@pytest.fixture(scope="module")
+def prepared_cache(tmp_path_factory, tokenizer):
+    cache = tmp_path_factory.mktemp("knowbert-cache")
+    data = GeneratedDataModule(tokenizer=tokenizer, cache_dir=cache, max_length=32, **SIZES)
+    manifest = prepare(data, tokenizer, KnowledgeConfig(kg_embeddings=True), cache, progress=False)
+    assert manifest["kg_embeddings"]
+    return cache
+
+
+@pytest.mark.parametrize("method", ["knowbert", "knowbert+si", "knowbert+si+sr"])
+def test_knowbert_trains_as_a_cell(method, prepared_cache, tmp_path):
+    from knowledge_lm.cell import run_cell
+    from knowledge_lm.config import TrainConfig
+    from knowledge_lm.results import Cell
+
+    train = TrainConfig(batch_size=8, max_steps=3, evaluations=1, max_length=32, method_options={"kar_layer": 0})
+    result = run_cell(Cell(method, "generated", "facts", 1.0, 1, "tiny"), train, results_dir=tmp_path / "r",
+                      runs_dir=tmp_path / "runs", dataset_options={**SIZES, "cache_dir": str(prepared_cache),
+                                                                   "knowledge": {"kg_embeddings": True}},
+                      progress=False)
+    assert result["cell"]["method"] == method and "accuracy" in result["metrics"]["test"]
