@@ -89,9 +89,11 @@ def knowledge_graph_dir(data_module, config: KnowledgeConfig, cache_dir: Path) -
 
 
 def split_key(records: list[dict], tokenizer_id: str, max_length: int, config: KnowledgeConfig, kg_id: str) -> str:
+    # Whether TransE was trained alongside changes no feature: it stays out of the key.
+    options = {name: value for name, value in asdict(config).items() if name != "kg_embeddings"}
     digest = hashlib.sha256()
     digest.update(json.dumps(records, sort_keys=True, default=str).encode())
-    digest.update(json.dumps([tokenizer_id, max_length, asdict(config), kg_id], sort_keys=True).encode())
+    digest.update(json.dumps([tokenizer_id, max_length, options, kg_id], sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
 

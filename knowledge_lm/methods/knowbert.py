@@ -29,10 +29,9 @@ Choices the paper leaves open, documented here:
   (``tests/test_knowbert.py`` asserts both, and the round trip).
 * **Entity table.** Fixed: a table read with ``F.embedding`` (a frozen ``nn.Embedding`` in all but
   name: a plain tensor outside the state dict, since it grows, see below). Row 0 is padding/unknown (zeros). The rows are the TransE vectors of the
-  prepared KG: the file the prepared manifest records (``klm prepare --kg-embeddings``) if present, else
-  ``cached_transe`` on the manifest's ``kg_dir`` into ``<cache_dir>/kg_embeddings`` (the same place
-  ``prepare`` uses), or the file named by the ``entity_embeddings`` option. The manifest is found in the
-  ``setup`` hook through the trainer's data module (``split_keys`` with its knowledge config and cache dir).
+  prepared KG (found in the ``setup`` hook through the trainer's data module, as ``prepare`` found it):
+  ``cached_transe`` into ``<cache_dir>/kg_embeddings``, which loads what ``klm prepare --kg-embeddings``
+  trained there (else trains once), or the file named by the ``entity_embeddings`` option.
   A candidate absent from the table gets ``EntityEmbeddings.lookup(qid, label)`` (the label-trigram
   fallback), computed once when a batch first needs it and appended as a new row; one without a label
   either is masked like padding.
@@ -47,7 +46,6 @@ Choices the paper leaves open, documented here:
   KnowBERT-Wiki's own choice on a 12-layer BERT is index 9, after layer 10, which ``kar_layer`` can set).
 """
 
-import json
 import math
 import random
 from dataclasses import dataclass
@@ -247,28 +245,25 @@ def linking_loss(scores: torch.Tensor, knowledge: KnowledgeTensors, threshold: f
 
 
 # -- locating the prepared entity table ----------------------------------------------------------
-def prepared_manifest(data_module) -> dict:
-    """The manifest ``klm prepare`` wrote for this data module's knowledge config."""
-    from knowledge_lm.knowledge.prepare import KnowledgeConfig, split_keys
+def prepared_kg_dir(data_module) -> Path:
+    """The KG the data module's prepared features link into (found again, not read from a manifest's
+    absolute path, so a cache carried to another machine still works)."""
+    from knowledge_lm.knowledge.prepare import KnowledgeConfig, knowledge_graph_dir
 
     if getattr(data_module, "knowledge", None) is None:
         raise KlmError("knowbert needs a data module with knowledge features (dataset option knowledge={})")
     config = KnowledgeConfig.from_dict(data_module.knowledge)
-    _, _, folder = split_keys(data_module, data_module.tokenizer, config, data_module.cache_dir)
-    path = folder / "manifest.json"
-    if not path.is_file():
-        raise KlmError(f"no prepared knowledge for {data_module.name}/{data_module.task}: run `klm prepare` first")
-    return json.loads(path.read_text())
+    return knowledge_graph_dir(data_module, config, data_module.cache_dir)
 
 
-def load_entity_table(manifest: dict | None, cache_dir, path: str | None = None):
-    """``(EntityEmbeddings, qid → label)``: from ``path``, the manifest's kg_embeddings, or TransE trained once."""
+def load_entity_table(kg_dir: Path | None, cache_dir, path: str | None = None):
+    """``(EntityEmbeddings, qid → label)``: from ``path``, else TransE of the KG (trained once, cached where
+    ``klm prepare --kg-embeddings`` puts it)."""
     from knowledge_lm.knowledge.kg import KnowledgeGraph
     from knowledge_lm.knowledge.kg_embeddings import EntityEmbeddings, cached_transe
 
-    kg = KnowledgeGraph.load(manifest["kg_dir"]) if manifest and manifest.get("kg_dir") else None
+    kg = KnowledgeGraph.load(kg_dir) if kg_dir is not None else None
     labels = {qid: entity.label for qid, entity in kg.entities.items()} if kg is not None else {}
-    path = path or (manifest or {}).get("kg_embeddings")
     if path and Path(path).is_file():
         return EntityEmbeddings.load(path), labels
     if kg is None:
@@ -315,9 +310,9 @@ class KnowBert(TaskModel):
         if self.kar.entities.loaded:
             return
         data = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        manifest = prepared_manifest(data) if data is not None else None
+        kg_dir = prepared_kg_dir(data) if data is not None else None
         cache_dir = data.cache_dir if data is not None else Path(".")
-        self.kar.entities.load(*load_entity_table(manifest, cache_dir, self.entity_embeddings_path))
+        self.kar.entities.load(*load_entity_table(kg_dir, cache_dir, self.entity_embeddings_path))
 
     def encode(self, batch):
         if not self.kar.entities.loaded:
