@@ -4,7 +4,20 @@ import pytest
 
 from knowledge_lm.cell import run_cell
 from knowledge_lm.config import BENCHMARKS_DIR, load_sweep
+from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.results import Cell
+
+def prepare_knowledge(sweep, task, train, data_dir):
+    """What `klm prepare` would do before a knowledge method's sweep (cached after the first call)."""
+    from knowledge_lm.backbones import load_tokenizer
+    from knowledge_lm.data.base import default_cache_dir
+    from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
+
+    tokenizer = load_tokenizer("tiny")
+    options = {k: v for k, v in sweep.dataset_options.items() if k != "knowledge"}
+    data = DATASETS.get(sweep.dataset)(task=task, tokenizer=tokenizer, data_dir=data_dir, max_length=train.max_length, **options)
+    prepare(data, tokenizer, KnowledgeConfig.from_dict(sweep.dataset_options.get("knowledge")), default_cache_dir(), progress=False)
+
 
 CONFIGS = sorted(path for path in BENCHMARKS_DIR.glob("*.yaml") if path.name != "references.yaml")
 
@@ -20,6 +33,8 @@ def test_config_validates_and_smoke_runs(path, tmp_path, shared_data):
         for task in sweep.tasks:
             cell = Cell(method, sweep.dataset, task, min(sweep.fractions), sweep.seeds[0], "tiny")
             train = sweep.train_config(task, {"max_steps": 2, "evaluations": 1, "batch_size": 4})
+            if getattr(METHODS.get(method), "needs_knowledge", False):
+                prepare_knowledge(sweep, task, train, shared_data)
             result = run_cell(cell, train, data_dir=shared_data, results_dir=tmp_path / "results",
                               runs_dir=tmp_path / "runs", dataset_options=sweep.dataset_options, progress=False)
             assert result["budget"]["max_steps"] == 2
