@@ -17,13 +17,12 @@ accuracy (main) and macro-F1 over the 16 relations (no negative class).
 """
 
 import random
-from dataclasses import replace
 
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
 from knowledge_lm.data.io import find_file, read_json
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import register_dataset
-from knowledge_lm.tasks.relation import RELATION_TASKS
+from knowledge_lm.tasks.relation import RelationTasks
 
 # The relations of val_wiki.json with their names in FewRel's pid2name.json.
 RELATION_NAMES = {
@@ -79,14 +78,9 @@ def token_span(entity, tokens: list[str], starts: list[int], role: str, where: s
 
 
 @register_dataset("fewrel")
-class FewRelDataModule(TaskDataModule):
+class FewRelDataModule(RelationTasks, TaskDataModule):
     name = "fewrel"
-    tasks = tuple(RELATION_TASKS)
-    default_tasks = ("main",)
-
-    @classmethod
-    def spec(cls, task: str) -> TaskSpec:
-        return replace(SPEC, name=task, kind=RELATION_TASKS[task])
+    relation_spec = SPEC
 
     def read_splits(self) -> dict[str, list[dict]]:
         path = self.find_file()

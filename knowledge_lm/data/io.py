@@ -37,6 +37,25 @@ def find_file(data_dir: Path | None, *candidates: str) -> Path | None:
     return None
 
 
+def find_split_files(data_dir: Path | None, folders: tuple[str, ...], title: str, note: str = "",
+                     splits: tuple[str, ...] = ("train", "dev", "test")) -> dict[str, Path]:
+    """``<split>.json`` (plain or .gz) for every split, from the first of ``folders`` under ``data_dir`` that
+    holds a train file; the error names what was expected."""
+    if data_dir is not None:
+        for folder in folders:
+            root = data_dir / folder
+            found = {split: find_file(root, f"{split}.json") for split in splits}
+            if found[splits[0]] is not None:
+                missing = [f"{split}.json" for split, path in found.items() if path is None]
+                if missing:
+                    raise KlmError(f"{root}: missing {title} file(s) {', '.join(missing)} (plain or .gz)")
+                return found
+    names = [f"{split}.json" for split in splits]
+    expected = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+    raise KlmError(f"no {title} data under {data_dir or 'any data directory'}: expected {folders[0]}/ holding {expected}"
+                   f"{note} (set --data-dir or DATA_DIR)")
+
+
 def open_text(path: Path):
     # utf-8-sig: MRPC's header starts with a byte-order mark.
     path = Path(path)

@@ -17,7 +17,7 @@ precision, recall and F1 over (mention, type) pairs, main metric micro-F1.
 from typing import ClassVar
 
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
-from knowledge_lm.data.io import find_file, read_json
+from knowledge_lm.data.io import find_split_files, read_json
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import register_dataset
 
@@ -49,17 +49,7 @@ class ErnieTypingDataModule(TaskDataModule):
         return {split: self.read_file(split, path) for split, path in self.find_files().items()}
 
     def find_files(self) -> dict:
-        if self.data_dir is not None:
-            for folder in self.folders:
-                root = self.data_dir / folder
-                found = {split: find_file(root, f"{split}.json") for split in SPLITS}
-                if found["train"] is not None:
-                    missing = [f"{split}.json" for split, path in found.items() if path is None]
-                    if missing:
-                        raise KlmError(f"{root}: missing {self.title} file(s) {', '.join(missing)} (plain or .gz)")
-                    return found
-        raise KlmError(f"no {self.title} data under {self.data_dir or 'any data directory'}: expected {self.folders[0]}/ "
-                       f"holding train.json, dev.json and test.json (set --data-dir or DATA_DIR)")
+        return find_split_files(self.data_dir, self.folders, self.title, splits=SPLITS)
 
     def read_items(self, path) -> list:
         data = read_json(path)

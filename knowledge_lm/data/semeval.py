@@ -19,13 +19,12 @@ excluded), and accuracy over the 19 labels.
 """
 
 import re
-from dataclasses import replace
 
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
 from knowledge_lm.data.io import find_file, open_text
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import register_dataset
-from knowledge_lm.tasks.relation import RELATION_TASKS
+from knowledge_lm.tasks.relation import RelationTasks
 
 RELATION_LABELS = (
     "Cause-Effect(e1,e2)", "Cause-Effect(e2,e1)",
@@ -107,14 +106,9 @@ def strip_entity_tags(tagged: str, where: str) -> tuple[str, list[dict]]:
 
 
 @register_dataset("semeval2010")
-class SemEvalDataModule(TaskDataModule):
+class SemEvalDataModule(RelationTasks, TaskDataModule):
     name = "semeval2010"
-    tasks = tuple(RELATION_TASKS)
-    default_tasks = ("main",)
-
-    @classmethod
-    def spec(cls, task: str) -> TaskSpec:
-        return replace(SPEC, name=task, kind=RELATION_TASKS[task])
+    relation_spec = SPEC
 
     def read_splits(self) -> dict[str, list[dict]]:
         files = self.find_files()

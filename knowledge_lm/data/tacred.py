@@ -12,13 +12,12 @@ character offsets, with their NER types, which the marker kind writes as typed m
 TACRED's official micro P/R/F1 over the relations other than no_relation (main: micro_f1).
 """
 
-from dataclasses import replace
 
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
-from knowledge_lm.data.io import find_file, read_json
+from knowledge_lm.data.io import find_split_files, read_json
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import register_dataset
-from knowledge_lm.tasks.relation import RELATION_TASKS
+from knowledge_lm.tasks.relation import RelationTasks
 
 RELATION_LABELS = (
     "no_relation",
@@ -42,31 +41,16 @@ PTB_BRACKETS = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-":
 
 
 @register_dataset("tacred")
-class TacredDataModule(TaskDataModule):
+class TacredDataModule(RelationTasks, TaskDataModule):
     name = "tacred"
-    tasks = tuple(RELATION_TASKS)
-    default_tasks = ("main",)
-
-    @classmethod
-    def spec(cls, task: str) -> TaskSpec:
-        return replace(SPEC, name=task, kind=RELATION_TASKS[task])
+    relation_spec = SPEC
 
     def read_splits(self) -> dict[str, list[dict]]:
         return {split: self.read_file(path) for split, path in self.find_files().items()}
 
     def find_files(self) -> dict:
-        if self.data_dir is not None:
-            for folder in FOLDERS:
-                root = self.data_dir / folder
-                found = {split: find_file(root, f"{split}.json") for split in SPLITS}
-                if found["train"] is not None:
-                    missing = [f"{split}.json" for split, path in found.items() if path is None]
-                    if missing:
-                        raise KlmError(f"{root}: missing TACRED file(s) {', '.join(missing)} (plain or .gz)")
-                    return found
-        raise KlmError(f"no TACRED data under {self.data_dir or 'any data directory'}: expected tacred/ holding "
-                       f"train.json, dev.json and test.json, the official JSON of LDC2018T24 (TACRED needs an LDC "
-                       f"licence and is not in the shared data; set --data-dir or DATA_DIR)")
+        return find_split_files(self.data_dir, FOLDERS, "TACRED", splits=SPLITS,
+                                note=", the official JSON of LDC2018T24 (TACRED needs an LDC licence and is not in the shared data)")
 
     def read_file(self, path) -> list[dict]:
         data = read_json(path)

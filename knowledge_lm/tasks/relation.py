@@ -21,7 +21,7 @@ Knowledge spans (char offsets into ``text_a``) align to the marked text through 
 """
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -40,6 +40,18 @@ HEAD_MARKER, HEAD_TYPE_MARKER = "@", "*"
 TAIL_MARKER, TAIL_TYPE_MARKER = "#", "^"
 # A relation dataset's tasks: the same examples, the pair represented by markers or by mean pooling.
 RELATION_TASKS = {"main": "relation", "mean_pool": "relation_mean"}
+
+
+class RelationTasks:
+    """Mixed into a relation dataset: its two entity representations as tasks (markers: ``main``;
+    mean-pooled entities: ``mean_pool``), both on the dataset's ``relation_spec``."""
+
+    tasks = tuple(RELATION_TASKS)
+    default_tasks = ("main",)
+
+    @classmethod
+    def spec(cls, task: str):
+        return replace(cls.relation_spec, name=task, kind=RELATION_TASKS[task])
 
 
 # -- scorers ----------------------------------------------------------------------------------
