@@ -38,6 +38,8 @@ def test_features_cover_every_example_with_aligned_tokens(prepared, tokenizer):
         assert pieces == gold["mention"].lower().replace(" ", "")
         assert link["df"] >= 1 and link["close"] >= 0
     assert row["words"] and row["phrases"] and len(row["pmi_neighbours"]) <= 10
+    pairs = [pair for row in features["train"] for pair in row["pmi_pairs"]]
+    assert pairs and all(0 <= i < j and 0 < value <= 1 for i, j, value in pairs)
 
 
 def test_second_prepare_reads_the_cache(prepared, tokenizer, monkeypatch):

@@ -22,6 +22,7 @@ from pathlib import Path
 from knowledge_lm.errors import KlmError
 
 LINKING_MODES = ("auto", "gold", "alias")
+FEATURES_VERSION = 2  # part of the cache key: bump when the features written per example change
 DEFAULT_KG = "wikidata_kg"
 
 
@@ -93,7 +94,7 @@ def split_key(records: list[dict], tokenizer_id: str, max_length: int, config: K
     options = {name: value for name, value in asdict(config).items() if name != "kg_embeddings"}
     digest = hashlib.sha256()
     digest.update(json.dumps(records, sort_keys=True, default=str).encode())
-    digest.update(json.dumps([tokenizer_id, max_length, options, kg_id], sort_keys=True).encode())
+    digest.update(json.dumps([FEATURES_VERSION, tokenizer_id, max_length, options, kg_id], sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
 
@@ -200,6 +201,12 @@ def example_features(record, mentions_by_segment, annotations_by_segment, encodi
         features["dependencies"] += [[head + word_offset, dependent + word_offset, label] for head, dependent, label in annotation.dependencies]
     words = [w for _, text in text_segments(record) for w in tokenize_words(text)]
     features["pmi_neighbours"] = pmi.top_k_neighbours(words, config.pmi_top_k)
+    # KAM's PMI map, kept sparse: [i, j, max(0, PMI)/Z] over pairs of the annotated words (i < j, value > 0).
+    texts = dict(text_segments(record))
+    word_texts = [texts[word["segment"]][word["start"]:word["end"]].lower() for word in features["words"]]
+    matrix = pmi.normalised_pmi_matrix(word_texts) if word_texts else []
+    features["pmi_pairs"] = [[i, j, round(float(matrix[i][j]), 4)] for i in range(len(word_texts))
+                             for j in range(i + 1, len(word_texts)) if matrix[i][j] > 0 and word_texts[i] != word_texts[j]]
     return features
 
 

@@ -1,0 +1,267 @@
+"""KAM-BERT (papers/001, §3; METHODS.md): knowledge maps mixed into every layer's attention logits.
+
+Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and softmax):
+
+1. **Maps** ``M_1..k ∈ [0,1]^{n×n}`` over the sub-word tokens, built once per batch from the prepared
+   features (``batch["knowledge"]``) as a dense ``b × k × n × n`` tensor on the device:
+
+   * ``entity``: 1 where both tokens lie inside the same linked mention (``links[*].tokens``);
+   * ``phrase``: 1 where both tokens lie inside the same phrase segment (``phrases[*].tokens``);
+   * ``pmi``: ``max(0, PMI(w_i; w_j)) / Z`` of the two tokens' whole words (1 within one word). ``klm
+     prepare`` stores only the top-k PMI *neighbours*, not pairwise PMI of a sentence's words, so this map
+     reads an optional feature ``pmi_pairs``: ``[[word_i, word_j, value], ...]`` over the indices of
+     ``words`` (what ``CorpusStatistics.normalised_pmi_matrix`` gives, kept sparse). Without it the map
+     is all zeros and a warning says so once (``missing_pmi="error"`` raises instead).
+   * ``kg`` (Eq. 8, optional, not in the default maps): 1 where the two tokens' linked entities (each
+     mention's top candidate) are adjacent in the KG (an edge either way). Tokens of one mention are not
+     adjacent to themselves unless the KG has a self-loop. The KG is the one the data module prepared,
+     loaded in the ``setup`` hook (as KnowBERT finds its entity table), or ``load_kg``.
+
+   Spans carry sub-word indices already (a sub-word takes its word's value); indices truncated away
+   (≥ n) are dropped.
+2. **Attention** (``KamSelfAttention``, which replaces each layer's ``attention.self`` and keeps the
+   original's ``query``/``key``/``value`` modules, so the state-dict names of the backbone's weights do
+   not change): ``L_i = A_sa + R_{i−1}`` (the skip; ``R_{−1} = 0``, or no skip), the channel-wise
+   concatenation ``[L_i (m heads) | M (k maps)]`` → ``Conv2d(m+k → m, 3×3, padding 1)`` → ``A_sem``,
+   ``R_i = α·A_sem + (1−α)·L_i``, ``A = softmax(R_i + mask)``, output ``A V``. Layer i hands ``R_i``
+   (pre-mask, pre-softmax, as Evolving Attention hands its logits) to layer i+1.
+   Choices the paper leaves open: the conv reads the logits with masked (padding) positions zeroed, so
+   padding never leaks into real positions through the 3×3 window; one conv per layer.
+   ``use_conv=False`` (the w/o-conv ablation) replaces ``A_sem`` by the mean of the k maps, the same for
+   every head.
+3. **Invariant** (tested): α = 0 without skip gives the backbone's hidden states exactly.
+
+Not implemented yet: PMI expansion (``pmi_expansion=True`` raises).
+
+Needs ``attn_implementation = "eager"``: the wrapper computes the logits itself, and eager is the
+implementation whose 4D additive mask (b × 1 × n × n, or None without padding) it reads.
+"""
+
+import warnings
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from knowledge_lm.errors import KlmError
+from knowledge_lm.methods.knowbert import encoder_layers
+from knowledge_lm.registry import register_method
+from knowledge_lm.task_model import TaskModel
+
+MAP_NAMES = ("entity", "phrase", "pmi", "kg")
+DEFAULT_MAPS = ("entity", "phrase", "pmi")
+
+
+# -- the knowledge maps of a batch ----------------------------------------------------------------
+def _in_range(tokens, length: int) -> list[int]:
+    return sorted({t for t in tokens if 0 <= t < length})
+
+
+def _block_entries(spans, length: int):
+    """(i, j) index lists setting a 1 for every pair of tokens inside the same span."""
+    rows, cols = [], []
+    for span in spans:
+        tokens = _in_range(span.get("tokens") or [], length)
+        for i in tokens:
+            rows += [i] * len(tokens)
+            cols += tokens
+    return rows, cols
+
+
+def knowledge_maps(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, device=None,
+                   missing_pmi: str = "zeros", kg=None) -> torch.Tensor:
+    """``b × k × n × n`` float maps in [0, 1] (see the module docstring), densified on ``device``."""
+    for name in maps:
+        if name not in MAP_NAMES:
+            raise KlmError(f"kam: unknown map {name!r}; known: {', '.join(MAP_NAMES)}")
+        if name == "kg" and kg is None:
+            raise KlmError("kam: the kg map needs the prepared knowledge graph (run under a Trainer with a "
+                           "prepared data module, or call load_kg)")
+    batch, channel, rows, cols, values = [], [], [], [], []
+
+    def add(b, c, r, s, v=None):
+        batch.extend([b] * len(r))
+        channel.extend([c] * len(r))
+        rows.extend(r)
+        cols.extend(s)
+        values.extend([1.0] * len(r) if v is None else v)
+
+    for b, example in enumerate(knowledge):
+        for c, name in enumerate(maps):
+            if name == "entity":
+                add(b, c, *_block_entries(example.get("links") or [], length))
+            elif name == "phrase":
+                add(b, c, *_block_entries(example.get("phrases") or [], length))
+            elif name == "pmi":
+                pairs = example.get("pmi_pairs")
+                if pairs is None:
+                    if missing_pmi == "error":
+                        raise KlmError("kam: the prepared features have no pairwise PMI (pmi_pairs); "
+                                       "use kam-no-pmi or prepare them with pairwise PMI")
+                    # Python's default filter shows this once per call site, not once per batch.
+                    warnings.warn("kam: prepared features have no pmi_pairs; the PMI map is all zeros", stacklevel=2)
+                    continue
+                words = [_in_range(word.get("tokens") or [], length) for word in example.get("words") or []]
+                add(b, c, *_block_entries([{"tokens": tokens} for tokens in words], length))  # 1 within a word
+                for first, second, value in pairs:
+                    value = min(1.0, max(0.0, float(value)))
+                    for i, j in ((first, second), (second, first)):
+                        if i < len(words) and j < len(words) and i != j:
+                            r = [t for t in words[i] for _ in words[j]]
+                            s = [u for _ in words[i] for u in words[j]]
+                            add(b, c, r, s, [value] * len(r))
+            elif name == "kg":
+                mentions = [(link["candidates"][0][0], _in_range(link.get("tokens") or [], length))
+                            for link in example.get("links") or [] if link.get("candidates")]
+                for first, first_tokens in mentions:
+                    if first not in kg:
+                        continue
+                    adjacent = kg.neighbours(first)
+                    for second, second_tokens in mentions:
+                        if second in adjacent:  # neighbours are undirected: ``second`` adds the reverse pairs
+                            add(b, c, [t for t in first_tokens for _ in second_tokens],
+                                [u for _ in first_tokens for u in second_tokens])
+    dense = torch.zeros(len(knowledge), len(maps), length, length, device=device)
+    if rows:
+        index = tuple(torch.tensor(x, dtype=torch.long, device=device) for x in (batch, channel, rows, cols))
+        # accumulate=False: overlapping spans of one map set the same value (the last write wins for PMI)
+        dense.index_put_(index, torch.tensor(values, device=device))
+    return dense
+
+
+# -- the attention -------------------------------------------------------------------------------
+class KamState:
+    """What the layers of one ``encode`` call share: the maps and the previous layer's result map."""
+
+    def __init__(self):
+        self.maps: torch.Tensor | None = None
+        self.previous: torch.Tensor | None = None
+
+
+class KamSelfAttention(nn.Module):
+    """Drop-in for a BERT-family ``attention.self`` (transformers 5: ``forward(hidden_states,
+    attention_mask=None, ...) -> (output b×n×(m·d), probabilities)``)."""
+
+    def __init__(self, original: nn.Module, state: KamState, num_maps: int, alpha: float = 0.2, skip: bool = True,
+                 use_conv: bool = True):
+        super().__init__()
+        for name in ("query", "key", "value"):
+            if not isinstance(getattr(original, name, None), nn.Linear):
+                raise KlmError(f"kam: {type(original).__name__} has no {name} projection to wrap")
+        self.query, self.key, self.value = original.query, original.key, original.value
+        self.dropout = original.dropout
+        self.config = getattr(original, "config", None)
+        self.num_attention_heads = original.num_attention_heads
+        self.attention_head_size = original.attention_head_size
+        self.scaling = getattr(original, "scaling", self.attention_head_size ** -0.5)
+        self.kam_state, self.num_maps, self.alpha, self.skip = state, num_maps, alpha, skip
+        self.conv = nn.Conv2d(self.num_attention_heads + num_maps, self.num_attention_heads, 3, padding=1) if use_conv else None
+
+    def forward(self, hidden_states, attention_mask=None, *args, **kwargs):
+        shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
+        query = self.query(hidden_states).view(shape).transpose(1, 2)  # b × m × n × d
+        key = self.key(hidden_states).view(shape).transpose(1, 2)
+        value = self.value(hidden_states).view(shape).transpose(1, 2)
+        logits = torch.matmul(query, key.transpose(2, 3)) * self.scaling  # A_sa
+        if attention_mask is not None and attention_mask.dtype == torch.bool:
+            attention_mask = torch.zeros_like(attention_mask, dtype=logits.dtype).masked_fill(
+                ~attention_mask, torch.finfo(logits.dtype).min)
+        if self.skip and self.kam_state.previous is not None:
+            logits = logits + self.kam_state.previous
+        maps = self.kam_state.maps
+        if maps is None:
+            maps = logits.new_zeros(logits.shape[0], self.num_maps, *logits.shape[-2:])
+        if self.conv is not None:
+            visible = logits if attention_mask is None else logits.masked_fill(attention_mask < 0, 0.0)
+            semantic = self.conv(torch.cat([visible, maps.to(logits.dtype)], dim=1))  # A_sem
+        elif self.num_maps:
+            semantic = maps.to(logits.dtype).mean(1, keepdim=True)  # w/o conv: the maps' mean, every head
+        else:
+            semantic = torch.zeros_like(logits)
+        result = self.alpha * semantic + (1 - self.alpha) * logits
+        self.kam_state.previous = result
+        scores = result if attention_mask is None else result + attention_mask
+        probabilities = F.dropout(scores.softmax(-1), p=self.dropout.p, training=self.training)
+        output = torch.matmul(probabilities, value).transpose(1, 2).contiguous()
+        return output.reshape(*hidden_states.shape[:-1], -1), probabilities
+
+
+# -- the methods ---------------------------------------------------------------------------------
+@register_method("kam")
+class Kam(TaskModel):
+    """The backbone with every layer's self-attention replaced by ``KamSelfAttention``."""
+
+    needs_knowledge = True
+    attn_implementation = "eager"
+    default_maps: tuple[str, ...] = DEFAULT_MAPS
+    default_use_conv = True
+
+    def __init__(self, encoder, spec, alpha: float = 0.2, skip: bool = True, use_conv: bool | None = None,
+                 maps=None, pmi_expansion: bool = False, missing_pmi: str = "zeros", **options):
+        super().__init__(encoder, spec, **options)
+        if pmi_expansion:
+            raise KlmError("kam: PMI expansion is not implemented yet")
+        if missing_pmi not in ("zeros", "error"):
+            raise KlmError(f"kam: missing_pmi {missing_pmi!r}: expected zeros or error")
+        implementation = getattr(encoder.config, "_attn_implementation", "eager")
+        if implementation not in (None, "eager"):
+            raise KlmError(f"kam needs the backbone loaded with attn_implementation='eager', not {implementation!r}")
+        self.maps = tuple(self.default_maps if maps is None else ([maps] if isinstance(maps, str) else maps))
+        for name in self.maps:
+            if name not in MAP_NAMES:
+                raise KlmError(f"kam: unknown map {name!r}; known: {', '.join(MAP_NAMES)}")
+        self.kg = None
+        self.missing_pmi = missing_pmi
+        self.kam_state = KamState()
+        use_conv = self.default_use_conv if use_conv is None else use_conv
+        self.kam_layers = []
+        for layer in encoder_layers(encoder):
+            attention = getattr(layer, "attention", None)
+            if attention is None or not hasattr(attention, "self"):
+                raise KlmError(f"kam: {type(layer).__name__} has no attention.self to replace")
+            attention.self = KamSelfAttention(attention.self, self.kam_state, len(self.maps), alpha, skip, use_conv)
+            self.kam_layers.append(attention.self)
+
+    def load_kg(self, kg):
+        self.kg = kg
+
+    def setup(self, stage=None):
+        """Loads the prepared KG where the ``kg`` map needs it (see the module docstring)."""
+        if "kg" not in self.maps or self.kg is not None:
+            return
+        from knowledge_lm.knowledge.kg import KnowledgeGraph
+        from knowledge_lm.methods.knowbert import prepared_kg_dir
+
+        data = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if data is not None:
+            self.kg = KnowledgeGraph.load(prepared_kg_dir(data))
+
+    def encode(self, batch):
+        length = batch["input_ids"].shape[1]
+        self.kam_state.maps = knowledge_maps(batch["knowledge"], length, self.maps, batch["input_ids"].device,
+                                             self.missing_pmi, self.kg)
+        self.kam_state.previous = None
+        try:
+            return super().encode(batch)
+        finally:
+            self.kam_state.maps = self.kam_state.previous = None
+
+
+@register_method("kam-no-pmi")
+class KamNoPmi(Kam):
+    default_maps = ("entity", "phrase")
+
+
+@register_method("kam-no-phrase")
+class KamNoPhrase(Kam):
+    default_maps = ("entity", "pmi")
+
+
+@register_method("kam-no-entity")
+class KamNoEntity(Kam):
+    default_maps = ("phrase", "pmi")
+
+
+@register_method("kam-no-conv")
+class KamNoConv(Kam):
+    default_use_conv = False
