@@ -1,0 +1,423 @@
+"""ERICA (papers/003 §3): contrastive entity (ED) and relation (RD) discrimination pretraining + MLM.
+
+Parts, in the order of this file:
+
+1. Losses, pure functions on tensors: :func:`entity_discrimination_loss` (Eq. 2) and
+   :func:`relation_discrimination_loss` (Eq. 3, four intra/cross terms).
+2. :func:`mask_tokens`: BERT's 15 % / 80-10-10 masking that never masks entity tokens (as the official code).
+3. :func:`build_corpus`: documents with linked entities + a KG → distantly supervised JSONL records.
+4. :class:`EricaPretraining`: backbone + MLM head, L = L_ED + L_RD + L_MLM (Eq. 4), AdamW with warm-up;
+   ``save_checkpoint(dir)`` writes a ``save_pretrained`` directory that ``--backbone DIR`` loads;
+   :func:`pretrain` runs it end to end (no CLI command yet).
+5. Fine-tuning method ``erica`` (registered): the baseline, refused unless ``--backbone DIR`` is an ERICA
+   checkpoint (``DIR/manifest.json`` with ``"method": "erica"``).
+
+Entity representation (Eq. 1): mean of the hidden states over each mention's tokens, then mean over the
+entity's mentions (``heads.mean_pool_spans`` twice, as ``tasks/docre.py``). Relation representation:
+``[e_head ; e_tail]``. Similarities are cosines divided by τ (default 0.05).
+
+Corpus JSONL format (one document a line)::
+
+    {"id": str, "text": str,
+     "entities": [{"qid": str|null, "name": str,
+                   "mentions": [{"start": int, "end": int, "sent_id": int}, ...]}, ...],
+     "relations": [{"head": int, "tail": int, "relation": pid, "name": str, "intra": bool}, ...],
+     "no_relation": [{"head": int, "tail": int, "intra": bool}, ...]}
+
+``head``/``tail`` index ``entities``; ``start``/``end`` are character offsets into ``text``; ``intra`` is
+true when some mention of the head and some mention of the tail share a sentence (T_s), else the pair is
+cross-sentence (T_c). ``relations`` are the KG triples (head qid, pid, tail qid) whose two entities both
+occur in the document (distant supervision); ``no_relation`` are the remaining ordered pairs.
+"""
+
+import hashlib
+import json
+import random
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from knowledge_lm.errors import KlmError
+from knowledge_lm.heads import mean_pool_spans
+from knowledge_lm.methods.baseline import Baseline
+from knowledge_lm.optim import adamw_with_warmup
+from knowledge_lm.registry import register_method
+from knowledge_lm.tasks.docre import token_span
+
+TAU = 0.05
+MAX_NEGATIVES = 64  # negatives per document (footnote 5: no_relation pairs included)
+NO_RELATION = 0  # relation index of no_relation pairs
+TERMS = (("intra", "intra"), ("intra", "cross"), ("cross", "intra"), ("cross", "cross"))
+LR, WEIGHT_DECAY, WARMUP_RATIO = 3e-5, 1e-5, 0.2
+IGNORE = -100
+
+
+# -- 1. losses ----------------------------------------------------------------------------------
+def entity_discrimination_loss(entities: torch.Tensor, entity_mask: torch.Tensor, head: torch.Tensor,
+                               tail: torch.Tensor, ignore: torch.Tensor | None = None, tau: float = TAU) -> torch.Tensor:
+    """ED (Eq. 2), averaged over the batch's sampled triples (the paper sums)::
+
+        L_ED = -mean_b log [ exp(cos(e_h, e_t)/τ) / Σ_{l ≠ h, l valid, l not ignored} exp(cos(e_h, e_l)/τ) ]
+
+    ``entities`` b×E×d: the pooled entity representations of each document (the document encoded with
+    "relation_name head_mention [SEP]" prepended; the prepended mention is *not* pooled into e_h — the
+    caller pools over the document's mentions only). ``entity_mask`` b×E (true for real entities),
+    ``head``/``tail`` b (indices into E). ``ignore`` b×E (optional): other valid tails of (head, relation),
+    which the official code treats as neither positives nor negatives; the target tail is never ignored.
+    """
+    sims = F.cosine_similarity(entities.unsqueeze(2), entities.unsqueeze(1), dim=-1)  # b×E×E
+    rows = torch.arange(entities.shape[0], device=entities.device)
+    logits = sims[rows, head] / tau  # b×E: e_h against every entity
+    allowed = entity_mask.bool().clone()
+    allowed[rows, head] = False
+    if ignore is not None:
+        allowed &= ~ignore.bool()
+    allowed[rows, tail] = True
+    logits = logits.masked_fill(~allowed, float("-inf"))
+    return F.cross_entropy(logits, tail)
+
+
+def negative_mask(relation: torch.Tensor, document: torch.Tensor, head: torch.Tensor, tail: torch.Tensor,
+                  max_negatives: int = MAX_NEGATIVES) -> torch.Tensor:
+    """P×P bool: ``[A, C]`` true when C is a negative of anchor A in RD.
+
+    C is a negative when r_C ≠ r_A (no_relation pairs included), C is not a pair of A's document sharing
+    A's head or A's tail (``head_C == head_A`` or ``tail_C == tail_A``), and C is among the first
+    ``max_negatives`` such pairs of its document (in the given order; the collate shuffles pairs)."""
+    same_document = document[:, None] == document[None, :]
+    shares = same_document & ((head[:, None] == head[None, :]) | (tail[:, None] == tail[None, :]))
+    mask = (relation[:, None] != relation[None, :]) & ~shares
+    if max_negatives is not None:
+        # Rank of C among the negatives of A in C's document; keep rank < max_negatives.
+        one_hot = (document[:, None] == torch.unique(document)[None, :]).to(torch.long)  # P×D
+        per_document = mask.to(torch.long).unsqueeze(-1) * one_hot.unsqueeze(0)  # A×C×D
+        rank = (per_document.cumsum(1) * one_hot.unsqueeze(0)).sum(-1)  # A×C: 1-based rank if negative
+        mask &= rank <= max_negatives
+    return mask
+
+
+def relation_discrimination_loss(pairs: torch.Tensor, relation: torch.Tensor, document: torch.Tensor,
+                                 head: torch.Tensor, tail: torch.Tensor, intra: torch.Tensor,
+                                 terms: Iterable[tuple[str, str]] = TERMS, max_negatives: int = MAX_NEGATIVES,
+                                 tau: float = TAU) -> torch.Tensor:
+    """RD (Eq. 3): the sum over the enabled terms of each term's mean over its (t_A, t_B) pairs::
+
+        L^{T1,T2} = -mean_{t_A ∈ T1, t_B ∈ T2, B ≠ A, r_B = r_A} log exp(s_AB) / (exp(s_AB) + Σ_{C ∈ N(A)} exp(s_AC))
+        s_XY = cos(r_X, r_Y)/τ,   r_X = [e_head; e_tail] of pair X
+        L_RD = L^{Ts,Ts} + L^{Ts,Tc} + L^{Tc,Ts} + L^{Tc,Tc}
+
+    T_s / T_c are the relational (r ≠ no_relation) pairs that are intra- / cross-sentence; N(A) is
+    :func:`negative_mask` (other relations incl. no_relation, ≤ ``max_negatives`` per document, pairs of
+    A's document sharing its head or tail excluded). ``pairs`` P×2d; ``relation``, ``document``, ``head``,
+    ``tail`` P (long; relation 0 = no_relation); ``intra`` P (bool). ``terms`` picks the terms by name
+    ("intra", "cross") for ablations. A term without any (A, B) pair adds 0.
+    """
+    sims = F.cosine_similarity(pairs.unsqueeze(1), pairs.unsqueeze(0), dim=-1) / tau  # P×P
+    negatives = negative_mask(relation, document, head, tail, max_negatives)
+    negative_lse = torch.logsumexp(sims.masked_fill(~negatives, float("-inf")), dim=1)  # P; -inf if none
+    positive = relation != NO_RELATION
+    same = (relation[:, None] == relation[None, :]) & positive[:, None] & positive[None, :]
+    same &= ~torch.eye(len(relation), dtype=torch.bool, device=relation.device)
+    per_pair = torch.logaddexp(sims, negative_lse[:, None]) - sims  # -log exp(s_AB)/Z
+    sets = {"intra": intra.bool(), "cross": ~intra.bool()}
+    total = pairs.sum() * 0.0
+    for first, second in terms:
+        selected = same & sets[first][:, None] & sets[second][None, :]
+        if selected.any():
+            total = total + per_pair[selected].mean()
+    return total
+
+
+# -- 2. MLM masking -----------------------------------------------------------------------------
+def mask_tokens(input_ids: torch.Tensor, protected: torch.Tensor, mask_token_id: int, vocab_size: int,
+                probability: float = 0.15, generator: torch.Generator | None = None):
+    """BERT masking that never touches ``protected`` tokens (entity mentions, special tokens, padding).
+
+    Each unprotected token is chosen with ``probability``; of the chosen, 80 % become ``mask_token_id``,
+    10 % a random token, 10 % stay. Returns ``(masked input_ids, labels)``; labels are -100 where not chosen.
+    """
+    def uniform():
+        return torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+
+    chosen = (uniform() < probability) & ~protected.bool()
+    labels = input_ids.masked_fill(~chosen, IGNORE)
+    masked = input_ids.clone()
+    replace = chosen & (uniform() < 0.8)
+    masked[replace] = mask_token_id
+    randomise = chosen & ~replace & (uniform() < 0.5)
+    random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator, device=input_ids.device)
+    masked[randomise] = random_ids[randomise]
+    return masked, labels
+
+
+# -- 3. corpus ----------------------------------------------------------------------------------
+def build_corpus(documents: Iterable[dict], triples: Iterable[tuple[str, str, str]], relation_names: dict | None = None,
+                 test_pairs: set[tuple[str, str]] = frozenset(), min_entities: int = 4, min_relations: int = 4) -> list[dict]:
+    """Distantly supervised ERICA records (the JSONL format of the module docstring).
+
+    ``documents``: dicts with ``text`` (or ``text_a``), ``entities`` each with ``qid`` and ``mentions``
+    (``start``, ``end``, ``sent_id``; a mention without ``sent_id`` counts as sentence 0), optional ``id``.
+    ``triples``: (head qid, pid, tail qid), e.g. ``KnowledgeGraph.load(dir).triples``. Entity pairs
+    (head qid, tail qid) in ``test_pairs`` are dropped (as relations and as no_relation pairs) before the
+    filters: a document is kept with ≥ ``min_entities`` entities and ≥ ``min_relations`` relations.
+    """
+    names = relation_names or {}
+    facts: dict[tuple[str, str], list[str]] = {}
+    for head, pid, tail in triples:
+        facts.setdefault((head, tail), [])
+        if pid not in facts[(head, tail)]:
+            facts[(head, tail)].append(pid)
+    corpus = []
+    for number, document in enumerate(documents):
+        text = document.get("text", document.get("text_a"))
+        entities = [{"qid": entity.get("qid"), "name": entity.get("name") or text[entity["mentions"][0]["start"]:entity["mentions"][0]["end"]],
+                     "mentions": [{"start": m["start"], "end": m["end"], "sent_id": m.get("sent_id", 0)}
+                                  for m in entity["mentions"]]}
+                    for entity in document["entities"] if entity.get("mentions")]
+        relations, no_relation = [], []
+        for h, head in enumerate(entities):
+            for t, tail in enumerate(entities):
+                if h == t or (head["qid"], tail["qid"]) in test_pairs:
+                    continue
+                intra = bool({m["sent_id"] for m in head["mentions"]} & {m["sent_id"] for m in tail["mentions"]})
+                pids = facts.get((head["qid"], tail["qid"]), []) if head["qid"] and tail["qid"] else []
+                relations += [{"head": h, "tail": t, "relation": pid, "name": names.get(pid, pid), "intra": intra}
+                              for pid in pids]
+                if not pids:
+                    no_relation.append({"head": h, "tail": t, "intra": intra})
+        if len(entities) >= min_entities and len(relations) >= min_relations:
+            corpus.append({"id": str(document.get("id", number)), "text": text, "entities": entities,
+                           "relations": relations, "no_relation": no_relation})
+    return corpus
+
+
+def write_corpus(records: list[dict], path) -> str:
+    """Write JSONL; returns the sha256 of the file (the ``corpus_hash`` of a checkpoint's manifest)."""
+    data = "".join(json.dumps(record, sort_keys=True) + "\n" for record in records).encode()
+    Path(path).write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_corpus(path) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        raise KlmError(f"ERICA corpus {path} does not exist")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def corpus_hash(records: list[dict]) -> str:
+    return hashlib.sha256("".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode()).hexdigest()
+
+
+# -- 4. pretraining -----------------------------------------------------------------------------
+class MLMHead(nn.Module):
+    """BERT's LM head (dense → GELU → LayerNorm → decoder); the decoder is tied to the word embeddings."""
+
+    def __init__(self, embeddings: nn.Embedding, hidden_size: int, eps: float = 1e-12):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.norm = nn.LayerNorm(hidden_size, eps=eps)
+        self.embeddings = embeddings  # shared module: the decoder weight *is* the embedding matrix
+        self.bias = nn.Parameter(torch.zeros(embeddings.num_embeddings))
+
+    def forward(self, hidden_states):
+        return F.linear(self.norm(F.gelu(self.dense(hidden_states))), self.embeddings.weight, self.bias)
+
+
+def relation_vocabulary(corpus: list[dict]) -> dict[str, int]:
+    """pid → index, 0 being no_relation."""
+    pids = sorted({relation["relation"] for record in corpus for relation in record["relations"]})
+    return {"no_relation": NO_RELATION, **{pid: index + 1 for index, pid in enumerate(pids)}}
+
+
+class EricaCollator:
+    """Documents → one batch with an RD/MLM view (the document) and an ED view (prefix + document).
+
+    Each document gives all its relational pairs and up to ``max_negatives`` sampled no_relation pairs;
+    the ED view samples one triple per document (other valid tails of (head, relation) are ignored)."""
+
+    def __init__(self, tokenizer, relations: dict[str, int], max_length: int = 512, max_negatives: int = MAX_NEGATIVES,
+                 mlm_probability: float = 0.15, seed: int = 0):
+        if not getattr(tokenizer, "is_fast", False):
+            raise KlmError("ERICA needs a fast tokenizer (character offsets of every token)")
+        self.tokenizer, self.relations, self.max_length = tokenizer, relations, max_length
+        self.max_negatives, self.mlm_probability = max_negatives, mlm_probability
+        self.random = random.Random(seed)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def encode(self, texts: list[str], records: list[dict], shifts: list[int]):
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=True,
+                                 return_offsets_mapping=True, return_special_tokens_mask=True, return_tensors="pt")
+        size, length = encoded["input_ids"].shape
+        most_mentions = max(1, max(sum(len(e["mentions"]) for e in r["entities"]) for r in records))
+        most_entities = max(1, max(len(r["entities"]) for r in records))
+        mention_mask = torch.zeros(size, most_mentions, length)
+        entity_mentions = torch.zeros(size, most_entities, most_mentions)
+        entity_mask = torch.zeros(size, most_entities, dtype=torch.bool)
+        for row, (record, shift) in enumerate(zip(records, shifts)):
+            offsets = encoded["offset_mapping"][row].tolist()
+            mention = 0
+            for index, entity in enumerate(record["entities"]):
+                for m in entity["mentions"]:
+                    span = token_span(offsets, m["start"] + shift, m["end"] + shift)
+                    if span is not None:
+                        mention_mask[row, mention, span[0]:span[1]] = 1
+                        entity_mentions[row, index, mention] = 1
+                        entity_mask[row, index] = True
+                    mention += 1
+        view = {name: encoded[name] for name in ("input_ids", "attention_mask", "token_type_ids") if name in encoded}
+        view.update(mention_mask=mention_mask, entity_mentions=entity_mentions, entity_mask=entity_mask,
+                    special_tokens_mask=encoded["special_tokens_mask"].bool())
+        return view
+
+    def __call__(self, records: list[dict]) -> dict:
+        rd = self.encode([r["text"] for r in records], records, [0] * len(records))
+        protected = rd.pop("special_tokens_mask") | (rd["attention_mask"] == 0) | (rd["mention_mask"].sum(1) > 0)
+        rd["input_ids"], rd["mlm_labels"] = mask_tokens(rd["input_ids"], protected, self.tokenizer.mask_token_id,
+                                                        len(self.tokenizer), self.mlm_probability, self.generator)
+        columns = {name: [] for name in ("pair_document", "pair_head", "pair_tail", "pair_relation", "pair_intra")}
+        for row, record in enumerate(records):
+            pairs = [(p["head"], p["tail"], self.relations.get(p["relation"], NO_RELATION), p["intra"])
+                     for p in record["relations"]]
+            unrelated = [(p["head"], p["tail"], NO_RELATION, p["intra"]) for p in record["no_relation"]]
+            pairs += self.random.sample(unrelated, min(len(unrelated), self.max_negatives))
+            self.random.shuffle(pairs)
+            for head, tail, relation, intra in pairs:
+                for name, value in zip(columns, (row, head, tail, relation, intra)):
+                    columns[name].append(value)
+        rd.update({name: torch.tensor(values, dtype=torch.bool if name == "pair_intra" else torch.long)
+                   for name, values in columns.items()})
+
+        texts, shifts, heads, tails, ignores = [], [], [], [], []
+        for record in records:
+            triple = self.random.choice(record["relations"])
+            prefix = f"{triple['name']} {record['entities'][triple['head']]['name']} {self.tokenizer.sep_token} "
+            texts.append(prefix + record["text"])
+            shifts.append(len(prefix))
+            heads.append(triple["head"])
+            tails.append(triple["tail"])
+            ignores.append({p["tail"] for p in record["relations"] if p["head"] == triple["head"]
+                            and p["relation"] == triple["relation"] and p["tail"] != triple["tail"]})
+        ed = self.encode(texts, records, shifts)
+        ed.pop("special_tokens_mask")
+        ed["head"], ed["tail"] = torch.tensor(heads), torch.tensor(tails)
+        ed["ignore"] = torch.zeros_like(ed["entity_mask"])
+        for row, others in enumerate(ignores):
+            ed["ignore"][row, list(others)] = True
+        return {"rd": rd, "ed": ed}
+
+
+class EricaPretraining(pl.LightningModule):
+    """Backbone + MLM head trained on L = L_ED + L_RD + L_MLM (Eq. 4); each loss can be switched off
+    (``use_ed``, ``use_rd``, ``use_mlm``, ``rd_terms``) for the paper's ablations."""
+
+    def __init__(self, backbone, tokenizer, total_steps: int, lr: float = LR, weight_decay: float = WEIGHT_DECAY,
+                 warmup_ratio: float = WARMUP_RATIO, tau: float = TAU, use_ed: bool = True, use_rd: bool = True,
+                 use_mlm: bool = True, rd_terms=TERMS, max_negatives: int = MAX_NEGATIVES, corpus_hash: str | None = None):
+        super().__init__()
+        self.backbone, self.tokenizer = backbone, tokenizer
+        self.mlm_head = MLMHead(backbone.get_input_embeddings(), backbone.config.hidden_size,
+                                getattr(backbone.config, "layer_norm_eps", 1e-12))
+        self.total_steps, self.lr, self.weight_decay, self.warmup_ratio = total_steps, lr, weight_decay, warmup_ratio
+        self.tau, self.use_ed, self.use_rd, self.use_mlm = tau, use_ed, use_rd, use_mlm
+        self.rd_terms, self.max_negatives, self.corpus_hash = tuple(rd_terms), max_negatives, corpus_hash
+        self.final_losses: dict[str, float] = {}
+
+    def encode(self, view):
+        inputs = {name: view[name] for name in ("input_ids", "attention_mask", "token_type_ids") if name in view}
+        hidden = self.backbone(**inputs).last_hidden_state
+        entities = mean_pool_spans(mean_pool_spans(hidden, view["mention_mask"]), view["entity_mentions"])
+        return hidden, entities
+
+    def losses(self, batch) -> dict[str, torch.Tensor]:
+        losses = {}
+        rd = batch["rd"]
+        if self.use_rd or self.use_mlm:
+            hidden, entities = self.encode(rd)
+            if self.use_mlm:
+                logits = self.mlm_head(hidden)
+                labels = rd["mlm_labels"]
+                losses["mlm"] = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=IGNORE) \
+                    if (labels != IGNORE).any() else logits.sum() * 0.0
+            if self.use_rd:
+                document, head, tail = rd["pair_document"], rd["pair_head"], rd["pair_tail"]
+                pairs = torch.cat([entities[document, head], entities[document, tail]], dim=-1)
+                losses["rd"] = relation_discrimination_loss(pairs, rd["pair_relation"], document, head, tail,
+                                                            rd["pair_intra"], self.rd_terms, self.max_negatives, self.tau)
+        if self.use_ed:
+            ed = batch["ed"]
+            _, entities = self.encode(ed)
+            losses["ed"] = entity_discrimination_loss(entities, ed["entity_mask"], ed["head"], ed["tail"],
+                                                      ed["ignore"], self.tau)
+        return losses
+
+    def training_step(self, batch, batch_idx):
+        losses = self.losses(batch)
+        for name, value in losses.items():
+            self.log(f"train_{name}", value, batch_size=len(batch["ed"]["head"]))
+        self.final_losses = {name: float(value.detach()) for name, value in losses.items()}
+        return sum(losses.values())
+
+    def configure_optimizers(self):
+        return adamw_with_warmup(self, self.lr, self.weight_decay, self.warmup_ratio, self.total_steps)
+
+    def save_checkpoint(self, directory) -> Path:
+        """A ``save_pretrained`` directory (encoder + tokenizer; ``--backbone DIR`` loads it) + ``manifest.json``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.backbone.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        manifest = {"method": "erica", "corpus_hash": self.corpus_hash, "steps": int(self.global_step) if self._trainer else 0,
+                    "final_losses": self.final_losses, "tau": self.tau, "lr": self.lr, "weight_decay": self.weight_decay,
+                    "warmup_ratio": self.warmup_ratio, "losses": [n for n, on in (("ed", self.use_ed), ("rd", self.use_rd),
+                                                                                  ("mlm", self.use_mlm)) if on],
+                    "rd_terms": [list(term) for term in self.rd_terms]}
+        (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        return directory
+
+
+def pretrain(corpus: list[dict], backbone, tokenizer, steps: int, output_dir=None, batch_size: int = 8,
+             max_length: int = 512, seed: int = 0, **options) -> EricaPretraining:
+    """Run ``steps`` optimiser steps of ERICA on ``corpus`` (records of :func:`build_corpus`); save if asked."""
+    from torch.utils.data import DataLoader
+
+    if not corpus:
+        raise KlmError("ERICA corpus is empty (no document passes the entity/relation filters)")
+    pl.seed_everything(seed, workers=True)
+    collator = EricaCollator(tokenizer, relation_vocabulary(corpus), max_length,
+                             options.get("max_negatives", MAX_NEGATIVES), seed=seed)
+    loader = DataLoader(corpus, batch_size=batch_size, shuffle=True, collate_fn=collator,
+                        generator=torch.Generator().manual_seed(seed))
+    module = EricaPretraining(backbone, tokenizer, steps, corpus_hash=corpus_hash(corpus), **options)
+    module.train()  # from_pretrained gives a model in eval mode (dropout off); Lightning keeps module modes
+    trainer = pl.Trainer(max_steps=steps, accelerator="cpu" if not torch.cuda.is_available() else "auto",
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, num_sanity_val_steps=0)
+    trainer.fit(module, loader)
+    if output_dir is not None:
+        module.save_checkpoint(output_dir)
+    return module
+
+
+# -- fine-tuning --------------------------------------------------------------------------------
+@register_method("erica")
+class EricaFineTuning(Baseline):
+    """Downstream ERICA = the baseline fine-tuned from an ERICA checkpoint: ``--method erica --backbone DIR``
+    where DIR is what :meth:`EricaPretraining.save_checkpoint` wrote (refused otherwise, so a result
+    labelled ``erica`` always comes from ERICA weights)."""
+
+    def __init__(self, encoder, spec, **options):
+        directory = Path(str(getattr(encoder.config, "_name_or_path", "") or ""))
+        manifest = directory / "manifest.json"
+        try:
+            method = json.loads(manifest.read_text()).get("method") if manifest.is_file() else None
+        except (OSError, ValueError):
+            method = None
+        if method != "erica":
+            raise KlmError(f"method 'erica' needs --backbone DIR of an ERICA checkpoint (DIR/manifest.json with "
+                           f"method 'erica'); got backbone {str(directory) or '(unnamed)'!r}")
+        super().__init__(encoder, spec, **options)

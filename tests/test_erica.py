@@ -1,0 +1,271 @@
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from knowledge_lm.methods.erica import (
+    NO_RELATION,
+    TERMS,
+    EricaCollator,
+    build_corpus,
+    entity_discrimination_loss,
+    mask_tokens,
+    negative_mask,
+    pretrain,
+    read_corpus,
+    relation_discrimination_loss,
+    relation_vocabulary,
+    write_corpus,
+)
+
+
+def cos(a, b):
+    return float(F.cosine_similarity(a, b, dim=0))
+
+
+# -- ED -----------------------------------------------------------------------------------------
+def test_ed_matches_direct_computation():
+    torch.manual_seed(0)
+    entities = torch.randn(2, 5, 4)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]], dtype=torch.bool)
+    head, tail = torch.tensor([0, 2]), torch.tensor([3, 1])
+    ignore = torch.zeros(2, 5, dtype=torch.bool)
+    ignore[0, 4] = True
+    tau = 0.05
+    expected = []
+    for b in range(2):
+        denominator = sum(math.exp(cos(entities[b, head[b]], entities[b, l]) / tau)
+                          for l in range(5) if mask[b, l] and l != head[b] and not ignore[b, l])
+        numerator = math.exp(cos(entities[b, head[b]], entities[b, tail[b]]) / tau)
+        expected.append(-math.log(numerator / denominator))
+    got = entity_discrimination_loss(entities, mask, head, tail, ignore, tau)
+    assert got.item() == pytest.approx(sum(expected) / 2, rel=1e-4)
+
+
+# -- RD -----------------------------------------------------------------------------------------
+def toy_pairs(seed=0):
+    torch.manual_seed(seed)
+    #            doc  head tail relation intra
+    rows = [(0, 0, 1, 1, True), (0, 2, 3, 1, False), (0, 0, 3, 2, True), (0, 1, 2, 0, False), (0, 3, 1, 0, True),
+            (1, 0, 1, 1, False), (1, 1, 2, 2, True), (1, 2, 0, 0, True), (1, 3, 0, 2, False)]
+    document, head, tail, relation, intra = (torch.tensor(column) for column in zip(*rows))
+    return torch.randn(len(rows), 6, dtype=torch.float64), relation, document, head, tail, intra.bool()
+
+
+def direct_rd(pairs, relation, document, head, tail, intra, terms, max_negatives, tau=0.05):
+    n = len(relation)
+    sets = {"intra": lambda i: bool(intra[i]), "cross": lambda i: not bool(intra[i])}
+    total = 0.0
+    for first, second in terms:
+        losses = []
+        for a in range(n):
+            if relation[a] == NO_RELATION or not sets[first](a):
+                continue
+            negatives, per_document = [], {}
+            for c in range(n):
+                if relation[c] == relation[a]:
+                    continue
+                if document[c] == document[a] and (head[c] == head[a] or tail[c] == tail[a]):
+                    continue
+                per_document[int(document[c])] = per_document.get(int(document[c]), 0) + 1
+                if per_document[int(document[c])] <= max_negatives:
+                    negatives.append(c)
+            for b in range(n):
+                if b == a or relation[b] != relation[a] or not sets[second](b):
+                    continue
+                s_ab = math.exp(cos(pairs[a], pairs[b]) / tau)
+                z = s_ab + sum(math.exp(cos(pairs[a], pairs[c]) / tau) for c in negatives)
+                losses.append(-math.log(s_ab / z))
+        if losses:
+            total += sum(losses) / len(losses)
+    return total
+
+
+@pytest.mark.parametrize("terms", [TERMS, [("intra", "intra")], [("cross", "cross")], [("intra", "cross"), ("cross", "intra")]])
+@pytest.mark.parametrize("max_negatives", [64, 1])
+def test_rd_matches_direct_computation(terms, max_negatives):
+    args = toy_pairs()
+    got = relation_discrimination_loss(*args, terms=terms, max_negatives=max_negatives, tau=0.05)
+    assert got.item() == pytest.approx(direct_rd(*args, terms, max_negatives), rel=1e-4)
+
+
+def test_rd_term_toggles_differ():
+    args = toy_pairs()
+    full = relation_discrimination_loss(*args)
+    parts = sum(relation_discrimination_loss(*args, terms=[term]) for term in TERMS)
+    assert full.item() == pytest.approx(parts.item(), rel=1e-5)
+    assert relation_discrimination_loss(*args, terms=[("intra", "intra")]).item() != pytest.approx(full.item())
+    assert relation_discrimination_loss(*args, terms=[]).item() == 0.0
+
+
+def test_pairs_sharing_head_or_tail_never_negatives():
+    _, relation, document, head, tail, _ = toy_pairs()
+    mask = negative_mask(relation, document, head, tail)
+    for a in range(len(relation)):
+        for c in range(len(relation)):
+            if document[a] == document[c] and (head[a] == head[c] or tail[a] == tail[c]):
+                assert not mask[a, c]
+            if relation[a] == relation[c]:
+                assert not mask[a, c]
+    # no_relation pairs of other documents / not sharing entities are negatives
+    assert mask[0, 3] and mask[0, 7]
+
+
+def test_excluded_pair_does_not_affect_rd():
+    # A = (h0, t1, r1), B = (h2, t3, r1), C = (h0, t3, no_relation) shares A's head and B's tail: never a negative;
+    # D = (h4, t5, no_relation) is a negative of both. Moving C leaves L_RD unchanged, moving D does not.
+    relation, document = torch.tensor([1, 1, 0, 0]), torch.zeros(4, dtype=torch.long)
+    head, tail, intra = torch.tensor([0, 2, 0, 4]), torch.tensor([1, 3, 3, 5]), torch.ones(4, dtype=torch.bool)
+    pairs = torch.randn(4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    base = relation_discrimination_loss(pairs, relation, document, head, tail, intra)
+    moved_c, moved_d = pairs.clone(), pairs.clone()
+    moved_c[2], moved_d[3] = pairs[0], pairs[0]
+    assert relation_discrimination_loss(moved_c, relation, document, head, tail, intra).item() == pytest.approx(base.item())
+    assert relation_discrimination_loss(moved_d, relation, document, head, tail, intra).item() > base.item() + 1e-3
+    # The same four pairs in two documents: C (doc 1) is then a negative of A and B (doc 0).
+    assert negative_mask(relation, torch.tensor([0, 0, 1, 0]), head, tail)[:2, 2].all()
+
+
+def test_negative_cap_per_document():
+    relation = torch.tensor([1, 1] + [0] * 10)
+    document = torch.tensor([0, 1] + [2] * 10)
+    head, tail = torch.arange(12), torch.arange(12) + 100
+    mask = negative_mask(relation, document, head, tail, max_negatives=3)
+    assert mask[0].sum() == 3 and mask[0, 2:5].all()
+
+
+# -- MLM masking --------------------------------------------------------------------------------
+def test_mask_tokens_never_masks_entities():
+    input_ids = torch.randint(10, 1000, (4, 200))
+    protected = torch.zeros(4, 200, dtype=torch.bool)
+    protected[:, 20:80] = True
+    masked, labels = mask_tokens(input_ids, protected, mask_token_id=3, vocab_size=1000, probability=0.5,
+                                 generator=torch.Generator().manual_seed(0))
+    assert torch.equal(masked[protected], input_ids[protected])
+    assert (labels[protected] == -100).all()
+    chosen = labels != -100
+    assert chosen.sum() > 100
+    assert torch.equal(labels[chosen], input_ids[chosen])
+    assert (masked[chosen] == 3).float().mean() > 0.6
+    assert torch.equal(masked[~chosen], input_ids[~chosen])
+
+
+# -- corpus -------------------------------------------------------------------------------------
+TEXT = "Paris is in France. Berlin is in Germany. France borders Germany. Paris and Berlin are capitals."
+
+
+def span(word, occurrence=0):
+    start = -1
+    for _ in range(occurrence + 1):
+        start = TEXT.index(word, start + 1)
+    return start, start + len(word)
+
+
+def mention(word, sentence, occurrence=0):
+    start, end = span(word, occurrence)
+    return {"start": start, "end": end, "sent_id": sentence}
+
+
+def toy_document(identifier="d0"):
+    return {"id": identifier, "text": TEXT, "entities": [
+        {"qid": "Q90", "mentions": [mention("Paris", 0), mention("Paris", 3, 1)]},
+        {"qid": "Q142", "mentions": [mention("France", 0), mention("France", 2, 1)]},
+        {"qid": "Q64", "mentions": [mention("Berlin", 1), mention("Berlin", 3, 1)]},
+        {"qid": "Q183", "mentions": [mention("Germany", 1), mention("Germany", 2, 1)]},
+    ]}
+
+
+TRIPLES = [("Q90", "P17", "Q142"), ("Q64", "P17", "Q183"), ("Q142", "P47", "Q183"), ("Q183", "P47", "Q142"),
+           ("Q142", "P36", "Q90"), ("Q183", "P36", "Q64"), ("Q90", "P17", "Q183")]
+
+
+def test_build_corpus_relations_and_format(tmp_path):
+    records = build_corpus([toy_document()], TRIPLES, {"P17": "country"})
+    assert len(records) == 1
+    record = records[0]
+    facts = {(r["head"], r["tail"], r["relation"]) for r in record["relations"]}
+    assert facts == {(0, 1, "P17"), (2, 3, "P17"), (1, 3, "P47"), (3, 1, "P47"), (1, 0, "P36"), (3, 2, "P36"),
+                     (0, 3, "P17")}
+    assert len(record["relations"]) + len(record["no_relation"]) == 12  # each of the 12 ordered pairs once (one relation each here)
+    by_pair = {(r["head"], r["tail"]): r for r in record["relations"]}
+    assert by_pair[(0, 1)]["intra"] and by_pair[(0, 1)]["name"] == "country"
+    assert not by_pair[(0, 3)]["intra"]  # Paris: sentences 0, 3; Germany: 1, 2
+    no_relation = {(p["head"], p["tail"]): p["intra"] for p in record["no_relation"]}
+    assert no_relation[(0, 2)] is True  # Paris and Berlin share sentence 3
+    path = tmp_path / "corpus.jsonl"
+    digest = write_corpus(records, path)
+    assert read_corpus(path) == records and len(digest) == 64
+    assert json.loads(path.read_text().splitlines()[0])["id"] == "d0"
+
+
+def test_build_corpus_filters_and_test_pairs():
+    assert build_corpus([toy_document()], TRIPLES, min_relations=8) == []
+    assert build_corpus([toy_document()], TRIPLES, min_entities=5) == []
+    removed = build_corpus([toy_document()], TRIPLES, test_pairs={("Q90", "Q142"), ("Q142", "Q183")})[0]
+    pairs = {(r["head"], r["tail"]) for r in removed["relations"]} | {(p["head"], p["tail"]) for p in removed["no_relation"]}
+    assert (0, 1) not in pairs and (1, 3) not in pairs and (3, 1) in pairs
+    # 7 → 5 relations; with min 6 the document goes
+    assert build_corpus([toy_document()], TRIPLES, test_pairs={("Q90", "Q142"), ("Q142", "Q183")}, min_relations=6) == []
+
+
+# -- pretraining --------------------------------------------------------------------------------
+def test_collator_views():
+    from knowledge_lm.backbones import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    corpus = build_corpus([toy_document("a"), toy_document("b")], TRIPLES, {"P17": "country"})
+    batch = EricaCollator(tokenizer, relation_vocabulary(corpus))(corpus)
+    rd, ed = batch["rd"], batch["ed"]
+    assert rd["entity_mask"].all() and ed["entity_mask"].all()
+    entity_tokens = rd["mention_mask"].sum(1) > 0
+    assert (rd["mlm_labels"][entity_tokens] == -100).all()
+    # ED view: the prepended head mention is not pooled — every mention span lies after the first [SEP].
+    sep = (ed["input_ids"] == tokenizer.sep_token_id).float().argmax(1)
+    for row in range(2):
+        positions = ed["mention_mask"][row].sum(0).nonzero().flatten()
+        assert positions.min() > sep[row]
+    assert len(rd["pair_relation"]) == 2 * 12
+
+
+def test_pretraining_lowers_ed_and_rd(tmp_path):
+    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.methods.erica import EricaCollator
+
+    model, tokenizer, _ = load_backbone("tiny", seed=0)
+    corpus = build_corpus([toy_document(f"d{i}") for i in range(4)], TRIPLES, {"P17": "country"})
+    batch = EricaCollator(tokenizer, relation_vocabulary(corpus), seed=1)(corpus)
+
+    def ed_rd(module):
+        module.eval()
+        with torch.no_grad():
+            losses = module.losses(batch)
+        module.train()
+        return losses["ed"].item(), losses["rd"].item()
+
+    from knowledge_lm.methods.erica import EricaPretraining
+
+    before = ed_rd(EricaPretraining(model, tokenizer, total_steps=20))
+    module = pretrain(corpus, model, tokenizer, steps=20, output_dir=tmp_path / "ckpt", batch_size=4, lr=1e-3,
+                      warmup_ratio=0.2)
+    after = ed_rd(module)
+    assert after[0] < before[0] and after[1] < before[1]
+    manifest = json.loads((tmp_path / "ckpt" / "manifest.json").read_text())
+    assert manifest["steps"] == 20 and set(manifest["final_losses"]) == {"ed", "rd", "mlm"}
+    assert len(manifest["corpus_hash"]) == 64
+    reloaded, _, info = load_backbone(str(tmp_path / "ckpt"))
+    assert torch.equal(reloaded.get_input_embeddings().weight, model.get_input_embeddings().weight)
+    assert info.checksum is not None
+    assert (Path(reloaded.config._name_or_path) / "manifest.json").is_file()  # what method 'erica' checks
+
+
+def test_erica_method_refuses_a_non_erica_backbone():
+    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.errors import KlmError
+    from knowledge_lm.methods.erica import EricaFineTuning
+
+    model, _, _ = load_backbone("tiny")
+    with pytest.raises(KlmError, match="ERICA checkpoint"):
+        EricaFineTuning(model, spec=None)
