@@ -13,9 +13,7 @@ import torch
 
 from knowledge_lm.data.base import SELECTION_SPLIT
 from knowledge_lm.optim import adamw_with_warmup
-from knowledge_lm.tasks.base import TASK_KINDS
-
-ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+from knowledge_lm.tasks.base import ENCODER_INPUTS, TASK_KINDS
 
 
 class TaskModel(pl.LightningModule):

@@ -1,6 +1,5 @@
 """SemEval-2010 Task 8 and Open Entity: counts, entity offsets, malformed files, the shared data."""
 
-import gzip
 import json
 from collections import Counter
 from pathlib import Path
@@ -12,20 +11,10 @@ from knowledge_lm.data.semeval import RELATION_LABELS, SemEvalDataModule
 from knowledge_lm.data.subsets import fraction_subset
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS
+from helpers import write
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data is not here")
-
-
-def write(path: Path, text: str, compress: bool = False) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if compress:
-        path = path.with_name(path.name + ".gz")
-        with gzip.open(path, "wt", encoding="utf-8") as handle:
-            handle.write(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
 
 
 # -- SemEval-2010 Task 8 ----------------------------------------------------------------------

@@ -1,6 +1,5 @@
 """Multiple choice (Cosmos QA), extractive QA (SQuAD format) and LAMA probing: scoring, decoding, data, bookkeeping."""
 
-import gzip
 import json
 from pathlib import Path
 from statistics import mean
@@ -27,6 +26,7 @@ from knowledge_lm.tasks.extractive_qa import (
     token_f1,
 )
 from knowledge_lm.tasks.multiple_choice import MultipleChoiceTask
+from helpers import write
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data is not here")
@@ -38,17 +38,6 @@ def tiny_backbone():
 
     encoder, tokenizer, _ = load_backbone("tiny")
     return encoder, tokenizer
-
-
-def write(path: Path, text: str, compress: bool = False) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if compress:
-        path = path.with_name(path.name + ".gz")
-        with gzip.open(path, "wt", encoding="utf-8") as handle:
-            handle.write(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
 
 
 def rows(batch: dict, count: int) -> list[dict]:

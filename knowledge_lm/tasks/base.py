@@ -6,10 +6,20 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import Registry
 
 TASK_KINDS = Registry("task kind", "knowledge_lm.tasks")
 register_task_kind = TASK_KINDS.register
+
+ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def tokenize_with_offsets(tokenizer, first, second=None, max_length: int = 512, truncation=True, kind: str = "this task"):
+    """The tokenizer's encoding with character offsets per token (which only fast tokenizers give)."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise KlmError(f"{kind} needs a fast tokenizer (it reads the tokens' character offsets)")
+    return tokenizer(first, second, truncation=truncation, max_length=max_length, return_offsets_mapping=True)
 
 
 class TaskKind:

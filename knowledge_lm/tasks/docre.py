@@ -38,13 +38,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from knowledge_lm.errors import KlmError
 from knowledge_lm.heads import mean_pool_spans
-from knowledge_lm.tasks.base import TaskKind, register_task_kind
+from knowledge_lm.tasks.base import ENCODER_INPUTS, TaskKind, register_task_kind, tokenize_with_offsets
 
 NA = 0  # the "no relation" class: the adaptive threshold
 BLOCK_SIZE = 64  # ATLOP's group bilinear block size (shrunk to divide small hidden sizes)
-ENCODER_COLUMNS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 # -- scores -----------------------------------------------------------------------------------
@@ -127,11 +125,9 @@ class DocumentRelationTask(TaskKind):
         return len(self.spec.labels)  # NA + the relations
 
     def encode(self, records, tokenizer, max_length):
-        if not getattr(tokenizer, "is_fast", False):
-            raise KlmError("document-level RE needs a fast tokenizer (character offsets of every token)")
         texts, _ = self.texts(records)
-        encoded = tokenizer(texts, truncation=True, max_length=max_length, return_offsets_mapping=True)
-        columns = {name: list(encoded[name]) for name in ENCODER_COLUMNS if name in encoded}
+        encoded = tokenize_with_offsets(tokenizer, texts, max_length=max_length, kind="document-level RE")
+        columns = {name: list(encoded[name]) for name in ENCODER_INPUTS if name in encoded}
         columns.update({name: [] for name in ("num_entities", "mention_entity", "mention_start", "mention_end",
                                               "fact_head", "fact_tail", "fact_relation", "fact_in_train")})
         for record, offsets in zip(records, encoded["offset_mapping"]):
@@ -149,7 +145,7 @@ class DocumentRelationTask(TaskKind):
         return columns
 
     def collate(self, features, tokenizer):
-        encoder_inputs = [{name: feature[name] for name in ENCODER_COLUMNS if name in feature} for feature in features]
+        encoder_inputs = [{name: feature[name] for name in ENCODER_INPUTS if name in feature} for feature in features]
         batch = tokenizer.pad(encoder_inputs, return_tensors="pt")
         size, length = batch["input_ids"].shape
         most_mentions = max(1, max(len(feature["mention_entity"]) for feature in features))

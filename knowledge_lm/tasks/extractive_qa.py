@@ -24,8 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from knowledge_lm.errors import KlmError
-from knowledge_lm.tasks.base import TaskKind, register_task_kind
+from knowledge_lm.tasks.base import TaskKind, register_task_kind, tokenize_with_offsets
 
 MAX_ANSWER_TOKENS = 30
 TOKEN_COLUMNS = ("input_ids", "token_type_ids", "attention_mask")
@@ -107,11 +106,9 @@ class SpanHead(nn.Module):
 @register_task_kind("extractive_qa")
 class ExtractiveQATask(TaskKind):
     def encode(self, records, tokenizer, max_length):
-        if not getattr(tokenizer, "is_fast", False):
-            raise KlmError("extractive QA needs a fast tokenizer (for the tokens' character offsets)")
         questions, contexts = self.texts(records)
-        encoded = tokenizer(questions, contexts, truncation="only_second", max_length=max_length,
-                            return_offsets_mapping=True)
+        encoded = tokenize_with_offsets(tokenizer, questions, contexts, max_length=max_length, truncation="only_second",
+                                        kind="extractive QA")
         columns = {name: [list(values) for values in encoded[name]] for name in TOKEN_COLUMNS if name in encoded}
         columns.update(offsets=[], start_positions=[], end_positions=[])
         for index, record in enumerate(records):

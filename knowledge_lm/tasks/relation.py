@@ -30,7 +30,7 @@ from transformers import DataCollatorWithPadding
 from knowledge_lm.errors import KlmError
 from knowledge_lm.heads import ClassifierHead, mean_pool_spans
 from knowledge_lm.knowledge.annotate import align_char_spans
-from knowledge_lm.tasks.base import TaskKind, register_task_kind
+from knowledge_lm.tasks.base import TaskKind, register_task_kind, tokenize_with_offsets
 
 HEAD_ROLES = ("e1", "head", "subj")
 TAIL_ROLES = ("e2", "tail", "obj")
@@ -235,11 +235,9 @@ class RelationTask(TaskKind):
         return [self.layout(record)[0] for record in records], None
 
     def encode(self, records, tokenizer, max_length):
-        if not getattr(tokenizer, "is_fast", False):
-            raise KlmError("relation classification needs a fast tokenizer (it reads the offset mapping)")
         layouts = [self.layout(record) for record in records]
-        encoded = tokenizer([text for text, _ in layouts], truncation=True, max_length=max_length,
-                            return_offsets_mapping=True)
+        encoded = tokenize_with_offsets(tokenizer, [text for text, _ in layouts], max_length=max_length,
+                                        kind="relation classification")
         entity_spans = []
         for index, (_, char_spans) in enumerate(layouts):
             tokens = align_char_spans(encoded["offset_mapping"][index], char_spans, encoded.sequence_ids(index))

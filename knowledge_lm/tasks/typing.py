@@ -36,12 +36,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from knowledge_lm.errors import KlmError
 from knowledge_lm.heads import ClassifierHead, mean_pool_spans
 from knowledge_lm.knowledge.annotate import align_char_spans
-from knowledge_lm.tasks.base import TaskKind, register_task_kind
+from knowledge_lm.tasks.base import ENCODER_INPUTS, TaskKind, register_task_kind, tokenize_with_offsets
 
-ENCODER_COLUMNS = ("input_ids", "token_type_ids", "attention_mask")
 
 
 def ratio(numerator: float, denominator: float) -> float:
@@ -115,11 +113,9 @@ class TypingTask(TaskKind):
         return [record["text_a"] for record in records], None
 
     def encode(self, records, tokenizer, max_length):
-        if not getattr(tokenizer, "is_fast", False):
-            raise KlmError("entity typing finds the mention's tokens through offsets: it needs a fast tokenizer")
         texts, _ = self.texts(records)
-        encoded = tokenizer(texts, truncation=True, max_length=max_length, return_offsets_mapping=True)
-        columns = {name: list(encoded[name]) for name in ENCODER_COLUMNS if name in encoded}
+        encoded = tokenize_with_offsets(tokenizer, texts, max_length=max_length, kind="entity typing")
+        columns = {name: list(encoded[name]) for name in ENCODER_INPUTS if name in encoded}
         columns["mention_span"] = [self.mention_span(offsets, record["mention"])
                                    for offsets, record in zip(encoded["offset_mapping"], records)]
         columns["labels"] = [self.multi_hot(record["label"]) for record in records]

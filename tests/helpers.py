@@ -1,0 +1,16 @@
+"""Small helpers shared by the tests (pytest puts this folder on the import path)."""
+
+import gzip
+from pathlib import Path
+
+
+def write(path: Path, text: str, compress: bool = False) -> Path:
+    """Write ``text`` to ``path`` (``path.gz`` when ``compress``), making its folders; returns the file written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if compress:
+        path = path.with_name(path.name + ".gz")
+        with gzip.open(path, "wt", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
