@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from helpers import SHARED as SHARED_DATA
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Tests train tiny models: one thread each is faster than two threads synchronising over 32-wide matrices,

@@ -3,6 +3,11 @@
 import gzip
 from pathlib import Path
 
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"  # ../shared/data beside the checkout
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data is not here")
+
 
 def write(path: Path, text: str, compress: bool = False) -> Path:
     """Write ``text`` to ``path`` (``path.gz`` when ``compress``), making its folders; returns the file written."""

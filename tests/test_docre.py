@@ -12,8 +12,8 @@ from knowledge_lm.data.redocred import LABELS, RELATIONS, DocREDDataModule, fact
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS
 from knowledge_lm.tasks.docre import DocumentRelationTask, EntityPairHead, f1, ign_f1
+from helpers import SHARED
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 needs_shared = pytest.mark.skipif(not (SHARED / "redocred").is_dir(), reason="../shared/data/redocred is not here")
 SPEC = DocREDDataModule.spec("revised")
 

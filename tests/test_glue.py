@@ -15,8 +15,8 @@ from knowledge_lm.data.glue import GlueDataModule
 from knowledge_lm.errors import KlmError
 from knowledge_lm.metrics import compute
 from knowledge_lm.registry import DATASETS
+from helpers import SHARED
 
-SHARED = Path(__file__).parents[1].parent / "shared" / "data"
 
 # task -> split -> (rows, label counts by label name or None), as the SOURCE.md files give them.
 EXPECTED = {

@@ -11,10 +11,8 @@ from knowledge_lm.data.semeval import RELATION_LABELS, SemEvalDataModule
 from knowledge_lm.data.subsets import fraction_subset
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS
-from helpers import write
+from helpers import SHARED, needs_shared, write
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data is not here")
 
 
 # -- SemEval-2010 Task 8 ----------------------------------------------------------------------

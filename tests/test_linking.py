@@ -11,6 +11,7 @@ from knowledge_lm.knowledge.linking import (
     gold_mentions,
     tokenize_words,
 )
+from helpers import SHARED
 
 RECORDS = [
     ("Q1", "Paris", ["Paris", "City of Light"]),
@@ -172,9 +173,8 @@ def test_coverage():
 
 @pytest.fixture(scope="module")
 def wikidata_linker():
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "wikidata_kg" / "entities.jsonl.gz"
+    path = SHARED / "wikidata_kg" / "entities.jsonl.gz"
     if not path.is_file():
         pytest.skip("the shared Wikidata KG is not here")
     return EntityLinker(AliasTable.from_entities_file(path))

@@ -26,10 +26,8 @@ from knowledge_lm.tasks.extractive_qa import (
     token_f1,
 )
 from knowledge_lm.tasks.multiple_choice import MultipleChoiceTask
-from helpers import write
+from helpers import SHARED, needs_shared, write
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data is not here")
 
 
 @pytest.fixture(scope="module")

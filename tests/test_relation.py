@@ -29,9 +29,8 @@ from knowledge_lm.tasks.relation import (
     semeval_macro_f1,
     tacred_micro_scores,
 )
+from helpers import SHARED, needs_shared
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data is not here")
 
 CE12, CE21, CW21, MT12 = "Cause-Effect(e1,e2)", "Cause-Effect(e2,e1)", "Component-Whole(e2,e1)", "Message-Topic(e1,e2)"
 
