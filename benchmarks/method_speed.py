@@ -24,8 +24,9 @@ from knowledge_lm.registry import DATASETS, METHODS
 
 
 class StepTimer(pl.Callback):
-    def __init__(self, warmup: int):
+    def __init__(self, warmup: int, profile: bool = False):
         self.warmup, self.times, self.started = warmup, [], None
+        self.profiler = torch.profiler.profile() if profile else None
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         if torch.cuda.is_available():
@@ -37,6 +38,11 @@ class StepTimer(pl.Callback):
             torch.cuda.synchronize()
         if batch_idx >= self.warmup:
             self.times.append(time.perf_counter() - self.started)
+        if self.profiler is not None and batch_idx == self.warmup - 1:
+            self.profiler.__enter__()
+        if self.profiler is not None and batch_idx == self.warmup + 4:
+            self.profiler.__exit__(None, None, None)
+            print(self.profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
 
 
 def measure(method: str, args) -> dict:
@@ -49,7 +55,7 @@ def measure(method: str, args) -> dict:
     data = DATASETS.get("generated")(tokenizer=tokenizer, batch_size=args.batch_size, max_length=args.max_length, **options)
     data.setup()
     model = method_class(encoder, data.task_spec, eval_splits=data.eval_split_names, total_steps=args.warmup + args.steps)
-    timer = StepTimer(args.warmup)
+    timer = StepTimer(args.warmup, profile=method in args.profile.split(","))
     gpu = torch.cuda.is_available()
     trainer = pl.Trainer(max_steps=args.warmup + args.steps, limit_val_batches=0, num_sanity_val_steps=0, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
@@ -70,6 +76,7 @@ def main():
     parser.add_argument("--max-length", type=int, default=48, help="as benchmarks/generated.yaml, so the prepared features match")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--profile", default="", help="methods whose 5 steps after the warm-up torch.profiler tabulates")
     args = parser.parse_args()
     methods = args.methods.split(",")
     if methods[0] != "baseline":

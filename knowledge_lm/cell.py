@@ -125,7 +125,7 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
     result = {
         "schema": 1,
         "cell": {"method": cell.method, "dataset": cell.dataset, "task": cell.task, "fraction": cell.fraction,
-                 "seed": cell.seed, "backbone": backbone.name},
+                 "seed": cell.seed, "backbone": backbone.name, "variant": cell.variant},
         "config": {"train": vars(train), "dataset_options": dataset_options or {}},
         "git": git_commit(),
         "versions": versions(),

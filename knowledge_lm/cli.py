@@ -113,21 +113,24 @@ def command_prepare(args):
     options = {name: getattr(args, name) for name in ("kg_dir", "linking", "annotator", "phrases", "pmi_corpus", "pmi_unigrams",
                                                       "pmi_top_k", "k_hop", "link_noise", "kg_embeddings")
                if getattr(args, name) is not None}
-    config = KnowledgeConfig.from_dict({**sweep.dataset_options.get("knowledge", {}), **options})
     data_dir = check_data_dir(args.data_dir)
     tokenizer = load_tokenizer(sweep.backbone)
     cache_dir = args.cache_dir or default_cache_dir()
-    dataset_options = {k: v for k, v in sweep.dataset_options.items() if k != "knowledge"}
     console = Console(stderr=True)
-    for task in sweep.tasks:
-        started = time.time()
-        data = DATASETS.get(sweep.dataset)(task=task, data_dir=data_dir, max_length=sweep.train_config(task).max_length,
-                                            cache_dir=cache_dir, **dataset_options)
-        manifest = prepare(data, tokenizer, config, cache_dir, progress=not args.quiet)
-        elapsed = time.time() - started
-        coverage = ", ".join(f"{split} {stats['linked_coverage']:.1%}" for split, stats in manifest["splits"].items())
-        console.print(f"{sweep.dataset}/{task}: {elapsed:.1f} s (first build {manifest['total_s']:.1f} s); "
-                      f"{'gold' if manifest['gold_links'] else 'alias-table'} links, examples with ≥1 linked entity: {coverage}")
+    for variant in sweep.variants:
+        variant_options = sweep.variant_options(variant)
+        config = KnowledgeConfig.from_dict({**variant_options.get("knowledge", {}), **options})
+        dataset_options = {k: v for k, v in variant_options.items() if k != "knowledge"}
+        for task in sweep.tasks:
+            started = time.time()
+            data = DATASETS.get(sweep.dataset)(task=task, data_dir=data_dir, max_length=sweep.train_config(task).max_length,
+                                                cache_dir=cache_dir, **dataset_options)
+            manifest = prepare(data, tokenizer, config, cache_dir, progress=not args.quiet)
+            elapsed = time.time() - started
+            coverage = ", ".join(f"{split} {stats['linked_coverage']:.1%}" for split, stats in manifest["splits"].items())
+            console.print(f"{sweep.dataset}/{task}{f' [{variant}]' if variant else ''}: {elapsed:.1f} s (first build "
+                          f"{manifest['total_s']:.1f} s); {'gold' if manifest['gold_links'] else 'alias-table'} links, "
+                          f"examples with ≥1 linked entity: {coverage}")
     return 0
 
 

@@ -65,7 +65,7 @@ class TrainConfig:
 
 
 SWEEP_KEYS = {"name", "dataset", "tasks", "methods", "fractions", "seeds", "backbone", "train", "task_train",
-              "dataset_options", "description"}
+              "dataset_options", "variants", "description"}
 
 
 @dataclass
@@ -80,7 +80,17 @@ class Sweep:
     train: dict = field(default_factory=dict)
     task_train: dict = field(default_factory=dict)
     dataset_options: dict = field(default_factory=dict)
+    # name → dataset-option overrides (the ``knowledge`` mapping merged key by key); each variant is its own
+    # set of cells. The default, one unnamed variant, is the sweep as written.
+    variants: dict = field(default_factory=lambda: {"": {}})
     description: str = ""
+
+    def variant_options(self, variant: str) -> dict:
+        overrides = self.variants[variant]
+        options = {**self.dataset_options, **{k: v for k, v in overrides.items() if k != "knowledge"}}
+        if "knowledge" in overrides or "knowledge" in self.dataset_options:
+            options["knowledge"] = {**(self.dataset_options.get("knowledge") or {}), **(overrides.get("knowledge") or {})}
+        return options
 
     def train_config(self, task: str, overrides: dict | None = None) -> TrainConfig:
         values = {**self.train, **self.task_train.get(task, {}), **(overrides or {})}
@@ -125,6 +135,12 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
                   seeds=parse_seeds(raw.get("seeds", [1, 2, 3])), backbone=str(raw.get("backbone", "minilm")),
                   train=dict(raw.get("train") or {}), task_train=dict(raw.get("task_train") or {}),
                   dataset_options=dict(raw.get("dataset_options") or {}), description=raw.get("description", ""))
+    if raw.get("variants") is not None:
+        variants = raw["variants"]
+        if not isinstance(variants, dict) or not variants or not all(
+                isinstance(name, str) and name and "/" not in name and isinstance(options, dict) for name, options in variants.items()):
+            raise KlmError(f"{where}: variants must map non-empty names (no '/') to dataset-option mappings")
+        sweep.variants = {name: dict(options) for name, options in variants.items()}
     for task in list(sweep.task_train):
         if task not in dataset_class.tasks:
             raise KlmError(f"{where}: task_train names unknown task {task!r}")

@@ -23,7 +23,9 @@ MISSING = "—"
 def results_frame(results: list[dict]) -> pd.DataFrame:
     rows = []
     for result in results:
-        cell, split = result["cell"], result["report_split"]
+        cell, split = dict(result["cell"]), result["report_split"]
+        if cell.pop("variant", ""):  # a variant of a sweep is its own row
+            cell["method"] = f"{cell['method']} [{result['cell']['variant']}]"
         for metric, value in result["metrics"][split].items():
             rows.append({**cell, "split": split, "metric": metric, "value": value,
                          "device": result["device"]["name"], "checksum": result["backbone"]["checksum"],

@@ -20,6 +20,7 @@ class Cell:
     fraction: float
     seed: int
     backbone: str = "minilm"
+    variant: str = ""  # a named set of dataset-option overrides of the sweep (e.g. a link-noise level)
 
     @property
     def backbone_label(self) -> str:
@@ -30,7 +31,8 @@ class Cell:
 
     @property
     def key(self) -> str:
-        return f"{self.dataset}/{self.task}/{self.method}/{self.backbone_label}/f{self.fraction:g}-s{self.seed}"
+        variant = f"{self.variant}/" if self.variant else ""
+        return f"{self.dataset}/{self.task}/{self.method}/{self.backbone_label}/{variant}f{self.fraction:g}-s{self.seed}"
 
     def result_path(self, results_dir: Path) -> Path:
         return Path(results_dir) / f"{self.key}.json"

@@ -20,8 +20,9 @@ console = Console(stderr=True)
 
 
 def sweep_cells(sweep: Sweep) -> list[Cell]:
-    return [Cell(method, sweep.dataset, task, fraction, seed, sweep.backbone)
-            for method in sweep.methods for task in sweep.tasks for fraction in sweep.fractions for seed in sweep.seeds]
+    return [Cell(method, sweep.dataset, task, fraction, seed, sweep.backbone, variant)
+            for variant in sweep.variants for method in sweep.methods for task in sweep.tasks
+            for fraction in sweep.fractions for seed in sweep.seeds]
 
 
 def cell_state(cell: Cell, results_dir: Path, runs_dir: Path) -> str:
@@ -43,7 +44,7 @@ def failure_message(cell: Cell, runs_dir: Path) -> str:
 def cell_command(cell: Cell, sweep: Sweep, overrides: dict, data_dir, results_dir, runs_dir, progress: bool) -> list[str]:
     spec = {"cell": asdict(cell), "train": {**sweep.train, **sweep.task_train.get(cell.task, {}), **overrides},
             "data_dir": str(data_dir) if data_dir else None, "results_dir": str(results_dir), "runs_dir": str(runs_dir),
-            "dataset_options": sweep.dataset_options, "progress": progress}
+            "dataset_options": sweep.variant_options(cell.variant), "progress": progress}
     return [sys.executable, "-m", "knowledge_lm.cell", json.dumps(spec)]
 
 

@@ -1,5 +1,7 @@
 """KnowBERT-KAR: the round trip, what δ cuts off, gradients to every new parameter, and cells that train."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -58,43 +60,78 @@ def test_projection_round_trip_is_identity_when_the_entity_dim_is_larger():
     assert torch.allclose(kar.to_hidden(kar.to_entity(once)), once, atol=1e-4)
 
 
-def test_with_every_candidate_below_delta_no_entity_reaches_the_hidden_states():
+def plain_states(model, batch):
+    return model.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                         token_type_ids=batch["token_type_ids"]).last_hidden_state
+
+
+def test_with_every_candidate_below_delta_the_states_are_the_backbones():
     _, tokenizer, _ = backbone()
     batch = batch_with_links(tokenizer)
     model = knowbert(threshold=1e9).eval()
-    plain = model.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                          token_type_ids=batch["token_type_ids"]).last_hidden_state
+    with torch.no_grad():
+        states = model.encode(batch)
+        plain = plain_states(model, batch)
+    scores, tensors = model._linking
+    assert tensors.candidate_mask.any() and not (scores >= 1e9).any()
+    assert torch.equal(states, plain)
+    # Once a candidate passes δ, KAR does rewrite the states.
+    model.kar.threshold = -1e4
+    with torch.no_grad():
+        assert not torch.allclose(model.encode(batch)[0], plain[0], atol=1e-3)
+
+
+def test_null_mode_keeps_unlinked_spans_with_the_null_embedding():
+    """``unlinked_spans="null"`` (allenai/kb's behaviour): no entity reaches the states, the spans still do."""
+    _, tokenizer, _ = backbone()
+    batch = batch_with_links(tokenizer)
+    model = knowbert(threshold=1e9, unlinked_spans="null").eval()
     with torch.no_grad():
         first = model.encode(batch)
-        # Exactly preserved: the entity table and the candidates make no difference at all ...
         model.kar.entities.load(table(seed=1), {"Q99": "another label"})
         shuffled = [{"links": [{**link, "candidates": [["Q7", 0.9], ["Q8", 0.1]]} for link in example["links"]]}
                     for example in batch["knowledge"]]
         second = model.encode({**batch, "knowledge": shuffled})
-    assert torch.equal(first, second)
-    # ... every span takes the null embedding ...
-    scores, tensors = model._linking
-    assert not (scores >= 1e9).any() and tensors.candidate_mask.any()
-    # ... and a text without spans leaves KAR unchanged, so its states are the backbone's.
-    assert torch.allclose(first[2], plain[2], atol=1e-5)
-    assert not torch.allclose(first[0], plain[0], atol=1e-3)  # the spans themselves still recontextualize
+        plain = plain_states(model, batch)
+    assert torch.equal(first, second)  # independent of the entity table and the candidates
+    assert torch.allclose(first[2], plain[2], atol=1e-5)  # a text without spans is untouched
+    assert not torch.allclose(first[0], plain[0], atol=1e-3)
 
 
-def test_gradients_reach_every_new_parameter():
+@pytest.mark.parametrize("unlinked_spans", ["skip", "null"])
+def test_gradients_reach_every_new_parameter(unlinked_spans):
     torch.manual_seed(0)
     _, tokenizer, _ = backbone()
     batch = batch_with_links(tokenizer)
     # δ below every score: the multi-candidate spans mix entities; the span of unknown qids has no
-    # candidate at all and takes the null embedding.
-    model = knowbert(threshold=-1e4).train()
+    # candidate at all (skipped, or the null embedding). The margin keeps the gold link's hinge active, the
+    # scorer's last bias's only path (a softmax ignores a shift of all scores).
+    model = knowbert(threshold=-1e4, linking_margin=2e4, unlinked_spans=unlinked_spans).train()
     hidden = model.encode(batch)
     losses = model.extra_losses(batch, hidden[:, 0])
     ((hidden ** 2).mean() + losses["linking"]).backward()
     missing = [name for name, parameter in model.kar.named_parameters() if parameter.grad is None or not parameter.grad.abs().sum() > 0]
     assert not missing, missing
+    assert (model.kar.null_embedding is None) == (unlinked_spans == "skip")
     assert model.kar.entities.index["Q99"] > len(QIDS)  # the label fallback got its own row
     assert model.kar.entities.index["Qunknown"] == 0  # no vector, no label: masked
     assert not any(isinstance(value, torch.nn.Parameter) for value in vars(model.kar.entities).values())
+
+
+def test_selective_injection_drops_spans_in_training_only():
+    from knowledge_lm.methods.knowbert import KnowBertSI
+
+    encoder, tokenizer, spec = backbone()
+    model = KnowBertSI(encoder, spec, kar_layer=0, si_lambda=0.0, threshold=-1e4)
+    model.kar.entities.load(table(), {})
+    model.selective_injection = replace(model.selective_injection, sample_ratio=0.5, keep_probability=0.0)
+    batch = batch_with_links(tokenizer)
+    model.train()
+    model.encode(batch)
+    assert model._linking[1].span_valid.sum(-1).tolist() == [1, 1, 0]
+    model.eval()
+    model.encode(batch)
+    assert model._linking[1].span_valid.sum(-1).tolist() == [2, 2, 0]
 
 
 def test_linking_loss_is_the_margin_ranking_of_gold_links_against_delta():
@@ -103,7 +140,8 @@ def test_linking_loss_is_the_margin_ranking_of_gold_links_against_delta():
     scores = torch.tensor([[[0.5, float("-inf")], [0.1, 0.3]]])  # one text: a gold span, an alias span
     tensors = KnowledgeTensors(span_mask=torch.ones(1, 2, 4, dtype=torch.bool), span_valid=torch.ones(1, 2, dtype=torch.bool),
                                candidate_ids=torch.tensor([[[1, 0], [2, 3]]]), priors=torch.tensor([[[1.0, 0], [0.5, 0.5]]]),
-                               candidate_mask=torch.tensor([[[True, False], [True, True]]]), gold=torch.tensor([[True, False]]))
+                               candidate_mask=torch.tensor([[[True, False], [True, True]]]), gold=torch.tensor([[True, False]]),
+                               df=torch.zeros(1, 2, dtype=torch.long), close=torch.zeros(1, 2, dtype=torch.long))
     # Only the gold span counts: max(0, 0.2 − (0.5 − δ)) with δ = 0.4.
     assert linking_loss(scores, tensors, threshold=0.4, margin=0.2).item() == pytest.approx(0.1)
     assert linking_loss(scores, tensors, threshold=0.0, margin=0.2).item() == 0.0

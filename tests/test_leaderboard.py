@@ -60,3 +60,38 @@ def test_lama_probe_table_names_the_checkpoint(tmp_path):
     text = (tmp_path / "out" / "lama.md").read_text()
     assert paths == [tmp_path / "out" / "lama.md"]
     assert "| erica-ckpt (/ckpt/erica) | abababababababab | — | 30.0 | 25.5 | 90 of 100 |" in text
+
+
+def test_variants_are_their_own_cells_and_rows(tmp_path):
+    from knowledge_lm.config import validate_sweep
+    from knowledge_lm.runner import sweep_cells
+
+    sweep = validate_sweep({"dataset": "generated", "methods": ["knowbert"], "fractions": [1.0], "seeds": [1],
+                            "dataset_options": {"dev_size": 30, "knowledge": {"k_hop": 3}},
+                            "variants": {"noise0": {}, "noise20": {"knowledge": {"link_noise": 0.2}}}}, "test")
+    cells = sweep_cells(sweep)
+    assert [cell.key for cell in cells] == ["generated/facts/knowbert/minilm/noise0/f1-s1",
+                                            "generated/facts/knowbert/minilm/noise20/f1-s1"]
+    assert sweep.variant_options("noise20") == {"dev_size": 30, "knowledge": {"k_hop": 3, "link_noise": 0.2}}
+    results = tmp_path / "results"
+    for cell, value in zip(cells, (70.0, 60.0)):
+        write_json_atomic(cell.result_path(results), {
+            "cell": {"method": "knowbert", "dataset": "generated", "task": "facts", "fraction": 1.0, "seed": 1,
+                     "backbone": "minilm", "variant": cell.variant},
+            "report_split": "test", "metrics": {"test": {"accuracy": value}},
+            "device": {"name": "Test GPU"}, "backbone": {"checksum": "abc", "path": None}, "git": {"commit": "0123456789"},
+            "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 100},
+            "budget": {"max_steps": 10, "per_device_batch_size": 32}})
+    [path] = write_leaderboards(results, tmp_path / "leaderboards")
+    text = path.read_text()
+    assert "| knowbert [noise0] | **70.0 (n=1)** |" in text and "| knowbert [noise20] | 60.0 (n=1) |" in text
+
+
+def test_malformed_variants_are_one_error():
+    import pytest
+
+    from knowledge_lm.config import validate_sweep
+    from knowledge_lm.errors import KlmError
+
+    with pytest.raises(KlmError, match="variants"):
+        validate_sweep({"dataset": "generated", "methods": ["baseline"], "variants": {"a/b": {}}}, "test")

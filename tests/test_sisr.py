@@ -46,18 +46,30 @@ def test_selective_injection_frequencies_follow_eq4():
     # A hand-built text: rare and frequent entities, some close to the others in the KG, some isolated.
     links = [{"df": 3, "close": 25}, {"df": 500, "close": 0}, {"df": 50, "close": 8},
              {"df": 1000, "close": 12}, {"df": 10, "close": 1}, {"df": 250, "close": 19}, {"df": 99, "close": 6}]
-    weights = [si.score(link["df"], link["close"]) for link in links]
+    df, close = (torch.tensor([link[key] for link in links]) for key in ("df", "close"))
+    weights = si.score(df, close).tolist()
     assert weights == [1 + 0.5 * 20, 0.5 * 5, 1 + 0.5 * 8, 0.5 * 12, 1 + 0.5 * 5, 0.5 * 19, 1 + 0.5 * 6]
     draws = math.ceil(0.85 * len(links))
     expected = [1 - missing * (1 - si.keep_probability) for missing in exact_leftover_probabilities(weights, draws)]
-    rng, trials = random.Random(0), 20000
-    counts = [0] * len(links)
-    for _ in range(trials):
-        for index, kept in enumerate(si.draw(links, rng)):
-            counts[index] += kept
-    for count, probability in zip(counts, expected):
+    # The hand-built text twice in each of many batches, padded with a link slot that must never be kept.
+    trials = 20000
+    valid = torch.ones(trials, len(links) + 1, dtype=torch.bool)
+    valid[:, 3] = False
+    padded = lambda values: torch.cat([values[:3], values.new_zeros(1), values[3:]]).expand(trials, -1)  # noqa: E731
+    kept = si.keep_mask(padded(df), padded(close), valid, torch.Generator().manual_seed(0))
+    assert not kept[:, 3].any()
+    frequencies = torch.cat([kept[:, :3], kept[:, 4:]], dim=1).double().mean(0).tolist()
+    for frequency, probability in zip(frequencies, expected):
         sigma = math.sqrt(probability * (1 - probability) / trials)
-        assert abs(count / trials - probability) < 4 * sigma + 1e-9
+        assert abs(frequency - probability) < 4 * sigma + 1e-9
+
+
+def test_selective_injection_draws_ceil_of_85_percent():
+    si = SelectiveInjection(keep_probability=0.0)
+    for n in (1, 2, 6, 7, 20, 40):
+        valid = torch.ones(50, n, dtype=torch.bool)
+        kept = si.keep_mask(torch.zeros(50, n, dtype=torch.long), torch.full((50, n), 7), valid)
+        assert (kept.sum(-1) == math.ceil(0.85 * n)).all()
 
 
 def test_filter_batch_keeps_other_features():

@@ -103,6 +103,10 @@ class TaskDataModule(pl.LightningDataModule):
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.num_workers = num_workers
         self.knowledge = knowledge  # a KnowledgeConfig as a dict: features from `klm prepare` join each example
+        # How a method wants a batch's knowledge: by default the decoded per-example dicts; a method may set
+        # a picklable ``(knowledge, sequence_length) -> tensors`` here (in its ``setup``) so that the loader,
+        # its workers included, builds them rather than the training step.
+        self.knowledge_batch = None
         self.task_spec = self.spec(self.task)
         self._task_kind = None
         self.splits = None
@@ -191,8 +195,19 @@ class TaskDataModule(pl.LightningDataModule):
         knowledge = [json.loads(feature.pop("knowledge")) for feature in features] if "knowledge" in features[0] else None
         batch = self.task_kind.collate(features, self.tokenizer)
         if knowledge is not None:
-            batch["knowledge"] = knowledge
+            batch["knowledge"] = (self.knowledge_batch(knowledge, batch["input_ids"].shape[-1])
+                                  if self.knowledge_batch is not None else knowledge)
         return batch
+
+    def knowledge_rows(self):
+        """Every example's decoded knowledge features, all splits (train: the whole split, not the subset)."""
+        from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared
+
+        if self.knowledge is None:
+            return
+        features = load_prepared(self, self.tokenizer, KnowledgeConfig.from_dict(self.knowledge), self.cache_dir)
+        for rows in features.values():
+            yield from rows
 
     def _loader(self, split: str, shuffle: bool, batch_size: int):
         return DataLoader(self.encoded[split], batch_size=batch_size, shuffle=shuffle,

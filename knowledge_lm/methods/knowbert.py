@@ -9,7 +9,7 @@ layer of the backbone outputs, and the remaining layers read the rewritten state
 3. Entity linker: one ``nn.TransformerEncoderLayer`` over a text's spans; each candidate k of span m
    (≤ 30) is scored ``ψ_mk = MLP([s_m · e_mk / √e, p(e_mk | m)])``; padded candidates are masked.
 4. Candidates with ``ψ < δ`` are dropped, a softmax over the rest weighs their entity embeddings
-   (a learned null embedding where none passes), ``s'_m = LN(s_m + dropout(ẽ_m))``.
+   (for a span where none passes, see "What δ cuts off"), ``s'_m = LN(s_m + dropout(ẽ_m))``.
 5. Recontextualization, the official code's ``SpanAttentionLayer`` (a BERT layer whose keys/values are
    the spans): ``X = LN(H_proj + dropout(MHA(H_proj, S', S')))``, ``H'_proj = LN(X + dropout(MLP(X)))``;
    then ``H' = LN(H_i + dropout(H'_proj W2 + b2))``.
@@ -22,11 +22,12 @@ Choices the paper leaves open, documented here:
   ``b2 = +W1⁺ b1``, which adds ``2 W1⁺ b1``; we take that for a sign slip.)
 * **Texts without a span** (none linked, all truncated, or all dropped by SI) pass through KAR unchanged:
   there is nothing to attend to, and the attention over zero keys is undefined.
-* **What δ cuts off.** With every candidate below δ no entity embedding reaches the output (the softmax
-  weights are all zero, every span gets the null embedding); the span representations themselves still
-  recontextualize the tokens through step 5, as in the official code. So the output equals the backbone's
-  exactly only for texts without spans; with spans, it is independent of the entity table
-  (``tests/test_knowbert.py`` asserts both, and the round trip).
+* **What δ cuts off** (option ``unlinked_spans``). Default ``"skip"``: a span none of whose candidates
+  reaches δ carries no knowledge and is left out of the recontextualization's keys, so a text where no
+  candidate passes leaves KAR unchanged and, with every candidate below δ, the states are the
+  backbone's (issue 5's invariant, ``tests/test_knowbert.py``). ``"null"`` is the paper's and allenai/kb's
+  reading: such a span takes a learned null embedding and still recontextualizes the tokens (so the output
+  depends on the spans even when no entity passes).
 * **Entity table.** Fixed: a table read with ``F.embedding`` (a frozen ``nn.Embedding`` in all but
   name: a plain tensor outside the state dict, since it grows, see below). Row 0 is padding/unknown (zeros). The rows are the TransE vectors of the
   prepared KG (found in the ``setup`` hook through the trainer's data module, as ``prepare`` found it):
@@ -40,6 +41,10 @@ Choices the paper leaves open, documented here:
   ``mean max(0, margin − y (ψ − δ))`` over the span's real candidates with y = +1 for the gold one and −1
   for the others. With the single gold candidate it is a hinge that pushes ψ above δ + margin.
   Alias-linked spans (no gold) get no linking loss.
+* **Batch tensors in the loader.** ``setup`` gives every qid of the prepared features its table row
+  once (fallbacks included) and hands ``knowledge_tensors`` to the data module, so span masks and candidate
+  rows are built by the data loader (its workers, where there are any), not in the training step; SI then
+  masks spans on the device (``SelectiveInjection.keep_mask``), and no step waits on the host.
 * **Insertion** without forking transformers: a forward hook on layer ``kar_layer`` (0-based) replaces
   its output for the duration of one ``encode`` call, so the backbone builds its own attention masks
   for every attention implementation. Default: the second-to-last layer (one layer follows KAR;
@@ -47,8 +52,8 @@ Choices the paper leaves open, documented here:
 """
 
 import math
-import random
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -70,6 +75,8 @@ class KnowledgeTensors:
     priors: torch.Tensor  # b × S × C float
     candidate_mask: torch.Tensor  # b × S × C bool
     gold: torch.Tensor  # b × S bool: the span is a gold link (one candidate, prior 1.0)
+    df: torch.Tensor  # b × S long: the entity's document frequency (selective injection reads it)
+    close: torch.Tensor  # b × S long: the text's other entities within K_hop of it (ditto)
 
 
 class EntityTable(nn.Module):
@@ -78,8 +85,8 @@ class EntityTable(nn.Module):
     def __init__(self, dim: int):
         super().__init__()
         self.dim = dim
-        # A plain tensor, not a buffer: it grows per batch (fallback rows), so it stays out of the state
-        # dict and out of DDP's buffer broadcast; ``forward`` moves it to the ids' device.
+        # A plain tensor, not a buffer: it grows when new qids are added (fallback rows), so it stays out of
+        # the state dict and out of DDP's buffer broadcast; ``forward`` moves it to the ids' device.
         self.weight = torch.zeros(1, dim)
         self.index: dict[str, int] = {}
         self.labels: dict[str, str | None] = {}
@@ -98,8 +105,9 @@ class EntityTable(nn.Module):
         self.index = {qid: row + 1 for row, qid in enumerate(embeddings.qids)}
         self.weight = torch.cat([torch.zeros(1, self.dim), embeddings.matrix.float().cpu()])
 
-    def rows(self, qids) -> list[int]:
-        """Table rows of ``qids``; a qid without one gets its fallback vector appended once (0 if it has none)."""
+    def add(self, qids) -> dict[str, int]:
+        """Rows for ``qids``: one without a TransE row gets its fallback vector appended once (row 0, masked
+        like padding, if it has neither). Returns the whole qid → row index."""
         new = []
         for qid in dict.fromkeys(qids):
             if qid in self.index:
@@ -107,13 +115,13 @@ class EntityTable(nn.Module):
             try:
                 vector = self.embeddings.lookup(qid, self.labels.get(qid))
             except KlmError:
-                self.index[qid] = 0  # no vector, no label: masked like padding
+                self.index[qid] = 0
                 continue
             self.index[qid] = len(self.weight) + len(new)
             new.append(vector.float())
         if new:
             self.weight = torch.cat([self.weight, torch.stack(new).to(self.weight.device)])
-        return [self.index[qid] for qid in qids]
+        return self.index
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         if self.weight.device != ids.device:
@@ -121,8 +129,13 @@ class EntityTable(nn.Module):
         return F.embedding(ids, self.weight)
 
 
-def knowledge_tensors(knowledge: list[dict], length: int, table: EntityTable, device) -> KnowledgeTensors:
-    """Padded span masks, candidate rows, priors and masks from ``batch["knowledge"]``."""
+def batch_qids(knowledge: list[dict]) -> list[str]:
+    return [qid for example in knowledge for link in example["links"] for qid, _ in link["candidates"]]
+
+
+def knowledge_tensors(knowledge: list[dict], length: int, index: dict[str, int]) -> KnowledgeTensors:
+    """Padded span masks, candidate rows (``index``: qid → table row, 0 when absent), priors and masks from
+    ``batch["knowledge"]``. Runs in the data loader (see ``KnowBert.setup``), so it is plain CPU work."""
     spans = []
     for example in knowledge:
         links = [link for link in example["links"] if link["tokens"] and link["candidates"]]
@@ -132,17 +145,22 @@ def knowledge_tensors(knowledge: list[dict], length: int, table: EntityTable, de
     span_mask = torch.zeros(b, s, length, dtype=torch.bool)
     ids = torch.zeros(b, s, c, dtype=torch.long)
     priors = torch.zeros(b, s, c)
-    gold = torch.zeros(b, s, dtype=torch.bool)
+    gold, df, close = torch.zeros(b, s, dtype=torch.bool), torch.zeros(b, s, dtype=torch.long), torch.zeros(b, s, dtype=torch.long)
+    rows, columns, tokens = [], [], []
     for i, links in enumerate(spans):
         for m, link in enumerate(links):
-            span_mask[i, m, link["tokens"]] = True
-            qids = [qid for qid, _ in link["candidates"]]
-            ids[i, m, :len(qids)] = torch.tensor(table.rows(qids))
-            priors[i, m, :len(qids)] = torch.tensor([float(prior) for _, prior in link["candidates"]])
-            gold[i, m] = len(qids) == 1 and float(link["candidates"][0][1]) == 1.0
+            rows += [i] * len(link["tokens"])
+            columns += [m] * len(link["tokens"])
+            tokens += link["tokens"]
+            candidates = link["candidates"]
+            ids[i, m, :len(candidates)] = torch.tensor([index.get(qid, 0) for qid, _ in candidates])
+            priors[i, m, :len(candidates)] = torch.tensor([float(prior) for _, prior in candidates])
+            gold[i, m] = len(candidates) == 1 and float(candidates[0][1]) == 1.0
+            df[i, m], close[i, m] = link.get("df", 0), link.get("close", 0)
+    span_mask[rows, columns, tokens] = True
     candidate_mask = ids > 0
-    return KnowledgeTensors(span_mask.to(device), span_mask.any(-1).to(device), ids.to(device), priors.to(device),
-                            candidate_mask.to(device), (gold & candidate_mask[..., 0]).to(device))
+    return KnowledgeTensors(span_mask, span_mask.any(-1), ids, priors, candidate_mask, gold & candidate_mask[..., 0],
+                            df, close)
 
 
 # -- KAR -----------------------------------------------------------------------------------------
@@ -163,11 +181,13 @@ class SelfAttentiveSpanPooling(nn.Module):
 
 class KnowledgeAttentionRecontextualization(nn.Module):
     def __init__(self, hidden_size: int, entity_dim: int = 100, num_heads: int = 4, threshold: float = 0.0,
-                 scorer_hidden: int = 100, dropout: float = 0.1, layer_norm_eps: float = 1e-5):
+                 scorer_hidden: int = 100, dropout: float = 0.1, layer_norm_eps: float = 1e-5, unlinked_spans: str = "skip"):
         super().__init__()
         if entity_dim % num_heads:
             raise KlmError(f"knowbert: entity_dim {entity_dim} is not a multiple of num_heads {num_heads}")
-        self.entity_dim, self.threshold = entity_dim, threshold
+        if unlinked_spans not in ("skip", "null"):
+            raise KlmError(f"knowbert: unlinked_spans is 'skip' or 'null', not {unlinked_spans!r}")
+        self.entity_dim, self.threshold, self.unlinked_spans = entity_dim, threshold, unlinked_spans
         self.dropout = nn.Dropout(dropout)
         # 1. projection into the entity dimension
         self.to_entity = nn.Linear(hidden_size, entity_dim)
@@ -180,7 +200,7 @@ class KnowledgeAttentionRecontextualization(nn.Module):
         self.scorer = nn.Sequential(nn.Linear(2, scorer_hidden), nn.ReLU(), nn.Linear(scorer_hidden, 1))
         # 4. knowledge-enhanced spans
         self.entities = EntityTable(entity_dim)
-        self.null_embedding = nn.Parameter(torch.randn(entity_dim) * 0.02)
+        self.null_embedding = nn.Parameter(torch.randn(entity_dim) * 0.02) if unlinked_spans == "null" else None
         self.entity_span_norm = nn.LayerNorm(entity_dim, eps=layer_norm_eps)
         # 5. recontextualization: a BERT layer attending from the tokens to the spans
         self.attention = nn.MultiheadAttention(entity_dim, num_heads, dropout=dropout, batch_first=True)
@@ -200,48 +220,53 @@ class KnowledgeAttentionRecontextualization(nn.Module):
         self.to_hidden.bias.copy_(-(inverse @ self.to_entity.bias.double()).float())
 
     def link(self, spans: torch.Tensor, knowledge: KnowledgeTensors):
-        """Linking scores ψ (b × S × C, padded candidates −∞) and the weighted entity embeddings ẽ (b × S × e)."""
+        """Linking scores ψ (b × S × C, padded candidates −∞), the weighted entity embeddings ẽ (b × S × e)
+        and which spans have a candidate at or above δ (b × S)."""
         embeddings = self.entities(knowledge.candidate_ids)  # b × S × C × e
         dot = (spans.unsqueeze(2) * embeddings).sum(-1) / math.sqrt(self.entity_dim)
         features = torch.stack([dot, knowledge.priors.to(dot.dtype)], dim=-1)
         scores = self.scorer(features).squeeze(-1).masked_fill(~knowledge.candidate_mask, float("-inf"))
         passing = scores >= self.threshold  # padded candidates (−∞) never pass
         # Softmax over the passing candidates; a finite fill keeps a span where none passes free of NaN
-        # (its weights are then all zero and it takes the null embedding).
+        # (its weights are then all zero).
         logits = torch.where(passing, scores, torch.full_like(scores, torch.finfo(scores.dtype).min))
-        weights = logits.softmax(-1) * passing
-        weighted = (weights.unsqueeze(-1) * embeddings).sum(2)
-        none_passed = ~passing.any(-1, keepdim=True)
-        return scores, torch.where(none_passed, self.null_embedding.to(weighted.dtype), weighted)
+        weighted = ((logits.softmax(-1) * passing).unsqueeze(-1) * embeddings).sum(2)
+        linked = passing.any(-1) & knowledge.span_valid
+        if self.null_embedding is not None:
+            weighted = torch.where(linked.unsqueeze(-1), weighted, self.null_embedding.to(weighted.dtype))
+        return scores, weighted, linked
 
     def forward(self, hidden: torch.Tensor, knowledge: KnowledgeTensors):
         """``(H', ψ)``: the rewritten hidden states (b × n × d) and the linking scores (b × S × C)."""
-        has_spans = knowledge.span_valid.any(-1)  # b
-        if not has_spans.any():
+        if knowledge.span_mask.shape[1] == 0:  # no span in the whole batch: known on the host, no sync
             return hidden, None
+        has_spans = knowledge.span_valid.any(-1)  # b
         # A text without spans gets every padded span unmasked (so no attention row is all −∞) and
-        # its output replaced by H_i below.
+        # its output replaced by H_i below; the same for the keys of step 5.
         span_padding = ~knowledge.span_valid & has_spans.unsqueeze(-1)
         projected = self.to_entity(hidden)  # 1
         spans = self.span_norm(self.span_pooling(projected, knowledge.span_mask))  # 2
         spans = self.linker(spans, src_key_padding_mask=span_padding)  # 3
-        scores, entities = self.link(spans, knowledge)
+        scores, entities, linked = self.link(spans, knowledge)
         spans = self.entity_span_norm(spans + self.dropout(entities))  # 4
-        attended, _ = self.attention(projected, spans, spans, key_padding_mask=span_padding, need_weights=False)  # 5
+        keys = linked if self.null_embedding is None else knowledge.span_valid
+        has_keys = keys.any(-1)
+        attended, _ = self.attention(projected, spans, spans, key_padding_mask=~keys & has_keys.unsqueeze(-1),
+                                     need_weights=False)  # 5
         recontextualized = self.attention_norm(projected + self.dropout(attended))
         recontextualized = self.mlp_norm(recontextualized + self.dropout(self.mlp(recontextualized)))
         output = self.output_norm(hidden + self.dropout(self.to_hidden(recontextualized)))
-        return torch.where(has_spans[:, None, None], output, hidden), scores
+        return torch.where(has_keys[:, None, None], output, hidden), scores
 
 
 def linking_loss(scores: torch.Tensor, knowledge: KnowledgeTensors, threshold: float, margin: float) -> torch.Tensor:
     """Margin ranking of the gold spans' candidates against δ (see the module docstring)."""
     candidates = knowledge.candidate_mask & knowledge.gold.unsqueeze(-1)
-    if not candidates.any():
-        return scores.new_zeros(())
     labels = -torch.ones_like(scores)
     labels[..., 0] = 1.0  # a gold link's only candidate is its first
-    return F.relu(margin - labels * (scores - threshold))[candidates].mean()
+    # A masked mean rather than boolean indexing: no host sync, and 0 for a batch without gold links.
+    hinge = F.relu(margin - labels * (scores - threshold)).masked_fill(~candidates, 0.0)
+    return hinge.sum() / candidates.sum().clamp(min=1)
 
 
 # -- locating the prepared entity table ----------------------------------------------------------
@@ -291,36 +316,44 @@ class KnowBert(TaskModel):
     selective_injection: SelectiveInjection | None = None
 
     def __init__(self, encoder, spec, kar_layer: int | None = None, entity_dim: int = 100, num_heads: int = 4,
-                 threshold: float = 0.0, linking_loss_weight: float = 1.0, linking_margin: float = 0.2,
-                 entity_embeddings: str | None = None, si_seed: int = 0, **options):
+                 threshold: float = 0.0, unlinked_spans: str = "skip", linking_loss_weight: float = 1.0,
+                 linking_margin: float = 0.2, entity_embeddings: str | None = None, **options):
         super().__init__(encoder, spec, **options)
         layers = encoder_layers(encoder)
         self.kar_layer = len(layers) - 2 if kar_layer is None else kar_layer
         if not 0 <= self.kar_layer < len(layers):
             raise KlmError(f"knowbert: kar_layer {self.kar_layer} outside the backbone's {len(layers)} layers (0-based)")
         self.kar = KnowledgeAttentionRecontextualization(encoder.config.hidden_size, entity_dim, num_heads, threshold,
-                                                         dropout=options.get("dropout", 0.1))
+                                                         dropout=options.get("dropout", 0.1), unlinked_spans=unlinked_spans)
         self.linking_loss_weight, self.linking_margin = linking_loss_weight, linking_margin
         self.entity_embeddings_path = entity_embeddings
-        self.si_rng = random.Random(si_seed)
         self._linking = None
 
     def setup(self, stage=None):
-        """Loads the entity table from what the trainer's data module prepared (see the module docstring)."""
-        if self.kar.entities.loaded:
-            return
+        """Loads the entity table from what the trainer's data module prepared (see the module docstring),
+        gives every qid of the prepared features its row, and has the data loader build the batch tensors."""
         data = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        kg_dir = prepared_kg_dir(data) if data is not None else None
-        cache_dir = data.cache_dir if data is not None else Path(".")
-        self.kar.entities.load(*load_entity_table(kg_dir, cache_dir, self.entity_embeddings_path))
+        if not self.kar.entities.loaded:
+            kg_dir = prepared_kg_dir(data) if data is not None else None
+            cache_dir = data.cache_dir if data is not None else Path(".")
+            self.kar.entities.load(*load_entity_table(kg_dir, cache_dir, self.entity_embeddings_path))
+        if data is not None and getattr(data, "knowledge", None) is not None:
+            # Rows fixed before the loaders start, so that loader workers share one qid → row index.
+            index = self.kar.entities.add(batch_qids(data.knowledge_rows()))
+            data.knowledge_batch = partial(knowledge_tensors, index=dict(index))
 
     def encode(self, batch):
         if not self.kar.entities.loaded:
             raise KlmError("knowbert: no entity table; run under a Trainer with a prepared data module or call kar.entities.load")
-        knowledge = batch["knowledge"]
+        tensors = batch["knowledge"]
+        if not isinstance(tensors, KnowledgeTensors):  # a batch from elsewhere than the data module's loader
+            index = self.kar.entities.add(batch_qids(tensors))
+            tensors = knowledge_tensors(tensors, batch["input_ids"].shape[-1], index)
+            tensors = KnowledgeTensors(*(getattr(tensors, field.name).to(batch["input_ids"].device) for field in fields(tensors)))
         if self.training and self.selective_injection is not None:
-            knowledge = self.selective_injection.filter_batch(knowledge, self.si_rng)
-        tensors = knowledge_tensors(knowledge, batch["input_ids"].shape[1], self.kar.entities, batch["input_ids"].device)
+            kept = self.selective_injection.keep_mask(tensors.df, tensors.close, tensors.span_valid)
+            tensors = replace(tensors, span_valid=kept, span_mask=tensors.span_mask & kept.unsqueeze(-1),
+                              gold=tensors.gold & kept)
         self._linking = None
 
         def rewrite(module, args, output):

@@ -8,7 +8,7 @@ frequency over the train split; ``close``: the number of other linked entities o
 
 SR (Eq. 5): ``L_sr(F) = η Σ_{i≤k} σ_i'²`` over the k smallest singular values of the b × d batch
 features F. The σ² are the eigenvalues of the smaller Gram matrix (F Fᵀ when b ≤ d, the paper's
-O(b²d) route, else Fᵀ F), computed with ``eigvalsh`` in float32 outside autocast. Under DDP, F is the
+O(b²d) route, else Fᵀ F), formed in float32 outside autocast (see ``spectral_penalty``). Under DDP, F is the
 per-device batch (no gather): the choice and the per-device batch size go into every result.
 
 SI (Eq. 4): ``s(e) = 1[DF(e) < K_thresh] + λ · clip(|S(e)|, K_min, K_max)``; per text, ⌈0.85·|E|⌉
@@ -17,7 +17,6 @@ injected with probability 0.15 (METHODS.md's reading of the paper). SI filters i
 evaluation sees every linked entity, so that dev and test scores are deterministic.
 """
 
-import math
 import random
 from dataclasses import dataclass
 
@@ -28,12 +27,19 @@ from knowledge_lm.task_model import TaskModel
 
 
 def spectral_penalty(features: torch.Tensor, k: int = 1) -> torch.Tensor:
-    """Σ of the k smallest squared singular values of ``features`` (b × d), via the smaller Gram matrix."""
+    """Σ of the k smallest squared singular values of ``features`` (b × d), via the smaller Gram matrix.
+
+    The eigenvectors of that small matrix are found on the CPU (``eigh`` of a 32 × 32 matrix takes
+    microseconds there, while a GPU eigensolver costs more than the rest of a MiniLM step), then the
+    penalty is ``Σ vᵢᵀ G vᵢ`` on the device with the vᵢ held fixed: the same value as the eigenvalues and
+    the same gradient, ``∂λᵢ/∂G = vᵢ vᵢᵀ``, as ``eigvalsh``'s backward (Hellmann–Feynman)."""
     with torch.autocast(device_type=features.device.type, enabled=False):
         matrix = features.float()
         gram = matrix @ matrix.T if matrix.shape[0] <= matrix.shape[1] else matrix.T @ matrix
-        eigenvalues = torch.linalg.eigvalsh(gram)  # ascending
-        return eigenvalues[:k].clamp(min=0).sum()
+        _, vectors = torch.linalg.eigh(gram.detach().cpu().double())  # ascending eigenvalues
+        smallest = vectors[:, :k].to(gram.device, gram.dtype)
+        eigenvalues = (smallest * (gram @ smallest)).sum(0)
+        return eigenvalues.clamp(min=0).sum()
 
 
 @dataclass(frozen=True)
@@ -47,31 +53,39 @@ class SelectiveInjection:
     sample_ratio: float = 0.85
     keep_probability: float = 0.15
 
-    def score(self, df: int, close: int) -> float:
-        return float(df < self.k_thresh) + self.lam * min(max(close, self.k_min), self.k_max)
+    def score(self, df: torch.Tensor, close: torch.Tensor) -> torch.Tensor:
+        return (df < self.k_thresh).float() + self.lam * close.clamp(self.k_min, self.k_max).float()
 
-    def draw(self, links: list[dict], rng: random.Random) -> list[bool]:
-        """Which of a text's links are injected this time."""
-        if not links:
-            return []
-        weights = [self.score(link["df"], link["close"]) for link in links]
-        remaining = list(range(len(links)))
-        kept = [False] * len(links)
-        for _ in range(math.ceil(self.sample_ratio * len(links))):
-            chosen = rng.choices(remaining, weights=[weights[i] for i in remaining])[0]
-            kept[chosen] = True
-            remaining.remove(chosen)
-        for index in remaining:
-            kept[index] = rng.random() < self.keep_probability
-        return kept
+    def keep_mask(self, df: torch.Tensor, close: torch.Tensor, valid: torch.Tensor,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+        """Which links (b × S, padded: ``valid`` False) are injected this time: per text ⌈0.85·n⌉ drawn
+        without replacement ∝ s, each other one kept with probability 0.15.
+
+        The draw is the Gumbel top-k trick: the k largest ``log s + Gumbel`` keys are distributed exactly as
+        k sequential draws without replacement ∝ s (Kool et al. 2019), so one batched sort replaces a loop.
+        """
+        uniform = torch.rand(df.shape, generator=generator, device=df.device)
+        keys = self.score(df, close).log() - (-uniform.clamp(min=1e-20).log()).log()
+        keys = keys.masked_fill(~valid, float("-inf"))
+        rank = keys.argsort(-1, descending=True).argsort(-1)
+        draws = (valid.sum(-1, keepdim=True).double() * self.sample_ratio).ceil()  # as math.ceil(0.85 * n)
+        drawn = rank < draws
+        second_chance = torch.rand(df.shape, generator=generator, device=df.device) < self.keep_probability
+        return valid & (drawn | second_chance)
 
     def filter_batch(self, knowledge: list[dict], rng: random.Random) -> list[dict]:
-        """``batch["knowledge"]`` with the links SI did not draw removed."""
-        filtered = []
-        for example in knowledge:
-            kept = self.draw(example["links"], rng)
-            filtered.append({**example, "links": [link for link, keep in zip(example["links"], kept) if keep]})
-        return filtered
+        """``batch["knowledge"]`` (per-example dicts) with the links SI did not draw removed."""
+        size = max([len(example["links"]) for example in knowledge] + [0])
+        if not size:
+            return knowledge
+        df, close = torch.zeros(len(knowledge), size, dtype=torch.long), torch.zeros(len(knowledge), size, dtype=torch.long)
+        valid = torch.zeros(len(knowledge), size, dtype=torch.bool)
+        for i, example in enumerate(knowledge):
+            for j, link in enumerate(example["links"]):
+                df[i, j], close[i, j], valid[i, j] = link["df"], link["close"], True
+        kept = self.keep_mask(df, close, valid, torch.Generator().manual_seed(rng.getrandbits(62))).tolist()
+        return [{**example, "links": [link for link, keep in zip(example["links"], kept[i]) if keep]}
+                for i, example in enumerate(knowledge)]
 
 
 @register_method("bert+sr")
