@@ -54,6 +54,18 @@ def test_alpha_zero_without_skip_is_the_backbone_exactly(tokenizer):
         assert (model.encode(inputs) - expected).abs().max() > 1e-3
 
 
+def test_padding_does_not_leak_through_the_conv(tokenizer):
+    """An example's states are the same alone and padded in a batch with a longer text (conv on, α = 1)."""
+    model = kam(alpha=1.0).eval()
+    example = {"links": [], "phrases": [], "words": [], "pmi_pairs": []}
+    alone = tokenizer(["alpha beta"], return_tensors="pt")
+    padded = tokenizer(["alpha beta", "gamma delta epsilon zeta eta"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = model.encode({**alone, "knowledge": [example]})[0]
+        states = model.encode({**padded, "knowledge": [example, example]})[0, :len(expected)]
+    assert torch.allclose(states, expected, atol=1e-6)
+
+
 def test_every_layer_is_wrapped_and_the_conv_reads_heads_plus_maps():
     model = kam()
     heads = model.encoder.config.num_attention_heads

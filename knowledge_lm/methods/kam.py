@@ -25,8 +25,9 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
    concatenation ``[L_i (m heads) | M (k maps)]`` → ``Conv2d(m+k → m, 3×3, padding 1)`` → ``A_sem``,
    ``R_i = α·A_sem + (1−α)·L_i``, ``A = softmax(R_i + mask)``, output ``A V``. Layer i hands ``R_i``
    (pre-mask, pre-softmax, as Evolving Attention hands its logits) to layer i+1.
-   Choices the paper leaves open: the conv reads the logits with masked (padding) positions zeroed, so
-   padding never leaks into real positions through the 3×3 window; one conv per layer.
+   Choices the paper leaves open: the conv reads the logits with the rows and columns of padding
+   positions zeroed, so padding never leaks into real positions through the 3×3 window (an example's
+   states do not depend on how long the batch is padded); one conv per layer.
    ``use_conv=False`` (the w/o-conv ablation) replaces ``A_sem`` by the mean of the k maps, the same for
    every head.
 3. **Invariant** (tested): α = 0 without skip gives the backbone's hidden states exactly.
@@ -136,6 +137,7 @@ class KamState:
     def __init__(self):
         self.maps: torch.Tensor | None = None
         self.previous: torch.Tensor | None = None
+        self.real: torch.Tensor | None = None  # b × n bool: which positions are tokens, not padding
 
 
 class KamSelfAttention(nn.Module):
@@ -172,7 +174,7 @@ class KamSelfAttention(nn.Module):
         if maps is None:
             maps = logits.new_zeros(logits.shape[0], self.num_maps, *logits.shape[-2:])
         if self.conv is not None:
-            visible = logits if attention_mask is None else logits.masked_fill(attention_mask < 0, 0.0)
+            visible = logits.masked_fill(self._padding_pairs(attention_mask), 0.0) if attention_mask is not None else logits
             semantic = self.conv(torch.cat([visible, maps.to(logits.dtype)], dim=1))  # A_sem
         elif self.num_maps:
             semantic = maps.to(logits.dtype).mean(1, keepdim=True)  # w/o conv: the maps' mean, every head
@@ -184,6 +186,13 @@ class KamSelfAttention(nn.Module):
         probabilities = F.dropout(scores.softmax(-1), p=self.dropout.p, training=self.training)
         output = torch.matmul(probabilities, value).transpose(1, 2).contiguous()
         return output.reshape(*hidden_states.shape[:-1], -1), probabilities
+
+    def _padding_pairs(self, attention_mask):
+        """Where the row or the column is a padding position (the layer's mask masks columns only)."""
+        real = self.kam_state.real
+        if real is None:
+            return attention_mask < 0
+        return ~(real[:, None, :, None] & real[:, None, None, :])
 
 
 # -- the methods ---------------------------------------------------------------------------------
@@ -241,10 +250,12 @@ class Kam(TaskModel):
         self.kam_state.maps = knowledge_maps(batch["knowledge"], length, self.maps, batch["input_ids"].device,
                                              self.missing_pmi, self.kg)
         self.kam_state.previous = None
+        if "attention_mask" in batch:
+            self.kam_state.real = batch["attention_mask"].bool()
         try:
             return super().encode(batch)
         finally:
-            self.kam_state.maps = self.kam_state.previous = None
+            self.kam_state.maps = self.kam_state.previous = self.kam_state.real = None
 
 
 @register_method("kam-no-pmi")
