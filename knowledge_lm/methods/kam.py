@@ -7,11 +7,11 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
 
    * ``entity``: 1 where both tokens lie inside the same linked mention (``links[*].tokens``);
    * ``phrase``: 1 where both tokens lie inside the same phrase segment (``phrases[*].tokens``);
-   * ``pmi``: ``max(0, PMI(w_i; w_j)) / Z`` of the two tokens' whole words (1 within one word). ``klm
-     prepare`` stores only the top-k PMI *neighbours*, not pairwise PMI of a sentence's words, so this map
-     reads an optional feature ``pmi_pairs``: ``[[word_i, word_j, value], ...]`` over the indices of
-     ``words`` (what ``CorpusStatistics.normalised_pmi_matrix`` gives, kept sparse). Without it the map
-     is all zeros and a warning says so once (``missing_pmi="error"`` raises instead).
+   * ``pmi``: ``max(0, PMI(w_i; w_j)) / Z`` of the two tokens' whole words (1 within one word), read
+     from the feature ``pmi_pairs``: ``[[word_i, word_j, value], ...]`` over the indices of ``words``
+     (what ``CorpusStatistics.normalised_pmi_matrix`` gives, kept sparse; ``klm prepare`` stores it
+     since features version 2). Without it the map is all zeros and a warning says so once
+     (``missing_pmi="error"`` raises instead).
    * ``kg`` (Eq. 8, optional, not in the default maps): 1 where the two tokens' linked entities (each
      mention's top candidate) are adjacent in the KG (an edge either way). Tokens of one mention are not
      adjacent to themselves unless the KG has a self-loop. The KG is the one the data module prepared,
