@@ -1,4 +1,4 @@
-"""KAM-BERT: the α = 0 invariant, the conv's channels, the maps, gradients, and cells that train."""
+"""KAM-BERT: the α = 0 invariant, the conv's channels, the maps, PMI expansion, gradients, and cells that train."""
 
 import pytest
 import torch
@@ -25,14 +25,17 @@ def plain_encoder():
 
 
 def features():
-    """Hand-made features: text 0 has a 3-piece entity (tokens 2-4), a phrase (1-4) and PMI between words."""
+    """Hand-made features: text 0 has a 3-piece entity (tokens 2-4), a phrase (1-4), PMI between words and two
+    expansion words (a 2-piece one with PMI to word 0, then a 1-piece one); text 1 has no expansion word."""
     return [
         {"links": [{"segment": 0, "tokens": [2, 3, 4], "candidates": [["Q1", 1.0]]}],
          "phrases": [{"segment": 0, "tokens": [1, 2, 3, 4]}],
          "words": [{"tokens": [1]}, {"tokens": [2, 3, 4]}, {"tokens": [5]}],
-         "pmi_pairs": [[0, 2, 0.5]]},
+         "pmi_pairs": [[0, 2, 0.5]],
+         "pmi_expansion": [{"word": "omega", "ids": [1010, 1011], "pmi": [[0, 0.25]]},
+                           {"word": "rho", "ids": [1012], "pmi": [[2, 0.75]]}]},
         {"links": [{"segment": 0, "tokens": [1, 40], "candidates": [["Q2", 1.0]]}],  # 40: truncated away
-         "phrases": [], "words": [{"tokens": [1]}]},
+         "phrases": [], "words": [{"tokens": [1]}], "pmi_expansion": []},
     ]
 
 
@@ -52,6 +55,18 @@ def test_alpha_zero_without_skip_is_the_backbone_exactly(tokenizer):
         for layer in model.kam_layers:
             layer.alpha = 1.0
         assert (model.encode(inputs) - expected).abs().max() > 1e-3
+
+
+def test_padding_does_not_leak_through_the_conv(tokenizer):
+    """An example's states are the same alone and padded in a batch with a longer text (conv on, α = 1)."""
+    model = kam(alpha=1.0).eval()
+    example = {"links": [], "phrases": [], "words": [], "pmi_pairs": []}
+    alone = tokenizer(["alpha beta"], return_tensors="pt")
+    padded = tokenizer(["alpha beta", "gamma delta epsilon zeta eta"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = model.encode({**alone, "knowledge": [example]})[0]
+        states = model.encode({**padded, "knowledge": [example, example]})[0, :len(expected)]
+    assert torch.allclose(states, expected, atol=1e-6)
 
 
 def test_every_layer_is_wrapped_and_the_conv_reads_heads_plus_maps():
@@ -104,11 +119,48 @@ def test_kg_map_links_the_tokens_of_adjacent_entities():
     assert model.kam_layers[0].conv.in_channels == model.encoder.config.num_attention_heads + 2
 
 
-def test_unimplemented_options_raise():
-    with pytest.raises(KlmError, match="not implemented"):
-        kam(pmi_expansion=True)
+def test_bad_options_raise():
     with pytest.raises(KlmError, match="unknown map"):
         kam(maps=["entity", "dependency"])
+    with pytest.raises(KlmError, match="needs the pmi map"):
+        kam(maps=["entity"], expansion_k=2)
+    with pytest.raises(KlmError, match="expansion_k"):
+        kam(expansion_k=-1)
+
+
+def test_expansion_maps_are_padded_to_n_plus_k():
+    plain = knowledge_maps(features(), 8, ("entity", "phrase", "pmi"))
+    maps = knowledge_maps(features(), 8, ("entity", "phrase", "pmi"), expansion_k=2)
+    assert maps.shape == (2, 3, 11, 11)  # K = 3 sub-words: the largest of the batch
+    assert torch.equal(maps[:, :, :8, :8], plain)
+    assert maps[:, :2, 8:].sum() == 0 and maps[:, :2, :, 8:].sum() == 0  # entity and phrase: zero padding
+    pmi = maps[0, 2]
+    assert torch.equal(pmi[8:10, 8:10], torch.ones(2, 2)) and pmi[10, 10] == 1  # 1 within an expansion word
+    assert pmi[1, 8] == pmi[8, 1] == pmi[1, 9] == 0.25 and pmi[5, 10] == pmi[10, 5] == 0.75
+    assert pmi[8, 10] == 0 and pmi[2, 8] == 0
+    assert maps[1, :, 8:].sum() == 0  # text 1 has no expansion word
+    assert knowledge_maps(features(), 8, ("pmi",), expansion_k=1).shape[-1] == 10
+    with pytest.raises(KlmError, match="pmi_expansion"):
+        knowledge_maps([{"words": []}], 8, ("pmi",), expansion_k=1)
+
+
+def test_expansion_keeps_n_outputs_and_attends_to_the_auxiliary_words(tokenizer):
+    inputs = batch(tokenizer)
+    length = inputs["input_ids"].shape[1]
+    model = kam(alpha=0.0, skip=False, expansion_k=2).eval()
+    seen = []
+    model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: seen.append(args[0].shape))
+    model.kam_layers[0].register_forward_hook(lambda module, args, output: seen.append(output[1].shape))
+    with torch.no_grad():
+        states = model.encode(inputs)
+        plain = plain_encoder()(**{k: inputs[k] for k in ("input_ids", "attention_mask", "token_type_ids")}).last_hidden_state
+        assert states.shape == plain.shape == (2, length, model.encoder.config.hidden_size)
+        heads = model.encoder.config.num_attention_heads
+        assert seen == [(2, heads + 3, length + 3, length + 3), (2, heads, length, length + 3)]
+        # Text 0 attends to its expansion words, text 1 has none: with α = 0 and no skip it is the backbone's.
+        assert (states[0] - plain[0]).abs().max() > 1e-4
+        assert torch.allclose(states[1], plain[1], atol=1e-5)
+        assert model.kam_state.auxiliary is None and model.kam_state.real is None  # cleared after encode
 
 
 def test_gradients_reach_the_conv(tokenizer):
@@ -129,7 +181,8 @@ def prepared_cache(tmp_path_factory, tokenizer):
 
 
 @pytest.mark.parametrize("method, options", [("kam", {}), ("kam-no-conv", {}),
-                                             ("kam", {"maps": ["entity", "phrase", "kg"]})])
+                                             ("kam", {"maps": ["entity", "phrase", "kg"]}),
+                                             ("kam", {"expansion_k": 3}), ("kam+si", {})])
 def test_kam_trains_as_a_cell(method, options, prepared_cache, tmp_path):
     from knowledge_lm.cell import run_cell
     from knowledge_lm.config import TrainConfig
@@ -140,3 +193,25 @@ def test_kam_trains_as_a_cell(method, options, prepared_cache, tmp_path):
                       runs_dir=tmp_path / "runs", dataset_options={**SIZES, "cache_dir": str(prepared_cache), "knowledge": {}},
                       progress=False)
     assert result["cell"]["method"] == method and "accuracy" in result["metrics"]["test"]
+
+
+def test_kam_si_filters_the_links_in_training_only(tokenizer):
+    from knowledge_lm.methods.kam import KamSI
+
+    encoder = plain_encoder()
+    model = KamSI(encoder, GeneratedDataModule.spec("facts"), si_seed=1)
+    filtered = []
+
+    def drop_every_link(knowledge, rng):
+        filtered.append(len(knowledge))
+        return [{**example, "links": []} for example in knowledge]
+
+    object.__setattr__(model.selective_injection, "filter_batch", drop_every_link)
+    inputs = {**batch(tokenizer), "knowledge": [{**example, "links": [{**link, "df": 1, "close": 0} for link in example["links"]]}
+                                                 for example in features()]}
+    seen = []
+    model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: seen.append(args[0][:, -3].sum().item()))
+    model.train().encode(inputs)
+    model.eval().encode(inputs)
+    assert filtered == [2]  # called once, for the training batch
+    assert seen[0] == 0 and seen[1] > 0  # the entity map: empty after SI dropped every link, full in evaluation

@@ -42,6 +42,23 @@ def test_features_cover_every_example_with_aligned_tokens(prepared, tokenizer):
     assert pairs and all(0 <= i < j and 0 < value <= 1 for i, j, value in pairs)
 
 
+def test_pmi_expansion_words_are_absent_from_the_text_and_stored_as_sub_words(prepared, tokenizer):
+    from knowledge_lm.knowledge.pmi import tokenize_words
+
+    cache, _ = prepared
+    data = GeneratedDataModule(tokenizer=tokenizer, cache_dir=cache, max_length=48, **SIZES)
+    rows = load_prepared(data, tokenizer, KnowledgeConfig(), cache)["train"]
+    expanded = 0
+    for record, row in zip(data.labelled_splits()["train"], rows):
+        assert [word["word"] for word in row["pmi_expansion"]] == row["pmi_neighbours"]
+        for word in row["pmi_expansion"]:
+            assert word["word"] not in tokenize_words(record["text_a"])
+            assert word["ids"] == tokenizer(word["word"], add_special_tokens=False)["input_ids"]
+            assert all(0 <= index < len(row["words"]) and 0 < value <= 1 for index, value in word["pmi"])
+        expanded += any(word["pmi"] for word in row["pmi_expansion"])
+    assert expanded  # the tiny train split's PMI statistics (min_count 5) know a few words only
+
+
 def test_second_prepare_reads_the_cache(prepared, tokenizer, monkeypatch):
     cache, manifest = prepared
 

@@ -3,7 +3,9 @@
 For every split of a dataset's task and every example: the linked entity mentions (the dataset's gold
 links where it has them, else alias-table candidates), NER spans, phrase segments, dependency arcs and
 PMI neighbours; every character span also as the indices of the backbone's sub-word tokens (the same
-tokenization, truncation included, that training uses). Per linked entity, what selective injection
+tokenization, truncation included, that training uses). KAM's PMI features: the pairwise PMI of the
+sentence's words (``pmi_pairs``) and its expansion words (``pmi_expansion``: the ``pmi_top_k`` words absent
+from it with the highest mean PMI, each with its sub-word ids and its PMI with the sentence's words). Per linked entity, what selective injection
 needs: its document frequency over the train split and its number of other linked entities within
 ``k_hop`` in the KG. Training reads these files only: no spaCy, no KG walk, so GPU runs carry the cache.
 
@@ -22,7 +24,7 @@ from pathlib import Path
 from knowledge_lm.errors import KlmError
 
 LINKING_MODES = ("auto", "gold", "alias")
-FEATURES_VERSION = 2  # part of the cache key: bump when the features written per example change
+FEATURES_VERSION = 3  # part of the cache key: bump when the features written per example change
 DEFAULT_KG = "wikidata_kg"
 
 
@@ -170,7 +172,8 @@ def pmi_statistics(config: KnowledgeConfig, train_records: list[dict]):
     return CorpusStatistics.from_texts(texts, min_count=config.pmi_min_count, unigram_counts=unigrams)
 
 
-def example_features(record, mentions_by_segment, annotations_by_segment, encoding, pmi, df, kg, config, task_kind) -> dict:
+def example_features(record, mentions_by_segment, annotations_by_segment, encoding, pmi, df, kg, config, task_kind,
+                     tokenizer) -> dict:
     from knowledge_lm.knowledge.annotate import align_char_spans
     from knowledge_lm.knowledge.pmi import tokenize_words
 
@@ -200,13 +203,20 @@ def example_features(record, mentions_by_segment, annotations_by_segment, encodi
                                 for (s, e), t in zip(annotation.phrases, tokens(segment, annotation.phrases))]
         features["dependencies"] += [[head + word_offset, dependent + word_offset, label] for head, dependent, label in annotation.dependencies]
     words = [w for _, text in text_segments(record) for w in tokenize_words(text)]
-    features["pmi_neighbours"] = pmi.top_k_neighbours(words, config.pmi_top_k)
+    neighbours = pmi.top_k_neighbours(words, config.pmi_top_k)
+    features["pmi_neighbours"] = neighbours
     # KAM's PMI map, kept sparse: [i, j, max(0, PMI)/Z] over pairs of the annotated words (i < j, value > 0).
     texts = dict(text_segments(record))
     word_texts = [texts[word["segment"]][word["start"]:word["end"]].lower() for word in features["words"]]
-    matrix = pmi.normalised_pmi_matrix(word_texts) if word_texts else []
+    matrix = pmi.normalised_pmi_matrix(word_texts + neighbours) if word_texts or neighbours else []
     features["pmi_pairs"] = [[i, j, round(float(matrix[i][j]), 4)] for i in range(len(word_texts))
                              for j in range(i + 1, len(word_texts)) if matrix[i][j] > 0 and word_texts[i] != word_texts[j]]
+    # KAM's PMI expansion: the neighbours as the backbone's sub-words, with their PMI to the sentence's words.
+    pieces = tokenizer(neighbours, add_special_tokens=False)["input_ids"] if neighbours else []
+    features["pmi_expansion"] = [
+        {"word": word, "ids": ids, "pmi": [[i, round(float(matrix[len(word_texts) + k][i]), 4)]
+                                           for i in range(len(word_texts)) if matrix[len(word_texts) + k][i] > 0]}
+        for k, (word, ids) in enumerate(zip(neighbours, pieces)) if ids]
     return features
 
 
@@ -283,7 +293,8 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
         for index in track(range(len(records)), description=f"features {split}", disable=not progress):
             encoding = {"offset_mapping": encoded["offset_mapping"][index], "sequence_ids": encoded.sequence_ids(index)}
             rows.append({"id": records[index]["id"], **example_features(records[index], linked[split][index], annotations[split][index],
-                                                                           encoding, pmi, df, kg, config, data_module.task_kind)})
+                                                                           encoding, pmi, df, kg, config, data_module.task_kind,
+                                                                           tokenizer)})
         write_jsonl_gz(folder / f"{split}.jsonl.gz", rows)
         stats[split] = {"examples": len(records), "linked_coverage": coverage([sum(segments, []) for segments in linked[split]]),
                         "mentions_per_example": sum(len(r["links"]) for r in rows) / len(rows)}

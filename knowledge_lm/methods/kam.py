@@ -7,11 +7,11 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
 
    * ``entity``: 1 where both tokens lie inside the same linked mention (``links[*].tokens``);
    * ``phrase``: 1 where both tokens lie inside the same phrase segment (``phrases[*].tokens``);
-   * ``pmi``: ``max(0, PMI(w_i; w_j)) / Z`` of the two tokens' whole words (1 within one word). ``klm
-     prepare`` stores only the top-k PMI *neighbours*, not pairwise PMI of a sentence's words, so this map
-     reads an optional feature ``pmi_pairs``: ``[[word_i, word_j, value], ...]`` over the indices of
-     ``words`` (what ``CorpusStatistics.normalised_pmi_matrix`` gives, kept sparse). Without it the map
-     is all zeros and a warning says so once (``missing_pmi="error"`` raises instead).
+   * ``pmi``: ``max(0, PMI(w_i; w_j)) / Z`` of the two tokens' whole words (1 within one word), read
+     from the feature ``pmi_pairs``: ``[[word_i, word_j, value], ...]`` over the indices of ``words``
+     (what ``CorpusStatistics.normalised_pmi_matrix`` gives, kept sparse; ``klm prepare`` stores it
+     since features version 2). Without it the map is all zeros and a warning says so once
+     (``missing_pmi="error"`` raises instead).
    * ``kg`` (Eq. 8, optional, not in the default maps): 1 where the two tokens' linked entities (each
      mention's top candidate) are adjacent in the KG (an edge either way). Tokens of one mention are not
      adjacent to themselves unless the KG has a self-loop. The KG is the one the data module prepared,
@@ -25,18 +25,38 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
    concatenation ``[L_i (m heads) | M (k maps)]`` → ``Conv2d(m+k → m, 3×3, padding 1)`` → ``A_sem``,
    ``R_i = α·A_sem + (1−α)·L_i``, ``A = softmax(R_i + mask)``, output ``A V``. Layer i hands ``R_i``
    (pre-mask, pre-softmax, as Evolving Attention hands its logits) to layer i+1.
-   Choices the paper leaves open: the conv reads the logits with masked (padding) positions zeroed, so
-   padding never leaks into real positions through the 3×3 window; one conv per layer.
+   Choices the paper leaves open: the conv reads the logits with the rows and columns of padding
+   positions zeroed, so padding never leaks into real positions through the 3×3 window (an example's
+   states do not depend on how long the batch is padded); one conv per layer.
    ``use_conv=False`` (the w/o-conv ablation) replaces ``A_sem`` by the mean of the k maps, the same for
    every head.
-3. **Invariant** (tested): α = 0 without skip gives the backbone's hidden states exactly.
+3. **PMI expansion** (``expansion_k``, §3.4): the sub-words of the first ``expansion_k`` words that ``klm
+   prepare`` stored per example (``pmi_expansion``: words absent from the sentence with the highest
+   mean PMI with its words, each as ``ids`` of the backbone's sub-words and ``pmi``: ``[[word_index,
+   max(0, PMI)/Z], ...]`` with the sentence's ``words``) are appended after the N rows (K sub-words in
+   all, padded to the batch's largest K and masked). Every map becomes ``(N+K)²`` with zeros outside
+   the sentence block, except the PMI map, which holds 1 within an expansion word and its stored PMI
+   with the sentence's words (expansion words among themselves: 0). The N+K rows make the logits, the
+   conv and the skip; the output keeps the N sentence rows (``A[:N] V``), which equals running the
+   whole layer on N+K rows and trimming, as the rest of a layer is position-wise.
+   Reading of "trimmed, and a new round of augmentation in the next layer": the auxiliary rows' hidden
+   states are the backbone's embeddings of their sub-words (positions right after the example's last
+   real token, segment 0), the same at every layer, which projects them with its own query/key/value;
+   no layer's output for them is kept.
+   Default ``expansion_k = 0`` (off): the paper includes the expansion in KAM-BERT but gives no k and no
+   ablation of it, so a value would be ours; off keeps ``kam`` the method its earlier results measured.
+   The expansion needs the ``pmi`` map (the only one that says anything about the auxiliary words).
+4. **Invariant** (tested): α = 0 without skip and without expansion gives the backbone's hidden states
+   exactly.
 
-Not implemented yet: PMI expansion (``pmi_expansion=True`` raises).
+``kam+si``: selective injection (``sisr.SelectiveInjection``, Eq. 4 of papers/000) filters the linked
+mentions that build the entity (and kg) map, in training only, as ``knowbert+si`` does.
 
 Needs ``attn_implementation = "eager"``: the wrapper computes the logits itself, and eager is the
 implementation whose 4D additive mask (b × 1 × n × n, or None without padding) it reads.
 """
 
+import random
 import warnings
 
 import torch
@@ -45,6 +65,7 @@ from torch.nn import functional as F
 
 from knowledge_lm.errors import KlmError
 from knowledge_lm.methods.knowbert import encoder_layers
+from knowledge_lm.methods.sisr import SelectiveInjection
 from knowledge_lm.registry import register_method
 from knowledge_lm.task_model import TaskModel
 
@@ -68,15 +89,41 @@ def _block_entries(spans, length: int):
     return rows, cols
 
 
+def expansion_words(example: dict, expansion_k: int) -> list[dict]:
+    """The first ``expansion_k`` PMI expansion words ``klm prepare`` stored (ranked by mean PMI)."""
+    if expansion_k <= 0:
+        return []
+    stored = example.get("pmi_expansion")
+    if stored is None:
+        raise KlmError("kam: the prepared features have no PMI expansion words (pmi_expansion); "
+                       "run `klm prepare` again or set expansion_k=0")
+    return stored[:expansion_k]
+
+
+def auxiliary_ids(knowledge: list[dict], expansion_k: int) -> list[list[int]]:
+    """Per example, the sub-word ids of its expansion words, in order: the K rows appended after N."""
+    return [[piece for word in expansion_words(example, expansion_k) for piece in word["ids"]] for example in knowledge]
+
+
+def _pair_entries(first_tokens, second_tokens, value: float):
+    """(i, j, values) setting ``value`` (clipped to [0, 1]) from every token of one word to every token of another."""
+    rows = [t for t in first_tokens for _ in second_tokens]
+    cols = [u for _ in first_tokens for u in second_tokens]
+    return rows, cols, [min(1.0, max(0.0, float(value)))] * len(rows)
+
+
 def knowledge_maps(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, device=None,
-                   missing_pmi: str = "zeros", kg=None) -> torch.Tensor:
-    """``b × k × n × n`` float maps in [0, 1] (see the module docstring), densified on ``device``."""
+                   missing_pmi: str = "zeros", kg=None, expansion_k: int = 0) -> torch.Tensor:
+    """``b × k × (n+K) × (n+K)`` float maps in [0, 1] (see the module docstring), densified on ``device``;
+    K = 0 without expansion."""
     for name in maps:
         if name not in MAP_NAMES:
             raise KlmError(f"kam: unknown map {name!r}; known: {', '.join(MAP_NAMES)}")
         if name == "kg" and kg is None:
             raise KlmError("kam: the kg map needs the prepared knowledge graph (run under a Trainer with a "
                            "prepared data module, or call load_kg)")
+    expansions = [expansion_words(example, expansion_k) for example in knowledge]
+    size = length + max((len(ids) for ids in auxiliary_ids(knowledge, expansion_k)), default=0)
     batch, channel, rows, cols, values = [], [], [], [], []
 
     def add(b, c, r, s, v=None):
@@ -93,6 +140,7 @@ def knowledge_maps(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, device
             elif name == "phrase":
                 add(b, c, *_block_entries(example.get("phrases") or [], length))
             elif name == "pmi":
+                words = [_in_range(word.get("tokens") or [], length) for word in example.get("words") or []]
                 pairs = example.get("pmi_pairs")
                 if pairs is None:
                     if missing_pmi == "error":
@@ -100,16 +148,21 @@ def knowledge_maps(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, device
                                        "use kam-no-pmi or prepare them with pairwise PMI")
                     # Python's default filter shows this once per call site, not once per batch.
                     warnings.warn("kam: prepared features have no pmi_pairs; the PMI map is all zeros", stacklevel=2)
-                    continue
-                words = [_in_range(word.get("tokens") or [], length) for word in example.get("words") or []]
-                add(b, c, *_block_entries([{"tokens": tokens} for tokens in words], length))  # 1 within a word
-                for first, second, value in pairs:
-                    value = min(1.0, max(0.0, float(value)))
-                    for i, j in ((first, second), (second, first)):
-                        if i < len(words) and j < len(words) and i != j:
-                            r = [t for t in words[i] for _ in words[j]]
-                            s = [u for _ in words[i] for u in words[j]]
-                            add(b, c, r, s, [value] * len(r))
+                else:
+                    add(b, c, *_block_entries([{"tokens": tokens} for tokens in words], length))  # 1 within a word
+                    for first, second, value in pairs:
+                        for i, j in ((first, second), (second, first)):
+                            if i < len(words) and j < len(words) and i != j:
+                                add(b, c, *_pair_entries(words[i], words[j], value))
+                position = length
+                for word in expansions[b]:
+                    pieces = list(range(position, position + len(word["ids"])))
+                    position += len(pieces)
+                    add(b, c, *_block_entries([{"tokens": pieces}], size))
+                    for index, value in word["pmi"]:
+                        if index < len(words):
+                            add(b, c, *_pair_entries(words[index], pieces, value))
+                            add(b, c, *_pair_entries(pieces, words[index], value))
             elif name == "kg":
                 mentions = [(link["candidates"][0][0], _in_range(link.get("tokens") or [], length))
                             for link in example.get("links") or [] if link.get("candidates")]
@@ -121,7 +174,7 @@ def knowledge_maps(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, device
                         if second in adjacent:  # neighbours are undirected: ``second`` adds the reverse pairs
                             add(b, c, [t for t in first_tokens for _ in second_tokens],
                                 [u for _ in first_tokens for u in second_tokens])
-    dense = torch.zeros(len(knowledge), len(maps), length, length, device=device)
+    dense = torch.zeros(len(knowledge), len(maps), size, size, device=device)
     if rows:
         index = tuple(torch.tensor(x, dtype=torch.long, device=device) for x in (batch, channel, rows, cols))
         # accumulate=False: overlapping spans of one map set the same value (the last write wins for PMI)
@@ -136,6 +189,8 @@ class KamState:
     def __init__(self):
         self.maps: torch.Tensor | None = None
         self.previous: torch.Tensor | None = None
+        self.real: torch.Tensor | None = None  # b × (n+K) bool: which positions are tokens, not padding
+        self.auxiliary: torch.Tensor | None = None  # b × K × hidden: the expansion sub-words' embeddings
 
 
 class KamSelfAttention(nn.Module):
@@ -158,11 +213,16 @@ class KamSelfAttention(nn.Module):
         self.conv = nn.Conv2d(self.num_attention_heads + num_maps, self.num_attention_heads, 3, padding=1) if use_conv else None
 
     def forward(self, hidden_states, attention_mask=None, *args, **kwargs):
-        shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
-        query = self.query(hidden_states).view(shape).transpose(1, 2)  # b × m × n × d
-        key = self.key(hidden_states).view(shape).transpose(1, 2)
-        value = self.value(hidden_states).view(shape).transpose(1, 2)
+        length = hidden_states.shape[1]
+        auxiliary = self.kam_state.auxiliary
+        rows = hidden_states if auxiliary is None else torch.cat([hidden_states, auxiliary.to(hidden_states.dtype)], 1)
+        shape = (*rows.shape[:-1], -1, self.attention_head_size)
+        query = self.query(rows).view(shape).transpose(1, 2)  # b × m × (n+K) × d
+        key = self.key(rows).view(shape).transpose(1, 2)
+        value = self.value(rows).view(shape).transpose(1, 2)
         logits = torch.matmul(query, key.transpose(2, 3)) * self.scaling  # A_sa
+        if auxiliary is not None:  # the layer's mask covers the n sentence keys only
+            attention_mask = self.kam_state.real[:, None, None, :]
         if attention_mask is not None and attention_mask.dtype == torch.bool:
             attention_mask = torch.zeros_like(attention_mask, dtype=logits.dtype).masked_fill(
                 ~attention_mask, torch.finfo(logits.dtype).min)
@@ -172,7 +232,7 @@ class KamSelfAttention(nn.Module):
         if maps is None:
             maps = logits.new_zeros(logits.shape[0], self.num_maps, *logits.shape[-2:])
         if self.conv is not None:
-            visible = logits if attention_mask is None else logits.masked_fill(attention_mask < 0, 0.0)
+            visible = logits.masked_fill(self._padding_pairs(attention_mask), 0.0) if attention_mask is not None else logits
             semantic = self.conv(torch.cat([visible, maps.to(logits.dtype)], dim=1))  # A_sem
         elif self.num_maps:
             semantic = maps.to(logits.dtype).mean(1, keepdim=True)  # w/o conv: the maps' mean, every head
@@ -182,8 +242,16 @@ class KamSelfAttention(nn.Module):
         self.kam_state.previous = result
         scores = result if attention_mask is None else result + attention_mask
         probabilities = F.dropout(scores.softmax(-1), p=self.dropout.p, training=self.training)
+        probabilities = probabilities[:, :, :length]  # trimmed back to the n sentence rows
         output = torch.matmul(probabilities, value).transpose(1, 2).contiguous()
         return output.reshape(*hidden_states.shape[:-1], -1), probabilities
+
+    def _padding_pairs(self, attention_mask):
+        """Where the row or the column is a padding position (the layer's mask masks columns only)."""
+        real = self.kam_state.real
+        if real is None:
+            return attention_mask < 0
+        return ~(real[:, None, :, None] & real[:, None, None, :])
 
 
 # -- the methods ---------------------------------------------------------------------------------
@@ -195,12 +263,11 @@ class Kam(TaskModel):
     attn_implementation = "eager"
     default_maps: tuple[str, ...] = DEFAULT_MAPS
     default_use_conv = True
+    selective_injection: SelectiveInjection | None = None
 
     def __init__(self, encoder, spec, alpha: float = 0.2, skip: bool = True, use_conv: bool | None = None,
-                 maps=None, pmi_expansion: bool = False, missing_pmi: str = "zeros", **options):
+                 maps=None, expansion_k: int = 0, missing_pmi: str = "zeros", **options):
         super().__init__(encoder, spec, **options)
-        if pmi_expansion:
-            raise KlmError("kam: PMI expansion is not implemented yet")
         if missing_pmi not in ("zeros", "error"):
             raise KlmError(f"kam: missing_pmi {missing_pmi!r}: expected zeros or error")
         implementation = getattr(encoder.config, "_attn_implementation", "eager")
@@ -210,6 +277,11 @@ class Kam(TaskModel):
         for name in self.maps:
             if name not in MAP_NAMES:
                 raise KlmError(f"kam: unknown map {name!r}; known: {', '.join(MAP_NAMES)}")
+        if not isinstance(expansion_k, int) or expansion_k < 0:
+            raise KlmError(f"kam: expansion_k {expansion_k!r}: expected a whole number of words, 0 for none")
+        if expansion_k and "pmi" not in self.maps:
+            raise KlmError("kam: PMI expansion (expansion_k > 0) needs the pmi map")
+        self.expansion_k = expansion_k
         self.kg = None
         self.missing_pmi = missing_pmi
         self.kam_state = KamState()
@@ -237,14 +309,50 @@ class Kam(TaskModel):
             self.kg = KnowledgeGraph.load(prepared_kg_dir(data))
 
     def encode(self, batch):
-        length = batch["input_ids"].shape[1]
-        self.kam_state.maps = knowledge_maps(batch["knowledge"], length, self.maps, batch["input_ids"].device,
-                                             self.missing_pmi, self.kg)
+        knowledge = batch["knowledge"]
+        if self.training and self.selective_injection is not None:
+            knowledge = self.selective_injection.filter_batch(knowledge, self.si_rng)
+        input_ids = batch["input_ids"]
+        self.kam_state.maps = knowledge_maps(knowledge, input_ids.shape[1], self.maps, input_ids.device,
+                                             self.missing_pmi, self.kg, self.expansion_k)
         self.kam_state.previous = None
+        real = batch["attention_mask"].bool() if "attention_mask" in batch else torch.ones_like(input_ids, dtype=torch.bool)
+        self.kam_state.auxiliary, auxiliary_real = self.embed_auxiliary(knowledge, real)
+        self.kam_state.real = real if auxiliary_real is None else torch.cat([real, auxiliary_real], 1)
         try:
             return super().encode(batch)
         finally:
-            self.kam_state.maps = self.kam_state.previous = None
+            self.kam_state.maps = self.kam_state.previous = self.kam_state.real = self.kam_state.auxiliary = None
+
+    def embed_auxiliary(self, knowledge, real):
+        """The expansion sub-words through the backbone's embeddings (b × K × hidden) and which are real;
+        ``(None, None)`` when no example of the batch has any."""
+        ids = auxiliary_ids(knowledge, self.expansion_k)
+        width = max((len(row) for row in ids), default=0)
+        if width == 0:
+            return None, None
+        device = real.device
+        padded = torch.tensor([row + [0] * (width - len(row)) for row in ids], device=device)
+        auxiliary_real = torch.tensor([[True] * len(row) + [False] * (width - len(row)) for row in ids], device=device)
+        embeddings = self.encoder.embeddings
+        # Right after each example's last real token; RoBERTa-style tables start counting after padding_idx.
+        padding_idx = getattr(embeddings, "padding_idx", None)
+        first = 0 if padding_idx is None else padding_idx + 1
+        positions = (real.sum(1, keepdim=True) + torch.arange(width, device=device) + first).clamp(
+            max=self.encoder.config.max_position_embeddings - 1)
+        states = embeddings(input_ids=padded, token_type_ids=torch.zeros_like(padded), position_ids=positions)
+        return states, auxiliary_real
+
+
+@register_method("kam+si")
+class KamSI(Kam):
+    """KAM-BERT whose training batches keep only the linked mentions selective injection draws (Eq. 4)."""
+
+    def __init__(self, encoder, spec, si_lambda: float = 0.5, si_k_thresh: int = 100, si_k_min: int = 5,
+                 si_k_max: int = 20, si_seed: int = 0, **options):
+        super().__init__(encoder, spec, **options)
+        self.selective_injection = SelectiveInjection(lam=si_lambda, k_thresh=si_k_thresh, k_min=si_k_min, k_max=si_k_max)
+        self.si_rng = random.Random(si_seed)
 
 
 @register_method("kam-no-pmi")
