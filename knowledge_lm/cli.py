@@ -180,6 +180,18 @@ def add_attention_command(commands):
     attention.set_defaults(handler=command_attention)
 
 
+def command_pretrain(args):
+    from knowledge_lm.methods.erica_corpus import pretrain_checkpoint
+
+    exclude = None if args.exclude_test is None else [name for name in args.exclude_test.split(",") if name not in ("", "none")]
+    options = {"lr": args.lr} if args.lr is not None else {}
+    out = pretrain_checkpoint(args.corpus, args.out, args.method, args.objectives, args.backbone, args.steps, args.batch_size,
+                              args.data_dir, args.kg_dir, exclude, args.min_entities, args.min_relations, args.max_length,
+                              args.seed, args.cache_dir, progress=not args.quiet, **options)
+    print(f"wrote {out} (use it as --backbone {out} with --method {args.method})")
+    return 0
+
+
 def command_leaderboard(args):
     from knowledge_lm.leaderboard import write_leaderboards
 
@@ -239,6 +251,27 @@ def build_parser():
     probe.add_argument("--relations", help="comma-separated relation ids (default: all)")
     probe.add_argument("--results-dir", default="results", type=Path)
     probe.set_defaults(handler=command_probe)
+
+    pretrain = commands.add_parser("pretrain", help="ERICA pretraining: build the corpus, pretrain, save a checkpoint DIR")
+    pretrain.add_argument("--method", default="erica", help="erica or an ablation: erica-mlm-only, erica-ed, erica-rd, "
+                          "erica-rd-intra, erica-rd-cross")
+    pretrain.add_argument("--corpus", required=True, help="comma-separated: redocred, fewrel, lama, generated, or .jsonl paths")
+    pretrain.add_argument("--backbone", default="minilm", help="minilm (default), tiny, or a local model directory")
+    pretrain.add_argument("--steps", type=int, required=True, help="optimiser steps")
+    pretrain.add_argument("--batch-size", type=int, default=8, help="documents per step")
+    pretrain.add_argument("--out", required=True, type=Path, help="checkpoint directory to create")
+    pretrain.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
+    pretrain.add_argument("--objectives", help="mlm,ed,rd (or rd-intra, rd-cross) or an ablation name; must agree with --method")
+    pretrain.add_argument("--kg-dir", help="Wikidata KG folder (default <data-dir>/wikidata_kg)")
+    pretrain.add_argument("--exclude-test", help="test sets whose entity pairs are removed (default: the corpus sources' own; none)")
+    pretrain.add_argument("--min-entities", type=int, default=4)
+    pretrain.add_argument("--min-relations", type=int, default=4)
+    pretrain.add_argument("--max-length", type=int, default=512)
+    pretrain.add_argument("--lr", type=float, help="default 3e-5 (the paper's)")
+    pretrain.add_argument("--seed", type=int, default=0)
+    pretrain.add_argument("--cache-dir", type=Path, help="corpus cache (default: $KLM_CACHE_DIR or .cache/knowledge-lm)")
+    pretrain.add_argument("--quiet", action="store_true", help="no progress bar")
+    pretrain.set_defaults(handler=command_pretrain)
 
     leaderboard = commands.add_parser("leaderboard", help="regenerate leaderboards/*.md from the results store")
     leaderboard.add_argument("--results-dir", default="results", type=Path)

@@ -19,6 +19,22 @@ def prepare_knowledge(dataset_options, dataset, task, train, data_dir):
     prepare(data, tokenizer, KnowledgeConfig.from_dict(dataset_options.get("knowledge")), default_cache_dir(), progress=False)
 
 
+def smoke_backbone(method, tmp_path_factory) -> str:
+    """``tiny``; for an ERICA method (which refuses other backbones), a tiny checkpoint pretrained with its
+    objective set for 2 steps on the generated corpus, built once per session."""
+    from knowledge_lm.methods.erica import EricaFineTuning
+    from knowledge_lm.methods.erica_corpus import pretrain_checkpoint
+
+    method_class = METHODS.get(method)
+    if not issubclass(method_class, EricaFineTuning):
+        return "tiny"
+    directory = tmp_path_factory.getbasetemp() / f"{method_class.objectives}-tiny"
+    if not (directory / "manifest.json").is_file():
+        pretrain_checkpoint("generated", directory, method_class.objectives, backbone="tiny", steps=2, batch_size=2,
+                            max_length=64, min_relations=2, progress=False)
+    return str(directory)
+
+
 CONFIGS = sorted(path for path in BENCHMARKS_DIR.glob("*.yaml") if path.name != "references.yaml")
 
 
@@ -46,13 +62,14 @@ def test_config_validates(path):
 
 
 @pytest.mark.parametrize("path", SMOKE)
-def test_config_smoke_runs(path, tmp_path, shared_data):
+def test_config_smoke_runs(path, tmp_path, tmp_path_factory, shared_data):
     sweep = load_sweep(path)
     variant = list(sweep.variants)[-1]  # the last: for a noise curve, the noisiest features
     options = sweep.variant_options(variant)
     for method in sweep.methods:
         for task in sweep.tasks:
-            cell = Cell(method, sweep.dataset, task, min(sweep.fractions), sweep.seeds[0], "tiny", variant)
+            cell = Cell(method, sweep.dataset, task, min(sweep.fractions), sweep.seeds[0],
+                        smoke_backbone(method, tmp_path_factory), variant)
             train = sweep.train_config(task, {"max_steps": 2, "evaluations": 1, "batch_size": 4})
             if getattr(METHODS.get(method), "needs_knowledge", False):
                 prepare_knowledge(options, sweep.dataset, task, train, shared_data)

@@ -269,3 +269,194 @@ def test_erica_method_refuses_a_non_erica_backbone():
     model, _, _ = load_backbone("tiny")
     with pytest.raises(KlmError, match="ERICA checkpoint"):
         EricaFineTuning(model, spec=None)
+
+
+# -- objective sets (ablations) -----------------------------------------------------------------
+@pytest.mark.parametrize("name", ["erica", "erica-mlm-only", "erica-ed", "erica-rd", "erica-rd-intra", "erica-rd-cross"])
+def test_objective_set_yields_only_its_losses(name, tmp_path):
+    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.methods.erica import OBJECTIVES, EricaPretraining, objective_options
+
+    model, tokenizer, _ = load_backbone("tiny", seed=0)
+    corpus = build_corpus([toy_document("a"), toy_document("b")], TRIPLES)
+    batch = EricaCollator(tokenizer, relation_vocabulary(corpus))(corpus)
+    module = EricaPretraining(model, tokenizer, total_steps=1, **objective_options(name))
+    losses = module.losses(batch)
+    assert set(losses) == set(OBJECTIVES[name][0])
+    if name in ("erica-rd-intra", "erica-rd-cross"):
+        full = EricaPretraining(model, tokenizer, total_steps=1, **objective_options("erica-rd")).losses(batch)["rd"]
+        assert losses["rd"].item() != pytest.approx(full.item())
+    module.save_checkpoint(tmp_path)
+    assert json.loads((tmp_path / "manifest.json").read_text())["method"] == name
+
+
+def test_objective_words():
+    from knowledge_lm.errors import KlmError
+    from knowledge_lm.methods.erica import objective_set
+
+    assert objective_set("mlm,ed,rd") == "erica" and objective_set("rd-intra, mlm") == "erica-rd-intra"
+    assert objective_set("mlm") == "erica-mlm-only" and objective_set("erica-ed") == "erica-ed"
+    for bad in ("ed,rd", "mlm,xx", ""):
+        with pytest.raises(KlmError, match="objectives"):
+            objective_set(bad)
+
+
+def test_ablation_method_accepts_only_its_checkpoint(tmp_path):
+    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.data.generated import GeneratedDataModule
+    from knowledge_lm.errors import KlmError
+    from knowledge_lm.methods.erica import EricaFineTuning, EricaPretraining, EricaRDIntraFineTuning, objective_options
+    from knowledge_lm.registry import METHODS
+
+    model, tokenizer, _ = load_backbone("tiny", seed=0)
+    EricaPretraining(model, tokenizer, total_steps=1, **objective_options("erica-rd-intra")).save_checkpoint(tmp_path)
+    encoder, _, _ = load_backbone(str(tmp_path))
+    spec = GeneratedDataModule.spec("facts")
+    assert isinstance(EricaRDIntraFineTuning(encoder, spec), EricaRDIntraFineTuning)
+    assert METHODS.get("erica-rd-intra") is EricaRDIntraFineTuning
+    with pytest.raises(KlmError, match="pretrained as 'erica-rd-intra'"):
+        EricaFineTuning(encoder, spec)
+    with pytest.raises(KlmError, match="erica-rd-cross"):
+        METHODS.get("erica-rd-cross")(encoder, spec)
+
+
+# -- corpus sources -----------------------------------------------------------------------------
+def test_annotated_relations_and_name_keyed_test_pairs():
+    document = toy_document()
+    for entity in document["entities"]:
+        entity["qid"] = None
+    document["relations"] = [{"head": 0, "tail": 1, "relation": "P17"}, {"head": 2, "tail": 3, "relation": "P17"},
+                             {"head": 1, "tail": 3, "relation": "P47"}, {"head": 3, "tail": 1, "relation": "P47"}]
+    record = build_corpus([document], [], {"P17": "country"})[0]
+    assert {(r["head"], r["tail"], r["relation"]) for r in record["relations"]} == {(0, 1, "P17"), (2, 3, "P17"),
+                                                                                    (1, 3, "P47"), (3, 1, "P47")}
+    assert build_corpus([document], [], test_pairs={("name:paris", "name:france")}) == []  # 3 relations left
+
+
+def test_pack_sentences_follows_shared_entities():
+    from knowledge_lm.methods.erica_corpus import pack_sentences
+
+    def sentence(text, *qids):
+        words = text.split()
+        entities, position = [], 0
+        for word in words:
+            if word in qids:
+                entities.append({"qid": word, "start": position, "end": position + len(word)})
+            position += len(word) + 1
+        return {"text": text, "entities": entities}
+
+    sentences = [sentence("A knows B .", "A", "B"), sentence("C likes D .", "C", "D"), sentence("B met C .", "B", "C"),
+                 sentence("A saw E .", "A", "E")]
+    documents = pack_sentences(sentences, per_document=3)
+    assert [d["text"] for d in documents] == ["A knows B . A saw E . B met C .", "C likes D ."]
+    a = documents[0]["entities"][0]
+    assert a["qid"] == "A" and [(m["sent_id"], documents[0]["text"][m["start"]:m["end"]]) for m in a["mentions"]] == [(0, "A"), (1, "A")]
+
+
+def fake_redocred(data_dir: Path, documents: int = 10):
+    from helpers import write
+
+    def document(number):
+        names = [f"Alpha{number}", f"Beta{number}", f"Gamma{number}", "Berlin", "Paris"]
+        sents = [[names[0], "is", "near", names[1], "."], [names[2], "and", names[3], "and", names[4], "."]]
+        vertex = [[{"name": names[0], "sent_id": 0, "pos": [0, 1], "type": "LOC"}],
+                  [{"name": names[1], "sent_id": 0, "pos": [3, 4], "type": "LOC"}],
+                  [{"name": names[2], "sent_id": 1, "pos": [0, 1], "type": "LOC"}],
+                  [{"name": names[3], "sent_id": 1, "pos": [2, 3], "type": "LOC"}],
+                  [{"name": names[4], "sent_id": 1, "pos": [4, 5], "type": "LOC"}]]
+        labels = [{"h": 0, "t": 1, "r": "P17", "evidence": []}, {"h": 2, "t": 3, "r": "P131", "evidence": []},
+                  {"h": 0, "t": 4, "r": "P17", "evidence": []}, {"h": 3, "t": 4, "r": "P17", "evidence": []}]
+        return {"title": f"t{number}", "sents": sents, "vertexSet": vertex, "labels": labels}
+
+    half = documents // 2
+    write(data_dir / "redocred" / "dev_revised.json", json.dumps([document(i) for i in range(half)]))
+    write(data_dir / "redocred" / "test_revised.json", json.dumps([document(i) for i in range(half, documents)]))
+    write(data_dir / "wikidata_kg" / "triples.tsv", "head_qid\trelation_pid\ttail_qid\nQ1\tP31\tQ2\n")
+    write(data_dir / "wikidata_kg" / "entities.jsonl", json.dumps({"qid": "Q90", "label": "Paris", "surface_forms": []}) + "\n")
+
+
+def test_redocred_corpus_uses_train_documents_links_names_and_drops_test_pairs(tmp_path):
+    from knowledge_lm.methods.erica_corpus import build_erica_corpus
+
+    fake_redocred(tmp_path)
+    records = build_erica_corpus("redocred", tmp_path, min_relations=3)
+    assert len(records) == 7  # the 700/100/200 split of 10 documents: 7 train
+    paris = [e for r in records for e in r["entities"] if e["name"] == "Paris"]
+    assert paris and all(e["qid"] == "Q90" for e in paris)
+    # (Berlin, Paris) is a fact of the test documents too: removed (by name) from the train documents
+    for record in records:
+        names = [entity["name"] for entity in record["entities"]]
+        pairs = {(names[p["head"]], names[p["tail"]]) for p in record["relations"] + record["no_relation"]}
+        assert ("Berlin", "Paris") not in pairs and ("Paris", "Berlin") not in pairs and ("Berlin", names[2]) in pairs
+    assert all(len(r["relations"]) == 3 for r in records)
+    assert all(len(r["relations"]) == 4 for r in build_erica_corpus("redocred", tmp_path, exclude_test=[]))
+
+
+def test_user_jsonl_corpus_links_raw_text(tmp_path):
+    from helpers import write
+
+    from knowledge_lm.methods.erica_corpus import build_erica_corpus
+
+    kg = tmp_path / "kg"
+    write(kg / "triples.tsv", "".join(f"{h}\t{p}\t{t}\n" for h, p, t in TRIPLES))
+    write(kg / "entities.jsonl", "".join(json.dumps({"qid": q, "label": label}) + "\n" for q, label in
+                                         [("Q90", "Paris"), ("Q142", "France"), ("Q64", "Berlin"), ("Q183", "Germany")]))
+    corpus = write(tmp_path / "mine.jsonl", json.dumps({"id": "x", "text": TEXT}) + "\n")
+    (record,) = build_erica_corpus(str(corpus), kg_dir=kg, exclude_test=[])
+    assert {e["qid"] for e in record["entities"]} == {"Q90", "Q142", "Q64", "Q183"}
+    paris = next(e for e in record["entities"] if e["qid"] == "Q90")
+    assert [m["sent_id"] for m in paris["mentions"]] == [0, 3]
+    assert len(record["relations"]) == 7
+
+
+def test_generated_corpus_excludes_its_test_pairs():
+    from knowledge_lm.methods.erica_corpus import build_erica_corpus, generated_data, test_pairs
+
+    records = build_erica_corpus("generated", min_relations=2)
+    pairs = test_pairs("generated", None, None, generated_data(None))
+    assert records and pairs
+    for record in records:
+        for pair in record["relations"] + record["no_relation"]:
+            assert (record["entities"][pair["head"]]["qid"], record["entities"][pair["tail"]]["qid"]) not in pairs
+
+
+# -- klm pretrain -------------------------------------------------------------------------------
+def test_klm_pretrain_writes_a_checkpoint_bench_accepts(tmp_path, capsys):
+    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.cli import main
+    from knowledge_lm.data.generated import GeneratedDataModule
+    from knowledge_lm.registry import METHODS
+
+    out = tmp_path / "ckpt"
+    code = main(["pretrain", "--method", "erica-rd-cross", "--corpus", "generated", "--backbone", "tiny", "--steps", "2",
+                 "--batch-size", "2", "--max-length", "64", "--min-relations", "2", "--out", str(out), "--quiet",
+                 "--cache-dir", str(tmp_path / "cache")])
+    assert code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["method"] == "erica-rd-cross" and manifest["steps"] == 2 and manifest["corpus"] == ["generated"]
+    assert len(manifest["corpus_hash"]) == 64 and set(manifest["final_losses"]) == {"rd", "mlm"}
+    assert len(list((tmp_path / "cache" / "erica").glob("*.jsonl"))) == 1
+    assert not list(tmp_path.glob(".*partial*"))
+    encoder, _, _ = load_backbone(str(out))
+    METHODS.get("erica-rd-cross")(encoder, GeneratedDataModule.spec("facts"))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--corpus", "nope"], "unknown ERICA corpus source 'nope'"),
+    (["--corpus", "/does/not/exist.jsonl"], "does not exist"),
+    (["--corpus", "generated", "--steps", "0"], "steps > 0"),
+    (["--corpus", "generated", "--method", "erica-xx"], "unknown ERICA objectives"),
+    (["--corpus", "generated", "--objectives", "mlm"], "contradicts --method erica"),
+    (["--corpus", "generated", "--exclude-test", "squad"], "unknown test set 'squad'"),
+])
+def test_klm_pretrain_bad_input(tmp_path, capsys, args, message):
+    from knowledge_lm.cli import main
+
+    base = {"--steps": "2", "--backbone": "tiny"}
+    for index in range(0, len(args), 2):
+        base[args[index]] = args[index + 1]
+    code = main(["pretrain", "--out", str(tmp_path / "ckpt"), "--quiet", "--cache-dir", str(tmp_path / "cache"),
+                 *[part for pair in base.items() for part in pair]])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and message in err[0] and err[0].startswith("error: ")
+    assert not (tmp_path / "ckpt").exists() and not list(tmp_path.glob(".*partial*"))

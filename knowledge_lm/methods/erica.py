@@ -5,12 +5,15 @@ Parts, in the order of this file:
 1. Losses, pure functions on tensors: :func:`entity_discrimination_loss` (Eq. 2) and
    :func:`relation_discrimination_loss` (Eq. 3, four intra/cross terms).
 2. :func:`mask_tokens`: BERT's 15 % / 80-10-10 masking that never masks entity tokens (as the official code).
-3. :func:`build_corpus`: documents with linked entities + a KG → distantly supervised JSONL records.
+3. :func:`build_corpus`: documents with linked entities + a KG → distantly supervised JSONL records
+   (the data sources, packing and test-set removal are in ``erica_corpus.py``).
 4. :class:`EricaPretraining`: backbone + MLM head, L = L_ED + L_RD + L_MLM (Eq. 4), AdamW with warm-up;
    ``save_checkpoint(dir)`` writes a ``save_pretrained`` directory that ``--backbone DIR`` loads;
-   :func:`pretrain` runs it end to end (no CLI command yet).
-5. Fine-tuning method ``erica`` (registered): the baseline, refused unless ``--backbone DIR`` is an ERICA
-   checkpoint (``DIR/manifest.json`` with ``"method": "erica"``).
+   :func:`pretrain` runs it end to end (``klm pretrain`` wraps it). The objective sets (:data:`OBJECTIVES`):
+   ``erica`` (ED + RD + MLM) and the ablations ``erica-mlm-only``, ``erica-ed``, ``erica-rd``,
+   ``erica-rd-intra`` (L_RD^{Ts,Ts}), ``erica-rd-cross`` (L_RD^{Tc,Tc}), each with MLM as in Table 6.
+5. Fine-tuning methods of the same six names (registered): the baseline, refused unless ``--backbone DIR``
+   is an ERICA checkpoint pretrained with that objective set (``DIR/manifest.json``, ``"method"``).
 
 Entity representation (Eq. 1): mean of the hidden states over each mention's tokens, then mean over the
 entity's mentions (``heads.mean_pool_spans`` twice, as ``tasks/docre.py``). Relation representation:
@@ -54,6 +57,46 @@ NO_RELATION = 0  # relation index of no_relation pairs
 TERMS = (("intra", "intra"), ("intra", "cross"), ("cross", "intra"), ("cross", "cross"))
 LR, WEIGHT_DECAY, WARMUP_RATIO = 3e-5, 1e-5, 0.2
 IGNORE = -100
+
+# Pretraining objective sets: ERICA and the ablations of Table 6/10, each of which keeps MLM ("-NSP + ...").
+# name -> (losses, RD terms); the manifest records the name, and a fine-tuning method of that name
+# accepts only a checkpoint pretrained with it.
+OBJECTIVES = {
+    "erica": (("ed", "rd", "mlm"), TERMS),
+    "erica-mlm-only": (("mlm",), ()),
+    "erica-ed": (("ed", "mlm"), ()),
+    "erica-rd": (("rd", "mlm"), TERMS),
+    "erica-rd-intra": (("rd", "mlm"), (("intra", "intra"),)),
+    "erica-rd-cross": (("rd", "mlm"), (("cross", "cross"),)),
+}
+OBJECTIVE_WORDS = {"mlm": ({"mlm"}, ()), "ed": ({"ed"}, ()), "rd": ({"rd"}, TERMS),
+                   "rd-intra": ({"rd"}, (("intra", "intra"),)), "rd-cross": ({"rd"}, (("cross", "cross"),))}
+
+
+def objective_set(spec: str) -> str:
+    """The name in :data:`OBJECTIVES` of an objective set given by that name or as comma-separated words
+    (``mlm``, ``ed``, ``rd``, ``rd-intra``, ``rd-cross``), e.g. ``mlm,ed,rd`` → ``erica``."""
+    spec = (spec or "").strip()
+    if spec in OBJECTIVES:
+        return spec
+    words = [word.strip() for word in spec.split(",") if word.strip()]
+    unknown = [word for word in words if word not in OBJECTIVE_WORDS]
+    if unknown or not words:
+        raise KlmError(f"unknown ERICA objectives {spec!r}: give one of {', '.join(OBJECTIVES)} or a comma list of "
+                       f"{', '.join(OBJECTIVE_WORDS)}")
+    losses = set().union(*(OBJECTIVE_WORDS[word][0] for word in words))
+    terms = tuple(term for term in TERMS if any(term in OBJECTIVE_WORDS[word][1] for word in words))
+    for name, (named_losses, named_terms) in OBJECTIVES.items():
+        if set(named_losses) == losses and tuple(named_terms) == terms:
+            return name
+    raise KlmError(f"ERICA objectives {spec!r} are none of the named sets: "
+                   + "; ".join(f"{name} = {'+'.join(OBJECTIVES[name][0])}" for name in OBJECTIVES))
+
+
+def objective_options(name: str) -> dict:
+    """``EricaPretraining`` switches of an objective set."""
+    losses, terms = OBJECTIVES[objective_set(name)]
+    return {"use_ed": "ed" in losses, "use_rd": "rd" in losses, "use_mlm": "mlm" in losses, "rd_terms": terms}
 
 
 # -- 1. losses ----------------------------------------------------------------------------------
@@ -155,15 +198,26 @@ def mask_tokens(input_ids: torch.Tensor, protected: torch.Tensor, mask_token_id:
 
 
 # -- 3. corpus ----------------------------------------------------------------------------------
+def entity_keys(entity: dict, text: str) -> set[str]:
+    """What names an entity when matching test-set pairs: its qid, and ``name:<casefolded surface>`` of its
+    name and of every mention (so that unlinked entities, e.g. Re-DocRED's, are matched by name)."""
+    surfaces = {entity.get("name") or ""} | {text[m["start"]:m["end"]] for m in entity.get("mentions", ())}
+    keys = {f"name:{' '.join(surface.split()).casefold()}" for surface in surfaces if surface.strip()}
+    return keys | ({entity["qid"]} if entity.get("qid") else set())
+
+
 def build_corpus(documents: Iterable[dict], triples: Iterable[tuple[str, str, str]], relation_names: dict | None = None,
                  test_pairs: set[tuple[str, str]] = frozenset(), min_entities: int = 4, min_relations: int = 4) -> list[dict]:
     """Distantly supervised ERICA records (the JSONL format of the module docstring).
 
-    ``documents``: dicts with ``text`` (or ``text_a``), ``entities`` each with ``qid`` and ``mentions``
-    (``start``, ``end``, ``sent_id``; a mention without ``sent_id`` counts as sentence 0), optional ``id``.
-    ``triples``: (head qid, pid, tail qid), e.g. ``KnowledgeGraph.load(dir).triples``. Entity pairs
-    (head qid, tail qid) in ``test_pairs`` are dropped (as relations and as no_relation pairs) before the
-    filters: a document is kept with ≥ ``min_entities`` entities and ≥ ``min_relations`` relations.
+    ``documents``: dicts with ``text`` (or ``text_a``), ``entities`` each with ``qid`` (may be null),
+    optional ``name`` and ``mentions`` (``start``, ``end``, ``sent_id``; a mention without ``sent_id``
+    counts as sentence 0), optional ``id``, and optional annotated ``relations``
+    (``{"head": int, "tail": int, "relation": pid}`` indexing ``entities``), which are added to the KG's.
+    ``triples``: (head qid, pid, tail qid), e.g. ``KnowledgeGraph.load(dir).triples``. An ordered entity
+    pair is dropped (as relations and as no_relation pairs) when some (head key, tail key) of
+    :func:`entity_keys` is in ``test_pairs``, before the filters: a document is kept with
+    ≥ ``min_entities`` entities and ≥ ``min_relations`` relations.
     """
     names = relation_names or {}
     facts: dict[tuple[str, str], list[str]] = {}
@@ -174,17 +228,28 @@ def build_corpus(documents: Iterable[dict], triples: Iterable[tuple[str, str, st
     corpus = []
     for number, document in enumerate(documents):
         text = document.get("text", document.get("text_a"))
-        entities = [{"qid": entity.get("qid"), "name": entity.get("name") or text[entity["mentions"][0]["start"]:entity["mentions"][0]["end"]],
-                     "mentions": [{"start": m["start"], "end": m["end"], "sent_id": m.get("sent_id", 0)}
-                                  for m in entity["mentions"]]}
-                    for entity in document["entities"] if entity.get("mentions")]
+        kept = [index for index, entity in enumerate(document["entities"]) if entity.get("mentions")]
+        renumber = {old: new for new, old in enumerate(kept)}
+        entities = []
+        for index in kept:
+            entity = document["entities"][index]
+            first = entity["mentions"][0]
+            entities.append({"qid": entity.get("qid"), "name": entity.get("name") or text[first["start"]:first["end"]],
+                             "mentions": [{"start": m["start"], "end": m["end"], "sent_id": m.get("sent_id", 0)}
+                                          for m in entity["mentions"]]})
+        annotated: dict[tuple[int, int], list[str]] = {}
+        for fact in document.get("relations") or ():
+            if fact["head"] in renumber and fact["tail"] in renumber:
+                annotated.setdefault((renumber[fact["head"]], renumber[fact["tail"]]), []).append(fact["relation"])
+        keys = [entity_keys(entity, text) for entity in entities]
         relations, no_relation = [], []
         for h, head in enumerate(entities):
             for t, tail in enumerate(entities):
-                if h == t or (head["qid"], tail["qid"]) in test_pairs:
+                if h == t or any((a, b) in test_pairs for a in keys[h] for b in keys[t]):
                     continue
                 intra = bool({m["sent_id"] for m in head["mentions"]} & {m["sent_id"] for m in tail["mentions"]})
                 pids = facts.get((head["qid"], tail["qid"]), []) if head["qid"] and tail["qid"] else []
+                pids = list(dict.fromkeys(pids + annotated.get((h, t), [])))
                 relations += [{"head": h, "tail": t, "relation": pid, "name": names.get(pid, pid), "intra": intra}
                               for pid in pids]
                 if not pids:
@@ -365,28 +430,43 @@ class EricaPretraining(pl.LightningModule):
     def configure_optimizers(self):
         return adamw_with_warmup(self, self.lr, self.weight_decay, self.warmup_ratio, self.total_steps)
 
-    def save_checkpoint(self, directory) -> Path:
-        """A ``save_pretrained`` directory (encoder + tokenizer; ``--backbone DIR`` loads it) + ``manifest.json``."""
+    @property
+    def objectives(self) -> str | None:
+        """The :data:`OBJECTIVES` name of the switched-on losses (None for a set without a name)."""
+        losses = {name for name, on in (("ed", self.use_ed), ("rd", self.use_rd), ("mlm", self.use_mlm)) if on}
+        terms = tuple(term for term in TERMS if term in self.rd_terms) if self.use_rd else ()
+        return next((name for name, (named, named_terms) in OBJECTIVES.items()
+                     if set(named) == losses and tuple(named_terms) == terms), None)
+
+    def save_checkpoint(self, directory, extra: dict | None = None) -> Path:
+        """A ``save_pretrained`` directory (encoder + tokenizer; ``--backbone DIR`` loads it) + ``manifest.json``
+        (``extra`` adds fields, e.g. the corpus sources)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.backbone.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
-        manifest = {"method": "erica", "corpus_hash": self.corpus_hash, "steps": int(self.global_step) if self._trainer else 0,
+        manifest = {"method": self.objectives or "erica-custom", "corpus_hash": self.corpus_hash, "steps": int(self.global_step) if self._trainer else 0,
                     "final_losses": self.final_losses, "tau": self.tau, "lr": self.lr, "weight_decay": self.weight_decay,
                     "warmup_ratio": self.warmup_ratio, "losses": [n for n, on in (("ed", self.use_ed), ("rd", self.use_rd),
                                                                                   ("mlm", self.use_mlm)) if on],
-                    "rd_terms": [list(term) for term in self.rd_terms]}
+                    "rd_terms": [list(term) for term in self.rd_terms], **(extra or {})}
         (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         return directory
 
 
 def pretrain(corpus: list[dict], backbone, tokenizer, steps: int, output_dir=None, batch_size: int = 8,
-             max_length: int = 512, seed: int = 0, **options) -> EricaPretraining:
-    """Run ``steps`` optimiser steps of ERICA on ``corpus`` (records of :func:`build_corpus`); save if asked."""
+             max_length: int = 512, seed: int = 0, objectives: str = "erica", progress: bool = False,
+             callbacks=(), **options) -> EricaPretraining:
+    """Run ``steps`` optimiser steps of ERICA on ``corpus`` (records of :func:`build_corpus`); save if asked.
+
+    ``objectives``: a name of :data:`OBJECTIVES` (or its words); explicit ``use_*``/``rd_terms`` options win."""
     from torch.utils.data import DataLoader
 
     if not corpus:
         raise KlmError("ERICA corpus is empty (no document passes the entity/relation filters)")
+    if steps <= 0:
+        raise KlmError(f"ERICA pretraining needs steps > 0, got {steps}")
+    options = {**objective_options(objectives), **options}
     pl.seed_everything(seed, workers=True)
     collator = EricaCollator(tokenizer, relation_vocabulary(corpus), max_length,
                              options.get("max_negatives", MAX_NEGATIVES), seed=seed)
@@ -395,8 +475,8 @@ def pretrain(corpus: list[dict], backbone, tokenizer, steps: int, output_dir=Non
     module = EricaPretraining(backbone, tokenizer, steps, corpus_hash=corpus_hash(corpus), **options)
     module.train()  # from_pretrained gives a model in eval mode (dropout off); Lightning keeps module modes
     trainer = pl.Trainer(max_steps=steps, accelerator="cpu" if not torch.cuda.is_available() else "auto",
-                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, num_sanity_val_steps=0)
+                         logger=False, enable_checkpointing=False, enable_progress_bar=progress,
+                         enable_model_summary=False, num_sanity_val_steps=0, callbacks=list(callbacks))
     trainer.fit(module, loader)
     if output_dir is not None:
         module.save_checkpoint(output_dir)
@@ -404,20 +484,69 @@ def pretrain(corpus: list[dict], backbone, tokenizer, steps: int, output_dir=Non
 
 
 # -- fine-tuning --------------------------------------------------------------------------------
+def checkpoint_objectives(directory: Path) -> str | None:
+    """The objective set an ERICA checkpoint was pretrained with (its manifest's ``method``), else None."""
+    manifest = directory / "manifest.json"
+    try:
+        return json.loads(manifest.read_text()).get("method") if manifest.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
 @register_method("erica")
 class EricaFineTuning(Baseline):
     """Downstream ERICA = the baseline fine-tuned from an ERICA checkpoint: ``--method erica --backbone DIR``
     where DIR is what :meth:`EricaPretraining.save_checkpoint` wrote (refused otherwise, so a result
-    labelled ``erica`` always comes from ERICA weights)."""
+    labelled ``erica`` always comes from ERICA weights). Entity-centred tasks read mean-pooled entity
+    states as ERICA does where the dataset offers it (task ``mean_pool`` of semeval2010 and fewrel;
+    Re-DocRED and Open Entity pool mentions already). The ablation methods below differ only in the
+    objective set they require of the checkpoint."""
+
+    objectives = "erica"
 
     def __init__(self, encoder, spec, **options):
         directory = Path(str(getattr(encoder.config, "_name_or_path", "") or ""))
-        manifest = directory / "manifest.json"
-        try:
-            method = json.loads(manifest.read_text()).get("method") if manifest.is_file() else None
-        except (OSError, ValueError):
-            method = None
-        if method != "erica":
-            raise KlmError(f"method 'erica' needs --backbone DIR of an ERICA checkpoint (DIR/manifest.json with "
-                           f"method 'erica'); got backbone {str(directory) or '(unnamed)'!r}")
+        found = checkpoint_objectives(directory)
+        if found != self.objectives:
+            losses, terms = OBJECTIVES[self.objectives]
+            wanted = "+".join(losses) + (f" (RD terms {', '.join('/'.join(term) for term in terms)})" if "rd" in losses else "")
+            got = f"pretrained as {found!r}" if found else f"{str(directory) or '(unnamed)'!r}, not an ERICA checkpoint"
+            raise KlmError(f"method {self.objectives!r} needs --backbone DIR of an ERICA checkpoint pretrained with "
+                           f"{wanted} (DIR/manifest.json with method {self.objectives!r}; klm pretrain --method "
+                           f"{self.objectives}); got {got}")
         super().__init__(encoder, spec, **options)
+
+
+@register_method("erica-mlm-only")
+class EricaMLMOnlyFineTuning(EricaFineTuning):
+    """Ablation: fine-tuned from a checkpoint further pretrained with MLM only (Table 6 "-NSP")."""
+
+    objectives = "erica-mlm-only"
+
+
+@register_method("erica-ed")
+class EricaEDFineTuning(EricaFineTuning):
+    """Ablation: from a checkpoint pretrained with MLM + ED."""
+
+    objectives = "erica-ed"
+
+
+@register_method("erica-rd")
+class EricaRDFineTuning(EricaFineTuning):
+    """Ablation: from a checkpoint pretrained with MLM + RD (all four terms)."""
+
+    objectives = "erica-rd"
+
+
+@register_method("erica-rd-intra")
+class EricaRDIntraFineTuning(EricaFineTuning):
+    """Ablation: from a checkpoint pretrained with MLM + RD over intra-sentence pairs only (L_RD^{Ts,Ts})."""
+
+    objectives = "erica-rd-intra"
+
+
+@register_method("erica-rd-cross")
+class EricaRDCrossFineTuning(EricaFineTuning):
+    """Ablation: from a checkpoint pretrained with MLM + RD over cross-sentence pairs only (L_RD^{Tc,Tc})."""
+
+    objectives = "erica-rd-cross"

@@ -1,0 +1,76 @@
+"""ERICA pretraining throughput, and its step time as a ratio of MLM-only pretraining on the same batches.
+
+Both runs go through ``knowledge_lm.methods.erica.pretrain`` with the same seed, so the same documents
+in the same order, the same masking and the same sampled pairs; MLM-only encodes one view per document,
+ERICA two (the document, and the document behind the ED prefix) plus the RD/ED similarity matrices.
+Steps after the warm-up are timed with the device synchronised; data loading is outside the timed span.
+Runs on whatever device is there (a GPU when one is visible, else the CPU) and says which.
+
+    python benchmarks/erica_speed.py --backbone minilm --corpus redocred --batch-size 8 --steps 20
+Target (issue 7): ERICA ≤ 2× the MLM-only step time on a GPU.
+"""
+
+import argparse
+import statistics
+import time
+
+import pytorch_lightning as pl
+import torch
+
+from knowledge_lm.backbones import load_backbone
+from knowledge_lm.data.base import default_cache_dir
+from knowledge_lm.methods.erica import pretrain
+from knowledge_lm.methods.erica_corpus import cached_corpus
+
+
+class StepTimer(pl.Callback):
+    def __init__(self, warmup: int):
+        self.warmup, self.times, self.started = warmup, [], None
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self.started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        if batch_idx >= self.warmup:
+            self.times.append(time.perf_counter() - self.started)
+
+
+def measure(objectives: str, corpus: list[dict], args) -> float:
+    """Median step time in seconds of ``objectives`` pretraining."""
+    model, tokenizer, _ = load_backbone(args.backbone, seed=args.seed)
+    timer = StepTimer(args.warmup)
+    pretrain(corpus, model, tokenizer, args.warmup + args.steps, batch_size=args.batch_size, max_length=args.max_length,
+             seed=args.seed, objectives=objectives, callbacks=[timer])
+    return statistics.median(timer.times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backbone", default="minilm")
+    parser.add_argument("--corpus", default="generated", help="klm pretrain --corpus sources, e.g. redocred")
+    parser.add_argument("--data-dir")
+    parser.add_argument("--min-relations", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--max-length", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=20, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    corpus, path = cached_corpus(args.corpus, default_cache_dir(), args.data_dir, min_relations=args.min_relations)
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({torch.get_num_threads()} threads)"
+    mlm = measure("erica-mlm-only", corpus, args)
+    erica = measure("erica", corpus, args)
+    print(f"device: {device}; backbone {args.backbone}; corpus {args.corpus} ({len(corpus)} documents, {path})")
+    print(f"batch {args.batch_size} documents, max length {args.max_length}, median of {args.steps} steps after {args.warmup}")
+    print(f"MLM-only: {mlm * 1000:.1f} ms/step, {args.batch_size / mlm:.1f} documents/s")
+    print(f"ERICA:    {erica * 1000:.1f} ms/step, {args.batch_size / erica:.1f} documents/s")
+    print(f"ERICA / MLM-only step time: {erica / mlm:.2f}× (target ≤ 2× on a GPU)")
+
+
+if __name__ == "__main__":
+    main()
