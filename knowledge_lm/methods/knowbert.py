@@ -78,6 +78,10 @@ class KnowledgeTensors:
     df: torch.Tensor  # b × S long: the entity's document frequency (selective injection reads it)
     close: torch.Tensor  # b × S long: the text's other entities within K_hop of it (ditto)
 
+    def to(self, device, non_blocking: bool = False) -> "KnowledgeTensors":
+        """On ``device`` (Lightning's batch transfer calls this: it moves objects that have a ``to``)."""
+        return KnowledgeTensors(*(getattr(self, field.name).to(device, non_blocking=non_blocking) for field in fields(self)))
+
 
 class EntityTable(nn.Module):
     """The fixed entity embeddings: row 0 zeros (padding/unknown), then the TransE rows, then fallbacks."""
@@ -349,7 +353,8 @@ class KnowBert(TaskModel):
         if not isinstance(tensors, KnowledgeTensors):  # a batch from elsewhere than the data module's loader
             index = self.kar.entities.add(batch_qids(tensors))
             tensors = knowledge_tensors(tensors, batch["input_ids"].shape[-1], index)
-            tensors = KnowledgeTensors(*(getattr(tensors, field.name).to(batch["input_ids"].device) for field in fields(tensors)))
+        if tensors.span_mask.device != batch["input_ids"].device:
+            tensors = tensors.to(batch["input_ids"].device)
         if self.training and self.selective_injection is not None:
             kept = self.selective_injection.keep_mask(tensors.df, tensors.close, tensors.span_valid)
             tensors = replace(tensors, span_valid=kept, span_mask=tensors.span_mask & kept.unsqueeze(-1),
