@@ -6,7 +6,7 @@ layer of the backbone outputs, and the remaining layers read the rewritten state
 1. ``H_proj = H_i W1 + b1`` into the entity dimension e.
 2. Each candidate mention span (the token indices ``klm prepare`` stored per link; both segments, the
    indices are absolute) is pooled by self-attentive span pooling over H_proj, then LayerNorm.
-3. Entity linker: one ``nn.TransformerEncoderLayer`` over a text's spans; each candidate k of span m
+3. Entity linker: one transformer layer (post-norm, as BERT's) over a text's spans; each candidate k of span m
    (≤ 30) is scored ``ψ_mk = MLP([s_m · e_mk / √e, p(e_mk | m)])``; padded candidates are masked.
 4. Candidates with ``ψ < δ`` are dropped, a softmax over the rest weighs their entity embeddings
    (for a span where none passes, see "What δ cuts off"), ``s'_m = LN(s_m + dropout(ẽ_m))``.
@@ -183,6 +183,45 @@ class SelfAttentiveSpanPooling(nn.Module):
         return weights @ tokens
 
 
+class Attention(nn.Module):
+    """Multi-head attention from ``queries`` to ``keys`` (the keys also give the values) through
+    ``F.scaled_dot_product_attention``: what ``nn.MultiheadAttention`` computes, without its per-call
+    Python checks (KAR's step time is launch- and overhead-bound at MiniLM's size)."""
+
+    def __init__(self, dim: int, num_heads: int, dropout: float):
+        super().__init__()
+        self.num_heads, self.dropout = num_heads, dropout
+        self.query = nn.Linear(dim, dim)
+        self.key_value = nn.Linear(dim, 2 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, queries: torch.Tensor, keys: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
+        """``key_mask`` b × S, True where a key may be attended to (every row needs one)."""
+        b, n, dim = queries.shape
+        heads = lambda x: x.unflatten(-1, (self.num_heads, -1)).transpose(1, 2)  # noqa: E731
+        key, value = self.key_value(keys).chunk(2, dim=-1)
+        attended = F.scaled_dot_product_attention(heads(self.query(queries)), heads(key), heads(value),
+                                                  attn_mask=key_mask[:, None, None, :],
+                                                  dropout_p=self.dropout if self.training else 0.0)
+        return self.out(attended.transpose(1, 2).reshape(b, n, dim))
+
+
+class SpanTransformerLayer(nn.Module):
+    """The entity linker's one transformer layer over a text's spans (post-norm, as BERT's)."""
+
+    def __init__(self, dim: int, num_heads: int, dropout: float, layer_norm_eps: float):
+        super().__init__()
+        self.attention = Attention(dim, num_heads, dropout)
+        self.attention_norm = nn.LayerNorm(dim, eps=layer_norm_eps)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(4 * dim, dim))
+        self.mlp_norm = nn.LayerNorm(dim, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, spans: torch.Tensor, span_mask: torch.Tensor) -> torch.Tensor:
+        spans = self.attention_norm(spans + self.dropout(self.attention(spans, spans, span_mask)))
+        return self.mlp_norm(spans + self.dropout(self.mlp(spans)))
+
+
 class KnowledgeAttentionRecontextualization(nn.Module):
     def __init__(self, hidden_size: int, entity_dim: int = 100, num_heads: int = 4, threshold: float = 0.0,
                  scorer_hidden: int = 100, dropout: float = 0.1, layer_norm_eps: float = 1e-5, unlinked_spans: str = "skip"):
@@ -199,15 +238,14 @@ class KnowledgeAttentionRecontextualization(nn.Module):
         self.span_pooling = SelfAttentiveSpanPooling(entity_dim)
         self.span_norm = nn.LayerNorm(entity_dim, eps=layer_norm_eps)
         # 3. entity linker
-        self.linker = nn.TransformerEncoderLayer(entity_dim, num_heads, dim_feedforward=4 * entity_dim, dropout=dropout,
-                                                 activation="gelu", batch_first=True, layer_norm_eps=layer_norm_eps)
+        self.linker = SpanTransformerLayer(entity_dim, num_heads, dropout, layer_norm_eps)
         self.scorer = nn.Sequential(nn.Linear(2, scorer_hidden), nn.ReLU(), nn.Linear(scorer_hidden, 1))
         # 4. knowledge-enhanced spans
         self.entities = EntityTable(entity_dim)
         self.null_embedding = nn.Parameter(torch.randn(entity_dim) * 0.02) if unlinked_spans == "null" else None
         self.entity_span_norm = nn.LayerNorm(entity_dim, eps=layer_norm_eps)
         # 5. recontextualization: a BERT layer attending from the tokens to the spans
-        self.attention = nn.MultiheadAttention(entity_dim, num_heads, dropout=dropout, batch_first=True)
+        self.attention = Attention(entity_dim, num_heads, dropout)
         self.attention_norm = nn.LayerNorm(entity_dim, eps=layer_norm_eps)
         self.mlp = nn.Sequential(nn.Linear(entity_dim, 4 * entity_dim), nn.GELU(), nn.Linear(4 * entity_dim, entity_dim))
         self.mlp_norm = nn.LayerNorm(entity_dim, eps=layer_norm_eps)
@@ -250,13 +288,12 @@ class KnowledgeAttentionRecontextualization(nn.Module):
         span_padding = ~knowledge.span_valid & has_spans.unsqueeze(-1)
         projected = self.to_entity(hidden)  # 1
         spans = self.span_norm(self.span_pooling(projected, knowledge.span_mask))  # 2
-        spans = self.linker(spans, src_key_padding_mask=span_padding)  # 3
+        spans = self.linker(spans, ~span_padding)  # 3
         scores, entities, linked = self.link(spans, knowledge)
         spans = self.entity_span_norm(spans + self.dropout(entities))  # 4
         keys = linked if self.null_embedding is None else knowledge.span_valid
         has_keys = keys.any(-1)
-        attended, _ = self.attention(projected, spans, spans, key_padding_mask=~keys & has_keys.unsqueeze(-1),
-                                     need_weights=False)  # 5
+        attended = self.attention(projected, spans, keys | ~has_keys.unsqueeze(-1))  # 5
         recontextualized = self.attention_norm(projected + self.dropout(attended))
         recontextualized = self.mlp_norm(recontextualized + self.dropout(self.mlp(recontextualized)))
         output = self.output_norm(hidden + self.dropout(self.to_hidden(recontextualized)))
