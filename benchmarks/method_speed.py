@@ -46,7 +46,7 @@ class StepTimer(pl.Callback):
             print(self.profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
 
 
-def bert_base_shaped(attn_implementation):
+def bert_base_shaped(attn_implementation, tokenizer_from: str):
     """A randomly initialised encoder of BERT-base's shape (12 layers, hidden 768), the papers' backbone: step
     times do not depend on the weights, and at MiniLM's size a step is launch-bound, which inflates any
     extra module's share."""
@@ -55,14 +55,14 @@ def bert_base_shaped(attn_implementation):
     from knowledge_lm.backbones import load_tokenizer
 
     config = BertConfig(attn_implementation=attn_implementation or "sdpa")
-    return BertModel(config, add_pooling_layer=False), load_tokenizer("minilm")
+    return BertModel(config, add_pooling_layer=False), load_tokenizer(tokenizer_from)
 
 
 def measure(method: str, args) -> dict:
     pl.seed_everything(0, verbose=False)
     method_class = METHODS.get(method)
     if args.backbone == "bert-base-shaped":
-        encoder, tokenizer = bert_base_shaped(getattr(method_class, "attn_implementation", None))
+        encoder, tokenizer = bert_base_shaped(getattr(method_class, "attn_implementation", None), args.tokenizer)
     else:
         encoder, tokenizer, _ = load_backbone(args.backbone, getattr(method_class, "attn_implementation", None))
     options = dict(dataset_defaults("generated").get("dataset_options") or {})
@@ -87,6 +87,7 @@ def measure(method: str, args) -> dict:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backbone", default="minilm", help="a backbone, or bert-base-shaped (random weights, BERT-base's shape)")
+    parser.add_argument("--tokenizer", default="minilm", help="the backbone whose tokenizer bert-base-shaped uses")
     parser.add_argument("--methods", default="baseline,knowbert,knowbert+si+sr,bert+sr")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=48, help="as benchmarks/generated.yaml, so the prepared features match")

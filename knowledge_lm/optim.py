@@ -13,9 +13,7 @@ def adamw_with_warmup(module: torch.nn.Module, lr: float, weight_decay: float, w
         {"params": [p for n, p in named if not n.endswith(NO_DECAY)], "weight_decay": weight_decay},
         {"params": [p for n, p in named if n.endswith(NO_DECAY)], "weight_decay": 0.0},
     ]
-    # The fused kernel where every parameter is on a GPU: one launch per step instead of a dozen per group
-    # (a MiniLM step is launch-bound); numerically the same update.
-    fused = bool(named) and all(parameter.is_cuda for _, parameter in named)
-    optimizer = torch.optim.AdamW(groups, lr=lr, fused=fused or None)
+    # Not fused: Lightning refuses gradient clipping (the cells clip at 1.0) with a fused optimizer.
+    optimizer = torch.optim.AdamW(groups, lr=lr)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total_steps), total_steps)
     return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
