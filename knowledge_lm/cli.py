@@ -181,8 +181,16 @@ def add_attention_command(commands):
 
 
 def command_pretrain(args):
+    if args.method == "knowbert":
+        from knowledge_lm.methods.knowbert import pretrain_checkpoint as knowbert_pretraining
+
+        out = knowbert_pretraining(args.corpus, args.out, args.backbone, args.steps, args.batch_size or 32, args.max_length,
+                                   args.data_dir, args.cache_dir, args.seed, args.lr, progress=not args.quiet)
+        print(f"wrote {out} (use it as --backbone {out} with --method knowbert, knowbert+si or knowbert+si+sr)")
+        return 0
     from knowledge_lm.methods.erica_corpus import pretrain_checkpoint
 
+    args.batch_size, args.max_length = args.batch_size or 8, args.max_length or 512
     exclude = None if args.exclude_test is None else [name for name in args.exclude_test.split(",") if name not in ("", "none")]
     options = {"lr": args.lr} if args.lr is not None else {}
     out = pretrain_checkpoint(args.corpus, args.out, args.method, args.objectives, args.backbone, args.steps, args.batch_size,
@@ -252,13 +260,14 @@ def build_parser():
     probe.add_argument("--results-dir", default="results", type=Path)
     probe.set_defaults(handler=command_probe)
 
-    pretrain = commands.add_parser("pretrain", help="ERICA pretraining: build the corpus, pretrain, save a checkpoint DIR")
+    pretrain = commands.add_parser("pretrain", help="pretraining stages (ERICA; KnowBERT's MLM + linking): save a checkpoint DIR")
     pretrain.add_argument("--method", default="erica", help="erica or an ablation: erica-mlm-only, erica-ed, erica-rd, "
-                          "erica-rd-intra, erica-rd-cross")
-    pretrain.add_argument("--corpus", required=True, help="comma-separated: redocred, fewrel, lama, generated, or .jsonl paths")
+                          "erica-rd-intra, erica-rd-cross; or knowbert")
+    pretrain.add_argument("--corpus", required=True, help="ERICA: comma-separated redocred, fewrel, lama, generated, or .jsonl "
+                          "paths; knowbert: one prepared dataset (its train split)")
     pretrain.add_argument("--backbone", default="minilm", help="minilm (default), tiny, or a local model directory")
     pretrain.add_argument("--steps", type=int, required=True, help="optimiser steps")
-    pretrain.add_argument("--batch-size", type=int, default=8, help="documents per step")
+    pretrain.add_argument("--batch-size", type=int, help="documents per step (ERICA: 8) or texts (knowbert: 32)")
     pretrain.add_argument("--out", required=True, type=Path, help="checkpoint directory to create")
     pretrain.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
     pretrain.add_argument("--objectives", help="mlm,ed,rd (or rd-intra, rd-cross) or an ablation name; must agree with --method")
@@ -266,7 +275,7 @@ def build_parser():
     pretrain.add_argument("--exclude-test", help="test sets whose entity pairs are removed (default: the corpus sources' own; none)")
     pretrain.add_argument("--min-entities", type=int, default=4)
     pretrain.add_argument("--min-relations", type=int, default=4)
-    pretrain.add_argument("--max-length", type=int, default=512)
+    pretrain.add_argument("--max-length", type=int, help="ERICA: 512; knowbert: the dataset config's, as prepared")
     pretrain.add_argument("--lr", type=float, help="default 3e-5 (the paper's)")
     pretrain.add_argument("--seed", type=int, default=0)
     pretrain.add_argument("--cache-dir", type=Path, help="corpus cache (default: $KLM_CACHE_DIR or .cache/knowledge-lm)")

@@ -168,3 +168,39 @@ def test_knowbert_trains_as_a_cell(method, prepared_cache, tmp_path):
                                                                    "knowledge": {"kg_embeddings": True}},
                       progress=False)
     assert result["cell"]["method"] == method and "accuracy" in result["metrics"]["test"]
+
+
+def test_knowledge_pretraining_checkpoint_starts_a_knowbert_cell(prepared_cache, tmp_path):
+    import json
+
+    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.cell import run_cell
+    from knowledge_lm.config import TrainConfig
+    from knowledge_lm.methods.knowbert import pretrain_checkpoint
+    from knowledge_lm.results import Cell
+
+    out = pretrain_checkpoint("generated", tmp_path / "knowbert-tiny", backbone="tiny", steps=3, batch_size=8, max_length=32,
+                              cache_dir=prepared_cache, dataset_options=SIZES, progress=False, kar_layer=0, entity_dim=100)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kar"]["kar_layer"] == 0 and manifest["steps"] == 3 and set(manifest["final_losses"]) == {"mlm", "linking"}
+    saved = torch.load(out / "kar.pt")
+    encoder, _, _ = load_backbone(str(out))
+    model = KnowBert(encoder, backbone()[2])  # no KAR options: the checkpoint's shape and weights
+    assert model.kar_layer == 0 and all(torch.equal(value, model.kar.state_dict()[name]) for name, value in saved.items())
+    train = TrainConfig(batch_size=8, max_steps=2, evaluations=1, max_length=32)
+    result = run_cell(Cell("knowbert", "generated", "facts", 1.0, 1, str(out)), train, results_dir=tmp_path / "r",
+                      runs_dir=tmp_path / "runs", dataset_options={**SIZES, "cache_dir": str(prepared_cache), "knowledge": {}},
+                      progress=False)
+    assert "accuracy" in result["metrics"]["test"]
+
+
+def test_pretraining_refuses_bad_input(tmp_path):
+    from knowledge_lm.errors import KlmError
+    from knowledge_lm.methods.knowbert import pretrain_checkpoint
+
+    with pytest.raises(KlmError, match="steps > 0"):
+        pretrain_checkpoint("generated", tmp_path / "x", backbone="tiny", steps=0)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "file").write_text("x")
+    with pytest.raises(KlmError, match="already exists"):
+        pretrain_checkpoint("generated", tmp_path / "full", backbone="tiny", steps=1)

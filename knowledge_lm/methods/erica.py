@@ -41,11 +41,10 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from torch import nn
 from torch.nn import functional as F
 
 from knowledge_lm.errors import KlmError
-from knowledge_lm.heads import mean_pool_spans
+from knowledge_lm.heads import IGNORE, MLMHead, mask_tokens, mean_pool_spans
 from knowledge_lm.methods.baseline import Baseline
 from knowledge_lm.optim import adamw_with_warmup
 from knowledge_lm.registry import register_method
@@ -56,7 +55,6 @@ MAX_NEGATIVES = 64  # negatives per document (footnote 5: no_relation pairs incl
 NO_RELATION = 0  # relation index of no_relation pairs
 TERMS = (("intra", "intra"), ("intra", "cross"), ("cross", "intra"), ("cross", "cross"))
 LR, WEIGHT_DECAY, WARMUP_RATIO = 3e-5, 1e-5, 0.2
-IGNORE = -100
 
 # Pretraining objective sets: ERICA and the ablations of Table 6/10, each of which keeps MLM ("-NSP + ...").
 # name -> (losses, RD terms); the manifest records the name, and a fine-tuning method of that name
@@ -176,27 +174,6 @@ def relation_discrimination_loss(pairs: torch.Tensor, relation: torch.Tensor, do
 
 
 # -- 2. MLM masking -----------------------------------------------------------------------------
-def mask_tokens(input_ids: torch.Tensor, protected: torch.Tensor, mask_token_id: int, vocab_size: int,
-                probability: float = 0.15, generator: torch.Generator | None = None):
-    """BERT masking that never touches ``protected`` tokens (entity mentions, special tokens, padding).
-
-    Each unprotected token is chosen with ``probability``; of the chosen, 80 % become ``mask_token_id``,
-    10 % a random token, 10 % stay. Returns ``(masked input_ids, labels)``; labels are -100 where not chosen.
-    """
-    def uniform():
-        return torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
-
-    chosen = (uniform() < probability) & ~protected.bool()
-    labels = input_ids.masked_fill(~chosen, IGNORE)
-    masked = input_ids.clone()
-    replace = chosen & (uniform() < 0.8)
-    masked[replace] = mask_token_id
-    randomise = chosen & ~replace & (uniform() < 0.5)
-    random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator, device=input_ids.device)
-    masked[randomise] = random_ids[randomise]
-    return masked, labels
-
-
 # -- 3. corpus ----------------------------------------------------------------------------------
 def entity_keys(entity: dict, text: str) -> set[str]:
     """What names an entity when matching test-set pairs: its qid, and ``name:<casefolded surface>`` of its
@@ -279,20 +256,6 @@ def corpus_hash(records: list[dict]) -> str:
 
 
 # -- 4. pretraining -----------------------------------------------------------------------------
-class MLMHead(nn.Module):
-    """BERT's LM head (dense → GELU → LayerNorm → decoder); the decoder is tied to the word embeddings."""
-
-    def __init__(self, embeddings: nn.Embedding, hidden_size: int, eps: float = 1e-12):
-        super().__init__()
-        self.dense = nn.Linear(hidden_size, hidden_size)
-        self.norm = nn.LayerNorm(hidden_size, eps=eps)
-        self.embeddings = embeddings  # shared module: the decoder weight *is* the embedding matrix
-        self.bias = nn.Parameter(torch.zeros(embeddings.num_embeddings))
-
-    def forward(self, hidden_states):
-        return F.linear(self.norm(F.gelu(self.dense(hidden_states))), self.embeddings.weight, self.bias)
-
-
 def relation_vocabulary(corpus: list[dict]) -> dict[str, int]:
     """pid → index, 0 being no_relation."""
     pids = sorted({relation["relation"] for record in corpus for relation in record["relations"]})

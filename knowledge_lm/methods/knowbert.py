@@ -45,25 +45,34 @@ Choices the paper leaves open, documented here:
   once (fallbacks included) and hands ``knowledge_tensors`` to the data module, so span masks and candidate
   rows are built by the data loader (its workers, where there are any), not in the training step; SI then
   masks spans on the device (``SelectiveInjection.keep_mask``), and no step waits on the host.
+* **Knowledge pretraining** (optional; the paper pretrains KAR with MLM + linking before any task):
+  ``klm pretrain --method knowbert --corpus DATASET`` trains backbone + KAR + an MLM head on the train texts
+  of a prepared dataset (gold links supervise the linker) and writes a checkpoint; ``knowbert`` started
+  with ``--backbone`` that directory takes KAR's weights, shape and entity table from it.
 * **Insertion** without forking transformers: a forward hook on layer ``kar_layer`` (0-based) replaces
   its output for the duration of one ``encode`` call, so the backbone builds its own attention masks
   for every attention implementation. Default: the second-to-last layer (one layer follows KAR;
   KnowBERT-Wiki's own choice on a 12-layer BERT is index 9, after layer 10, which ``kar_layer`` can set).
 """
 
+import json
 import math
 from dataclasses import dataclass, fields, replace
 from functools import partial
 from pathlib import Path
 
+import pytorch_lightning as pl
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from knowledge_lm.errors import KlmError
+from knowledge_lm.heads import IGNORE, MLMHead, mask_tokens
 from knowledge_lm.methods.sisr import SelectiveInjection, spectral_penalty
+from knowledge_lm.optim import adamw_with_warmup
 from knowledge_lm.registry import register_method
 from knowledge_lm.task_model import TaskModel
+from knowledge_lm.tasks.base import ENCODER_INPUTS
 
 
 # -- the knowledge of a batch as tensors ---------------------------------------------------------
@@ -347,10 +356,83 @@ def encoder_layers(encoder) -> nn.ModuleList:
     raise KlmError(f"knowbert: cannot find the transformer layers of {type(encoder).__name__}")
 
 
+# -- KAR in a backbone ---------------------------------------------------------------------------
+KAR_SHAPE = ("kar_layer", "entity_dim", "num_heads", "threshold", "unlinked_spans")
+CHECKPOINT_KAR = "kar.pt"
+CHECKPOINT_ENTITIES = "entity_embeddings.pt"
+
+
+def build_kar(encoder, kar_layer: int | None, entity_dim: int, num_heads: int, threshold: float, unlinked_spans: str,
+              dropout: float) -> tuple[int, KnowledgeAttentionRecontextualization]:
+    layers = encoder_layers(encoder)
+    kar_layer = len(layers) - 2 if kar_layer is None else kar_layer
+    if not 0 <= kar_layer < len(layers):
+        raise KlmError(f"knowbert: kar_layer {kar_layer} outside the backbone's {len(layers)} layers (0-based)")
+    return kar_layer, KnowledgeAttentionRecontextualization(encoder.config.hidden_size, entity_dim, num_heads, threshold,
+                                                            dropout=dropout, unlinked_spans=unlinked_spans)
+
+
+def attach_entity_table(kar, trainer, entity_embeddings: str | None):
+    """In a ``setup`` hook: the entity table from what the trainer's data module prepared (or the file
+    ``entity_embeddings``), every qid of the prepared features given its row, and the data loader told to
+    build the batch tensors."""
+    data = getattr(trainer, "datamodule", None) if trainer is not None else None
+    if not kar.entities.loaded:
+        kg_dir = prepared_kg_dir(data) if data is not None else None
+        cache_dir = data.cache_dir if data is not None else Path(".")
+        kar.entities.load(*load_entity_table(kg_dir, cache_dir, entity_embeddings))
+    if data is not None and getattr(data, "knowledge", None) is not None:
+        # Rows fixed before the loaders start, so that loader workers share one qid → row index.
+        index = kar.entities.add(batch_qids(data.knowledge_rows()))
+        data.knowledge_batch = partial(knowledge_tensors, index=dict(index))
+
+
+def batch_knowledge(batch, kar) -> KnowledgeTensors:
+    """``batch["knowledge"]`` as tensors on the batch's device (built here when the loader did not)."""
+    if not kar.entities.loaded:
+        raise KlmError("knowbert: no entity table; run under a Trainer with a prepared data module or call kar.entities.load")
+    tensors = batch["knowledge"]
+    if not isinstance(tensors, KnowledgeTensors):
+        tensors = knowledge_tensors(tensors, batch["input_ids"].shape[-1], kar.entities.add(batch_qids(tensors)))
+    if tensors.span_mask.device != batch["input_ids"].device:
+        tensors = tensors.to(batch["input_ids"].device)
+    return tensors
+
+
+def encode_with_kar(encoder, kar, kar_layer: int, inputs: dict, tensors: KnowledgeTensors):
+    """``(last hidden states, ψ or None)`` of ``encoder`` on ``inputs`` with KAR rewriting layer ``kar_layer``'s output."""
+    captured = {}
+
+    def rewrite(module, args, output):
+        hidden = output[0] if isinstance(output, tuple) else output
+        rewritten, captured["scores"] = kar(hidden, tensors)
+        return (rewritten, *output[1:]) if isinstance(output, tuple) else rewritten
+
+    handle = encoder_layers(encoder)[kar_layer].register_forward_hook(rewrite)
+    try:
+        hidden = encoder(**inputs).last_hidden_state
+    finally:
+        handle.remove()
+    return hidden, captured.get("scores")
+
+
+def read_pretrained(encoder) -> dict | None:
+    """The manifest of a KnowBERT pretraining checkpoint the encoder was loaded from, else None."""
+    directory = Path(str(getattr(encoder.config, "_name_or_path", "") or ""))
+    manifest = directory / "manifest.json"
+    try:
+        found = json.loads(manifest.read_text()) if manifest.is_file() else None
+    except (OSError, ValueError):
+        return None
+    return {**found, "directory": str(directory)} if found and found.get("method") == "knowbert-pretraining" else None
+
+
 # -- the methods ---------------------------------------------------------------------------------
 @register_method("knowbert")
 class KnowBert(TaskModel):
-    """The backbone with KAR after layer ``kar_layer`` and the entity-linking loss on gold links."""
+    """The backbone with KAR after layer ``kar_layer`` and the entity-linking loss on gold links. Started from
+    a ``klm pretrain --method knowbert`` checkpoint (``--backbone DIR``), KAR's weights, shape and entity
+    table come from there."""
 
     needs_knowledge = True
     attn_implementation = None
@@ -360,55 +442,32 @@ class KnowBert(TaskModel):
                  threshold: float = 0.0, unlinked_spans: str = "skip", linking_loss_weight: float = 1.0,
                  linking_margin: float = 0.2, entity_embeddings: str | None = None, **options):
         super().__init__(encoder, spec, **options)
-        layers = encoder_layers(encoder)
-        self.kar_layer = len(layers) - 2 if kar_layer is None else kar_layer
-        if not 0 <= self.kar_layer < len(layers):
-            raise KlmError(f"knowbert: kar_layer {self.kar_layer} outside the backbone's {len(layers)} layers (0-based)")
-        self.kar = KnowledgeAttentionRecontextualization(encoder.config.hidden_size, entity_dim, num_heads, threshold,
-                                                         dropout=options.get("dropout", 0.1), unlinked_spans=unlinked_spans)
+        shape = dict(kar_layer=kar_layer, entity_dim=entity_dim, num_heads=num_heads, threshold=threshold,
+                     unlinked_spans=unlinked_spans)
+        pretrained = read_pretrained(encoder)
+        if pretrained is not None:  # the checkpoint's KAR, as it was pretrained
+            shape = {name: pretrained["kar"][name] for name in KAR_SHAPE}
+            entity_embeddings = entity_embeddings or str(Path(pretrained["directory"]) / CHECKPOINT_ENTITIES)
+        self.kar_layer, self.kar = build_kar(encoder, dropout=options.get("dropout", 0.1), **shape)
+        if pretrained is not None:
+            self.kar.load_state_dict(torch.load(Path(pretrained["directory"]) / CHECKPOINT_KAR, map_location="cpu"))
         self.linking_loss_weight, self.linking_margin = linking_loss_weight, linking_margin
         self.entity_embeddings_path = entity_embeddings
         self._linking = None
 
     def setup(self, stage=None):
-        """Loads the entity table from what the trainer's data module prepared (see the module docstring),
-        gives every qid of the prepared features its row, and has the data loader build the batch tensors."""
-        data = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        if not self.kar.entities.loaded:
-            kg_dir = prepared_kg_dir(data) if data is not None else None
-            cache_dir = data.cache_dir if data is not None else Path(".")
-            self.kar.entities.load(*load_entity_table(kg_dir, cache_dir, self.entity_embeddings_path))
-        if data is not None and getattr(data, "knowledge", None) is not None:
-            # Rows fixed before the loaders start, so that loader workers share one qid → row index.
-            index = self.kar.entities.add(batch_qids(data.knowledge_rows()))
-            data.knowledge_batch = partial(knowledge_tensors, index=dict(index))
+        attach_entity_table(self.kar, self._trainer, self.entity_embeddings_path)
 
     def encode(self, batch):
-        if not self.kar.entities.loaded:
-            raise KlmError("knowbert: no entity table; run under a Trainer with a prepared data module or call kar.entities.load")
-        tensors = batch["knowledge"]
-        if not isinstance(tensors, KnowledgeTensors):  # a batch from elsewhere than the data module's loader
-            index = self.kar.entities.add(batch_qids(tensors))
-            tensors = knowledge_tensors(tensors, batch["input_ids"].shape[-1], index)
-        if tensors.span_mask.device != batch["input_ids"].device:
-            tensors = tensors.to(batch["input_ids"].device)
+        tensors = batch_knowledge(batch, self.kar)
         if self.training and self.selective_injection is not None:
             kept = self.selective_injection.keep_mask(tensors.df, tensors.close, tensors.span_valid)
             tensors = replace(tensors, span_valid=kept, span_mask=tensors.span_mask & kept.unsqueeze(-1),
                               gold=tensors.gold & kept)
-        self._linking = None
-
-        def rewrite(module, args, output):
-            hidden = output[0] if isinstance(output, tuple) else output
-            rewritten, scores = self.kar(hidden, tensors)
-            self._linking = (scores, tensors) if scores is not None else None
-            return (rewritten, *output[1:]) if isinstance(output, tuple) else rewritten
-
-        handle = encoder_layers(self.encoder)[self.kar_layer].register_forward_hook(rewrite)
-        try:
-            return super().encode(batch)
-        finally:
-            handle.remove()
+        hidden, scores = encode_with_kar(self.encoder, self.kar, self.kar_layer,
+                                         {k: batch[k] for k in ENCODER_INPUTS if k in batch}, tensors)
+        self._linking = (scores, tensors) if scores is not None else None
+        return hidden
 
     def extra_losses(self, batch, features):
         if self._linking is None or not self.linking_loss_weight:
@@ -437,3 +496,120 @@ class KnowBertSISR(KnowBertSI):
 
     def extra_losses(self, batch, features):
         return {**super().extra_losses(batch, features), "sr": self.sr_weight * spectral_penalty(features, self.sr_k)}
+
+
+# -- knowledge pretraining (MLM + linking) --------------------------------------------------------
+class KnowBertPretraining(pl.LightningModule):
+    """KnowBERT's knowledge pretraining (the paper's §4: the masked-LM loss and the entity-linking loss,
+    jointly, with KAR inserted), here on the train texts of a prepared dataset, whose gold links (where it
+    has them) supervise the linker. An MLM head initialised from the word embeddings serves backbones
+    without one. Masking is BERT's (15 %, 80/10/10), special tokens and padding excluded; entity tokens
+    may be masked (the model must then recover them from the linked entity)."""
+
+    def __init__(self, encoder, tokenizer, total_steps: int, kar_layer: int | None = None, entity_dim: int = 100,
+                 num_heads: int = 4, threshold: float = 0.0, unlinked_spans: str = "skip", linking_loss_weight: float = 1.0,
+                 linking_margin: float = 0.2, mask_probability: float = 0.15, lr: float = 5e-5, weight_decay: float = 0.01,
+                 warmup_ratio: float = 0.1, dropout: float = 0.1, entity_embeddings: str | None = None):
+        super().__init__()
+        self.encoder, self.tokenizer = encoder.train(), tokenizer
+        self.kar_layer, self.kar = build_kar(encoder, kar_layer, entity_dim, num_heads, threshold, unlinked_spans, dropout)
+        self.mlm_head = MLMHead(encoder.get_input_embeddings(), encoder.config.hidden_size,
+                                getattr(encoder.config, "layer_norm_eps", 1e-12))
+        self.shape = {"kar_layer": self.kar_layer, "entity_dim": entity_dim, "num_heads": num_heads,
+                      "threshold": threshold, "unlinked_spans": unlinked_spans}
+        self.linking_loss_weight, self.linking_margin, self.mask_probability = linking_loss_weight, linking_margin, mask_probability
+        self.total_steps, self.lr, self.weight_decay, self.warmup_ratio = total_steps, lr, weight_decay, warmup_ratio
+        self.entity_embeddings_path = entity_embeddings
+        self.final_losses: dict[str, float] = {}
+
+    def setup(self, stage=None):
+        attach_entity_table(self.kar, self._trainer, self.entity_embeddings_path)
+
+    def losses(self, batch) -> dict[str, torch.Tensor]:
+        tensors = batch_knowledge(batch, self.kar)
+        input_ids = batch["input_ids"]
+        protected = torch.isin(input_ids, torch.tensor(self.tokenizer.all_special_ids, device=input_ids.device))
+        masked, labels = mask_tokens(input_ids, protected | (batch["attention_mask"] == 0), self.tokenizer.mask_token_id,
+                                     self.encoder.config.vocab_size, self.mask_probability)
+        inputs = {**{k: batch[k] for k in ENCODER_INPUTS if k in batch}, "input_ids": masked}
+        hidden, scores = encode_with_kar(self.encoder, self.kar, self.kar_layer, inputs, tensors)
+        logits = self.mlm_head(hidden)
+        losses = {"mlm": F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)}
+        if scores is not None and self.linking_loss_weight:
+            losses["linking"] = self.linking_loss_weight * linking_loss(scores, tensors, self.kar.threshold, self.linking_margin)
+        return losses
+
+    def training_step(self, batch, batch_idx):
+        losses = self.losses(batch)
+        self.log_dict({f"train/{name}": value for name, value in losses.items()}, batch_size=len(batch["input_ids"]),
+                      prog_bar=True)
+        self.final_losses = {name: float(value.detach()) for name, value in losses.items()}
+        return sum(losses.values())
+
+    def configure_optimizers(self):
+        return adamw_with_warmup(self, self.lr, self.weight_decay, self.warmup_ratio, self.total_steps)
+
+    def save_checkpoint(self, directory, extra: dict | None = None) -> Path:
+        """A ``save_pretrained`` directory (``--backbone DIR`` loads the encoder) with KAR's weights, the
+        entity table it was trained with, and ``manifest.json`` (KAR's shape, steps, final losses)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.encoder.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        torch.save(self.kar.state_dict(), directory / CHECKPOINT_KAR)
+        self.kar.entities.embeddings.save(directory / CHECKPOINT_ENTITIES)
+        manifest = {"method": "knowbert-pretraining", "kar": self.shape, "steps": int(self.global_step) if self._trainer else 0,
+                    "final_losses": self.final_losses, "lr": self.lr, "mask_probability": self.mask_probability,
+                    "linking_loss_weight": self.linking_loss_weight, **(extra or {})}
+        (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        return directory
+
+
+def pretrain_checkpoint(dataset: str, out, backbone: str = "minilm", steps: int = 1000, batch_size: int = 32,
+                        max_length: int | None = None, data_dir=None, cache_dir=None, seed: int = 0, lr: float | None = None,
+                        progress: bool = True, dataset_options: dict | None = None, **options) -> Path:
+    """What ``klm pretrain --method knowbert --corpus DATASET`` does: knowledge pretraining on the train split of
+    ``dataset`` (its default task, features from ``klm prepare --dataset DATASET --kg-embeddings`` at the
+    dataset config's max_length), saved at ``out`` (written beside it, renamed at the end)."""
+    import shutil
+
+    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.config import dataset_defaults
+    from knowledge_lm.registry import DATASETS
+
+    for option, value in (("steps", steps), ("batch size", batch_size)):
+        if value <= 0:
+            raise KlmError(f"KnowBERT pretraining needs {option} > 0, got {value}")
+    out = Path(out).expanduser()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise KlmError(f"--out {out} already exists and is not an empty folder; remove it or choose another")
+    defaults = dataset_defaults(dataset)
+    dataset_class = DATASETS.get(dataset)
+    max_length = max_length or (defaults.get("train") or {}).get("max_length", 128)
+    dataset_options = {k: v for k, v in {**(defaults.get("dataset_options") or {}), **(dataset_options or {})}.items()
+                       if k != "knowledge"}
+    pl.seed_everything(seed, workers=True, verbose=False)
+    encoder, tokenizer, info = load_backbone(backbone, seed=seed)
+    data = dataset_class(tokenizer=tokenizer, data_dir=data_dir, batch_size=batch_size, max_length=max_length,
+                         cache_dir=cache_dir, knowledge=dict((defaults.get("dataset_options") or {}).get("knowledge") or {}),
+                         **dataset_options)
+    module = KnowBertPretraining(encoder, tokenizer, steps, **({"lr": lr} if lr else {}), **options)
+    gpu = torch.cuda.is_available()
+    trainer = pl.Trainer(max_steps=steps, accelerator="gpu" if gpu else "cpu", devices=1, precision="bf16-mixed" if gpu else "32-true",
+                         gradient_clip_val=1.0, logger=False, enable_checkpointing=False, enable_progress_bar=progress,
+                         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0)
+    trainer.fit(module, datamodule=data)
+    partial_dir = out.parent / f".{out.name}.partial"
+    shutil.rmtree(partial_dir, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        module.save_checkpoint(partial_dir, {"corpus": {"dataset": dataset, "task": data.task, "split": "train",
+                                                        "examples": len(data.splits["train"]), "subset_hash": data.subset_hash},
+                                             "backbone": info.to_dict(), "batch_size": batch_size, "max_length": max_length,
+                                             "seed": seed, "device": torch.cuda.get_device_name(0) if gpu else "cpu"})
+        if out.exists():
+            out.rmdir()  # empty, checked above
+        partial_dir.rename(out)
+    finally:
+        shutil.rmtree(partial_dir, ignore_errors=True)
+    return out
