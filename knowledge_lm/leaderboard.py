@@ -23,9 +23,7 @@ MISSING = "—"
 def results_frame(results: list[dict]) -> pd.DataFrame:
     rows = []
     for result in results:
-        cell, split = dict(result["cell"]), result["report_split"]
-        if cell.pop("variant", ""):  # a variant of a sweep is its own row
-            cell["method"] = f"{cell['method']} [{result['cell']['variant']}]"
+        cell, split = {"variant": "", **result["cell"]}, result["report_split"]
         for metric, value in result["metrics"][split].items():
             rows.append({**cell, "split": split, "metric": metric, "value": value,
                          "device": result["device"]["name"], "checksum": result["backbone"]["checksum"],
@@ -95,6 +93,23 @@ def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, referen
     return lines
 
 
+def variant_key(name: str):
+    """noise10 before noise20 before noise100: the number in a variant's name, then the name."""
+    digits = "".join(ch for ch in name if ch.isdigit())
+    return (name.rstrip("0123456789."), float(digits) if digits else -1.0, name)
+
+
+def variants_table(frame: pd.DataFrame, task: str, main_metric: str) -> list[str]:
+    """Sweep variants (e.g. link-noise levels) of a task: one row per method and fraction, one column per variant."""
+    task_frame = frame[(frame.task == task) & (frame.metric == main_metric)]
+    variants = sorted(task_frame["variant"].unique(), key=variant_key)
+    lines = ["| method | fraction | " + " | ".join(variants) + " |", "|---|---|" + "---|" * len(variants)]
+    for (fraction, method), group in task_frame.groupby(["fraction", "method"]):
+        cells = [summary(group[group.variant == v]["value"])[1] if (group.variant == v).any() else MISSING for v in variants]
+        lines.append(f"| {method} | {fraction_label(fraction)} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def detail_table(frame: pd.DataFrame, task: str) -> list[str]:
     task_frame = frame[frame.task == task]
     metrics = list(dict.fromkeys(task_frame["metric"]))
@@ -134,10 +149,18 @@ def render_dataset(dataset: str, frame: pd.DataFrame) -> str:
            "(different backbone and protocol: not comparable one to one).", ""]
     for backbone, group in frame.groupby("backbone"):
         out += [f"## Backbone: {backbone}", ""]
-        out += main_table(group, tasks, main_metric, references)
-        out.append("")
+        plain, varied = group[group.variant == ""], group[group.variant != ""]
+        if not plain.empty:
+            out += main_table(plain, tasks, main_metric, references)
+            out.append("")
         for task in tasks:
-            out += [f"### {task}: all metrics", ""] + detail_table(group, task) + [""]
+            if (varied.task == task).any():
+                out += [f"### {task}: sweep variants ({main_metric[task]})", "",
+                        "Each column is a variant of a sweep (its own prepared features, e.g. a share of wrong entity "
+                        "links); the configs under benchmarks/ name what each variant changes.", ""]
+                out += variants_table(varied, task, main_metric[task]) + [""]
+            if (plain.task == task).any():
+                out += [f"### {task}: all metrics", ""] + detail_table(plain, task) + [""]
     out += ["## Provenance", ""] + provenance(frame) + [""]
     return "\n".join(out)
 

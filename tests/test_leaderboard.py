@@ -84,7 +84,7 @@ def test_variants_are_their_own_cells_and_rows(tmp_path):
             "budget": {"max_steps": 10, "per_device_batch_size": 32}})
     [path] = write_leaderboards(results, tmp_path / "leaderboards")
     text = path.read_text()
-    assert "| knowbert [noise0] | **70.0 (n=1)** |" in text and "| knowbert [noise20] | 60.0 (n=1) |" in text
+    assert "| method | fraction | noise0 | noise20 |" in text and "| knowbert | 100% | 70.0 (n=1) | 60.0 (n=1) |" in text
 
 
 def test_malformed_variants_are_one_error():

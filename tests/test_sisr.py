@@ -20,6 +20,35 @@ def test_spectral_penalty_matches_svd(shape, k):
     assert spectral_penalty(features, k).double().item() == pytest.approx(expected.item(), rel=1e-3, abs=1e-3)
 
 
+@pytest.mark.parametrize("shape", [(32, 384), (64, 48), (16, 16)])
+def test_spectral_penalty_over_wide_spectra(shape):
+    """Singular values spread over 1e-2..1e2 (λ over 1e8, what float32 features can hold): still the k smallest."""
+    generator = torch.Generator().manual_seed(1)
+    b, d = shape
+    rank = min(b, d)
+    left = torch.linalg.qr(torch.randn(b, b, generator=generator, dtype=torch.float64)).Q[:, :rank]
+    right = torch.linalg.qr(torch.randn(d, d, generator=generator, dtype=torch.float64)).Q[:, :rank]
+    singular = torch.logspace(-2, 2, rank, dtype=torch.float64)[torch.randperm(rank, generator=generator)]
+    features = ((left * singular) @ right.T).float()
+    exact = torch.linalg.svdvals(features.double()).flip(0) ** 2
+    for k in (1, 2):
+        assert spectral_penalty(features, k).item() == pytest.approx(exact[:k].sum().item(), rel=1e-3)
+
+
+def test_spectral_penalty_gradient_is_eigvalsh_s():
+    torch.manual_seed(0)
+    features = torch.randn(16, 40, dtype=torch.float64).float().requires_grad_()
+    spectral_penalty(features, 2).backward()
+    reference = features.detach().double().requires_grad_()
+    torch.linalg.eigvalsh(reference @ reference.T)[:2].sum().backward()
+    assert torch.allclose(features.grad.double(), reference.grad, rtol=1e-3, atol=1e-4)
+
+
+def test_spectral_penalty_of_one_row_is_its_squared_norm():
+    features = torch.tensor([[3.0, 4.0]])
+    assert spectral_penalty(features).item() == pytest.approx(25.0)
+
+
 def test_spectral_penalty_has_gradients_and_shrinks_the_smallest_direction():
     torch.manual_seed(0)
     features = torch.randn(16, 32, requires_grad=True)
