@@ -80,21 +80,29 @@ class Sweep:
     train: dict = field(default_factory=dict)
     task_train: dict = field(default_factory=dict)
     dataset_options: dict = field(default_factory=dict)
-    # name → dataset-option overrides (the ``knowledge`` mapping merged key by key); each variant is its own
-    # set of cells. The default, one unnamed variant, is the sweep as written.
+    # name → dataset-option overrides (the ``knowledge`` mapping merged key by key) and ``method_options``
+    # overrides (e.g. KAM's α); each variant is its own set of cells. The default, one unnamed variant, is
+    # the sweep as written.
     variants: dict = field(default_factory=lambda: {"": {}})
     description: str = ""
 
     def variant_options(self, variant: str) -> dict:
-        overrides = self.variants[variant]
+        overrides = {k: v for k, v in self.variants[variant].items() if k != "method_options"}
         options = {**self.dataset_options, **{k: v for k, v in overrides.items() if k != "knowledge"}}
         if "knowledge" in overrides or "knowledge" in self.dataset_options:
             options["knowledge"] = {**(self.dataset_options.get("knowledge") or {}), **(overrides.get("knowledge") or {})}
         return options
 
-    def train_config(self, task: str, overrides: dict | None = None) -> TrainConfig:
+    def train_values(self, task: str, overrides: dict | None = None, variant: str = "") -> dict:
         values = {**self.train, **self.task_train.get(task, {}), **(overrides or {})}
-        return TrainConfig.from_dict(values, where=f"sweep {self.name!r}, task {task}")
+        method_options = self.variants.get(variant, {}).get("method_options")
+        if method_options:
+            values["method_options"] = {**(values.get("method_options") or {}), **method_options}
+        return values
+
+    def train_config(self, task: str, overrides: dict | None = None, variant: str = "") -> TrainConfig:
+        where = f"sweep {self.name!r}, task {task}" + (f", variant {variant}" if variant else "")
+        return TrainConfig.from_dict(self.train_values(task, overrides, variant), where=where)
 
 
 def parse_fractions(text) -> list[float]:
@@ -141,11 +149,15 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
                 isinstance(name, str) and name and "/" not in name and isinstance(options, dict) for name, options in variants.items()):
             raise KlmError(f"{where}: variants must map non-empty names (no '/') to dataset-option mappings")
         sweep.variants = {name: dict(options) for name, options in variants.items()}
+        for name, options in sweep.variants.items():
+            if not isinstance(options.get("method_options", {}), dict):
+                raise KlmError(f"{where}: variant {name}: method_options must be a mapping")
     for task in list(sweep.task_train):
         if task not in dataset_class.tasks:
             raise KlmError(f"{where}: task_train names unknown task {task!r}")
     for task in tasks:
-        sweep.train_config(task)
+        for variant in sweep.variants:
+            sweep.train_config(task, variant=variant)
     return sweep
 
 

@@ -42,7 +42,7 @@ def failure_message(cell: Cell, runs_dir: Path) -> str:
 
 
 def cell_command(cell: Cell, sweep: Sweep, overrides: dict, data_dir, results_dir, runs_dir, progress: bool) -> list[str]:
-    spec = {"cell": asdict(cell), "train": {**sweep.train, **sweep.task_train.get(cell.task, {}), **overrides},
+    spec = {"cell": asdict(cell), "train": sweep.train_values(cell.task, overrides, cell.variant),
             "data_dir": str(data_dir) if data_dir else None, "results_dir": str(results_dir), "runs_dir": str(runs_dir),
             "dataset_options": sweep.variant_options(cell.variant), "progress": progress}
     return [sys.executable, "-m", "knowledge_lm.cell", json.dumps(spec)]

@@ -70,7 +70,7 @@ def test_config_smoke_runs(path, tmp_path, tmp_path_factory, shared_data):
         for task in sweep.tasks:
             cell = Cell(method, sweep.dataset, task, min(sweep.fractions), sweep.seeds[0],
                         smoke_backbone(method, tmp_path_factory), variant)
-            train = sweep.train_config(task, {"max_steps": 2, "evaluations": 1, "batch_size": 4})
+            train = sweep.train_config(task, {"max_steps": 2, "evaluations": 1, "batch_size": 4}, variant)
             if getattr(METHODS.get(method), "needs_knowledge", False):
                 prepare_knowledge(options, sweep.dataset, task, train, shared_data)
             result = run_cell(cell, train, data_dir=shared_data, results_dir=tmp_path / "results",

@@ -73,6 +73,10 @@ def test_variants_are_their_own_cells_and_rows(tmp_path):
     assert [cell.key for cell in cells] == ["generated/facts/knowbert/minilm/noise0/f1-s1",
                                             "generated/facts/knowbert/minilm/noise20/f1-s1"]
     assert sweep.variant_options("noise20") == {"dev_size": 30, "knowledge": {"k_hop": 3, "link_noise": 0.2}}
+    alphas = validate_sweep({"dataset": "generated", "methods": ["kam"], "train": {"method_options": {"skip": False}},
+                             "variants": {"alpha0": {"method_options": {"alpha": 0.0}}}}, "test")
+    assert alphas.train_config("facts", variant="alpha0").method_options == {"skip": False, "alpha": 0.0}
+    assert alphas.variant_options("alpha0") == {}
     results = tmp_path / "results"
     for cell, value in zip(cells, (70.0, 60.0)):
         write_json_atomic(cell.result_path(results), {
