@@ -79,7 +79,7 @@ def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, referen
         lines.append("| " + " | ".join(row) + " |")
     groups = {}
     for ref in references:
-        if ref["method"] in methods:
+        if ref["method"] in methods and not ref.get("variant"):
             groups.setdefault((ref["paper"], ref["source"], ref["row"], ref["backbone"], ref.get("split")), []).append(ref)
     for (paper, source, row_name, backbone, split), refs in groups.items():
         table = source.split(",")[1].split("(")[0].strip() if "," in source else source
@@ -99,14 +99,25 @@ def variant_key(name: str):
     return (name.rstrip("0123456789."), float(digits) if digits else -1.0, name)
 
 
-def variants_table(frame: pd.DataFrame, task: str, main_metric: str) -> list[str]:
-    """Sweep variants (e.g. link-noise levels) of a task: one row per method and fraction, one column per variant."""
+def variants_table(frame: pd.DataFrame, task: str, main_metric: str, references: list[dict]) -> list[str]:
+    """Sweep variants (e.g. link-noise levels, KAM's α) of a task: one row per method and fraction, one column
+    per variant; † rows: papers' numbers for the same variants (a reference with a ``variant``)."""
     task_frame = frame[(frame.task == task) & (frame.metric == main_metric)]
     variants = sorted(task_frame["variant"].unique(), key=variant_key)
     lines = ["| method | fraction | " + " | ".join(variants) + " |", "|---|---|" + "---|" * len(variants)]
     for (fraction, method), group in task_frame.groupby(["fraction", "method"]):
         cells = [summary(group[group.variant == v]["value"])[1] if (group.variant == v).any() else MISSING for v in variants]
         lines.append(f"| {method} | {fraction_label(fraction)} | " + " | ".join(cells) + " |")
+    groups = {}
+    for ref in references:
+        if ref.get("variant") in variants and main_metric in ref["metrics"].get(task, {}):
+            groups.setdefault((ref["paper"], ref["source"], ref["method"], ref["backbone"], ref.get("split"), ref["fraction"]), {})[
+                ref["variant"]] = ref["metrics"][task][main_metric]
+    for (paper, source, method, backbone, split, fraction), values in groups.items():
+        table = source.split(",")[1].split("(")[0].strip() if "," in source else source
+        cells = [MISSING if values.get(v) is None else f"{values[v]:.1f}" for v in variants]
+        lines.append(f"| † {method} [paper {paper} {table}, {backbone}, {split or 'split not stated'}] | "
+                     f"{fraction_label(fraction)} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -158,7 +169,7 @@ def render_dataset(dataset: str, frame: pd.DataFrame) -> str:
                 out += [f"### {task}: sweep variants ({main_metric[task]})", "",
                         "Each column is a variant of a sweep (its own prepared features, e.g. a share of wrong entity "
                         "links); the configs under benchmarks/ name what each variant changes.", ""]
-                out += variants_table(varied, task, main_metric[task]) + [""]
+                out += variants_table(varied, task, main_metric[task], references) + [""]
             if (plain.task == task).any():
                 out += [f"### {task}: all metrics", ""] + detail_table(plain, task) + [""]
     out += ["## Provenance", ""] + provenance(frame) + [""]

@@ -99,3 +99,22 @@ def test_malformed_variants_are_one_error():
 
     with pytest.raises(KlmError, match="variants"):
         validate_sweep({"dataset": "generated", "methods": ["baseline"], "variants": {"a/b": {}}}, "test")
+
+
+def test_variant_references_stand_beside_the_variants(tmp_path):
+    """KAM-BERT's Table 4 (α sweep) rows sit in the variants table of the α sweep, not in the main table."""
+    results = tmp_path / "results"
+    for alpha, value in (("alpha0", 40.0), ("alpha0.2", 45.0)):
+        cell = Cell("kam", "glue", "cola", 1.0, 1, "minilm", alpha)
+        write_json_atomic(cell.result_path(results), {
+            "cell": {"method": "kam", "dataset": "glue", "task": "cola", "fraction": 1.0, "seed": 1, "backbone": "minilm",
+                     "variant": alpha},
+            "report_split": "dev", "metrics": {"dev": {"matthews": value}},
+            "device": {"name": "Test GPU"}, "backbone": {"checksum": "abc", "path": None}, "git": {"commit": "0123456789"},
+            "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 100},
+            "budget": {"max_steps": 10, "per_device_batch_size": 32}})
+    [path] = write_leaderboards(results, tmp_path / "leaderboards")
+    lines = path.read_text().splitlines()
+    assert "| † kam [paper 001 Table 4, bert-base, split not stated] | 100% | 51.2 | 53.7 |" in lines
+    assert not any(line.startswith("| † 0.") for line in lines)  # not in the main table as a row of its own
+    assert "| kam | 100% | 40.0 (n=1) | 45.0 (n=1) |" in lines
