@@ -58,6 +58,8 @@ implementation whose 4D additive mask (b × 1 × n × n, or None without padding
 
 import random
 import warnings
+from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import nn
@@ -112,10 +114,40 @@ def _pair_entries(first_tokens, second_tokens, value: float):
     return rows, cols, [min(1.0, max(0.0, float(value)))] * len(rows)
 
 
+@dataclass
+class KamKnowledge:
+    """A batch's knowledge as KAM reads it: the maps' nonzero entries (sparse, built on the CPU, by the data
+    loader where ``Kam.setup`` could ask it to) and the expansion sub-words; densified on the device."""
+
+    entries: torch.Tensor  # 4 × E long: example, map, row, column
+    values: torch.Tensor  # E float
+    size: int  # n + K: the maps' side
+    auxiliary_ids: torch.Tensor  # b × K long, 0-padded: the expansion sub-words, in order
+    auxiliary_real: torch.Tensor  # b × K bool
+
+    def to(self, device, non_blocking: bool = False) -> "KamKnowledge":
+        """On ``device`` (Lightning's batch transfer calls this)."""
+        move = lambda tensor: tensor.to(device, non_blocking=non_blocking)  # noqa: E731
+        return KamKnowledge(move(self.entries), move(self.values), self.size, move(self.auxiliary_ids),
+                            move(self.auxiliary_real))
+
+    def maps(self, batch_size: int, num_maps: int) -> torch.Tensor:
+        dense = torch.zeros(batch_size, num_maps, self.size, self.size, device=self.values.device)
+        # accumulate=False: overlapping spans of one map set the same value (the last write wins for PMI)
+        return dense.index_put_(tuple(self.entries), self.values)
+
+
 def knowledge_maps(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, device=None,
                    missing_pmi: str = "zeros", kg=None, expansion_k: int = 0) -> torch.Tensor:
     """``b × k × (n+K) × (n+K)`` float maps in [0, 1] (see the module docstring), densified on ``device``;
     K = 0 without expansion."""
+    return map_entries(knowledge, length, maps, missing_pmi, kg, expansion_k).to(device).maps(len(knowledge), len(maps))
+
+
+def map_entries(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, missing_pmi: str = "zeros", kg=None,
+                expansion_k: int = 0) -> KamKnowledge:
+    """The nonzero entries of every map of ``knowledge`` (the per-example features of a batch padded to
+    ``length``), and its expansion sub-words."""
     for name in maps:
         if name not in MAP_NAMES:
             raise KlmError(f"kam: unknown map {name!r}; known: {', '.join(MAP_NAMES)}")
@@ -174,12 +206,13 @@ def knowledge_maps(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, device
                         if second in adjacent:  # neighbours are undirected: ``second`` adds the reverse pairs
                             add(b, c, [t for t in first_tokens for _ in second_tokens],
                                 [u for _ in first_tokens for u in second_tokens])
-    dense = torch.zeros(len(knowledge), len(maps), size, size, device=device)
-    if rows:
-        index = tuple(torch.tensor(x, dtype=torch.long, device=device) for x in (batch, channel, rows, cols))
-        # accumulate=False: overlapping spans of one map set the same value (the last write wins for PMI)
-        dense.index_put_(index, torch.tensor(values, device=device))
-    return dense
+    ids = auxiliary_ids(knowledge, expansion_k)
+    width = max((len(row) for row in ids), default=0)
+    return KamKnowledge(torch.tensor([batch, channel, rows, cols], dtype=torch.long).view(4, -1),
+                        torch.tensor(values, dtype=torch.float), size,
+                        torch.tensor([row + [0] * (width - len(row)) for row in ids], dtype=torch.long).view(len(ids), width),
+                        torch.tensor([[True] * len(row) + [False] * (width - len(row)) for row in ids],
+                                     dtype=torch.bool).view(len(ids), width))
 
 
 # -- the attention -------------------------------------------------------------------------------
@@ -298,50 +331,50 @@ class Kam(TaskModel):
         self.kg = kg
 
     def setup(self, stage=None):
-        """Loads the prepared KG where the ``kg`` map needs it (see the module docstring)."""
-        if "kg" not in self.maps or self.kg is not None:
-            return
-        from knowledge_lm.knowledge.kg import KnowledgeGraph
-        from knowledge_lm.methods.knowbert import prepared_kg_dir
-
+        """Loads the prepared KG where the ``kg`` map needs it (see the module docstring), and has the data
+        loader build the maps' entries (not with SI: its draw belongs to the training step)."""
         data = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        if data is not None:
+        if "kg" in self.maps and self.kg is None and data is not None:
+            from knowledge_lm.knowledge.kg import KnowledgeGraph
+            from knowledge_lm.methods.knowbert import prepared_kg_dir
+
             self.kg = KnowledgeGraph.load(prepared_kg_dir(data))
+        if data is not None and getattr(data, "knowledge", None) is not None and self.selective_injection is None:
+            data.knowledge_batch = partial(map_entries, maps=self.maps, missing_pmi=self.missing_pmi, kg=self.kg,
+                                           expansion_k=self.expansion_k)
 
     def encode(self, batch):
-        knowledge = batch["knowledge"]
-        if self.training and self.selective_injection is not None:
-            knowledge = self.selective_injection.filter_batch(knowledge, self.si_rng)
-        input_ids = batch["input_ids"]
-        self.kam_state.maps = knowledge_maps(knowledge, input_ids.shape[1], self.maps, input_ids.device,
-                                             self.missing_pmi, self.kg, self.expansion_k)
+        knowledge, input_ids = batch["knowledge"], batch["input_ids"]
+        if not isinstance(knowledge, KamKnowledge):  # per-example dicts: SI, or a batch from elsewhere
+            if self.training and self.selective_injection is not None:
+                knowledge = self.selective_injection.filter_batch(knowledge, self.si_rng)
+            knowledge = map_entries(knowledge, input_ids.shape[1], self.maps, self.missing_pmi, self.kg, self.expansion_k)
+        if knowledge.values.device != input_ids.device:
+            knowledge = knowledge.to(input_ids.device)
+        self.kam_state.maps = knowledge.maps(len(input_ids), len(self.maps))
         self.kam_state.previous = None
         real = batch["attention_mask"].bool() if "attention_mask" in batch else torch.ones_like(input_ids, dtype=torch.bool)
-        self.kam_state.auxiliary, auxiliary_real = self.embed_auxiliary(knowledge, real)
-        self.kam_state.real = real if auxiliary_real is None else torch.cat([real, auxiliary_real], 1)
+        self.kam_state.auxiliary = self.embed_auxiliary(knowledge.auxiliary_ids, real)
+        self.kam_state.real = real if self.kam_state.auxiliary is None else torch.cat([real, knowledge.auxiliary_real], 1)
         try:
             return super().encode(batch)
         finally:
             self.kam_state.maps = self.kam_state.previous = self.kam_state.real = self.kam_state.auxiliary = None
 
-    def embed_auxiliary(self, knowledge, real):
-        """The expansion sub-words through the backbone's embeddings (b × K × hidden) and which are real;
-        ``(None, None)`` when no example of the batch has any."""
-        ids = auxiliary_ids(knowledge, self.expansion_k)
-        width = max((len(row) for row in ids), default=0)
+    def embed_auxiliary(self, padded, real):
+        """The expansion sub-words (``padded``: b × K ids) through the backbone's embeddings (b × K × hidden);
+        None when the batch has none."""
+        width = padded.shape[1]
         if width == 0:
-            return None, None
+            return None
         device = real.device
-        padded = torch.tensor([row + [0] * (width - len(row)) for row in ids], device=device)
-        auxiliary_real = torch.tensor([[True] * len(row) + [False] * (width - len(row)) for row in ids], device=device)
         embeddings = self.encoder.embeddings
         # Right after each example's last real token; RoBERTa-style tables start counting after padding_idx.
         padding_idx = getattr(embeddings, "padding_idx", None)
         first = 0 if padding_idx is None else padding_idx + 1
         positions = (real.sum(1, keepdim=True) + torch.arange(width, device=device) + first).clamp(
             max=self.encoder.config.max_position_embeddings - 1)
-        states = embeddings(input_ids=padded, token_type_ids=torch.zeros_like(padded), position_ids=positions)
-        return states, auxiliary_real
+        return embeddings(input_ids=padded, token_type_ids=torch.zeros_like(padded), position_ids=positions)
 
 
 @register_method("kam+si")
