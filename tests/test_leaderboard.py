@@ -118,3 +118,17 @@ def test_variant_references_stand_beside_the_variants(tmp_path):
     assert "| † kam [paper 001 Table 4, bert-base, split not stated] | 100% | 51.2 | 53.7 |" in lines
     assert not any(line.startswith("| † 0.") for line in lines)  # not in the main table as a row of its own
     assert "| kam | 100% | 40.0 (n=1) | 45.0 (n=1) |" in lines
+
+
+def test_paired_comparison_marks_only_consistent_differences(tmp_path):
+    results = tmp_path / "results"
+    for seed, base, steady, noisy in ((1, 60.0, 65.0, 70.0), (2, 62.0, 67.1, 55.0), (3, 61.0, 66.2, 64.0)):
+        fake_result(results, "baseline", "rte", 1.0, seed, base)
+        fake_result(results, "steady", "rte", 1.0, seed, steady)
+        fake_result(results, "noisy", "rte", 1.0, seed, noisy)
+    [path] = write_leaderboards(results, tmp_path / "leaderboards")
+    lines = path.read_text().splitlines()
+    assert next(line for line in lines if line.startswith("| steady |")).endswith("(n=3)** ↑ |")
+    assert next(line for line in lines if line.startswith("| noisy |")).endswith("(n=3) |")
+    assert any(line.startswith("| steady | 100% | +5.1 ± 0.1 | 3 |") and line.endswith("| better |") for line in lines)
+    assert any(line.startswith("| noisy | 100% |") and line.endswith("| no significant difference |") for line in lines)
