@@ -51,7 +51,8 @@ def device_record(precision: str, devices: int) -> dict:
     import torch
 
     if torch.cuda.is_available():
-        return {"accelerator": "cuda", "name": torch.cuda.get_device_name(0), "count": devices, "precision": precision}
+        return {"accelerator": "cuda", "name": torch.cuda.get_device_name(0), "count": devices, "precision": precision,
+                "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
     return {"accelerator": "cpu", "name": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "count": 1, "precision": precision}
 

@@ -71,7 +71,10 @@ def command_bench(args):
 
     sweep = sweep_from_args(args)
     data_dir = check_data_dir(args.data_dir)
-    counts = run_sweep(sweep, parse_overrides(args.set), data_dir=data_dir, results_dir=args.results_dir,
+    overrides = parse_overrides(args.set)
+    if args.devices_per_cell:
+        overrides["devices"] = args.devices_per_cell
+    counts = run_sweep(sweep, overrides, data_dir=data_dir, results_dir=args.results_dir,
                        runs_dir=args.runs_dir, jobs=args.jobs)
     if not args.no_leaderboard:
         for path in write_leaderboards(args.results_dir, args.leaderboards_dir):
@@ -225,7 +228,9 @@ def build_parser():
     bench = commands.add_parser("bench", help="run a sweep of cells (skipping finished ones), then the leaderboards")
     add_sweep_arguments(bench)
     bench.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
-    bench.add_argument("--jobs", type=int, default=int(os.environ.get("KLM_JOBS", "1")), help="cells run at once")
+    bench.add_argument("--jobs", type=int, default=int(os.environ.get("KLM_JOBS", "1")),
+                       help="cells run at once, spread evenly over the visible GPUs (several per GPU when jobs > GPUs)")
+    bench.add_argument("--devices-per-cell", type=int, help="GPUs per cell (DDP within the cell; default 1)")
     bench.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. lr=3e-5")
     bench.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
     bench.add_argument("--no-leaderboard", action="store_true")

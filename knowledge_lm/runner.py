@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from knowledge_lm.cell import FAILURE_FILE, LAST_CHECKPOINT
 from knowledge_lm.config import Sweep
+from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS
 from knowledge_lm.results import Cell
 
@@ -48,6 +49,30 @@ def cell_command(cell: Cell, sweep: Sweep, overrides: dict, data_dir, results_di
     return [sys.executable, "-m", "knowledge_lm.cell", json.dumps(spec)]
 
 
+def visible_gpus() -> list[str]:
+    """The GPUs cells may use: ``CUDA_VISIBLE_DEVICES`` where set, else every device ``nvidia-smi`` lists
+    (asked without initialising CUDA in this process, which only schedules)."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [gpu.strip() for gpu in listed.split(",") if gpu.strip() and gpu.strip() != "-1"]
+    try:
+        found = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                               text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in found.stdout.splitlines() if line.strip()] if found.returncode == 0 else []
+
+
+def gpu_groups(gpus: list[str], devices_per_cell: int) -> list[tuple[str, ...]]:
+    """Disjoint groups of ``devices_per_cell`` GPUs: the units a cell is placed on (one cell's DDP ranks)."""
+    return [tuple(gpus[i:i + devices_per_cell]) for i in range(0, len(gpus) - devices_per_cell + 1, devices_per_cell)]
+
+
+def least_loaded(groups: list[tuple[str, ...]], load: dict) -> tuple[str, ...]:
+    """The group running the fewest cells (the first such): several small cells share a GPU, spread evenly."""
+    return min(groups, key=lambda group: load.get(group, 0))
+
+
 def check_data(sweep: Sweep, data_dir) -> None:
     """Read every task's splits once before any cell starts: bad data fails here, with one line."""
     dataset_class = DATASETS.get(sweep.dataset)
@@ -56,11 +81,16 @@ def check_data(sweep: Sweep, data_dir) -> None:
 
 
 def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, results_dir=Path("results"),
-              runs_dir=Path("runs"), jobs: int = 1, retry_failed: bool = True) -> dict[str, int]:
-    """Run every unfinished cell; ``jobs`` cells at a time (each its own process). Returns counts."""
+              runs_dir=Path("runs"), jobs: int = 1, retry_failed: bool = True, gpus: list[str] | None = None) -> dict[str, int]:
+    """Run every unfinished cell; ``jobs`` cells at a time (each its own process), spread over ``gpus``
+    (default: the visible ones) in groups of the cells' ``devices`` (DDP within a cell). Returns counts."""
     overrides = overrides or {}
-    for task in sweep.tasks:
-        sweep.train_config(task, overrides)
+    devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
+    gpus = visible_gpus() if gpus is None else gpus
+    groups = gpu_groups(gpus, devices_per_cell)
+    if gpus and not groups:
+        raise KlmError(f"a cell wants {devices_per_cell} GPUs (devices) but {len(gpus)} are visible")
+    load: dict[tuple[str, ...], int] = {}
     cells = sweep_cells(sweep)
     todo = [c for c in cells if cell_state(c, results_dir, runs_dir) != "done"
             and (retry_failed or cell_state(c, results_dir, runs_dir) != "failed")]
@@ -73,7 +103,7 @@ def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, result
     show_cell_progress = jobs == 1 and sys.stderr.isatty()
     # Cells running side by side share the cores instead of each spinning up a thread per core.
     env = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // jobs)), **os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    running: dict[subprocess.Popen, tuple[Cell, object]] = {}
+    running: dict[subprocess.Popen, tuple[Cell, object, tuple | None]] = {}
     queue = list(todo)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=show_cell_progress) as bar:
@@ -81,19 +111,24 @@ def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, result
         while queue or running:
             while queue and len(running) < jobs:
                 cell = queue.pop(0)
+                group = least_loaded(groups, load) if groups else None
+                cell_env = env if group is None else {**env, "CUDA_VISIBLE_DEVICES": ",".join(group)}
+                load[group] = load.get(group, 0) + 1
                 run_dir = cell.run_dir(runs_dir)
                 run_dir.mkdir(parents=True, exist_ok=True)
                 log = open(run_dir / "log.txt", "a")
                 if show_cell_progress:
                     console.print(f"[cyan]→ {cell.key}[/]")
-                    process = subprocess.Popen(cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, True), env=env)
+                    process = subprocess.Popen(cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, True),
+                                               env=cell_env)
                 else:
                     process = subprocess.Popen(cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, False),
-                                               env=env, stdout=log, stderr=subprocess.STDOUT)
-                running[process] = (cell, log)
+                                               env=cell_env, stdout=log, stderr=subprocess.STDOUT)
+                running[process] = (cell, log, group)
             time.sleep(0.2)
             for process in [p for p in running if p.poll() is not None]:
-                cell, log = running.pop(process)
+                cell, log, group = running.pop(process)
+                load[group] -= 1
                 log.close()
                 if process.returncode == 0 and cell.result_path(results_dir).is_file():
                     counts["finished"] += 1

@@ -4,6 +4,8 @@ import json
 import subprocess
 import time
 
+import pytest
+
 from knowledge_lm.config import validate_sweep
 from knowledge_lm.runner import cell_command, cell_state, run_sweep, sweep_cells
 
@@ -45,3 +47,40 @@ def test_killed_cell_resumes_and_nothing_runs_twice(tmp_path):
 
     again = run_sweep(sweep, results_dir=results, runs_dir=runs)
     assert again == {"done_before": 2, "finished": 0, "failed": 0}
+
+
+def launched_on(tmp_path, monkeypatch, gpus, jobs, overrides=None, seeds=(1, 2, 3, 4, 5)):
+    """Which CUDA_VISIBLE_DEVICES each cell process got (the processes are stand-ins that fail at once)."""
+    from knowledge_lm import runner
+    from knowledge_lm.config import validate_sweep
+
+    launched = []
+
+    class Process:
+        returncode = 1
+
+        def __init__(self, command, env=None, **options):
+            launched.append(env.get("CUDA_VISIBLE_DEVICES"))
+
+        def poll(self):
+            return 1
+
+    monkeypatch.setattr(runner.subprocess, "Popen", Process)
+    sweep = validate_sweep({"dataset": "generated", "methods": ["baseline"], "fractions": [1.0], "seeds": list(seeds),
+                            "dataset_options": {"train_size": 40, "dev_size": 10, "test_size": 10}}, "test")
+    runner.run_sweep(sweep, overrides, results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", jobs=jobs, gpus=gpus)
+    return launched
+
+
+def test_cells_spread_evenly_over_the_gpus(tmp_path, monkeypatch):
+    assert launched_on(tmp_path, monkeypatch, ["0", "1"], jobs=4) == ["0", "1", "0", "1", "0"]
+    assert launched_on(tmp_path, monkeypatch, [], jobs=2, seeds=(1,)) == [None]  # no GPU: nothing set
+
+
+def test_ddp_cells_get_disjoint_gpu_groups(tmp_path, monkeypatch):
+    from knowledge_lm.errors import KlmError
+
+    assert launched_on(tmp_path, monkeypatch, ["0", "1", "2", "3"], jobs=2, overrides={"devices": 2},
+                       seeds=(1, 2)) == ["0,1", "2,3"]
+    with pytest.raises(KlmError, match="wants 2 GPUs"):
+        launched_on(tmp_path, monkeypatch, ["0"], jobs=1, overrides={"devices": 2}, seeds=(1,))
