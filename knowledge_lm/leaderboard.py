@@ -200,7 +200,11 @@ def provenance(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
-def render_dataset(dataset: str, frame: pd.DataFrame) -> str:
+def figure_link(path: Path | None, caption: str) -> list[str]:
+    return [f"![{caption}](figures/{path.name})", ""] if path is not None else []
+
+
+def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None = None) -> str:
     dataset_class = DATASETS.get(dataset)
     tasks = [task for task in dataset_class.tasks if task in set(frame["task"])]
     main_metric = {task: dataset_class.spec(task).main_metric for task in tasks}
@@ -218,11 +222,27 @@ def render_dataset(dataset: str, frame: pd.DataFrame) -> str:
             out += main_table(plain, tasks, main_metric, references)
             out.append("")
         for task in tasks:
+            if figures_dir is not None:
+                from knowledge_lm.figures import fraction_curves
+
+                curves = plain[(plain.task == task) & (plain.metric == main_metric[task])]
+                out += figure_link(fraction_curves(curves, f"{dataset} / {task} ({backbone})", main_metric[task],
+                                                   figures_dir / f"{dataset}-{task}-{backbone}-fractions.png"),
+                                   f"{task}: {main_metric[task]} against the train fraction")
             if (varied.task == task).any():
                 out += [f"### {task}: sweep variants ({main_metric[task]})", "",
                         "Each column is a variant of a sweep (its own prepared features, e.g. a share of wrong entity "
                         "links); the configs under benchmarks/ name what each variant changes.", ""]
                 out += variants_table(varied, task, main_metric[task], references) + [""]
+                if figures_dir is not None:
+                    from knowledge_lm.figures import variant_curves
+
+                    metric = main_metric[task]
+                    curves = varied[(varied.task == task) & (varied.metric == metric)]
+                    baseline = plain[(plain.task == task) & (plain.metric == metric) & (plain.method == "baseline")]
+                    out += figure_link(variant_curves(curves, f"{dataset} / {task} ({backbone})", metric,
+                                                      figures_dir / f"{dataset}-{task}-{backbone}-variants.png", baseline),
+                                       f"{task}: {metric} against the sweep variant")
             if (plain.task == task).any():
                 compared = comparison_table(plain, task, main_metric[task])
                 if compared:
@@ -239,7 +259,7 @@ def write_leaderboards(results_dir=Path("results"), out_dir=Path("leaderboards")
     written = []
     for dataset, group in ([] if frame.empty else frame.groupby("dataset")):
         path = out_dir / f"{dataset}.md"
-        path.write_text(render_dataset(dataset, group))
+        path.write_text(render_dataset(dataset, group, out_dir / "figures"))
         written.append(path)
     probes = sorted((Path(results_dir) / PROBES_DIR).glob("lama-*.json"))
     if probes:

@@ -132,3 +132,16 @@ def test_paired_comparison_marks_only_consistent_differences(tmp_path):
     assert next(line for line in lines if line.startswith("| noisy |")).endswith("(n=3) |")
     assert any(line.startswith("| steady | 100% | +5.1 ± 0.1 | 3 |") and line.endswith("| better |") for line in lines)
     assert any(line.startswith("| noisy | 100% |") and line.endswith("| no significant difference |") for line in lines)
+
+
+def test_figures_are_linked_and_regenerate_byte_for_byte(tmp_path):
+    results, out = tmp_path / "results", tmp_path / "leaderboards"
+    for fraction in (0.1, 1.0):
+        for seed, value in zip((1, 2), (60.0, 62.0)):
+            fake_result(results, "baseline", "rte", fraction, seed, value * fraction + 30)
+    [path] = write_leaderboards(results, out)
+    figure = out / "figures" / "glue-rte-minilm-fractions.png"
+    assert f"](figures/{figure.name})" in path.read_text() and figure.read_bytes()[:4] == b"\x89PNG"
+    first = figure.read_bytes()
+    write_leaderboards(results, out)
+    assert figure.read_bytes() == first

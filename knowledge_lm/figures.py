@@ -1,0 +1,85 @@
+"""Figures for the leaderboards, drawn from the results store alone (``klm leaderboard`` writes them to
+``leaderboards/figures/`` and links them from the markdown): the main metric against the train fraction
+per method, and against a sweep's numbered variants (e.g. the share of wrong entity links: papers/000
+Fig. 5d). Same results, same bytes: no timestamps or software tags go into the PNGs."""
+
+from pathlib import Path
+
+import pandas as pd
+
+PNG_METADATA = {"Software": None}
+
+
+def _figure():
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(5.2, 3.4), dpi=110)
+    return figure, figure.add_subplot()
+
+
+def _save(figure, path: Path) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(figure)
+    figure.tight_layout()
+    figure.savefig(path, format="png", metadata=PNG_METADATA)
+    return path
+
+
+def _series(frame: pd.DataFrame, x: str):
+    grouped = frame.groupby(x)["value"]
+    means, spread = grouped.mean(), grouped.std(ddof=1).fillna(0.0)
+    return list(means.index), list(means.values), list(spread.values)
+
+
+def fraction_curves(frame: pd.DataFrame, title: str, metric: str, path: Path) -> Path | None:
+    """Mean ± std over seeds of ``metric`` against the train fraction, one line per method (≥ 2 fractions)."""
+    if frame["fraction"].nunique() < 2:
+        return None
+    figure, axes = _figure()
+    for method in sorted(frame["method"].unique(), key=lambda m: (m != "baseline", m)):
+        xs, ys, errors = _series(frame[frame.method == method], "fraction")
+        axes.errorbar([100 * x for x in xs], ys, yerr=errors, marker="o", capsize=3, label=method)
+    axes.set_xscale("log")
+    ticks = sorted(100 * x for x in frame["fraction"].unique())
+    axes.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
+    axes.minorticks_off()
+    axes.set_xlabel("train fraction (%)")
+    axes.set_ylabel(metric)
+    axes.set_title(title, fontsize=10)
+    axes.legend(fontsize=8)
+    return _save(figure, path)
+
+
+def variant_number(name: str) -> float | None:
+    digits = "".join(ch for ch in name if ch.isdigit() or ch == ".")
+    try:
+        return float(digits)
+    except ValueError:
+        return None
+
+
+def variant_curves(frame: pd.DataFrame, title: str, metric: str, path: Path, baseline: pd.DataFrame | None = None) -> Path | None:
+    """``metric`` against the number in each variant's name (noise10 → 10), one line per method and fraction;
+    the baseline's mean at the same fraction as a dashed line. None unless every variant has a number."""
+    numbers = {variant: variant_number(variant) for variant in frame["variant"].unique()}
+    if len(numbers) < 2 or any(number is None for number in numbers.values()):
+        return None
+    frame = frame.assign(x=frame["variant"].map(numbers))
+    prefix = "".join(ch for ch in next(iter(numbers)) if not (ch.isdigit() or ch == "."))
+    figure, axes = _figure()
+    for (method, fraction), group in frame.groupby(["method", "fraction"]):
+        xs, ys, errors = _series(group, "x")
+        axes.errorbar(xs, ys, yerr=errors, marker="o", capsize=3, label=f"{method} ({100 * fraction:g}%)")
+        if baseline is not None:
+            base = baseline[(baseline.fraction == fraction)]["value"]
+            if len(base):
+                axes.axhline(base.mean(), linestyle="--", linewidth=1, color="grey")
+    if baseline is not None and len(baseline):
+        axes.plot([], [], linestyle="--", color="grey", label="baseline")
+    axes.set_xlabel(prefix or "variant")
+    axes.set_ylabel(metric)
+    axes.set_title(title, fontsize=10)
+    axes.legend(fontsize=8)
+    return _save(figure, path)
