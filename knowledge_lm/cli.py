@@ -203,6 +203,26 @@ def command_pretrain(args):
     return 0
 
 
+def command_speed(args):
+    from knowledge_lm.leaderboard import write_leaderboards
+    from knowledge_lm.results import write_json_atomic
+    from knowledge_lm.speed import render_speed, run_speed, speed_record_path
+
+    for name in ("batch_size", "max_length", "steps", "repeats"):
+        if getattr(args, name) <= 0:
+            raise KlmError(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
+    record = run_speed(args.methods.split(","), args.backbone, args.batch_size, args.max_length, args.warmup, args.steps,
+                       args.repeats, args.tokenizer, bare_loop=not args.no_bare_loop)
+    path = speed_record_path(args.results_dir, record)
+    write_json_atomic(path, record)
+    print(render_speed([record]))
+    print(f"wrote {path}")
+    if not args.no_leaderboard:
+        for written in write_leaderboards(args.results_dir, args.leaderboards_dir):
+            print(f"wrote {written}")
+    return 0
+
+
 def command_leaderboard(args):
     from knowledge_lm.leaderboard import write_leaderboards
 
@@ -286,6 +306,22 @@ def build_parser():
     pretrain.add_argument("--cache-dir", type=Path, help="corpus cache (default: $KLM_CACHE_DIR or .cache/knowledge-lm)")
     pretrain.add_argument("--quiet", action="store_true", help="no progress bar")
     pretrain.set_defaults(handler=command_pretrain)
+
+    speed = commands.add_parser("speed", help="step time, samples/s, memory, TFLOP/s of methods vs the baseline and a bare loop")
+    speed.add_argument("--methods", default="baseline,knowbert,knowbert+si+sr,bert+sr,kam",
+                       help="comma-separated; the baseline is always measured first")
+    speed.add_argument("--backbone", default="minilm", help="a backbone, or bert-base-shaped (random weights, BERT-base's shape)")
+    speed.add_argument("--tokenizer", default="minilm", help="the backbone whose tokenizer bert-base-shaped uses")
+    speed.add_argument("--batch-size", type=int, default=32)
+    speed.add_argument("--max-length", type=int, default=48, help="as benchmarks/generated.yaml, so the prepared features match")
+    speed.add_argument("--warmup", type=int, default=20)
+    speed.add_argument("--steps", type=int, default=100)
+    speed.add_argument("--repeats", type=int, default=2, help="interleaved runs of the method list; each method's best median counts")
+    speed.add_argument("--no-bare-loop", action="store_true", help="skip the plain PyTorch loop")
+    speed.add_argument("--results-dir", default="results", type=Path)
+    speed.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
+    speed.add_argument("--no-leaderboard", action="store_true")
+    speed.set_defaults(handler=command_speed)
 
     leaderboard = commands.add_parser("leaderboard", help="regenerate leaderboards/*.md from the results store")
     leaderboard.add_argument("--results-dir", default="results", type=Path)

@@ -261,6 +261,13 @@ def write_leaderboards(results_dir=Path("results"), out_dir=Path("leaderboards")
         path = out_dir / f"{dataset}.md"
         path.write_text(render_dataset(dataset, group, out_dir / "figures"))
         written.append(path)
+    speed_records = sorted((Path(results_dir) / "speed").glob("*.json"))
+    if speed_records:
+        from knowledge_lm.speed import render_speed
+
+        path = out_dir / "speed.md"
+        path.write_text(render_speed([json.loads(p.read_text()) for p in speed_records]))
+        written.append(path)
     probes = sorted((Path(results_dir) / PROBES_DIR).glob("lama-*.json"))
     if probes:
         path = out_dir / "lama.md"

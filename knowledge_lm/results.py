@@ -56,13 +56,14 @@ def write_json_atomic(path: Path, payload: dict):
 
 
 PROBES_DIR = "probes"
+NOT_CELLS = (PROBES_DIR, "speed")  # zero-shot probes and speed measurements live beside the cells
 
 
 def load_results(results_dir: Path) -> list[dict]:
-    """Every finished cell's result (zero-shot probes under ``probes/`` are not cells)."""
+    """Every finished cell's result (zero-shot probes under ``probes/`` and speed records under ``speed/`` are not cells)."""
     results = []
     for path in sorted(Path(results_dir).rglob("*.json")):
-        if PROBES_DIR in path.relative_to(results_dir).parts[:1]:
+        if path.relative_to(results_dir).parts[0] in NOT_CELLS:
             continue
         try:
             results.append(json.loads(path.read_text()))

@@ -1,0 +1,215 @@
+"""``klm speed``: training step time, samples/s, peak memory and achieved TFLOP/s of methods against the
+baseline at fixed shapes, and the baseline against a bare PyTorch loop of the same backbone.
+
+Every method trains through Lightning on the same batches of the generated task (same seed, so the same
+examples, lengths and padding), bf16 on a GPU; steps after the warm-up are timed with the device
+synchronised, and each method's best median over ``repeats`` interleaved runs counts (a slow phase of the
+machine then does not hit one method only). FLOPs per step are counted once per method with
+``torch.utils.flop_counter`` (forward and backward of one batch). The bare loop is the same model, batches,
+optimiser, schedule, precision and gradient clipping without Lightning. A run's numbers are stored under
+``results/speed/`` and ``klm leaderboard`` renders ``leaderboards/speed.md`` from them. Knowledge methods read
+the prepared features: run ``klm prepare --dataset generated --kg-embeddings`` first.
+"""
+
+import platform
+import statistics
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+
+SPEED_DIR = "speed"
+TARGETS = {"knowbert": 1.25, "knowbert+si+sr": 1.25, "bert+sr": 1.05, "kam": 1.3}  # × the baseline's step time
+
+
+class StepTimer(pl.Callback):
+    def __init__(self, warmup: int):
+        self.warmup, self.times, self.started = warmup, [], None
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        synchronize()
+        self.started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        synchronize()
+        if batch_idx >= self.warmup:
+            self.times.append(time.perf_counter() - self.started)
+
+
+def synchronize():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def bert_base_shaped(attn_implementation, tokenizer_from: str):
+    """A randomly initialised encoder of BERT-base's shape (12 layers, hidden 768), the papers' backbone: step
+    times do not depend on the weights, and at MiniLM's size a step is launch-bound, which inflates any
+    extra module's share."""
+    from transformers import BertConfig, BertModel
+
+    from knowledge_lm.backbones import load_tokenizer
+
+    config = BertConfig(attn_implementation=attn_implementation or "sdpa")
+    return BertModel(config, add_pooling_layer=False), load_tokenizer(tokenizer_from)
+
+
+def build(method: str, backbone: str, batch_size: int, max_length: int, total_steps: int, tokenizer: str = "minilm"):
+    """The method's model and a set-up generated-task data module, as a cell builds them."""
+    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.config import dataset_defaults
+    from knowledge_lm.registry import DATASETS, METHODS
+
+    pl.seed_everything(0, verbose=False)
+    method_class = METHODS.get(method)
+    implementation = getattr(method_class, "attn_implementation", None)
+    if backbone == "bert-base-shaped":
+        encoder, tokenizer_object = bert_base_shaped(implementation, tokenizer)
+    else:
+        encoder, tokenizer_object, _ = load_backbone(backbone, implementation)
+    options = dict(dataset_defaults("generated").get("dataset_options") or {})
+    if getattr(method_class, "needs_knowledge", False):
+        options["knowledge"] = {}
+    data = DATASETS.get("generated")(tokenizer=tokenizer_object, batch_size=batch_size, max_length=max_length, **options)
+    data.setup()
+    model = method_class(encoder, data.task_spec, eval_splits=data.eval_split_names, total_steps=total_steps)
+    return model, data
+
+
+def trainer_for(steps: int, callbacks=()) -> pl.Trainer:
+    gpu = torch.cuda.is_available()
+    return pl.Trainer(max_steps=steps, limit_val_batches=0, num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False, accelerator="gpu" if gpu else "cpu", devices=1,
+                      precision="bf16-mixed" if gpu else "32-true", gradient_clip_val=1.0, callbacks=list(callbacks))
+
+
+def step_flops(model, data) -> float:
+    """FLOPs of one training step's forward and backward on the first batch (the optimiser's are negligible)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    trainer_for(1).fit(model, datamodule=data)  # runs the method's setup hooks (entity tables, loader hooks)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = model.to(device)
+    batch = pl.utilities.move_data_to_device(next(iter(data.train_dataloader())), device)
+    model.train()
+    with FlopCounterMode(display=False) as counter, torch.autocast(device.type, dtype=torch.bfloat16,
+                                                                   enabled=device.type == "cuda"):
+        logits, features = model(batch)
+        loss = model.kind.loss(logits, batch) + sum(model.extra_losses(batch, features).values())
+        loss.backward()
+    model.zero_grad(set_to_none=True)
+    return float(counter.get_total_flops())
+
+
+def measure_method(method: str, backbone: str, batch_size: int, max_length: int, warmup: int, steps: int,
+                   tokenizer: str = "minilm") -> dict:
+    model, data = build(method, backbone, batch_size, max_length, warmup + steps, tokenizer)
+    timer = StepTimer(warmup)
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    trainer_for(warmup + steps, [timer]).fit(model, datamodule=data)
+    step = statistics.median(timer.times)
+    peak = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
+    model, data = build(method, backbone, batch_size, max_length, warmup + steps, tokenizer)
+    flops = step_flops(model, data)
+    return {"step_ms": 1000 * step, "samples_per_s": batch_size / step, "peak_mib": peak, "flops_per_step": flops,
+            "tflops": flops / step / 1e12}
+
+
+def measure_bare_loop(backbone: str, batch_size: int, max_length: int, warmup: int, steps: int,
+                      tokenizer: str = "minilm") -> dict:
+    """The baseline's model, batches, optimiser, schedule, precision and clipping in a plain PyTorch loop."""
+    model, data = build("baseline", backbone, batch_size, max_length, warmup + steps, tokenizer)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = model.to(device).train()
+    optimizer_config = model.configure_optimizers()
+    optimizer, scheduler = optimizer_config["optimizer"], optimizer_config["lr_scheduler"]["scheduler"]
+    batches = iter(data.train_dataloader())
+    times = []
+    for index in range(warmup + steps):
+        try:
+            batch = next(batches)
+        except StopIteration:
+            batches = iter(data.train_dataloader())
+            batch = next(batches)
+        batch = pl.utilities.move_data_to_device(batch, device)
+        synchronize()
+        started = time.perf_counter()
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            logits, _ = model(batch)
+            loss = model.kind.loss(logits, batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        synchronize()
+        if index >= warmup:
+            times.append(time.perf_counter() - started)
+    step = statistics.median(times)
+    return {"step_ms": 1000 * step, "samples_per_s": batch_size / step}
+
+
+def device_name() -> str:
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({platform.machine()})"
+
+
+def run_speed(methods: list[str], backbone: str = "minilm", batch_size: int = 32, max_length: int = 48, warmup: int = 20,
+              steps: int = 100, repeats: int = 2, tokenizer: str = "minilm", bare_loop: bool = True) -> dict:
+    """Measure ``methods`` (the baseline first, always) and the bare loop; the record ``klm speed`` stores."""
+    from knowledge_lm.cell import git_commit, versions
+
+    methods = ["baseline"] + [method for method in methods if method != "baseline"]
+    rows: dict[str, dict] = {}
+    bare = None
+    for _ in range(repeats):
+        for method in methods:
+            row = measure_method(method, backbone, batch_size, max_length, warmup, steps, tokenizer)
+            if method not in rows or row["step_ms"] < rows[method]["step_ms"]:
+                rows[method] = row
+        if bare_loop:
+            row = measure_bare_loop(backbone, batch_size, max_length, warmup, steps, tokenizer)
+            if bare is None or row["step_ms"] < bare["step_ms"]:
+                bare = row
+    return {"schema": 1, "device": device_name(), "backbone": backbone, "batch_size": batch_size, "max_length": max_length,
+            "warmup": warmup, "steps": steps, "repeats": repeats, "precision": "bf16-mixed" if torch.cuda.is_available() else "32-true",
+            "methods": rows, "bare_loop": bare, "git": git_commit(), "versions": versions(),
+            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+def speed_record_path(results_dir, record: dict) -> Path:
+    slug = "".join(ch if ch.isalnum() else "-" for ch in f"{record['device']}-{Path(record['backbone']).name}").strip("-")
+    return Path(results_dir) / SPEED_DIR / f"{slug}-b{record['batch_size']}-n{record['max_length']}.json"
+
+
+def render_speed(records: list[dict]) -> str:
+    """``leaderboards/speed.md`` from the stored speed records: one table per (device, backbone, shape)."""
+    lines = ["# Training speed", "", "Generated by `klm leaderboard` from `results/speed/` (`klm speed` measures); do not edit by hand.",
+             "Training step through Lightning on the generated task, same batches for every method; best of the runs' "
+             "medians. × = ratio to the baseline's step time (issue targets: " +
+             ", ".join(f"{m} ≤ {t}×" for m, t in TARGETS.items()) + "). TFLOP/s counts the forward and backward FLOPs "
+             "of one step (torch.utils.flop_counter) over the step time. The bare loop is the baseline without Lightning.", ""]
+    for record in sorted(records, key=lambda r: (r["device"], r["backbone"], r["batch_size"], r["max_length"])):
+        base = record["methods"]["baseline"]
+        lines += [f"## {record['device']}, {record['backbone']}, batch {record['batch_size']}, length ≤ {record['max_length']}",
+                  "", f"{record['precision']}; {record['repeats']} runs of {record['steps']} steps after {record['warmup']}; "
+                  f"commit {record['git']['commit'][:10]}, measured {record['measured_at']}.", "",
+                  "| method | step ms | × baseline | target | samples/s | peak MiB | × baseline | TFLOP/s |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for method, row in record["methods"].items():
+            ratio = row["step_ms"] / base["step_ms"]
+            target = TARGETS.get(method)
+            verdict = "" if target is None else f"≤ {target}× {'met' if ratio <= target else 'NOT met'}"
+            peak = "—" if row["peak_mib"] is None else f"{row['peak_mib']:.0f}"
+            peak_ratio = "—" if row["peak_mib"] is None or not base["peak_mib"] else f"{row['peak_mib'] / base['peak_mib']:.3f}"
+            lines.append(f"| {method} | {row['step_ms']:.2f} | {ratio:.3f} | {verdict} | {row['samples_per_s']:.0f} | {peak} | "
+                         f"{peak_ratio} | {row['tflops']:.2f} |")
+        bare = record.get("bare_loop")
+        if bare:
+            lines.append(f"| bare PyTorch loop (baseline) | {bare['step_ms']:.2f} | {bare['step_ms'] / base['step_ms']:.3f} | | "
+                         f"{bare['samples_per_s']:.0f} | | | |")
+            lines += ["", f"Baseline through Lightning at {bare['step_ms'] / base['step_ms']:.2f}× the bare loop's samples/s "
+                          "(issue 8's target: ≥ 1.0×)."]
+        lines.append("")
+    return "\n".join(lines)

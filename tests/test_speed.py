@@ -1,0 +1,27 @@
+"""`klm speed` stores a record whose table `klm leaderboard` renders again, byte for byte."""
+
+import json
+
+from knowledge_lm.cli import main
+from knowledge_lm.leaderboard import write_leaderboards
+from knowledge_lm.results import load_results
+
+
+def test_speed_record_and_table(tmp_path, capsys):
+    results, boards = tmp_path / "results", tmp_path / "leaderboards"
+    assert main(["speed", "--backbone", "tiny", "--methods", "baseline,bert+sr", "--steps", "2", "--warmup", "1",
+                 "--repeats", "1", "--batch-size", "8", "--results-dir", str(results), "--leaderboards-dir", str(boards)]) == 0
+    [record_path] = (results / "speed").glob("*.json")
+    record = json.loads(record_path.read_text())
+    assert set(record["methods"]) == {"baseline", "bert+sr"} and record["bare_loop"]["step_ms"] > 0
+    assert all(row["flops_per_step"] > 0 for row in record["methods"].values())
+    table = (boards / "speed.md").read_text()
+    assert "| bert+sr |" in table and "≤ 1.05×" in table and "bare PyTorch loop" in table and "tiny, batch 8" in table
+    write_leaderboards(results, boards)
+    assert (boards / "speed.md").read_text() == table
+    assert load_results(results) == []  # a speed record is not a cell
+
+
+def test_speed_refuses_bad_shapes(capsys):
+    assert main(["speed", "--backbone", "tiny", "--steps", "0"]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: --steps must be > 0")
