@@ -12,6 +12,7 @@ BACKBONE ?=
 DATA_DIR ?=
 JOBS ?= 1
 SET ?=
+TABLE ?=
 
 BIN := $(VENV)/bin
 SWEEP_ARGS := $(if $(CONFIG),--config $(CONFIG),--dataset $(DATASET)) $(if $(METHOD),--method $(METHOD)) \
@@ -19,7 +20,7 @@ SWEEP_ARGS := $(if $(CONFIG),--config $(CONFIG),--dataset $(DATASET)) $(if $(MET
 	$(if $(BACKBONE),--backbone $(BACKBONE))
 BENCH_ARGS := $(SWEEP_ARGS) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) --jobs $(JOBS) $(foreach s,$(SET),--set $(s))
 
-.PHONY: install bench status leaderboard test test-all clean
+.PHONY: install bench bench-paper status leaderboard test test-all clean
 
 install: $(BIN)/.installed
 
@@ -31,6 +32,12 @@ $(BIN)/.installed: pyproject.toml
 
 bench: install
 	$(BIN)/klm bench $(BENCH_ARGS)
+
+# make bench-paper TABLE=kam-table6: the sweeps of one paper table (benchmarks/tables.yaml; TABLE=all: everything)
+bench-paper: install
+	$(if $(TABLE),,$(error name a table: make bench-paper TABLE=kam-table6 (see benchmarks/tables.yaml)))
+	$(BIN)/klm bench --table $(TABLE) $(if $(FRACTIONS),--fractions $(FRACTIONS)) $(if $(SEEDS),--seeds $(SEEDS)) \
+		$(if $(BACKBONE),--backbone $(BACKBONE)) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) --jobs $(JOBS) $(foreach s,$(SET),--set $(s))
 
 status: install
 	$(BIN)/klm status $(SWEEP_ARGS)

@@ -64,22 +64,40 @@ def add_sweep_arguments(parser):
     parser.add_argument("--runs-dir", default="runs", type=Path, help="checkpoints and logs of unfinished cells")
 
 
+def table_configs(name: str) -> list[Path]:
+    """The sweep configs that fill a paper table (``benchmarks/tables.yaml``)."""
+    from knowledge_lm.config import BENCHMARKS_DIR
+
+    tables = yaml.safe_load((BENCHMARKS_DIR / "tables.yaml").read_text())
+    if name not in tables:
+        raise KlmError(f"unknown table {name!r}; known: {', '.join(tables)}")
+    return [BENCHMARKS_DIR / f"{config}.yaml" for config in tables[name]]
+
+
 def command_bench(args):
     from knowledge_lm.config import check_data_dir
     from knowledge_lm.leaderboard import write_leaderboards
     from knowledge_lm.runner import run_sweep
 
-    sweep = sweep_from_args(args)
+    if args.table and (args.config or args.dataset):
+        raise KlmError("--table names its own configs: drop --config/--dataset")
+    configs = table_configs(args.table) if args.table else [args.config]
+    sweeps = []
+    for config in configs:  # every config is checked before any cell runs
+        args.config = str(config) if config else None
+        sweeps.append(sweep_from_args(args))
     data_dir = check_data_dir(args.data_dir)
     overrides = parse_overrides(args.set)
     if args.devices_per_cell:
         overrides["devices"] = args.devices_per_cell
-    counts = run_sweep(sweep, overrides, data_dir=data_dir, results_dir=args.results_dir,
-                       runs_dir=args.runs_dir, jobs=args.jobs)
+    failed = 0
+    for sweep in sweeps:
+        failed += run_sweep(sweep, overrides, data_dir=data_dir, results_dir=args.results_dir,
+                            runs_dir=args.runs_dir, jobs=args.jobs)["failed"]
     if not args.no_leaderboard:
         for path in write_leaderboards(args.results_dir, args.leaderboards_dir):
             print(f"wrote {path}")
-    return 1 if counts["failed"] else 0
+    return 1 if failed else 0
 
 
 def command_status(args):
@@ -247,6 +265,7 @@ def build_parser():
 
     bench = commands.add_parser("bench", help="run a sweep of cells (skipping finished ones), then the leaderboards")
     add_sweep_arguments(bench)
+    bench.add_argument("--table", help="a paper table's sweeps (benchmarks/tables.yaml), e.g. kam-table6; all: the full grid")
     bench.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
     bench.add_argument("--jobs", type=int, default=int(os.environ.get("KLM_JOBS", "1")),
                        help="cells run at once, spread evenly over the visible GPUs (several per GPU when jobs > GPUs)")

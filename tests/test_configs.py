@@ -35,7 +35,7 @@ def smoke_backbone(method, tmp_path_factory) -> str:
     return str(directory)
 
 
-CONFIGS = sorted(path for path in BENCHMARKS_DIR.glob("*.yaml") if path.name != "references.yaml")
+CONFIGS = sorted(path for path in BENCHMARKS_DIR.glob("*.yaml") if path.name not in ("references.yaml", "tables.yaml"))
 
 
 def costly_preparation(path) -> bool:
@@ -77,3 +77,21 @@ def test_config_smoke_runs(path, tmp_path, tmp_path_factory, shared_data):
                               runs_dir=tmp_path / "runs", dataset_options=options, progress=False)
             assert result["budget"]["max_steps"] == 2
             assert set(result["metrics"]) == {"train"} ^ ({"train"} | set(result["data"]["eval_sizes"]))
+
+
+def test_paper_tables_name_existing_configs_and_all_is_the_full_grid():
+    from knowledge_lm.cli import table_configs
+
+    import yaml
+
+    tables = yaml.safe_load((BENCHMARKS_DIR / "tables.yaml").read_text())
+    for name in tables:
+        assert all(path.is_file() for path in table_configs(name)), name
+    assert set(table_configs("all")) == set(CONFIGS)
+
+
+def test_unknown_table_is_one_error(capsys):
+    from knowledge_lm.cli import main
+
+    assert main(["bench", "--table", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown table 'nope'; known: sisr-table1")
