@@ -25,6 +25,7 @@ class BackboneInfo:
     checksum: str | None
     parameters: int = 0
     attn_implementation: str | None = None
+    pretrained_from: str | None = None  # a pretraining checkpoint's own backbone (its manifest's), e.g. minilm
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -146,11 +147,22 @@ def load_backbone(name: str = "minilm", attn_implementation: str | None = None, 
         except (OSError, ValueError) as error:
             raise KlmError(f"cannot load backbone {name!r} ({str(error).splitlines()[0]}); offline, use --backbone "
                            "minilm (packaged), tiny, or a local model directory") from None
-        info = BackboneInfo(label, str(path), checksum)
+        info = BackboneInfo(label, str(path), checksum, pretrained_from=pretrained_from(path))
     model.float()
     info.parameters = sum(parameter.numel() for parameter in model.parameters())
     info.attn_implementation = model.config._attn_implementation
     return model, tokenizer, info
+
+
+def pretrained_from(path) -> str | None:
+    """The backbone a ``klm pretrain`` checkpoint started from (ERICA, KnowBERT), from its manifest; else None."""
+    import json
+
+    manifest = Path(path) / "manifest.json" if Path(str(path)).is_dir() else None
+    try:
+        return (json.loads(manifest.read_text()).get("backbone") or {}).get("name") if manifest and manifest.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _is_bert(path) -> bool:

@@ -74,6 +74,9 @@ def results_frame(results: list[dict]) -> pd.DataFrame:
     rows = []
     for result in results:
         cell, split = {"variant": "", **result["cell"]}, result["report_split"]
+        base = result["backbone"].get("pretrained_from")
+        if base:  # from a pretraining checkpoint: a row of its base backbone's table, named by the checkpoint
+            cell["method"], cell["backbone"] = f"{cell['method']} ⟨{cell['backbone']}⟩", base
         for metric, value in result["metrics"][split].items():
             rows.append({**cell, "split": split, "metric": metric, "value": value,
                          "device": result["device"]["name"], "checksum": result["backbone"]["checksum"],

@@ -191,7 +191,7 @@ def test_knowledge_pretraining_checkpoint_starts_a_knowbert_cell(prepared_cache,
     result = run_cell(Cell("knowbert", "generated", "facts", 1.0, 1, str(out)), train, results_dir=tmp_path / "r",
                       runs_dir=tmp_path / "runs", dataset_options={**SIZES, "cache_dir": str(prepared_cache), "knowledge": {}},
                       progress=False)
-    assert "accuracy" in result["metrics"]["test"]
+    assert "accuracy" in result["metrics"]["test"] and result["backbone"]["pretrained_from"] == "tiny"
 
 
 def test_pretraining_refuses_bad_input(tmp_path):

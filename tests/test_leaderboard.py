@@ -145,3 +145,20 @@ def test_figures_are_linked_and_regenerate_byte_for_byte(tmp_path):
     first = figure.read_bytes()
     write_leaderboards(results, out)
     assert figure.read_bytes() == first
+
+
+def test_runs_from_a_pretraining_checkpoint_stand_beside_their_base_backbones_baseline(tmp_path):
+    results = tmp_path / "results"
+    for seed in (1, 2):
+        fake_result(results, "baseline", "rte", 1.0, seed, 60.0)
+        cell = Cell("erica", "glue", "rte", 1.0, seed, "erica-minilm")
+        write_json_atomic(cell.result_path(results), {
+            "cell": {"method": "erica", "dataset": "glue", "task": "rte", "fraction": 1.0, "seed": seed, "backbone": "erica-minilm"},
+            "report_split": "dev", "metrics": {"dev": {"accuracy": 63.0 + seed}},
+            "device": {"name": "Test GPU"}, "backbone": {"checksum": "def", "path": "/ckpt/erica-minilm", "pretrained_from": "minilm"},
+            "git": {"commit": "0123456789"}, "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 100},
+            "budget": {"max_steps": 10, "per_device_batch_size": 32}})
+    [path] = write_leaderboards(results, tmp_path / "leaderboards")
+    text = path.read_text()
+    assert text.count("## Backbone:") == 1 and "| erica ⟨erica-minilm⟩ | **64.5 ± 0.7 (n=2)** |" in text
+    assert "| erica ⟨erica-minilm⟩ | 100% | +4.5 ± 0.7 | 2 |" in text
