@@ -26,7 +26,10 @@ FAILURE_FILE = "failed.json"
 
 
 def git_commit() -> dict:
-    """The commit the code ran at; ``KLM_GIT_COMMIT`` stands in where the tree has no .git (GPU copies)."""
+    """The commit the code ran at. ``KLM_GIT_COMMIT`` wins where set: a copy of the tree on a GPU machine may
+    carry a stale .git of its own, whose HEAD is not the code that runs."""
+    if os.environ.get("KLM_GIT_COMMIT"):
+        return {"commit": os.environ["KLM_GIT_COMMIT"], "dirty": os.environ.get("KLM_GIT_DIRTY") == "1"}
     root = Path(__file__).resolve().parents[1]
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
@@ -34,7 +37,7 @@ def git_commit() -> dict:
                                     capture_output=True, text=True).stdout.strip())
         return {"commit": commit, "dirty": dirty}
     except (OSError, subprocess.CalledProcessError):
-        return {"commit": os.environ.get("KLM_GIT_COMMIT", "unknown"), "dirty": os.environ.get("KLM_GIT_DIRTY") == "1"}
+        return {"commit": "unknown", "dirty": False}
 
 
 def versions() -> dict:

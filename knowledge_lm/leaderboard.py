@@ -194,7 +194,7 @@ def detail_table(frame: pd.DataFrame, task: str) -> list[str]:
 
 
 def provenance(frame: pd.DataFrame) -> list[str]:
-    seeds = frame.drop_duplicates(["method", "task", "fraction", "seed", "backbone"])
+    seeds = frame.drop_duplicates(["method", "task", "fraction", "seed", "backbone", "variant"])
     lines = ["| backbone | weights from | weights sha256 | device | commits | cells | per-device batch | summed cell time |",
              "|---|---|---|---|---|---|---|---|"]
     for (backbone, weights, checksum, device), group in seeds.groupby(["backbone", "weights", "checksum", "device"], dropna=False):
