@@ -60,6 +60,20 @@ def device_record(precision: str, devices: int) -> dict:
             "count": 1, "precision": precision}
 
 
+def predictions_path(result_path: Path) -> Path:
+    return Path(result_path).with_suffix(".predictions.json.gz")
+
+
+def write_predictions(path: Path, payload: dict):
+    import gzip
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with gzip.open(staging, "wt") as out:
+        json.dump(payload, out)
+    os.replace(staging, path)
+
+
 def readable_checkpoint(path: Path) -> bool:
     """A checkpoint a killed process may have left half-written is dropped, and the cell starts over."""
     import torch
@@ -147,6 +161,10 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
         "wall_time_s": round(time.time() - started, 2),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+    # The best evaluation's decoded predictions beside the result (for bootstrap intervals and per-example
+    # analyses); written first, so a result never lacks them. Under DDP they are in rank order, not split order.
+    write_predictions(predictions_path(cell.result_path(results_dir)),
+                      {"split": data.report_split, **model.best_outputs.get(data.report_split, {})})
     write_json_atomic(cell.result_path(results_dir), result)
     shutil.rmtree(run_dir, ignore_errors=True)
     return result

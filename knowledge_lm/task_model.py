@@ -31,6 +31,7 @@ class TaskModel(pl.LightningModule):
         self.lr, self.weight_decay, self.warmup_ratio, self.total_steps = lr, weight_decay, warmup_ratio, total_steps
         self.head = self.kind.build_head(encoder.config.hidden_size, dropout)
         self.evaluations: list[dict] = []
+        self.best_outputs: dict[str, dict] = {}  # split → decoded predictions and gold of the best evaluation
         self._outputs = defaultdict(lambda: ([], []))
 
     # -- what methods override -------------------------------------------------------------
@@ -62,15 +63,18 @@ class TaskModel(pl.LightningModule):
         gold.extend(self.kind.gold(batch))
 
     def on_validation_epoch_end(self):
-        scores = {}
+        scores, outputs = {}, {}
         for index, split in enumerate(self.eval_splits):
             predicted, gold = self._outputs[index]
             if predicted:
-                scores[split] = self.kind.score(self.gather(predicted), self.gather(gold))
+                outputs[split] = {"predicted": self.gather(predicted), "gold": self.gather(gold)}
+                scores[split] = self.kind.score(outputs[split]["predicted"], outputs[split]["gold"])
         self._outputs.clear()
         if self.trainer.sanity_checking or SELECTION_SPLIT not in scores:
             return
         self.evaluations.append({"step": self.global_step, "epoch": self.current_epoch, "metrics": scores})
+        if self.best_evaluation() is self.evaluations[-1]:
+            self.best_outputs = outputs
         self.log("selection", scores[SELECTION_SPLIT][self.spec.main_metric], prog_bar=True, sync_dist=False)
 
     def gather(self, items: list) -> list:
@@ -89,9 +93,11 @@ class TaskModel(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint):
         checkpoint["evaluations"] = self.evaluations
+        checkpoint["best_outputs"] = self.best_outputs
 
     def on_load_checkpoint(self, checkpoint):
         self.evaluations = checkpoint.get("evaluations", [])
+        self.best_outputs = checkpoint.get("best_outputs", {})
 
     def configure_optimizers(self):
         return adamw_with_warmup(self, self.lr, self.weight_decay, self.warmup_ratio, self.total_steps)

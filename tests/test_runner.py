@@ -84,3 +84,23 @@ def test_ddp_cells_get_disjoint_gpu_groups(tmp_path, monkeypatch):
                        seeds=(1, 2)) == ["0,1", "2,3"]
     with pytest.raises(KlmError, match="wants 2 GPUs"):
         launched_on(tmp_path, monkeypatch, ["0"], jobs=1, overrides={"devices": 2}, seeds=(1,))
+
+
+def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
+    import gzip
+
+    from knowledge_lm.cell import predictions_path, run_cell
+    from knowledge_lm.config import TrainConfig
+    from knowledge_lm.results import Cell, load_results
+
+    cell = Cell("baseline", "generated", "facts", 1.0, 1, "tiny")
+    result = run_cell(cell, TrainConfig(batch_size=8, max_steps=4, evaluations=2, max_length=32),
+                      results_dir=tmp_path / "results", runs_dir=tmp_path / "runs",
+                      dataset_options={"train_size": 40, "dev_size": 10, "test_size": 12}, progress=False)
+    with gzip.open(predictions_path(cell.result_path(tmp_path / "results")), "rt") as stored:
+        predictions = json.load(stored)
+    assert predictions["split"] == result["report_split"] == "test"
+    assert len(predictions["predicted"]) == len(predictions["gold"]) == 12
+    accuracy = 100 * sum(p == g for p, g in zip(predictions["predicted"], predictions["gold"])) / 12
+    assert accuracy == pytest.approx(result["metrics"]["test"]["accuracy"])
+    assert len(load_results(tmp_path / "results")) == 1  # the sidecar is not a result
