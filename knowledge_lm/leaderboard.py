@@ -105,6 +105,12 @@ def load_references(dataset: str) -> list[dict]:
     return [ref for ref in yaml.safe_load(path.read_text()) if ref.get("dataset") == dataset and ref.get("method")]
 
 
+def reference_label(name: str, paper: str, source: str, backbone: str, split) -> str:
+    """``† name [paper 001 Table 4, bert-base, test]``: a paper's row, marked as such."""
+    table = source.split(",")[1].split("(")[0].strip() if "," in source else source
+    return f"† {name} [paper {paper} {table}, {backbone}, {split or 'split not stated'}]"
+
+
 def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, references: list[dict]) -> list[str]:
     fractions = sorted(frame["fraction"].unique())
     methods = sorted(frame["method"].unique(), key=lambda m: (m != "baseline", m))
@@ -137,8 +143,7 @@ def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, referen
         if ref["method"] in methods and not ref.get("variant"):
             groups.setdefault((ref["paper"], ref["source"], ref["row"], ref["backbone"], ref.get("split")), []).append(ref)
     for (paper, source, row_name, backbone, split), refs in groups.items():
-        table = source.split(",")[1].split("(")[0].strip() if "," in source else source
-        row = [f"† {row_name} [paper {paper} {table}, {backbone}, {split or 'split not stated'}]"]
+        row = [reference_label(row_name, paper, source, backbone, split)]
         for fraction, task in columns:
             values = [ref["metrics"].get(task, {}).get(main_metric[task]) for ref in refs if ref.get("fraction") == fraction]
             value = next((v for v in values if v is not None), None)
@@ -169,10 +174,9 @@ def variants_table(frame: pd.DataFrame, task: str, main_metric: str, references:
             groups.setdefault((ref["paper"], ref["source"], ref["method"], ref["backbone"], ref.get("split"), ref["fraction"]), {})[
                 ref["variant"]] = ref["metrics"][task][main_metric]
     for (paper, source, method, backbone, split, fraction), values in groups.items():
-        table = source.split(",")[1].split("(")[0].strip() if "," in source else source
         cells = [MISSING if values.get(v) is None else f"{values[v]:.1f}" for v in variants]
-        lines.append(f"| † {method} [paper {paper} {table}, {backbone}, {split or 'split not stated'}] | "
-                     f"{fraction_label(fraction)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {reference_label(method, paper, source, backbone, split)} | {fraction_label(fraction)} | "
+                     + " | ".join(cells) + " |")
     return lines
 
 

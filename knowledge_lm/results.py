@@ -55,6 +55,34 @@ def write_json_atomic(path: Path, payload: dict):
         raise
 
 
+def free_output_dir(out) -> Path:
+    """``out`` as a path, refused (one line) when it exists and is not an empty folder: checked before any work."""
+    from knowledge_lm.errors import KlmError
+
+    out = Path(out).expanduser()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise KlmError(f"--out {out} already exists and is not an empty folder; remove it or choose another")
+    return out
+
+
+def write_dir_atomic(out: Path, write) -> Path:
+    """``write(folder)`` into a sibling staging folder renamed to ``out`` (absent or empty) at the end, so a
+    failed write leaves nothing at ``out``."""
+    import shutil
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        write(staging)
+        if out.exists():
+            out.rmdir()  # empty, as free_output_dir checked
+        staging.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
 PROBES_DIR = "probes"
 NOT_CELLS = (PROBES_DIR, "speed")  # zero-shot probes and speed measurements live beside the cells
 

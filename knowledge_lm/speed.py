@@ -85,10 +85,10 @@ def trainer_for(steps: int, callbacks=()) -> pl.Trainer:
 
 
 def step_flops(model, data) -> float:
-    """FLOPs of one training step's forward and backward on the first batch (the optimiser's are negligible)."""
+    """FLOPs of one training step's forward and backward on the first batch (the optimiser's are negligible), on a
+    model that has been through ``fit`` (so its setup hooks, entity tables and loader hooks, have run)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    trainer_for(1).fit(model, datamodule=data)  # runs the method's setup hooks (entity tables, loader hooks)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device)
     batch = pl.utilities.move_data_to_device(next(iter(data.train_dataloader())), device)
@@ -111,7 +111,6 @@ def measure_method(method: str, backbone: str, batch_size: int, max_length: int,
     trainer_for(warmup + steps, [timer]).fit(model, datamodule=data)
     step = statistics.median(timer.times)
     peak = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
-    model, data = build(method, backbone, batch_size, max_length, warmup + steps, tokenizer)
     flops = step_flops(model, data)
     return {"step_ms": 1000 * step, "samples_per_s": batch_size / step, "peak_mib": peak, "flops_per_step": flops,
             "tflops": flops / step / 1e12}

@@ -409,12 +409,12 @@ def pretrain_checkpoint(corpus, out, method: str = "erica", objectives: str | No
     The checkpoint is written into a sibling temporary folder renamed to ``out`` at the end, so a failed
     run leaves nothing at ``out``. Its ``manifest.json`` records the corpus (sources, cache file, hash,
     statistics), the objective set (``method``), steps and final losses."""
-    import shutil
     import sys
 
     from knowledge_lm.backbones import load_backbone
     from knowledge_lm.data.base import default_cache_dir
     from knowledge_lm.methods.erica import objective_set, pretrain
+    from knowledge_lm.results import free_output_dir, write_dir_atomic
 
     name = objective_set(method)
     if objectives is not None and objective_set(objectives) != name:
@@ -422,9 +422,7 @@ def pretrain_checkpoint(corpus, out, method: str = "erica", objectives: str | No
     for option, value in (("steps", steps), ("batch size", batch_size), ("max length", max_length)):
         if value <= 0:
             raise KlmError(f"ERICA pretraining needs {option} > 0, got {value}")
-    out = Path(out).expanduser()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise KlmError(f"--out {out} already exists and is not an empty folder; remove it or choose another")
+    out = free_output_dir(out)
     sources = parse_sources(corpus)
     records, corpus_path = cached_corpus(sources, cache_dir or default_cache_dir(), data_dir, kg_dir, exclude_test,
                                          min_entities, min_relations)
@@ -432,18 +430,8 @@ def pretrain_checkpoint(corpus, out, method: str = "erica", objectives: str | No
     print(f"ERICA corpus {', '.join(sources)}: {statistics['documents']} documents, {statistics['relations']} relations "
           f"({statistics['intra']} intra-sentence) of {statistics['relation_types']} types; {corpus_path}", file=sys.stderr)
     model, tokenizer, info = load_backbone(backbone, seed=seed)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.parent / f".{out.name}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    try:
-        module = pretrain(records, model, tokenizer, steps, batch_size=batch_size, max_length=max_length, seed=seed,
-                          objectives=name, progress=progress, **options)
-        module.save_checkpoint(partial, {"corpus": sources, "corpus_file": str(corpus_path), "corpus_statistics": statistics,
-                                         "exclude_test": exclude_test, "backbone": info.to_dict(), "batch_size": batch_size,
-                                         "max_length": max_length, "seed": seed})
-        if out.exists():
-            out.rmdir()  # empty, checked above
-        partial.rename(out)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return out
+    module = pretrain(records, model, tokenizer, steps, batch_size=batch_size, max_length=max_length, seed=seed,
+                      objectives=name, progress=progress, **options)
+    return write_dir_atomic(out, lambda folder: module.save_checkpoint(folder, {
+        "corpus": sources, "corpus_file": str(corpus_path), "corpus_statistics": statistics, "exclude_test": exclude_test,
+        "backbone": info.to_dict(), "batch_size": batch_size, "max_length": max_length, "seed": seed}))

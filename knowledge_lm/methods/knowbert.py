@@ -571,18 +571,15 @@ def pretrain_checkpoint(dataset: str, out, backbone: str = "minilm", steps: int 
     """What ``klm pretrain --method knowbert --corpus DATASET`` does: knowledge pretraining on the train split of
     ``dataset`` (its default task, features from ``klm prepare --dataset DATASET --kg-embeddings`` at the
     dataset config's max_length), saved at ``out`` (written beside it, renamed at the end)."""
-    import shutil
-
     from knowledge_lm.backbones import load_backbone
     from knowledge_lm.config import dataset_defaults
     from knowledge_lm.registry import DATASETS
+    from knowledge_lm.results import free_output_dir, write_dir_atomic
 
     for option, value in (("steps", steps), ("batch size", batch_size)):
         if value <= 0:
             raise KlmError(f"KnowBERT pretraining needs {option} > 0, got {value}")
-    out = Path(out).expanduser()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise KlmError(f"--out {out} already exists and is not an empty folder; remove it or choose another")
+    out = free_output_dir(out)
     defaults = dataset_defaults(dataset)
     dataset_class = DATASETS.get(dataset)
     max_length = max_length or (defaults.get("train") or {}).get("max_length", 128)
@@ -599,17 +596,8 @@ def pretrain_checkpoint(dataset: str, out, backbone: str = "minilm", steps: int 
                          gradient_clip_val=1.0, logger=False, enable_checkpointing=False, enable_progress_bar=progress,
                          enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0)
     trainer.fit(module, datamodule=data)
-    partial_dir = out.parent / f".{out.name}.partial"
-    shutil.rmtree(partial_dir, ignore_errors=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        module.save_checkpoint(partial_dir, {"corpus": {"dataset": dataset, "task": data.task, "split": "train",
-                                                        "examples": len(data.splits["train"]), "subset_hash": data.subset_hash},
-                                             "backbone": info.to_dict(), "batch_size": batch_size, "max_length": max_length,
-                                             "seed": seed, "device": torch.cuda.get_device_name(0) if gpu else "cpu"})
-        if out.exists():
-            out.rmdir()  # empty, checked above
-        partial_dir.rename(out)
-    finally:
-        shutil.rmtree(partial_dir, ignore_errors=True)
-    return out
+    return write_dir_atomic(out, lambda folder: module.save_checkpoint(folder, {
+        "corpus": {"dataset": dataset, "task": data.task, "split": "train", "examples": len(data.splits["train"]),
+                   "subset_hash": data.subset_hash},
+        "backbone": info.to_dict(), "batch_size": batch_size, "max_length": max_length, "seed": seed,
+        "device": torch.cuda.get_device_name(0) if gpu else "cpu"}))
