@@ -57,6 +57,20 @@ def test_alpha_zero_without_skip_is_the_backbone_exactly(tokenizer):
         assert (model.encode(inputs) - expected).abs().max() > 1e-3
 
 
+def test_skip_hands_the_next_layer_the_result_map_after_softmax(tokenizer):
+    """§3.3: layer i+1's logits get layer i's result attention map A^i (Eq. 3, a softmax), so each added row sums
+    to 1 over the keys instead of growing with depth; with α = 0 the first layer still equals the backbone's."""
+    model = kam(alpha=0.0).eval()
+    handed = []
+    for layer in model.kam_layers:
+        layer.register_forward_pre_hook(lambda module, args: handed.append(module.kam_state.previous))
+    with torch.no_grad():
+        model.encode(batch(tokenizer))
+    assert handed[0] is None and len(handed) == len(model.kam_layers)
+    for previous in handed[1:]:
+        assert previous.min() >= 0 and torch.allclose(previous.sum(-1), torch.ones(previous.shape[:-1]))
+
+
 def test_padding_does_not_leak_through_the_conv(tokenizer):
     """An example's states are the same alone and padded in a batch with a longer text (conv on, α = 1)."""
     model = kam(alpha=1.0).eval()

@@ -107,6 +107,7 @@ class TaskDataModule(pl.LightningDataModule):
         # a picklable ``(knowledge, sequence_length) -> tensors`` here (in its ``setup``) so that the loader,
         # its workers included, builds them rather than the training step.
         self.knowledge_batch = None
+        self.knowledge_features: list[dict] | None = None  # every split's decoded features, set up with the data
         self.task_spec = self.spec(self.task)
         self._task_kind = None
         self.splits = None
@@ -187,12 +188,18 @@ class TaskDataModule(pl.LightningDataModule):
             from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared
 
             features = load_prepared(self, self.tokenizer, KnowledgeConfig.from_dict(self.knowledge), self.cache_dir)
+            # Decoded once here, the rows carry an index into them: decoding each example's JSON in every
+            # batch cost more than a MiniLM training step.
+            self.knowledge_features = []
             for split, dataset in self.encoded.items():
-                self.encoded[split] = dataset.add_column("knowledge", [json.dumps(row) for row in features[split]])
+                start = len(self.knowledge_features)
+                self.knowledge_features += features[split]
+                self.encoded[split] = dataset.add_column("knowledge", list(range(start, len(self.knowledge_features))))
         self.encoded["train"] = self.encoded["train"].select(indices)
 
     def _collate(self, features):
-        knowledge = [json.loads(feature.pop("knowledge")) for feature in features] if "knowledge" in features[0] else None
+        knowledge = ([self.knowledge_features[feature.pop("knowledge")] for feature in features]
+                     if "knowledge" in features[0] else None)
         batch = self.task_kind.collate(features, self.tokenizer)
         if knowledge is not None:
             batch["knowledge"] = (self.knowledge_batch(knowledge, batch["input_ids"].shape[-1])
@@ -204,6 +211,9 @@ class TaskDataModule(pl.LightningDataModule):
         from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared
 
         if self.knowledge is None:
+            return
+        if self.knowledge_features is not None:
+            yield from self.knowledge_features
             return
         features = load_prepared(self, self.tokenizer, KnowledgeConfig.from_dict(self.knowledge), self.cache_dir)
         for rows in features.values():

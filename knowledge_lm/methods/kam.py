@@ -21,10 +21,14 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
    (≥ n) are dropped.
 2. **Attention** (``KamSelfAttention``, which replaces each layer's ``attention.self`` and keeps the
    original's ``query``/``key``/``value`` modules, so the state-dict names of the backbone's weights do
-   not change): ``L_i = A_sa + R_{i−1}`` (the skip; ``R_{−1} = 0``, or no skip), the channel-wise
+   not change): ``L_i = A_sa + A_{i−1}`` (the skip; ``A_{−1} = 0``, or no skip), the channel-wise
    concatenation ``[L_i (m heads) | M (k maps)]`` → ``Conv2d(m+k → m, 3×3, padding 1)`` → ``A_sem``,
-   ``R_i = α·A_sem + (1−α)·L_i``, ``A = softmax(R_i + mask)``, output ``A V``. Layer i hands ``R_i``
-   (pre-mask, pre-softmax, as Evolving Attention hands its logits) to layer i+1.
+   ``A_i = softmax(α·A_sem + (1−α)·L_i + mask)``, output ``A_i V``. Layer i hands its result map ``A_i``
+   (after the softmax, before dropout) to layer i+1, as §3.3 says ("a skip connection from the result
+   attention map in the i-th layer to the self-attention map of the i+1 layer", A^i being Eq. 3's softmax).
+   Why not Evolving Attention's pre-softmax hand-over: summed over layers, pre-softmax logits grow with
+   depth, and a pretrained backbone fine-tuned that way collapsed to chance on the generated task (every
+   kam cell at 50%, α = 0 included); a probability map adds at most 1 to a logit.
    Choices the paper leaves open: the conv reads the logits with the rows and columns of padding
    positions zeroed, so padding never leaks into real positions through the 3×3 window (an example's
    states do not depend on how long the batch is padded); one conv per layer.
@@ -272,9 +276,10 @@ class KamSelfAttention(nn.Module):
         else:
             semantic = torch.zeros_like(logits)
         result = self.alpha * semantic + (1 - self.alpha) * logits
-        self.kam_state.previous = result
         scores = result if attention_mask is None else result + attention_mask
-        probabilities = F.dropout(scores.softmax(-1), p=self.dropout.p, training=self.training)
+        attention = scores.softmax(-1)
+        self.kam_state.previous = attention
+        probabilities = F.dropout(attention, p=self.dropout.p, training=self.training)
         probabilities = probabilities[:, :, :length]  # trimmed back to the n sentence rows
         output = torch.matmul(probabilities, value).transpose(1, 2).contiguous()
         return output.reshape(*hidden_states.shape[:-1], -1), probabilities
