@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from knowledge_lm.methods.sisr import SelectiveInjection, spectral_penalty
+from knowledge_lm.methods.sisr import SelectiveInjection, smallest_eigenvectors, spectral_penalty
 
 
 @pytest.mark.parametrize("shape", [(8, 32), (32, 8), (16, 16)])
@@ -118,3 +118,14 @@ def test_bert_sr_trains_as_a_cell(tmp_path):
                       runs_dir=tmp_path / "runs", dataset_options={"train_size": 40, "dev_size": 10, "test_size": 10},
                       progress=False)
     assert result["cell"]["method"] == "bert+sr" and "accuracy" in result["metrics"]["test"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_replayed_eigenvectors_match_the_eager_ones_for_every_new_input():
+    from knowledge_lm.methods.sisr import replayed_smallest_eigenvectors
+
+    for seed in (0, 1):  # the second call replays the graph captured by the first, on a new input
+        features = torch.randn(16, 40, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).cuda()
+        gram = features @ features.T
+        eager, replayed = smallest_eigenvectors(gram, 2), replayed_smallest_eigenvectors(gram, 2)
+        assert torch.allclose((eager.T @ replayed).abs(), torch.eye(2, dtype=torch.float64, device="cuda"), atol=1e-6)
