@@ -95,7 +95,7 @@ def render_attention(text: str, out: str | Path, backbone: str = "minilm", metho
     from knowledge_lm.backbones import load_backbone
     from knowledge_lm.data.base import TaskSpec
     from knowledge_lm.methods.kam import Kam
-    from knowledge_lm.methods.knowbert import encoder_layers
+    from knowledge_lm.backbones import encoder_layers
     from knowledge_lm.registry import METHODS
     from knowledge_lm.tasks.base import ENCODER_INPUTS
 

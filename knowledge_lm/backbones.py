@@ -169,3 +169,16 @@ def _is_bert(path) -> bool:
     from transformers import AutoConfig
 
     return AutoConfig.from_pretrained(str(path)).model_type == "bert"
+
+
+def encoder_layers(encoder):
+    """The transformer layers (an ``nn.ModuleList``) of a BERT-family encoder."""
+    from torch import nn
+
+    for path in ("encoder.layer", "transformer.layer", "layers", "encoder.layers"):
+        module = encoder
+        for name in path.split("."):
+            module = getattr(module, name, None)
+        if isinstance(module, nn.ModuleList):
+            return module
+    raise KlmError(f"cannot find the transformer layers of {type(encoder).__name__}")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from knowledge_lm.config import TrainConfig
 from knowledge_lm.errors import KlmError
-from knowledge_lm.results import Cell, write_json_atomic
+from knowledge_lm.results import Cell, predictions_path, write_json_atomic
 
 LAST_CHECKPOINT = "last.ckpt"
 FAILURE_FILE = "failed.json"
@@ -58,10 +58,6 @@ def device_record(precision: str, devices: int) -> dict:
                 "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
     return {"accelerator": "cpu", "name": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "count": 1, "precision": precision}
-
-
-def predictions_path(result_path: Path) -> Path:
-    return Path(result_path).with_suffix(".predictions.json.gz")
 
 
 def write_predictions(path: Path, payload: dict):
@@ -117,6 +113,8 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
     model = method_class(encoder, data.task_spec, eval_splits=data.eval_split_names, lr=train.lr,
                          weight_decay=train.weight_decay, warmup_ratio=train.warmup_ratio, dropout=train.dropout,
                          total_steps=budget["max_steps"], **train.method_options)
+    if train.compile:
+        model.compile_modules()
 
     gpu = torch.cuda.is_available()
     precision = train.precision if train.precision != "auto" else ("bf16-mixed" if gpu else "32-true")

@@ -230,7 +230,7 @@ def command_speed(args):
         if getattr(args, name) <= 0:
             raise KlmError(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
     record = run_speed(args.methods.split(","), args.backbone, args.batch_size, args.max_length, args.warmup, args.steps,
-                       args.repeats, args.tokenizer, bare_loop=not args.no_bare_loop)
+                       args.repeats, args.tokenizer, bare_loop=not args.no_bare_loop, compile=args.compile)
     path = speed_record_path(args.results_dir, record)
     write_json_atomic(path, record)
     print(render_speed([record]))
@@ -337,6 +337,8 @@ def build_parser():
     speed.add_argument("--steps", type=int, default=100)
     speed.add_argument("--repeats", type=int, default=2, help="interleaved runs of the method list; each method's best median counts")
     speed.add_argument("--no-bare-loop", action="store_true", help="skip the plain PyTorch loop")
+    speed.add_argument("--compile", action="store_true",
+                       help="torch.compile every model's layers (and the bare loop's), as the training setting compile")
     speed.add_argument("--results-dir", default="results", type=Path)
     speed.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
     speed.add_argument("--no-leaderboard", action="store_true")

@@ -87,14 +87,24 @@ PROBES_DIR = "probes"
 NOT_CELLS = (PROBES_DIR, "speed")  # zero-shot probes and speed measurements live beside the cells
 
 
-def load_results(results_dir: Path) -> list[dict]:
-    """Every finished cell's result (zero-shot probes under ``probes/`` and speed records under ``speed/`` are not cells)."""
+def predictions_path(result_path: Path) -> Path:
+    """Where a cell keeps its best evaluation's decoded predictions and gold, beside its result."""
+    return Path(result_path).with_suffix(".predictions.json.gz")
+
+
+def result_files(results_dir: Path) -> list[tuple[Path, dict]]:
+    """Every finished cell's result with its file (zero-shot probes under ``probes/`` and speed records under
+    ``speed/`` are not cells)."""
     results = []
     for path in sorted(Path(results_dir).rglob("*.json")):
         if path.relative_to(results_dir).parts[0] in NOT_CELLS:
             continue
         try:
-            results.append(json.loads(path.read_text()))
+            results.append((path, json.loads(path.read_text())))
         except json.JSONDecodeError as error:
             raise KlmError(f"{path}:{error.lineno}: malformed result file ({error.msg})") from None
     return results
+
+
+def load_results(results_dir: Path) -> list[dict]:
+    return [result for _, result in result_files(results_dir)]

@@ -55,7 +55,8 @@ def bert_base_shaped(attn_implementation, tokenizer_from: str):
     return BertModel(config, add_pooling_layer=False), load_tokenizer(tokenizer_from)
 
 
-def build(method: str, backbone: str, batch_size: int, max_length: int, total_steps: int, tokenizer: str = "minilm"):
+def build(method: str, backbone: str, batch_size: int, max_length: int, total_steps: int, tokenizer: str = "minilm",
+          compile: bool = False):
     """The method's model and a set-up generated-task data module, as a cell builds them."""
     from knowledge_lm.backbones import load_backbone
     from knowledge_lm.config import dataset_defaults
@@ -74,6 +75,8 @@ def build(method: str, backbone: str, batch_size: int, max_length: int, total_st
     data = DATASETS.get("generated")(tokenizer=tokenizer_object, batch_size=batch_size, max_length=max_length, **options)
     data.setup()
     model = method_class(encoder, data.task_spec, eval_splits=data.eval_split_names, total_steps=total_steps)
+    if compile:
+        model.compile_modules()
     return model, data
 
 
@@ -93,8 +96,9 @@ def step_flops(model, data) -> float:
     model = model.to(device)
     batch = pl.utilities.move_data_to_device(next(iter(data.train_dataloader())), device)
     model.train()
-    with FlopCounterMode(display=False) as counter, torch.autocast(device.type, dtype=torch.bfloat16,
-                                                                   enabled=device.type == "cuda"):
+    # Counted eagerly: the same operations, and the counter sees every one of them.
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+    with torch.compiler.set_stance("force_eager"), FlopCounterMode(display=False) as counter, autocast:
         logits, features = model(batch)
         loss = model.kind.loss(logits, batch) + sum(model.extra_losses(batch, features).values())
         loss.backward()
@@ -103,8 +107,8 @@ def step_flops(model, data) -> float:
 
 
 def measure_method(method: str, backbone: str, batch_size: int, max_length: int, warmup: int, steps: int,
-                   tokenizer: str = "minilm") -> dict:
-    model, data = build(method, backbone, batch_size, max_length, warmup + steps, tokenizer)
+                   tokenizer: str = "minilm", compile: bool = False) -> dict:
+    model, data = build(method, backbone, batch_size, max_length, warmup + steps, tokenizer, compile)
     timer = StepTimer(warmup)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
@@ -117,9 +121,9 @@ def measure_method(method: str, backbone: str, batch_size: int, max_length: int,
 
 
 def measure_bare_loop(backbone: str, batch_size: int, max_length: int, warmup: int, steps: int,
-                      tokenizer: str = "minilm") -> dict:
+                      tokenizer: str = "minilm", compile: bool = False) -> dict:
     """The baseline's model, batches, optimiser, schedule, precision and clipping in a plain PyTorch loop."""
-    model, data = build("baseline", backbone, batch_size, max_length, warmup + steps, tokenizer)
+    model, data = build("baseline", backbone, batch_size, max_length, warmup + steps, tokenizer, compile)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device).train()
     optimizer_config = model.configure_optimizers()
@@ -155,7 +159,8 @@ def device_name() -> str:
 
 
 def run_speed(methods: list[str], backbone: str = "minilm", batch_size: int = 32, max_length: int = 48, warmup: int = 20,
-              steps: int = 100, repeats: int = 2, tokenizer: str = "minilm", bare_loop: bool = True) -> dict:
+              steps: int = 100, repeats: int = 2, tokenizer: str = "minilm", bare_loop: bool = True,
+              compile: bool = False) -> dict:
     """Measure ``methods`` (the baseline first, always) and the bare loop; the record ``klm speed`` stores."""
     from knowledge_lm.cell import git_commit, versions
 
@@ -164,22 +169,23 @@ def run_speed(methods: list[str], backbone: str = "minilm", batch_size: int = 32
     bare = None
     for _ in range(repeats):
         for method in methods:
-            row = measure_method(method, backbone, batch_size, max_length, warmup, steps, tokenizer)
+            row = measure_method(method, backbone, batch_size, max_length, warmup, steps, tokenizer, compile)
             if method not in rows or row["step_ms"] < rows[method]["step_ms"]:
                 rows[method] = row
         if bare_loop:
-            row = measure_bare_loop(backbone, batch_size, max_length, warmup, steps, tokenizer)
+            row = measure_bare_loop(backbone, batch_size, max_length, warmup, steps, tokenizer, compile)
             if bare is None or row["step_ms"] < bare["step_ms"]:
                 bare = row
     return {"schema": 1, "device": device_name(), "backbone": backbone, "batch_size": batch_size, "max_length": max_length,
             "warmup": warmup, "steps": steps, "repeats": repeats, "precision": "bf16-mixed" if torch.cuda.is_available() else "32-true",
-            "methods": rows, "bare_loop": bare, "git": git_commit(), "versions": versions(),
+            "compiled": compile, "methods": rows, "bare_loop": bare, "git": git_commit(), "versions": versions(),
             "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
 def speed_record_path(results_dir, record: dict) -> Path:
     slug = "".join(ch if ch.isalnum() else "-" for ch in f"{record['device']}-{Path(record['backbone']).name}").strip("-")
-    return Path(results_dir) / SPEED_DIR / f"{slug}-b{record['batch_size']}-n{record['max_length']}.json"
+    compiled = "-compiled" if record.get("compiled") else ""
+    return Path(results_dir) / SPEED_DIR / f"{slug}-b{record['batch_size']}-n{record['max_length']}{compiled}.json"
 
 
 def render_speed(records: list[dict]) -> str:
@@ -189,9 +195,12 @@ def render_speed(records: list[dict]) -> str:
              "medians. × = ratio to the baseline's step time (issue targets: " +
              ", ".join(f"{m} ≤ {t}×" for m, t in TARGETS.items()) + "). TFLOP/s counts the forward and backward FLOPs "
              "of one step (torch.utils.flop_counter) over the step time. The bare loop is the baseline without Lightning.", ""]
-    for record in sorted(records, key=lambda r: (r["device"], r["backbone"], r["batch_size"], r["max_length"])):
+    for record in sorted(records, key=lambda r: (r["device"], r["backbone"], r["batch_size"], r["max_length"],
+                                                 bool(r.get("compiled")))):
         base = record["methods"]["baseline"]
-        lines += [f"## {record['device']}, {record['backbone']}, batch {record['batch_size']}, length ≤ {record['max_length']}",
+        compiled = ", layers compiled (torch.compile)" if record.get("compiled") else ""
+        lines += [f"## {record['device']}, {Path(record['backbone']).name}, batch {record['batch_size']}, "
+                  f"length ≤ {record['max_length']}{compiled}",
                   "", f"{record['precision']}; {record['repeats']} runs of {record['steps']} steps after {record['warmup']}; "
                   f"commit {record['git']['commit'][:10]}, measured {record['measured_at']}.", "",
                   "| method | step ms | × baseline | target | samples/s | peak MiB | × baseline | TFLOP/s |",

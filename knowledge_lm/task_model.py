@@ -11,6 +11,7 @@ from collections import defaultdict
 import pytorch_lightning as pl
 import torch
 
+from knowledge_lm.backbones import encoder_layers
 from knowledge_lm.data.base import SELECTION_SPLIT
 from knowledge_lm.optim import adamw_with_warmup
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TASK_KINDS
@@ -43,7 +44,20 @@ class TaskModel(pl.LightningModule):
         """Losses added to the task loss; ``features`` are the pooled vectors the head classifies."""
         return {}
 
+    def compiled_modules(self) -> list[torch.nn.Module]:
+        """What ``compile_modules`` compiles: the backbone's transformer layers; methods add their own modules."""
+        return list(encoder_layers(self.encoder))
+
     # -- shared training and evaluation ------------------------------------------------------
+    def compile_modules(self):
+        """``torch.compile`` the forward of each of ``compiled_modules`` (training setting ``compile``).
+
+        Per module rather than the whole model: hooks (KnowBERT's KAR after layer L) and per-batch Python
+        objects (KAM's shared map state) stay outside the compiled code, and every layer reuses one graph.
+        Shapes are dynamic (each batch is padded to its own longest text and span count)."""
+        for module in self.compiled_modules():
+            module.forward = torch.compile(module.forward, dynamic=True)
+
     def forward(self, batch):
         return self.head(self.encode(batch), batch)
 

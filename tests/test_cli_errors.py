@@ -34,6 +34,7 @@ def run(capsys, tmp_path, *args):
     (["--dataset", "glue", "--data-dir", "/does/not/exist"], "does not exist"),
     (["--dataset", "glue", "--set", "lr"], "expected key=value"),
     (["--dataset", "glue", "--set", "learning_rate=1"], "unknown training setting"),
+    (["--dataset", "glue", "--set", "compile=maybe"], "compile='maybe' is not a boolean"),
     (["--config", "/does/not/exist.yaml"], "does not exist"),
 ])
 def test_bad_arguments(capsys, tmp_path, args, message):

@@ -89,7 +89,8 @@ def test_ddp_cells_get_disjoint_gpu_groups(tmp_path, monkeypatch):
 def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
     import gzip
 
-    from knowledge_lm.cell import predictions_path, run_cell
+    from knowledge_lm.cell import run_cell
+    from knowledge_lm.results import predictions_path
     from knowledge_lm.config import TrainConfig
     from knowledge_lm.results import Cell, load_results
 

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from knowledge_lm.cli import main
 from knowledge_lm.leaderboard import write_leaderboards
 from knowledge_lm.results import load_results
@@ -25,3 +27,14 @@ def test_speed_record_and_table(tmp_path, capsys):
 def test_speed_refuses_bad_shapes(capsys):
     assert main(["speed", "--backbone", "tiny", "--steps", "0"]) == 2
     assert capsys.readouterr().err.strip().startswith("error: --steps must be > 0")
+
+
+@pytest.mark.slow
+def test_compiled_speed_record_is_its_own_table(tmp_path):
+    """--compile (the training setting ``compile``): the record says so, gets its own file and heading."""
+    results, boards = tmp_path / "results", tmp_path / "leaderboards"
+    assert main(["speed", "--backbone", "tiny", "--methods", "bert+sr", "--steps", "2", "--warmup", "2", "--repeats", "1",
+                 "--batch-size", "8", "--compile", "--results-dir", str(results), "--leaderboards-dir", str(boards)]) == 0
+    [record_path] = (results / "speed").glob("*.json")
+    assert record_path.name.endswith("-compiled.json") and json.loads(record_path.read_text())["compiled"] is True
+    assert "layers compiled (torch.compile)" in (boards / "speed.md").read_text()

@@ -70,7 +70,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from knowledge_lm.errors import KlmError
-from knowledge_lm.methods.knowbert import encoder_layers
+from knowledge_lm.backbones import encoder_layers
 from knowledge_lm.methods.sisr import SelectiveInjection
 from knowledge_lm.registry import register_method
 from knowledge_lm.task_model import TaskModel
@@ -347,6 +347,11 @@ class Kam(TaskModel):
         if data is not None and getattr(data, "knowledge", None) is not None and self.selective_injection is None:
             data.knowledge_batch = partial(map_entries, maps=self.maps, missing_pmi=self.missing_pmi, kg=self.kg,
                                            expansion_k=self.expansion_k)
+
+    def compiled_modules(self):
+        # Its layers read and write the shared map state: compiled, each layer guards on that state and
+        # recompiles, past dynamo's limit at MiniLM's six layers. They stay eager.
+        return []
 
     def encode(self, batch):
         knowledge, input_ids = batch["knowledge"], batch["input_ids"]

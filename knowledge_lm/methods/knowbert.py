@@ -66,6 +66,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from knowledge_lm.backbones import encoder_layers
 from knowledge_lm.errors import KlmError
 from knowledge_lm.heads import IGNORE, MLMHead, mask_tokens
 from knowledge_lm.methods.sisr import SelectiveInjection, spectral_penalty
@@ -346,16 +347,6 @@ def load_entity_table(kg_dir: Path | None, cache_dir, path: str | None = None):
     return cached_transe(kg, Path(cache_dir) / "kg_embeddings", progress=False), labels
 
 
-def encoder_layers(encoder) -> nn.ModuleList:
-    for path in ("encoder.layer", "transformer.layer", "layers", "encoder.layers"):
-        module = encoder
-        for name in path.split("."):
-            module = getattr(module, name, None)
-        if isinstance(module, nn.ModuleList):
-            return module
-    raise KlmError(f"knowbert: cannot find the transformer layers of {type(encoder).__name__}")
-
-
 # -- KAR in a backbone ---------------------------------------------------------------------------
 KAR_SHAPE = ("kar_layer", "entity_dim", "num_heads", "threshold", "unlinked_spans")
 CHECKPOINT_KAR = "kar.pt"
@@ -457,6 +448,9 @@ class KnowBert(TaskModel):
 
     def setup(self, stage=None):
         attach_entity_table(self.kar, self._trainer, self.entity_embeddings_path)
+
+    def compiled_modules(self):
+        return super().compiled_modules() + [self.kar]
 
     def encode(self, batch):
         tensors = batch_knowledge(batch, self.kar)
