@@ -5,7 +5,8 @@ sample std over seeds of the task's main metric on the reported split, with n. B
 in bold. A cell with no result is "—", never averaged over. Each method is compared with the baseline
 seed by seed (same seed, same train subset): a paired t-test over the seeds both ran; ↑ / ↓ after a
 cell mark a difference with p < 0.05 (with 3 seeds only a large, consistent one qualifies), and a
-table per task gives Δ, n and p. The papers' own numbers appear only as
+table per task gives Δ, n and p, and, where both kept their predictions, the paired bootstrap over test
+examples (``knowledge_lm.bootstrap``: 95 % interval of Δ and its p). The papers' own numbers appear only as
 reference rows marked †, from ``benchmarks/references.yaml``. Output is deterministic: the same
 results give the same bytes.
 """
@@ -18,7 +19,7 @@ import yaml
 
 from knowledge_lm.config import BENCHMARKS_DIR
 from knowledge_lm.registry import DATASETS
-from knowledge_lm.results import PROBES_DIR, load_results
+from knowledge_lm.results import PROBES_DIR, predictions_path, result_files
 
 MISSING = "—"
 SIGNIFICANCE = 0.05
@@ -52,9 +53,29 @@ def mark(comparison: dict | None) -> str:
     return " ↑" if comparison["delta"] > 0 else " ↓"
 
 
+def bootstrap_comparison(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str) -> dict | None:
+    """The paired bootstrap over test examples (``knowledge_lm.bootstrap``) of the seeds where the method and the
+    baseline both kept predictions; None unless every paired seed has them."""
+    def files(name):
+        rows = frame[(frame.method == name) & (frame.fraction == fraction) & (frame.task == task) & (frame.metric == metric)]
+        return rows.set_index("seed")["predictions"]
+
+    ours, baseline = files(method), files("baseline")
+    seeds = sorted(set(ours.index) & set(baseline.index))
+    if not seeds or not all(ours[s] and baseline[s] for s in seeds):
+        return None
+    from knowledge_lm.bootstrap import paired_bootstrap
+
+    dataset = frame["dataset"].iloc[0]
+    return paired_bootstrap(dataset, task, metric, [Path(ours[s]) for s in seeds], [Path(baseline[s]) for s in seeds])
+
+
 def comparison_table(frame: pd.DataFrame, task: str, metric: str) -> list[str]:
-    """Each method against the baseline per fraction: Δ (mean ± std over paired seeds), n, p, and what it says."""
-    lines = ["| method | fraction | Δ vs baseline | n pairs | p (paired t) | verdict |", "|---|---|---|---|---|---|"]
+    """Each method against the baseline per fraction: Δ (mean ± std over paired seeds), n, the paired t-test's p,
+    the paired bootstrap's 95 % interval of Δ and p over test examples (where predictions were kept), and
+    what the t-test says."""
+    lines = ["| method | fraction | Δ vs baseline | n pairs | p (paired t) | Δ 95% CI (bootstrap over examples) | "
+             "p (bootstrap) | verdict |", "|---|---|---|---|---|---|---|---|"]
     task_frame = frame[frame.task == task]
     for fraction in sorted(task_frame["fraction"].unique()):
         for method in sorted(m for m in task_frame["method"].unique() if m != "baseline"):
@@ -66,13 +87,22 @@ def comparison_table(frame: pd.DataFrame, task: str, metric: str) -> list[str]:
             verdict = ("too few seeds" if found["p"] is None else
                        "no significant difference" if found["p"] >= SIGNIFICANCE else
                        "better" if found["delta"] > 0 else "worse")
-            lines.append(f"| {method} | {fraction_label(fraction)} | {found['delta']:+.1f}{spread} | {found['n']} | {p_text} | {verdict} |")
+            resampled = bootstrap_comparison(task_frame, method, fraction, task, metric)
+            interval, p_boot = MISSING, MISSING
+            if resampled is not None:
+                low, high = resampled["delta_interval"]
+                interval = f"[{low:+.1f}, {high:+.1f}]"
+                p_boot = f"{resampled['p_not_better' if found['delta'] > 0 else 'p_not_worse']:.3f}"
+            lines.append(f"| {method} | {fraction_label(fraction)} | {found['delta']:+.1f}{spread} | {found['n']} | {p_text} | "
+                         f"{interval} | {p_boot} | {verdict} |")
     return lines if len(lines) > 2 else []
 
 
-def results_frame(results: list[dict]) -> pd.DataFrame:
+def results_frame(results: list[dict], predictions: list[Path] | None = None) -> pd.DataFrame:
+    """One row per result and metric; ``predictions[i]``: result i's predictions file, where it exists."""
     rows = []
-    for result in results:
+    for index, result in enumerate(results):
+        kept = predictions[index] if predictions is not None and predictions[index].is_file() else None
         cell, split = {"variant": "", **result["cell"]}, result["report_split"]
         base = result["backbone"].get("pretrained_from")
         if base:  # from a pretraining checkpoint: a row of its base backbone's table, named by the checkpoint
@@ -83,7 +113,8 @@ def results_frame(results: list[dict]) -> pd.DataFrame:
                          "weights": "/".join(Path(result["backbone"].get("path") or "built in").parts[-2:]),
                          "commit": result["git"]["commit"][:10], "wall_time_s": result["wall_time_s"],
                          "subset_hash": result["data"]["subset_hash"], "train_size": result["data"]["train_size"],
-                         "steps": result["budget"]["max_steps"], "batch": result["budget"]["per_device_batch_size"]})
+                         "steps": result["budget"]["max_steps"], "batch": result["budget"]["per_device_batch_size"],
+                         "predictions": str(kept) if kept else ""})
     return pd.DataFrame(rows)
 
 
@@ -220,7 +251,8 @@ def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None =
            "Mean ± sample std over training seeds (n = seeds), main metric of each task, on the reported split "
            "(test where a labelled test split exists, else dev; model selection on dev). "
            "Best mean per column in bold; — = no result; ↑ / ↓ = above / below the baseline in a paired t-test over "
-           "seeds (p < 0.05; the per-task tables give Δ, n and p). † = the paper's own number, for reference only "
+           "seeds (p < 0.05; the per-task tables give Δ, n and p, and a paired bootstrap over the test examples where "
+           "both kept predictions). † = the paper's own number, for reference only "
            "(different backbone and protocol: not comparable one to one).", ""]
     for backbone, group in frame.groupby("backbone"):
         out += [f"## Backbone: {backbone}", ""]
@@ -260,7 +292,8 @@ def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None =
 
 
 def write_leaderboards(results_dir=Path("results"), out_dir=Path("leaderboards")) -> list[Path]:
-    frame = results_frame(load_results(results_dir))
+    files = result_files(results_dir)
+    frame = results_frame([result for _, result in files], [predictions_path(path) for path, _ in files])
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

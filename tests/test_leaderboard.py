@@ -162,3 +162,39 @@ def test_runs_from_a_pretraining_checkpoint_stand_beside_their_base_backbones_ba
     text = path.read_text()
     assert text.count("## Backbone:") == 1 and "| erica ⟨erica-minilm⟩ | **64.5 ± 0.7 (n=2)** |" in text
     assert "| erica ⟨erica-minilm⟩ | 100% | +4.5 ± 0.7 | 2 |" in text
+
+
+def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
+    """Kept predictions add the paired bootstrap's 95 % interval of Δ and its p; identical predictions give
+    [0, 0] and p 1, a method right where the baseline is wrong a positive interval and p 0; regenerated
+    without its cache, the page is the same bytes."""
+    import gzip
+    import json
+
+    from knowledge_lm.bootstrap import paired_bootstrap
+    from knowledge_lm.results import predictions_path
+
+    results = tmp_path / "results"
+    gold = [index % 2 for index in range(40)]
+    runs = {"baseline": [1 - g if i < 20 else g for i, g in enumerate(gold)], "same": None, "better": gold}
+    for method, predicted in runs.items():
+        for seed in (1, 2, 3):
+            fake_result(results, method, "rte", 1.0, seed, 100.0 * sum(p == g for p, g in zip(predicted or runs["baseline"], gold)) / 40 + seed)
+            path = predictions_path(Cell(method, "glue", "rte", 1.0, seed, "minilm").result_path(results))
+            with gzip.open(path, "wt") as handle:
+                json.dump({"split": "dev", "predicted": predicted or runs["baseline"], "gold": gold}, handle)
+    files = {m: [predictions_path(Cell(m, "glue", "rte", 1.0, s, "minilm").result_path(results)) for s in (1, 2, 3)] for m in runs}
+    same = paired_bootstrap("glue", "rte", "accuracy", files["same"], files["baseline"], replicates=50)
+    assert same["delta_interval"] == [0.0, 0.0] and same["p_not_better"] == 1.0
+    better = paired_bootstrap("glue", "rte", "accuracy", files["better"], files["baseline"], replicates=50)
+    assert better["delta_interval"][0] > 0 and better["p_not_better"] == 0.0
+    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    text = page.read_text()
+    assert any(line.startswith("| better | 100% | +50.0 ± 0.0 | 3 |") and "| 0.000 |" in line for line in text.splitlines())
+    import shutil
+
+    from knowledge_lm.data.base import default_cache_dir
+
+    shutil.rmtree(default_cache_dir() / "bootstrap")
+    write_leaderboards(results, tmp_path / "leaderboards")
+    assert page.read_text() == text
