@@ -83,3 +83,25 @@ def variant_curves(frame: pd.DataFrame, title: str, metric: str, path: Path, bas
     axes.set_title(title, fontsize=10)
     axes.legend(fontsize=8)
     return _save(figure, path)
+
+
+def spectrum_curves(spectra: dict[str, list[list[float]]], title: str, path: Path) -> Path | None:
+    """Singular values of the head's features on the reported split, largest first, one line per method (the
+    elementwise mean over its seeds); methods with SR dotted, as papers/000 Fig. 5b. None for fewer than 2 methods."""
+    import numpy as np
+
+    if len(spectra) < 2:
+        return None
+    figure, axes = _figure()
+    for method in sorted(spectra, key=lambda m: (m != "baseline", m)):
+        runs = spectra[method]
+        length = min(len(run) for run in runs)
+        mean = np.mean([run[:length] for run in runs], axis=0)
+        axes.plot(range(1, length + 1), mean, linestyle=":" if "sr" in method.split("+") else "-",
+                  label=f"{method} (n={len(runs)})")
+    axes.set_yscale("log")
+    axes.set_xlabel("index (descending)")
+    axes.set_ylabel("singular value")
+    axes.set_title(title, fontsize=10)
+    axes.legend(fontsize=8)
+    return _save(figure, path)

@@ -70,6 +70,19 @@ def bootstrap_comparison(frame: pd.DataFrame, method: str, fraction: float, task
     return paired_bootstrap(dataset, task, metric, [Path(ours[s]) for s in seeds], [Path(baseline[s]) for s in seeds])
 
 
+def full_data_spectra(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
+    """Method → the singular-value spectra its 100 % cells kept with their predictions (one per seed)."""
+    from knowledge_lm.bootstrap import read_predictions
+
+    spectra: dict[str, list[list[float]]] = {}
+    rows = frame[(frame.fraction == 1.0) & (frame.predictions != "")].drop_duplicates(["method", "seed"])
+    for method, seed_rows in rows.groupby("method"):
+        found = [read_predictions(Path(path)).get("singular_values") for path in seed_rows.sort_values("seed")["predictions"]]
+        if found and all(found):
+            spectra[method] = found
+    return spectra
+
+
 def comparison_table(frame: pd.DataFrame, task: str, metric: str) -> list[str]:
     """Each method against the baseline per fraction: Δ (mean ± std over paired seeds), n, the paired t-test's p,
     the paired bootstrap's 95 % interval of Δ and p over test examples (where predictions were kept), and
@@ -282,6 +295,15 @@ def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None =
                     out += figure_link(variant_curves(curves, f"{dataset} / {task} ({backbone})", metric,
                                                       figures_dir / f"{dataset}-{task}-{backbone}-variants.png", baseline),
                                        f"{task}: {metric} against the sweep variant")
+            if figures_dir is not None:
+                spectra = full_data_spectra(plain[plain.task == task])
+                if spectra:
+                    from knowledge_lm.figures import spectrum_curves
+
+                    out += figure_link(spectrum_curves(spectra, f"{dataset} / {task} ({backbone}), 100%, "
+                                                       "head features' singular values",
+                                                       figures_dir / f"{dataset}-{task}-{backbone}-spectrum.png"),
+                                       f"{task}: singular values of the head's features, with (dotted) and without SR")
             if (plain.task == task).any():
                 compared = comparison_table(plain, task, main_metric[task])
                 if compared:

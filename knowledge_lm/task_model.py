@@ -34,6 +34,7 @@ class TaskModel(pl.LightningModule):
         self.evaluations: list[dict] = []
         self.best_outputs: dict[str, dict] = {}  # split → decoded predictions and gold of the best evaluation
         self._outputs = defaultdict(lambda: ([], []))
+        self._features: defaultdict[int, list[torch.Tensor]] = defaultdict(list)
 
     # -- what methods override -------------------------------------------------------------
     def encode(self, batch) -> torch.Tensor:
@@ -71,10 +72,12 @@ class TaskModel(pl.LightningModule):
         return loss
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
-        logits, _ = self(batch)
+        logits, features = self(batch)
         predicted, gold = self._outputs[dataloader_idx]
         predicted.extend(self.kind.decode(logits, batch))
         gold.extend(self.kind.gold(batch))
+        if features.dim() == 2:  # one vector per example: the split's feature matrix, for its spectrum
+            self._features[dataloader_idx].append(features.detach().float())
 
     def on_validation_epoch_end(self):
         scores, outputs = {}, {}
@@ -83,13 +86,23 @@ class TaskModel(pl.LightningModule):
             if predicted:
                 outputs[split] = {"predicted": self.gather(predicted), "gold": self.gather(gold)}
                 scores[split] = self.kind.score(outputs[split]["predicted"], outputs[split]["gold"])
+                if self._features.get(index):
+                    outputs[split]["singular_values"] = self.spectrum(torch.cat(self._features[index]))
         self._outputs.clear()
+        self._features.clear()
         if self.trainer.sanity_checking or SELECTION_SPLIT not in scores:
             return
         self.evaluations.append({"step": self.global_step, "epoch": self.current_epoch, "metrics": scores})
         if self.best_evaluation() is self.evaluations[-1]:
             self.best_outputs = outputs
         self.log("selection", scores[SELECTION_SPLIT][self.spec.main_metric], prog_bar=True, sync_dist=False)
+
+    def spectrum(self, features: torch.Tensor) -> list[float]:
+        """The singular values (descending) of the split's N × d matrix of head features, every device's rows
+        (papers/000 Fig. 3 and 5b draw them with and without SR)."""
+        if self.trainer.world_size > 1:
+            features = self.all_gather(features).flatten(0, 1)
+        return [float(f"{value:.6g}") for value in torch.linalg.svdvals(features).tolist()]
 
     def gather(self, items: list) -> list:
         """Every device's predictions, in rank order (Lightning's distributed sampler pads shards equally)."""

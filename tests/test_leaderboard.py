@@ -198,3 +198,22 @@ def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
     shutil.rmtree(default_cache_dir() / "bootstrap")
     write_leaderboards(results, tmp_path / "leaderboards")
     assert page.read_text() == text
+
+
+def test_spectra_kept_with_predictions_draw_the_sr_figure(tmp_path):
+    import gzip
+    import json
+
+    from knowledge_lm.results import predictions_path
+
+    results = tmp_path / "results"
+    for method, scale in (("baseline", 1.0), ("bert+sr", 0.5)):
+        for seed in (1, 2):
+            fake_result(results, method, "rte", 1.0, seed, 60.0 + seed)
+            path = predictions_path(Cell(method, "glue", "rte", 1.0, seed, "minilm").result_path(results))
+            with gzip.open(path, "wt") as handle:
+                json.dump({"split": "dev", "predicted": [0, 1], "gold": [0, 1],
+                           "singular_values": [scale * value for value in (9.0, 3.0, 1.0)]}, handle)
+    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    assert "(figures/glue-rte-minilm-spectrum.png)" in page.read_text()
+    assert (tmp_path / "leaderboards" / "figures" / "glue-rte-minilm-spectrum.png").is_file()

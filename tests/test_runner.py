@@ -90,9 +90,8 @@ def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
     import gzip
 
     from knowledge_lm.cell import run_cell
-    from knowledge_lm.results import predictions_path
     from knowledge_lm.config import TrainConfig
-    from knowledge_lm.results import Cell, load_results
+    from knowledge_lm.results import Cell, load_results, predictions_path
 
     cell = Cell("baseline", "generated", "facts", 1.0, 1, "tiny")
     result = run_cell(cell, TrainConfig(batch_size=8, max_steps=4, evaluations=2, max_length=32),
@@ -102,6 +101,8 @@ def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
         predictions = json.load(stored)
     assert predictions["split"] == result["report_split"] == "test"
     assert len(predictions["predicted"]) == len(predictions["gold"]) == 12
+    spectrum = predictions["singular_values"]  # of the 12 × hidden head features: 12 values, descending
+    assert len(spectrum) == 12 and spectrum == sorted(spectrum, reverse=True) and spectrum[0] > 0
     accuracy = 100 * sum(p == g for p, g in zip(predictions["predicted"], predictions["gold"])) / 12
     assert accuracy == pytest.approx(result["metrics"]["test"]["accuracy"])
     assert len(load_results(tmp_path / "results")) == 1  # the sidecar is not a result
