@@ -161,8 +161,11 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
     }
     # The best evaluation's decoded predictions beside the result (for bootstrap intervals and per-example
     # analyses); written first, so a result never lacks them. Under DDP they are in rank order, not split order.
-    write_predictions(predictions_path(cell.result_path(results_dir)),
-                      {"split": data.report_split, **model.best_outputs.get(data.report_split, {})})
+    kept = {"split": data.report_split, **model.best_outputs.get(data.report_split, {})}
+    frequencies = data.entity_frequencies(data.report_split) if train.devices == 1 else None  # split order only
+    if frequencies is not None:
+        kept["entity_frequency"] = frequencies
+    write_predictions(predictions_path(cell.result_path(results_dir)), kept)
     write_json_atomic(cell.result_path(results_dir), result)
     shutil.rmtree(run_dir, ignore_errors=True)
     return result

@@ -105,3 +105,21 @@ def spectrum_curves(spectra: dict[str, list[list[float]]], title: str, path: Pat
     axes.set_title(title, fontsize=10)
     axes.legend(fontsize=8)
     return _save(figure, path)
+
+
+def bucket_bars(values: dict[str, list[float | None]], buckets: list[str], title: str, metric: str, path: Path) -> Path | None:
+    """Grouped bars: ``metric`` per entity-frequency bucket, one bar per method (papers/000 Fig. 1a/5a)."""
+    if len(values) < 2:
+        return None
+    figure, axes = _figure()
+    methods = sorted(values, key=lambda m: (m != "baseline", m))
+    width = 0.8 / len(methods)
+    for offset, method in enumerate(methods):
+        xs = [index + (offset - (len(methods) - 1) / 2) * width for index in range(len(buckets))]
+        axes.bar(xs, [value if value is not None else 0.0 for value in values[method]], width=width, label=method)
+    axes.set_xticks(range(len(buckets)), buckets, fontsize=7)
+    axes.set_xlabel("highest train-split document frequency among the example's linked entities")
+    axes.set_ylabel(metric)
+    axes.set_title(title, fontsize=10)
+    axes.legend(fontsize=7)
+    return _save(figure, path)

@@ -83,6 +83,40 @@ def full_data_spectra(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
     return spectra
 
 
+def frequency_buckets(frame: pd.DataFrame, dataset: str, task: str, metric: str) -> tuple[list[str], dict] | None:
+    """``(bucket labels, method → metric per bucket)`` at 100 %: the reported split's examples grouped by the highest
+    train-split document frequency of their linked entities (no entity; then quartiles of that frequency), each
+    method scored on every bucket per seed with the task's scorer and averaged over seeds. The frequencies come
+    from any cell that kept them (knowledge methods do); every method with kept predictions of the same split
+    and gold is scored, the baseline included. None when no cell kept frequencies."""
+    from knowledge_lm.bootstrap import read_predictions, task_scorer
+
+    rows = frame[(frame.fraction == 1.0) & (frame.metric == metric) & (frame.predictions != "")].sort_values(["method", "seed"])
+    kept = {(row.method, row.seed): read_predictions(Path(row.predictions)) for row in rows.itertuples()}
+    reference = next((run for run in kept.values() if run.get("entity_frequency")), None)
+    if reference is None:
+        return None
+    frequency = pd.Series(reference["entity_frequency"], dtype="float")
+    linked = frequency.dropna()
+    if linked.nunique() < 2:
+        return None
+    quartiles = pd.qcut(linked, 4, duplicates="drop")
+    labels = ["no entity"] + [f"DF {interval.left:.0f}–{interval.right:.0f}" for interval in quartiles.cat.categories]
+    members = [list(frequency.index[frequency.isna()])] + [list(quartiles.index[quartiles == interval])
+                                                            for interval in quartiles.cat.categories]
+    score = task_scorer(dataset, task)
+    per_method: dict[str, list[float | None]] = {}
+    for method in sorted({method for method, _ in kept}):
+        runs = [run for (name, _), run in kept.items() if name == method]
+        if any(run["gold"] != reference["gold"] or run["split"] != reference["split"] for run in runs):
+            continue
+        per_method[method] = [
+            None if not indices else float(sum(score([run["predicted"][i] for i in indices],
+                                                     [run["gold"][i] for i in indices])[metric] for run in runs) / len(runs))
+            for indices in members]
+    return [f"{label} ({len(indices)})" for label, indices in zip(labels, members)], per_method
+
+
 def comparison_table(frame: pd.DataFrame, task: str, metric: str) -> list[str]:
     """Each method against the baseline per fraction: Δ (mean ± std over paired seeds), n, the paired t-test's p,
     the paired bootstrap's 95 % interval of Δ and p over test examples (where predictions were kept), and
@@ -304,6 +338,23 @@ def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None =
                                                        "head features' singular values",
                                                        figures_dir / f"{dataset}-{task}-{backbone}-spectrum.png"),
                                        f"{task}: singular values of the head's features, with (dotted) and without SR")
+            buckets = frequency_buckets(plain[plain.task == task], dataset, task, main_metric[task])
+            if buckets is not None:
+                labels, per_method = buckets
+                out += [f"### {task}: {main_metric[task]} by entity frequency (100%, mean over seeds)", "",
+                        "The reported split's examples grouped by the highest train-split document frequency among "
+                        "their linked entities (examples per bucket in brackets), as papers/000 Fig. 1a/5a group them by "
+                        "their entities' Wikipedia frequency.", "",
+                        "| method | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+                out += [f"| {method} | " + " | ".join(MISSING if v is None else f"{v:.1f}" for v in values) + " |"
+                        for method, values in sorted(per_method.items(), key=lambda item: (item[0] != "baseline", item[0]))]
+                out.append("")
+                if figures_dir is not None:
+                    from knowledge_lm.figures import bucket_bars
+
+                    out += figure_link(bucket_bars(per_method, labels, f"{dataset} / {task} ({backbone}), 100%",
+                                                   main_metric[task], figures_dir / f"{dataset}-{task}-{backbone}-frequency.png"),
+                                       f"{task}: {main_metric[task]} by entity frequency")
             if (plain.task == task).any():
                 compared = comparison_table(plain, task, main_metric[task])
                 if compared:

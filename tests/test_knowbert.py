@@ -2,6 +2,8 @@
 
 from dataclasses import replace
 
+import json
+
 import pytest
 import torch
 
@@ -168,6 +170,14 @@ def test_knowbert_trains_as_a_cell(method, prepared_cache, tmp_path):
                                                                    "knowledge": {"kg_embeddings": True}},
                       progress=False)
     assert result["cell"]["method"] == method and "accuracy" in result["metrics"]["test"]
+    if method == "knowbert":  # a knowledge method keeps its test examples' entity frequencies, in split order
+        import gzip
+
+        from knowledge_lm.results import predictions_path
+
+        with gzip.open(predictions_path(Cell(method, "generated", "facts", 1.0, 1, "tiny").result_path(tmp_path / "r")), "rt") as kept:
+            frequencies = json.load(kept)["entity_frequency"]
+        assert len(frequencies) == SIZES["test_size"] and all(f is None or f >= 0 for f in frequencies)
 
 
 def test_knowledge_pretraining_checkpoint_starts_a_knowbert_cell(prepared_cache, tmp_path):

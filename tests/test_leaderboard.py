@@ -217,3 +217,32 @@ def test_spectra_kept_with_predictions_draw_the_sr_figure(tmp_path):
     [page] = write_leaderboards(results, tmp_path / "leaderboards")
     assert "(figures/glue-rte-minilm-spectrum.png)" in page.read_text()
     assert (tmp_path / "leaderboards" / "figures" / "glue-rte-minilm-spectrum.png").is_file()
+
+
+def test_entity_frequency_buckets_score_every_method_on_the_same_examples(tmp_path):
+    """papers/000 Fig. 1a/5a: frequencies kept by one method's cells bucket the split for every method."""
+    import gzip
+    import json
+
+    from knowledge_lm.results import predictions_path
+
+    results = tmp_path / "results"
+    gold = [index % 2 for index in range(12)]
+    frequency = [None, None, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    runs = {"baseline": ([1 - g for g in gold[:6]] + gold[6:], None),  # right only on the frequent half
+            "knowbert": (gold[:6] + [1 - g for g in gold[6:]], frequency)}  # right only on the rare half
+    for method, (predicted, kept_frequency) in runs.items():
+        for seed in (1, 2):
+            fake_result(results, method, "rte", 1.0, seed, 50.0)
+            payload = {"split": "dev", "predicted": predicted, "gold": gold}
+            if kept_frequency:
+                payload["entity_frequency"] = kept_frequency
+            with gzip.open(predictions_path(Cell(method, "glue", "rte", 1.0, seed, "minilm").result_path(results)), "wt") as out:
+                json.dump(payload, out)
+    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    lines = page.read_text().splitlines()
+    header = next(line for line in lines if line.startswith("| method | no entity (2) |"))
+    assert header.count("|") == 7  # no entity + four quartiles of 10 linked examples
+    assert next(line for line in lines if line.startswith("| baseline | 0.0 |")).endswith("| 100.0 | 100.0 |")
+    assert next(line for line in lines if line.startswith("| knowbert | 100.0 |")).endswith("| 0.0 | 0.0 |")
+    assert (tmp_path / "leaderboards" / "figures" / "glue-rte-minilm-frequency.png").is_file()

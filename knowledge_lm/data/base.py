@@ -108,6 +108,7 @@ class TaskDataModule(pl.LightningDataModule):
         # its workers included, builds them rather than the training step.
         self.knowledge_batch = None
         self.knowledge_features: list[dict] | None = None  # every split's decoded features, set up with the data
+        self.knowledge_spans: dict[str, tuple[int, int]] = {}  # split → its rows of knowledge_features
         self.task_spec = self.spec(self.task)
         self._task_kind = None
         self.splits = None
@@ -190,10 +191,11 @@ class TaskDataModule(pl.LightningDataModule):
             features = load_prepared(self, self.tokenizer, KnowledgeConfig.from_dict(self.knowledge), self.cache_dir)
             # Decoded once here, the rows carry an index into them: decoding each example's JSON in every
             # batch cost more than a MiniLM training step.
-            self.knowledge_features = []
+            self.knowledge_features, self.knowledge_spans = [], {}
             for split, dataset in self.encoded.items():
                 start = len(self.knowledge_features)
                 self.knowledge_features += features[split]
+                self.knowledge_spans[split] = (start, len(self.knowledge_features))
                 self.encoded[split] = dataset.add_column("knowledge", list(range(start, len(self.knowledge_features))))
         self.encoded["train"] = self.encoded["train"].select(indices)
 
@@ -205,6 +207,15 @@ class TaskDataModule(pl.LightningDataModule):
             batch["knowledge"] = (self.knowledge_batch(knowledge, batch["input_ids"].shape[-1])
                                   if self.knowledge_batch is not None else knowledge)
         return batch
+
+    def entity_frequencies(self, split: str) -> list[int | None] | None:
+        """Per example of ``split``: the highest document frequency (over the train split) among its linked
+        entities, None without one (the x-axis of papers/000 Fig. 1a/5a); None without knowledge features."""
+        if split not in self.knowledge_spans:
+            return None
+        start, end = self.knowledge_spans[split]
+        return [max((link.get("df", 0) for link in row.get("links") or []), default=None)
+                for row in self.knowledge_features[start:end]]
 
     def knowledge_rows(self):
         """Every example's decoded knowledge features, all splits (train: the whole split, not the subset)."""
