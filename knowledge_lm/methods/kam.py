@@ -228,6 +228,15 @@ class KamState:
         self.previous: torch.Tensor | None = None
         self.real: torch.Tensor | None = None  # b × (n+K) bool: which positions are tokens, not padding
         self.auxiliary: torch.Tensor | None = None  # b × K × hidden: the expansion sub-words' embeddings
+        self.memos: dict | None = None  # per encode call: what every layer would otherwise rebuild
+
+    def memo(self, key, build):
+        """``build()`` once per ``encode`` call (each op costs host time, and a MiniLM step is bound by it)."""
+        if self.memos is None:
+            return build()
+        if key not in self.memos:
+            self.memos[key] = build()
+        return self.memos[key]
 
 
 class KamSelfAttention(nn.Module):
@@ -252,27 +261,38 @@ class KamSelfAttention(nn.Module):
     def forward(self, hidden_states, attention_mask=None, *args, **kwargs):
         length = hidden_states.shape[1]
         auxiliary = self.kam_state.auxiliary
-        rows = hidden_states if auxiliary is None else torch.cat([hidden_states, auxiliary.to(hidden_states.dtype)], 1)
+        if auxiliary is not None:
+            auxiliary = self.kam_state.memo(("auxiliary", hidden_states.dtype), lambda: auxiliary.to(hidden_states.dtype))
+        rows = hidden_states if auxiliary is None else torch.cat([hidden_states, auxiliary], 1)
         shape = (*rows.shape[:-1], -1, self.attention_head_size)
         query = self.query(rows).view(shape).transpose(1, 2)  # b × m × (n+K) × d
         key = self.key(rows).view(shape).transpose(1, 2)
         value = self.value(rows).view(shape).transpose(1, 2)
         logits = torch.matmul(query, key.transpose(2, 3)) * self.scaling  # A_sa
+        state, dtype = self.kam_state, logits.dtype
         if auxiliary is not None:  # the layer's mask covers the n sentence keys only
-            attention_mask = self.kam_state.real[:, None, None, :]
+            attention_mask = state.real[:, None, None, :]
         if attention_mask is not None and attention_mask.dtype == torch.bool:
-            attention_mask = torch.zeros_like(attention_mask, dtype=logits.dtype).masked_fill(
-                ~attention_mask, torch.finfo(logits.dtype).min)
-        if self.skip and self.kam_state.previous is not None:
-            logits = logits + self.kam_state.previous
-        maps = self.kam_state.maps
+            mask = attention_mask
+            attention_mask = state.memo(("additive mask", dtype), lambda: torch.zeros_like(mask, dtype=dtype).masked_fill(
+                ~mask, torch.finfo(dtype).min))
+        if self.skip and state.previous is not None:
+            logits = logits + state.previous
+        maps = state.maps
         if maps is None:
             maps = logits.new_zeros(logits.shape[0], self.num_maps, *logits.shape[-2:])
+        else:
+            maps = state.memo(("maps", dtype), lambda: state.maps.to(dtype))
         if self.conv is not None:
-            visible = logits.masked_fill(self._padding_pairs(attention_mask), 0.0) if attention_mask is not None else logits
-            semantic = self.conv(torch.cat([visible, maps.to(logits.dtype)], dim=1))  # A_sem
+            if attention_mask is not None:
+                mask = attention_mask
+                logits_padding = state.memo("padding pairs", lambda: self._padding_pairs(mask))
+                visible = logits.masked_fill(logits_padding, 0.0)
+            else:
+                visible = logits
+            semantic = self.conv(torch.cat([visible, maps], dim=1))  # A_sem
         elif self.num_maps:
-            semantic = maps.to(logits.dtype).mean(1, keepdim=True)  # w/o conv: the maps' mean, every head
+            semantic = maps.mean(1, keepdim=True)  # w/o conv: the maps' mean, every head
         else:
             semantic = torch.zeros_like(logits)
         result = self.alpha * semantic + (1 - self.alpha) * logits
@@ -362,7 +382,7 @@ class Kam(TaskModel):
         if knowledge.values.device != input_ids.device:
             knowledge = knowledge.to(input_ids.device)
         self.kam_state.maps = knowledge.maps(len(input_ids), len(self.maps))
-        self.kam_state.previous = None
+        self.kam_state.previous, self.kam_state.memos = None, {}
         real = batch["attention_mask"].bool() if "attention_mask" in batch else torch.ones_like(input_ids, dtype=torch.bool)
         self.kam_state.auxiliary = self.embed_auxiliary(knowledge.auxiliary_ids, real)
         self.kam_state.real = real if self.kam_state.auxiliary is None else torch.cat([real, knowledge.auxiliary_real], 1)
@@ -370,6 +390,7 @@ class Kam(TaskModel):
             return super().encode(batch)
         finally:
             self.kam_state.maps = self.kam_state.previous = self.kam_state.real = self.kam_state.auxiliary = None
+            self.kam_state.memos = None
 
     def embed_auxiliary(self, padded, real):
         """The expansion sub-words (``padded``: b × K ids) through the backbone's embeddings (b × K × hidden);
