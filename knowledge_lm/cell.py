@@ -125,8 +125,8 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
                                         train_time_interval=timedelta(minutes=train.checkpoint_minutes))
     trainer = pl.Trainer(
         max_steps=budget["max_steps"], val_check_interval=budget["eval_every_steps"], check_val_every_n_epoch=None,
-        num_sanity_val_steps=0, accelerator="gpu" if gpu else "cpu", devices=train.devices,
-        strategy="ddp" if train.devices > 1 else "auto", precision=precision, gradient_clip_val=1.0,
+        num_sanity_val_steps=0, accelerator="gpu" if gpu else "cpu", devices=train.devices, num_nodes=train.num_nodes,
+        strategy="ddp" if train.devices * train.num_nodes > 1 else "auto", precision=precision, gradient_clip_val=1.0,
         callbacks=[checkpointing], logger=False, enable_model_summary=False, enable_progress_bar=progress,
         default_root_dir=run_dir,
     )
@@ -145,7 +145,7 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
         "config": {"train": vars(train), "dataset_options": dataset_options or {}},
         "git": git_commit(),
         "versions": versions(),
-        "device": device_record(precision, train.devices),
+        "device": device_record(precision, train.devices * train.num_nodes),
         "backbone": backbone.to_dict(),
         "data": {"subset_seed": train.subset_seed, "subset_hash": data.subset_hash, "train_size": data.train_size,
                  "eval_sizes": {split: len(data.splits[split]) for split in data.eval_split_names},
@@ -162,7 +162,8 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
     # The best evaluation's decoded predictions beside the result (for bootstrap intervals and per-example
     # analyses); written first, so a result never lacks them. Under DDP they are in rank order, not split order.
     kept = {"split": data.report_split, **model.best_outputs.get(data.report_split, {})}
-    frequencies = data.entity_frequencies(data.report_split) if train.devices == 1 else None  # split order only
+    single = train.devices * train.num_nodes == 1
+    frequencies = data.entity_frequencies(data.report_split) if single else None  # split order only
     if frequencies is not None:
         kept["entity_frequency"] = frequencies
     write_predictions(predictions_path(cell.result_path(results_dir)), kept)

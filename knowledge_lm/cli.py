@@ -100,6 +100,29 @@ def command_bench(args):
     return 1 if failed else 0
 
 
+def command_cell(args):
+    """One cell of a sweep, in this process: what a launcher (torchrun, srun) starts on every node for a cell that
+    spans nodes (``--set num_nodes=N --set devices=G``); Lightning reads the launcher's environment, and global
+    rank 0 writes the result."""
+    from knowledge_lm.cell import run_cell
+    from knowledge_lm.config import check_data_dir
+    from knowledge_lm.runner import sweep_cells
+
+    sweep = sweep_from_args(args)
+    cells = [cell for cell in sweep_cells(sweep) if cell.variant == (args.variant or "")]
+    if len(cells) != 1:
+        raise KlmError(f"klm cell runs one cell; the selection has {len(cells)}: name one method, task, fraction, "
+                       "seed (and --variant) of the sweep")
+    [cell] = cells
+    if cell.result_path(args.results_dir).is_file():
+        print(f"{cell.key}: already done ({cell.result_path(args.results_dir)})")
+        return 0
+    overrides = parse_overrides(args.set)
+    run_cell(cell, sweep.train_config(cell.task, overrides, cell.variant), data_dir=check_data_dir(args.data_dir),
+             results_dir=args.results_dir, runs_dir=args.runs_dir, dataset_options=sweep.variant_options(cell.variant))
+    return 0
+
+
 def command_status(args):
     from rich.console import Console
     from rich.table import Table
@@ -135,10 +158,11 @@ def command_prepare(args):
                                                       "pmi_top_k", "k_hop", "link_noise", "kg_embeddings")
                if getattr(args, name) is not None}
     data_dir = check_data_dir(args.data_dir)
-    tokenizer = load_tokenizer(sweep.backbone)
     cache_dir = args.cache_dir or default_cache_dir()
     console = Console(stderr=True)
-    for variant in sweep.variants:
+    backbones = sorted({sweep.backbone_for(method) for method in sweep.methods})
+    for variant, backbone in ((variant, backbone) for variant in sweep.variants for backbone in backbones):
+        tokenizer = load_tokenizer(backbone)
         variant_options = sweep.variant_options(variant)
         config = KnowledgeConfig.from_dict({**variant_options.get("knowledge", {}), **options})
         dataset_options = {k: v for k, v in variant_options.items() if k != "knowledge"}
@@ -274,6 +298,13 @@ def build_parser():
     bench.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
     bench.add_argument("--no-leaderboard", action="store_true")
     bench.set_defaults(handler=command_bench)
+
+    cell = commands.add_parser("cell", help="run one cell in this process (start it on every node for a multi-node cell)")
+    add_sweep_arguments(cell)
+    cell.add_argument("--variant", help="the sweep variant of the cell, where the sweep has variants")
+    cell.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
+    cell.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. num_nodes=2")
+    cell.set_defaults(handler=command_cell)
 
     status = commands.add_parser("status", help="list done / partial / failed / missing cells of a sweep")
     add_sweep_arguments(status)

@@ -40,7 +40,8 @@ class TrainConfig:
     evaluations: int = 10  # dev (and test) evaluations per run, evenly spaced
     subset_seed: int = 0
     precision: str = "auto"  # bf16-mixed on GPU, 32-true on CPU
-    devices: int = 1
+    devices: int = 1  # GPUs per node (DDP within the cell)
+    num_nodes: int = 1  # nodes of one cell (DDP across them): launch `klm cell` on each under torchrun or srun
     checkpoint_minutes: float = 2.0
     checkpoint_every_steps: int = 0  # overrides checkpoint_minutes when > 0
     max_steps: int = 0  # a hard cap (smoke tests); 0 means none
@@ -69,20 +70,23 @@ class TrainConfig:
 
     def budget(self, train_size: int) -> dict:
         """Steps for a train split of ``train_size``: ``epochs`` passes, at least ``min_steps``."""
-        steps_per_epoch = math.ceil(train_size / (self.batch_size * self.devices))
+        steps_per_epoch = math.ceil(train_size / (self.batch_size * self.devices * self.num_nodes))
         planned = max(self.epochs * steps_per_epoch, self.min_steps)
         every = math.ceil(planned / self.evaluations)
         max_steps = every * self.evaluations
         if self.max_steps:
             max_steps = min(max_steps, self.max_steps)
             every = min(every, max_steps)
-        return {"steps_per_epoch": steps_per_epoch, "max_steps": max_steps, "eval_every_steps": every,
-                "epochs": round(max_steps / steps_per_epoch, 3), "per_device_batch_size": self.batch_size,
-                "devices": self.devices}
+        budget = {"steps_per_epoch": steps_per_epoch, "max_steps": max_steps, "eval_every_steps": every,
+                  "epochs": round(max_steps / steps_per_epoch, 3), "per_device_batch_size": self.batch_size,
+                  "devices": self.devices}
+        if self.num_nodes > 1:
+            budget["nodes"] = self.num_nodes
+        return budget
 
 
 SWEEP_KEYS = {"name", "dataset", "tasks", "methods", "fractions", "seeds", "backbone", "train", "task_train",
-              "dataset_options", "variants", "description"}
+              "dataset_options", "variants", "description", "method_backbones"}
 
 
 @dataclass
@@ -102,6 +106,12 @@ class Sweep:
     # the sweep as written.
     variants: dict = field(default_factory=lambda: {"": {}})
     description: str = ""
+    # method → its own backbone (e.g. each ERICA ablation fine-tunes the checkpoint pretrained with its
+    # objectives); the others use ``backbone``.
+    method_backbones: dict = field(default_factory=dict)
+
+    def backbone_for(self, method: str) -> str:
+        return self.method_backbones.get(method, self.backbone)
 
     def variant_options(self, variant: str) -> dict:
         overrides = {k: v for k, v in self.variants[variant].items() if k != "method_options"}
@@ -160,6 +170,14 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
                   seeds=parse_seeds(raw.get("seeds", [1, 2, 3])), backbone=str(raw.get("backbone", "minilm")),
                   train=dict(raw.get("train") or {}), task_train=dict(raw.get("task_train") or {}),
                   dataset_options=dict(raw.get("dataset_options") or {}), description=raw.get("description", ""))
+    if raw.get("method_backbones") is not None:
+        backbones = raw["method_backbones"]
+        if not isinstance(backbones, dict) or not all(isinstance(b, str) and b for b in backbones.values()):
+            raise KlmError(f"{where}: method_backbones must map methods to backbones")
+        strays = sorted(set(backbones) - set(methods))
+        if strays:
+            raise KlmError(f"{where}: method_backbones names method(s) {', '.join(strays)} the sweep does not run")
+        sweep.method_backbones = dict(backbones)
     if raw.get("variants") is not None:
         variants = raw["variants"]
         if not isinstance(variants, dict) or not variants or not all(

@@ -21,7 +21,7 @@ console = Console(stderr=True)
 
 
 def sweep_cells(sweep: Sweep) -> list[Cell]:
-    return [Cell(method, sweep.dataset, task, fraction, seed, sweep.backbone, variant)
+    return [Cell(method, sweep.dataset, task, fraction, seed, sweep.backbone_for(method), variant)
             for variant in sweep.variants for method in sweep.methods for task in sweep.tasks
             for fraction in sweep.fractions for seed in sweep.seeds]
 

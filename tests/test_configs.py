@@ -38,14 +38,17 @@ def smoke_backbone(method, tmp_path_factory) -> str:
 CONFIGS = sorted(path for path in BENCHMARKS_DIR.glob("*.yaml") if path.name not in ("references.yaml", "tables.yaml"))
 
 
-def costly_preparation(path) -> bool:
-    """A knowledge method on a real dataset: a cold `klm prepare` runs spaCy over all of it and TransE over
-    the Wikidata KG (minutes on 2 cores), so that smoke run is marked slow; it still validates in the fast suite."""
+def costly_smoke(path) -> bool:
+    """Smoke runs that take minutes on 2 cores are marked slow (they still validate in the fast suite): a
+    knowledge method on a real dataset (a cold `klm prepare` runs spaCy over all of it and TransE over the
+    Wikidata KG), and several methods on Re-DocRED."""
     sweep = load_sweep(path)
+    if sweep.dataset == "redocred" and len(sweep.methods) > 1:
+        return True  # each smoke cell evaluates on all of Re-DocRED's dev and test documents (~1 min on 2 cores)
     return sweep.dataset != "generated" and any(getattr(METHODS.get(m), "needs_knowledge", False) for m in sweep.methods)
 
 
-SMOKE = [pytest.param(path, id=path.stem, marks=[pytest.mark.slow] if costly_preparation(path) else []) for path in CONFIGS]
+SMOKE = [pytest.param(path, id=path.stem, marks=[pytest.mark.slow] if costly_smoke(path) else []) for path in CONFIGS]
 
 
 def test_there_are_configs():
@@ -95,3 +98,16 @@ def test_unknown_table_is_one_error(capsys):
 
     assert main(["bench", "--table", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown table 'nope'; known: sisr-table1")
+
+
+def test_method_backbones_give_each_method_its_own_backbone(tmp_path):
+    from knowledge_lm.config import validate_sweep
+    from knowledge_lm.errors import KlmError
+    from knowledge_lm.runner import sweep_cells
+
+    raw = {"dataset": "generated", "methods": ["baseline", "erica-ed"], "fractions": [0.1], "seeds": [1],
+           "method_backbones": {"erica-ed": "checkpoints/erica-ed-minilm"}}
+    backbones = {cell.method: cell.backbone for cell in sweep_cells(validate_sweep(raw, "test"))}
+    assert backbones == {"baseline": "minilm", "erica-ed": "checkpoints/erica-ed-minilm"}
+    with pytest.raises(KlmError, match="names method.s. erica-rd the sweep does not run"):
+        validate_sweep({**raw, "method_backbones": {"erica-rd": "x"}}, "test")

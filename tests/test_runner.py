@@ -106,3 +106,20 @@ def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
     accuracy = 100 * sum(p == g for p, g in zip(predictions["predicted"], predictions["gold"])) / 12
     assert accuracy == pytest.approx(result["metrics"]["test"]["accuracy"])
     assert len(load_results(tmp_path / "results")) == 1  # the sidecar is not a result
+
+
+def test_klm_cell_runs_one_cell_in_process_and_refuses_a_wider_selection(tmp_path, capsys):
+    """The entry a launcher starts on every node of a multi-node cell; the step budget counts every node's batch."""
+    from knowledge_lm.cli import main
+    from knowledge_lm.config import TrainConfig
+    from knowledge_lm.results import load_results
+
+    common = ["cell", "--dataset", "generated", "--method", "baseline", "--backbone", "tiny",
+              "--results-dir", str(tmp_path / "results"), "--runs-dir", str(tmp_path / "runs")]
+    assert main(common) == 2 and "the selection has 6" in capsys.readouterr().err
+    assert main(common + ["--fractions", "0.01", "--seeds", "1", "--set", "max_steps=2", "--set", "evaluations=1"]) == 0
+    [result] = load_results(tmp_path / "results")
+    assert result["cell"]["fraction"] == 0.01 and result["budget"]["max_steps"] == 2
+    assert main(common + ["--fractions", "0.01", "--seeds", "1"]) == 0 and "already done" in capsys.readouterr().out
+    two_nodes = TrainConfig(batch_size=8, devices=2, num_nodes=2, epochs=1, min_steps=1).budget(320)
+    assert two_nodes["steps_per_epoch"] == 10 and two_nodes["nodes"] == 2
