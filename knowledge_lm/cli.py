@@ -369,7 +369,7 @@ def build_parser():
     speed.add_argument("--repeats", type=int, default=2, help="interleaved runs of the method list; each method's best median counts")
     speed.add_argument("--no-bare-loop", action="store_true", help="skip the plain PyTorch loop")
     speed.add_argument("--compile", action="store_true",
-                       help="torch.compile every model's layers (and the bare loop's), as the training setting compile")
+                       help="torch.compile every method's layers, as the training setting compile (the bare loop stays eager)")
     speed.add_argument("--results-dir", default="results", type=Path)
     speed.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
     speed.add_argument("--no-leaderboard", action="store_true")

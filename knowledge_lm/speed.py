@@ -6,7 +6,8 @@ examples, lengths and padding), bf16 on a GPU; steps after the warm-up are timed
 synchronised, and each method's best median over ``repeats`` interleaved runs counts (a slow phase of the
 machine then does not hit one method only). FLOPs per step are counted once per method with
 ``torch.utils.flop_counter`` (forward and backward of one batch). The bare loop is the same model, batches,
-optimiser, schedule, precision and gradient clipping without Lightning. A run's numbers are stored under
+optimiser, schedule, precision and gradient clipping without Lightning, always eager: the reference that
+``--compile`` (the methods' layers compiled) is meant to beat. A run's numbers are stored under
 ``results/speed/`` and ``klm leaderboard`` renders ``leaderboards/speed.md`` from them. Knowledge methods read
 the prepared features: run ``klm prepare --dataset generated --kg-embeddings`` first.
 """
@@ -121,9 +122,9 @@ def measure_method(method: str, backbone: str, batch_size: int, max_length: int,
 
 
 def measure_bare_loop(backbone: str, batch_size: int, max_length: int, warmup: int, steps: int,
-                      tokenizer: str = "minilm", compile: bool = False) -> dict:
-    """The baseline's model, batches, optimiser, schedule, precision and clipping in a plain PyTorch loop."""
-    model, data = build("baseline", backbone, batch_size, max_length, warmup + steps, tokenizer, compile)
+                      tokenizer: str = "minilm") -> dict:
+    """The baseline's model, batches, optimiser, schedule, precision and clipping in a plain, eager PyTorch loop."""
+    model, data = build("baseline", backbone, batch_size, max_length, warmup + steps, tokenizer)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device).train()
     optimizer_config = model.configure_optimizers()
@@ -173,7 +174,7 @@ def run_speed(methods: list[str], backbone: str = "minilm", batch_size: int = 32
             if method not in rows or row["step_ms"] < rows[method]["step_ms"]:
                 rows[method] = row
         if bare_loop:
-            row = measure_bare_loop(backbone, batch_size, max_length, warmup, steps, tokenizer, compile)
+            row = measure_bare_loop(backbone, batch_size, max_length, warmup, steps, tokenizer)
             if bare is None or row["step_ms"] < bare["step_ms"]:
                 bare = row
     return {"schema": 1, "device": device_name(), "backbone": backbone, "batch_size": batch_size, "max_length": max_length,
@@ -194,7 +195,8 @@ def render_speed(records: list[dict]) -> str:
              "Training step through Lightning on the generated task, same batches for every method; best of the runs' "
              "medians. × = ratio to the baseline's step time (issue targets: " +
              ", ".join(f"{m} ≤ {t}×" for m, t in TARGETS.items()) + "). TFLOP/s counts the forward and backward FLOPs "
-             "of one step (torch.utils.flop_counter) over the step time. The bare loop is the baseline without Lightning.", ""]
+             "of one step (torch.utils.flop_counter) over the step time. The bare loop is the baseline without Lightning, "
+             "eager (also beside compiled tables).", ""]
     for record in sorted(records, key=lambda r: (r["device"], r["backbone"], r["batch_size"], r["max_length"],
                                                  bool(r.get("compiled")))):
         base = record["methods"]["baseline"]
