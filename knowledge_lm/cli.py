@@ -92,8 +92,8 @@ def command_bench(args):
         overrides["devices"] = args.devices_per_cell
     failed = 0
     for sweep in sweeps:
-        failed += run_sweep(sweep, overrides, data_dir=data_dir, results_dir=args.results_dir,
-                            runs_dir=args.runs_dir, jobs=args.jobs)["failed"]
+        failed += run_sweep(sweep, overrides, data_dir=data_dir, results_dir=args.results_dir, runs_dir=args.runs_dir,
+                            jobs=args.jobs, rerun_without_predictions=args.rerun_without_predictions)["failed"]
     if not args.no_leaderboard:
         for path in write_leaderboards(args.results_dir, args.leaderboards_dir):
             print(f"wrote {path}")
@@ -295,6 +295,8 @@ def build_parser():
                        help="cells run at once, spread evenly over the visible GPUs (several per GPU when jobs > GPUs)")
     bench.add_argument("--devices-per-cell", type=int, help="GPUs per cell (DDP within the cell; default 1)")
     bench.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. lr=3e-5")
+    bench.add_argument("--rerun-without-predictions", action="store_true",
+                       help="run again the finished cells that kept no predictions (older results move to results/superseded/)")
     bench.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
     bench.add_argument("--no-leaderboard", action="store_true")
     bench.set_defaults(handler=command_bench)

@@ -84,7 +84,20 @@ def write_dir_atomic(out: Path, write) -> Path:
 
 
 PROBES_DIR = "probes"
-NOT_CELLS = (PROBES_DIR, "speed")  # zero-shot probes and speed measurements live beside the cells
+SUPERSEDED_DIR = "superseded"  # results replaced by a re-run, kept (the store keeps every result)
+NOT_CELLS = (PROBES_DIR, "speed", SUPERSEDED_DIR)  # zero-shot probes and speed measurements live beside the cells
+
+
+def supersede(result_path: Path, results_dir: Path) -> Path:
+    """Move a finished cell's result (and any file beside it of the same cell) under ``superseded/``, named by
+    when it finished, so that the cell runs again and the old result stays in the store."""
+    result_path, results_dir = Path(result_path), Path(results_dir)
+    finished = json.loads(result_path.read_text()).get("finished_at", "unknown").replace(":", "")
+    target = results_dir / SUPERSEDED_DIR / result_path.relative_to(results_dir).parent
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted(result_path.parent.glob(result_path.stem + ".*")):
+        path.rename(target / f"{result_path.stem}.{finished}{path.name[len(result_path.stem):]}")
+    return target
 
 
 def predictions_path(result_path: Path) -> Path:

@@ -15,7 +15,7 @@ from knowledge_lm.cell import FAILURE_FILE, LAST_CHECKPOINT
 from knowledge_lm.config import Sweep
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS
-from knowledge_lm.results import Cell
+from knowledge_lm.results import Cell, predictions_path, supersede
 
 console = Console(stderr=True)
 
@@ -81,10 +81,18 @@ def check_data(sweep: Sweep, data_dir) -> None:
 
 
 def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, results_dir=Path("results"),
-              runs_dir=Path("runs"), jobs: int = 1, retry_failed: bool = True, gpus: list[str] | None = None) -> dict[str, int]:
+              runs_dir=Path("runs"), jobs: int = 1, retry_failed: bool = True, gpus: list[str] | None = None,
+              rerun_without_predictions: bool = False) -> dict[str, int]:
     """Run every unfinished cell; ``jobs`` cells at a time (each its own process), spread over ``gpus``
-    (default: the visible ones) in groups of the cells' ``devices`` (DDP within a cell). Returns counts."""
+    (default: the visible ones) in groups of the cells' ``devices`` (DDP within a cell). With
+    ``rerun_without_predictions``, finished cells that kept no predictions (results from before cells kept
+    them) are superseded (``results/superseded/``) and run again. Returns counts."""
     overrides = overrides or {}
+    if rerun_without_predictions:
+        for cell in sweep_cells(sweep):
+            result = cell.result_path(results_dir)
+            if result.is_file() and not predictions_path(result).is_file():
+                supersede(result, results_dir)
     devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
     gpus = visible_gpus() if gpus is None else gpus
     groups = gpu_groups(gpus, devices_per_cell)

@@ -123,3 +123,21 @@ def test_klm_cell_runs_one_cell_in_process_and_refuses_a_wider_selection(tmp_pat
     assert main(common + ["--fractions", "0.01", "--seeds", "1"]) == 0 and "already done" in capsys.readouterr().out
     two_nodes = TrainConfig(batch_size=8, devices=2, num_nodes=2, epochs=1, min_steps=1).budget(320)
     assert two_nodes["steps_per_epoch"] == 10 and two_nodes["nodes"] == 2
+
+
+def test_rerun_without_predictions_supersedes_old_results_and_keeps_them(tmp_path):
+    """A result from before cells kept predictions runs again with --rerun-without-predictions; the old one moves
+    under results/superseded/ (not a cell for the leaderboard), and a result with predictions is left alone."""
+    from knowledge_lm.results import load_results, predictions_path
+
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    sweep = small_sweep()
+    assert run_sweep(sweep, results_dir=results, runs_dir=runs)["finished"] == 2
+    old, kept = sweep_cells(sweep)
+    predictions_path(old.result_path(results)).unlink()
+    before = old.result_path(results).read_text()
+    counts = run_sweep(sweep, results_dir=results, runs_dir=runs, rerun_without_predictions=True)
+    assert counts == {"done_before": 1, "finished": 1, "failed": 0}
+    assert predictions_path(old.result_path(results)).is_file() and len(load_results(results)) == 2
+    [superseded] = (results / "superseded").rglob("*.json")
+    assert superseded.read_text() == before and superseded.name.startswith("f1-s1.")
