@@ -246,3 +246,18 @@ def test_entity_frequency_buckets_score_every_method_on_the_same_examples(tmp_pa
     assert next(line for line in lines if line.startswith("| baseline | 0.0 |")).endswith("| 100.0 | 100.0 |")
     assert next(line for line in lines if line.startswith("| knowbert | 100.0 |")).endswith("| 0.0 | 0.0 |")
     assert (tmp_path / "leaderboards" / "figures" / "glue-rte-minilm-frequency.png").is_file()
+
+
+def test_committed_leaderboards_are_what_the_results_store_gives(tmp_path):
+    """`klm leaderboard` on the committed results/ reproduces every committed table byte for byte (the PNGs are
+    compared by name only: their bytes depend on the matplotlib build)."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    written = write_leaderboards(repo / "results", tmp_path)
+    committed = sorted(path.name for path in (repo / "leaderboards").glob("*.md"))
+    assert sorted(path.name for path in written) == committed
+    for name in committed:
+        assert (tmp_path / name).read_text() == (repo / "leaderboards" / name).read_text(), name
+    figures = sorted(path.name for path in (repo / "leaderboards" / "figures").glob("*.png"))
+    assert sorted(path.name for path in (tmp_path / "figures").glob("*.png")) == figures
