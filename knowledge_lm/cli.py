@@ -160,9 +160,8 @@ def command_prepare(args):
     data_dir = check_data_dir(args.data_dir)
     cache_dir = args.cache_dir or default_cache_dir()
     console = Console(stderr=True)
-    backbones = sorted({sweep.backbone_for(method) for method in sweep.methods})
-    for variant, backbone in ((variant, backbone) for variant in sweep.variants for backbone in backbones):
-        tokenizer = load_tokenizer(backbone)
+    tokenizers = {backbone: load_tokenizer(backbone) for backbone in sorted({sweep.backbone_for(m) for m in sweep.methods})}
+    for variant, tokenizer in ((variant, tokenizer) for variant in sweep.variants for tokenizer in tokenizers.values()):
         variant_options = sweep.variant_options(variant)
         config = KnowledgeConfig.from_dict({**variant_options.get("knowledge", {}), **options})
         dataset_options = {k: v for k, v in variant_options.items() if k != "knowledge"}

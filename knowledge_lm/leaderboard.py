@@ -25,13 +25,15 @@ MISSING = "—"
 SIGNIFICANCE = 0.05
 
 
+def by_seed(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, column: str = "value") -> pd.Series:
+    """``column`` of one method's cells at a fraction, task and metric, indexed by seed."""
+    rows = frame[(frame.method == method) & (frame.fraction == fraction) & (frame.task == task) & (frame.metric == metric)]
+    return rows.set_index("seed")[column]
+
+
 def paired_comparison(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str) -> dict | None:
     """The method minus the baseline, seed by seed: n pairs, mean Δ, its std, the paired t-test's p (None for n < 2)."""
-    def by_seed(name):
-        rows = frame[(frame.method == name) & (frame.fraction == fraction) & (frame.task == task) & (frame.metric == metric)]
-        return rows.set_index("seed")["value"]
-
-    ours, baseline = by_seed(method), by_seed("baseline")
+    ours, baseline = (by_seed(frame, name, fraction, task, metric) for name in (method, "baseline"))
     seeds = sorted(set(ours.index) & set(baseline.index))
     if not seeds or method == "baseline":
         return None
@@ -56,11 +58,7 @@ def mark(comparison: dict | None) -> str:
 def bootstrap_comparison(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str) -> dict | None:
     """The paired bootstrap over test examples (``knowledge_lm.bootstrap``) of the seeds where the method and the
     baseline both kept predictions; None unless every paired seed has them."""
-    def files(name):
-        rows = frame[(frame.method == name) & (frame.fraction == fraction) & (frame.task == task) & (frame.metric == metric)]
-        return rows.set_index("seed")["predictions"]
-
-    ours, baseline = files(method), files("baseline")
+    ours, baseline = (by_seed(frame, name, fraction, task, metric, "predictions") for name in (method, "baseline"))
     seeds = sorted(set(ours.index) & set(baseline.index))
     if not seeds or not all(ours[s] and baseline[s] for s in seeds):
         return None
