@@ -111,7 +111,8 @@ class TaskDataModule(pl.LightningDataModule):
         self.knowledge_spans: dict[str, tuple[int, int]] = {}  # split → its rows of knowledge_features
         self.task_spec = self.spec(self.task)
         self._task_kind = None
-        self.splits = None
+        self.splits = None  # read by ``read_labelled``
+        self.encoded = None  # tokenized by ``setup``
 
     @classmethod
     def spec(cls, task: str) -> TaskSpec:
@@ -121,6 +122,12 @@ class TaskDataModule(pl.LightningDataModule):
         raise NotImplementedError
 
     # -- reading, checked -------------------------------------------------------------------
+    def read_labelled(self) -> dict[str, list[dict]]:
+        """``labelled_splits``, read once."""
+        if self.splits is None:
+            self.splits = self.labelled_splits()
+        return self.splits
+
     def labelled_splits(self) -> dict[str, list[dict]]:
         splits = self.read_splits()
         for required in ("train", SELECTION_SPLIT):
@@ -149,11 +156,15 @@ class TaskDataModule(pl.LightningDataModule):
             self._task_kind = TASK_KINDS.get(self.task_spec.kind)(self.task_spec)
         return self._task_kind
 
-    def _cache_path(self, split: str, records: list[dict]) -> Path:
+    def encoding_key(self, records: list[dict]) -> str:
+        """What a split's encoding depends on: its records, the tokenizer and the maximum length."""
         key = hashlib.sha256()
         key.update(json.dumps(records, sort_keys=True, default=str).encode())
         key.update(f"{tokenizer_fingerprint(self.tokenizer)}:{self.max_length}".encode())
-        return self.cache_dir / "tokenized" / self.name / self.task / f"{split}-{key.hexdigest()[:16]}"
+        return key.hexdigest()[:16]
+
+    def _cache_path(self, split: str, records: list[dict]) -> Path:
+        return self.cache_dir / "tokenized" / self.name / self.task / f"{split}-{self.encoding_key(records)}"
 
     def tokenize(self, split: str, records: list[dict]):
         from datasets import Dataset, disable_progress_bars, load_from_disk
@@ -174,17 +185,16 @@ class TaskDataModule(pl.LightningDataModule):
 
     # -- Lightning hooks -------------------------------------------------------------------
     def setup(self, stage: str | None = None):
-        if self.splits is not None:
+        if self.encoded is not None:
             return
         if self.tokenizer is None:
             raise KlmError("a tokenizer is needed to set up a data module")
-        self.splits = self.labelled_splits()
-        train = self.splits["train"]
+        train = self.read_labelled()["train"]
         ids = [record["id"] for record in train]
         indices = fraction_subset(ids, self.task_kind.strata(train), self.fraction, self.subset_seed)
         self.subset_hash = subset_hash(ids, indices)
         self.train_size = len(indices)
-        self.encoded = {split: self.tokenize(split, records) for split, records in self.splits.items()}
+        encoded = {split: self.tokenize(split, records) for split, records in self.splits.items()}
         if self.knowledge is not None:
             from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared
 
@@ -192,12 +202,13 @@ class TaskDataModule(pl.LightningDataModule):
             # Decoded once here, the rows carry an index into them: decoding each example's JSON in every
             # batch cost more than a MiniLM training step.
             self.knowledge_features, self.knowledge_spans = [], {}
-            for split, dataset in self.encoded.items():
+            for split, dataset in encoded.items():
                 start = len(self.knowledge_features)
                 self.knowledge_features += features[split]
                 self.knowledge_spans[split] = (start, len(self.knowledge_features))
-                self.encoded[split] = dataset.add_column("knowledge", list(range(start, len(self.knowledge_features))))
-        self.encoded["train"] = self.encoded["train"].select(indices)
+                encoded[split] = dataset.add_column("knowledge", list(range(start, len(self.knowledge_features))))
+        encoded["train"] = encoded["train"].select(indices)
+        self.encoded = encoded
 
     def _collate(self, features):
         knowledge = ([self.knowledge_features[feature.pop("knowledge")] for feature in features]
@@ -230,12 +241,22 @@ class TaskDataModule(pl.LightningDataModule):
         for rows in features.values():
             yield from rows
 
-    def _loader(self, split: str, shuffle: bool, batch_size: int):
-        return DataLoader(self.encoded[split], batch_size=batch_size, shuffle=shuffle,
-                          collate_fn=self._collate, num_workers=self.num_workers)
+    def _loader(self, dataset, shuffle: bool, batch_size: int):
+        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=self._collate,
+                          num_workers=self.num_workers)
 
     def train_dataloader(self):
-        return self._loader("train", True, self.batch_size)
+        return self._loader(self.encoded["train"], True, self.batch_size)
 
     def val_dataloader(self):
-        return [self._loader(split, False, self.eval_batch_size) for split in self.eval_split_names]
+        return [self.evaluation_loader(split) for split in self.eval_split_names]
+
+    def evaluation_loader(self, split: str) -> DataLoader:
+        """The loader the model evaluates ``split`` with. Before ``setup`` it tokenizes that split alone, without
+        knowledge features: what recomputing the split's gold needs (``knowledge_lm.gold``), not the train
+        split's tokenization."""
+        if self.encoded is not None:
+            return self._loader(self.encoded[split], False, self.eval_batch_size)
+        if self.tokenizer is None:
+            raise KlmError("a tokenizer is needed to tokenize a split")
+        return self._loader(self.tokenize(split, self.read_labelled()[split]), False, self.eval_batch_size)
