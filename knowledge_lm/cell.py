@@ -19,7 +19,7 @@ from pathlib import Path
 
 from knowledge_lm.config import TrainConfig
 from knowledge_lm.errors import KlmError
-from knowledge_lm.results import Cell, predictions_path, write_json_atomic
+from knowledge_lm.results import Cell, predictions_path, write_json_atomic, write_predictions
 
 LAST_CHECKPOINT = "last.ckpt"
 FAILURE_FILE = "failed.json"
@@ -58,16 +58,6 @@ def device_record(precision: str, devices: int) -> dict:
                 "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
     return {"accelerator": "cpu", "name": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "count": 1, "precision": precision}
-
-
-def write_predictions(path: Path, payload: dict):
-    import gzip
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with gzip.open(staging, "wt") as out:
-        json.dump(payload, out)
-    os.replace(staging, path)
 
 
 def readable_checkpoint(path: Path) -> bool:
@@ -160,7 +150,9 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     # The best evaluation's decoded predictions beside the result (for bootstrap intervals and per-example
-    # analyses); written first, so a result never lacks them. Under DDP they are in rank order, not split order.
+    # analyses); written first, so a result never lacks them. Their gold is kept as its sha256 only: the
+    # leaderboard recomputes it from the data directory. Under DDP they are in rank order, not split order,
+    # so their hash matches no recomputed gold and they count as not kept.
     kept = {"split": data.report_split, **model.best_outputs.get(data.report_split, {})}
     single = train.devices * train.num_nodes == 1
     frequencies = data.entity_frequencies(data.report_split) if single else None  # split order only

@@ -1,7 +1,10 @@
 """The results store: one JSON file per finished cell, written atomically, never edited afterwards."""
 
+import gzip
+import hashlib
 import json
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,8 +104,48 @@ def supersede(result_path: Path, results_dir: Path) -> Path:
 
 
 def predictions_path(result_path: Path) -> Path:
-    """Where a cell keeps its best evaluation's decoded predictions and gold, beside its result."""
+    """Where a cell keeps its best evaluation's decoded predictions of the reported split, beside its result:
+    ``split``, ``predicted``, ``gold_sha256`` (the gold itself stays in the data directory; ``knowledge_lm.gold``
+    recomputes it) and, where the cell had them, ``singular_values`` and ``entity_frequency``."""
     return Path(result_path).with_suffix(".predictions.json.gz")
+
+
+def gold_sha256(gold: list) -> str:
+    """The sha256 of a split's gold answers as canonical JSON: what a predictions file keeps of them."""
+    return hashlib.sha256(json.dumps(gold, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def read_predictions(path: Path) -> dict:
+    """A predictions file; one from before ``gold_sha256`` has its ``gold`` replaced by that hash."""
+    with gzip.open(path, "rt") as handle:
+        kept = json.load(handle)
+    if "gold" in kept:
+        kept["gold_sha256"] = gold_sha256(kept.pop("gold"))
+    return kept
+
+
+def write_predictions(path: Path, payload: dict):
+    """Written atomically; a ``gold`` in ``payload`` is kept as its ``gold_sha256`` only."""
+    payload = dict(payload)
+    if "gold" in payload:
+        payload["gold_sha256"] = gold_sha256(payload.pop("gold"))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with gzip.open(staging, "wt") as out:
+        json.dump(payload, out)
+    os.replace(staging, path)
+
+
+def strip_gold(path: Path) -> bool:
+    """Rewrite a predictions file from before ``gold_sha256`` with the hash in place of its gold (the one-time
+    migration of ``python -m knowledge_lm.results strip-gold``); False, untouched, where it has no gold."""
+    with gzip.open(path, "rt") as handle:
+        kept = json.load(handle)
+    if "gold" not in kept:
+        return False
+    write_predictions(path, kept)
+    return True
 
 
 def result_files(results_dir: Path) -> list[tuple[Path, dict]]:
@@ -121,3 +164,21 @@ def result_files(results_dir: Path) -> list[tuple[Path, dict]]:
 
 def load_results(results_dir: Path) -> list[dict]:
     return [result for _, result in result_files(results_dir)]
+
+
+def main(argv=None) -> int:
+    """``python -m knowledge_lm.results strip-gold [RESULTS_DIR]``: every predictions file under RESULTS_DIR
+    (default results/) that still holds its gold keeps only its ``gold_sha256``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] != "strip-gold" or len(argv) > 2:
+        print("usage: python -m knowledge_lm.results strip-gold [RESULTS_DIR]", file=sys.stderr)
+        return 2
+    results_dir = Path(argv[1] if len(argv) > 1 else DEFAULT_RESULTS_DIR)
+    files = sorted(results_dir.rglob("*.predictions.json.gz"))
+    stripped = sum(strip_gold(path) for path in files)
+    print(f"{stripped} of {len(files)} predictions files under {results_dir} held their gold; now they keep its sha256")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
