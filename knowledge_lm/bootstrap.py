@@ -1,5 +1,6 @@
 """Paired bootstrap over test examples (Efron & Tibshirani; Berg-Kirkpatrick et al. 2012) from the predictions
-each cell keeps beside its result (``<cell>.predictions.json.gz``).
+each cell keeps beside its result (``<cell>.predictions.json.gz``) and the reported split's gold, recomputed
+from the data directory (``knowledge_lm.gold``: the files keep only its sha256).
 
 A replicate draws the reported split's examples with replacement, the same draw for every seed and for both
 methods, and scores each seed's predictions on it with the task's own scorer; the method's value is the mean
@@ -10,20 +11,16 @@ test set. Replicates are seeded by the inputs' bytes, so the numbers are the sam
 they are cached under the cache directory, since scoring thousands of resamples takes seconds per comparison.
 """
 
-import gzip
 import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 
+from knowledge_lm.results import gold_sha256, read_predictions
+
 REPLICATES = 500
 LEVEL = 0.95
-
-
-def read_predictions(path: Path) -> dict:
-    with gzip.open(path, "rt") as handle:
-        return json.load(handle)
 
 
 def task_scorer(dataset: str, task: str):
@@ -43,15 +40,16 @@ def cache_file(paths: list[Path], metric: str, replicates: int) -> Path:
     return default_cache_dir() / "bootstrap" / f"{key.hexdigest()[:24]}.json"
 
 
-def paired_bootstrap(dataset: str, task: str, metric: str, ours: list[Path], baseline: list[Path],
+def paired_bootstrap(dataset: str, task: str, metric: str, gold: list, ours: list[Path], baseline: list[Path],
                      replicates: int = REPLICATES) -> dict | None:
-    """``ours[i]`` and ``baseline[i]`` are one seed's prediction files. None when their splits or gold differ."""
-    cached = cache_file(list(ours) + list(baseline), metric, replicates)
+    """``ours[i]`` and ``baseline[i]`` are one seed's prediction files, ``gold`` the answers they were scored
+    against. None when their splits differ or a file's ``gold_sha256`` is not ``gold``'s."""
+    cached = cache_file(list(ours) + list(baseline), metric, replicates)  # the files pin the gold by its sha256
     if cached.is_file():
         return json.loads(cached.read_text())
     runs = [read_predictions(path) for path in list(ours) + list(baseline)]
-    gold = runs[0]["gold"]
-    if any(run["gold"] != gold or run["split"] != runs[0]["split"] for run in runs):
+    digest = gold_sha256(gold)
+    if any(run["gold_sha256"] != digest or run["split"] != runs[0]["split"] for run in runs):
         return None
     score = task_scorer(dataset, task)
     generator = np.random.default_rng(int.from_bytes(bytes.fromhex(cached.stem[:16]), "big"))

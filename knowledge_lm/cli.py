@@ -95,7 +95,7 @@ def command_bench(args):
         failed += run_sweep(sweep, overrides, data_dir=data_dir, results_dir=args.results_dir, runs_dir=args.runs_dir,
                             jobs=args.jobs, rerun_without_predictions=args.rerun_without_predictions)["failed"]
     if not args.no_leaderboard:
-        for path in write_leaderboards(args.results_dir, args.leaderboards_dir):
+        for path in write_leaderboards(args.results_dir, args.leaderboards_dir, data_dir):
             print(f"wrote {path}")
     return 1 if failed else 0
 
@@ -265,9 +265,10 @@ def command_speed(args):
 
 
 def command_leaderboard(args):
+    from knowledge_lm.config import check_data_dir
     from knowledge_lm.leaderboard import write_leaderboards
 
-    for path in write_leaderboards(args.results_dir, args.out):
+    for path in write_leaderboards(args.results_dir, args.out, check_data_dir(args.data_dir)):
         print(f"wrote {path}")
     return 0
 
@@ -379,6 +380,8 @@ def build_parser():
     leaderboard = commands.add_parser("leaderboard", help="regenerate leaderboards/*.md from the results store")
     leaderboard.add_argument("--results-dir", default="results", type=Path)
     leaderboard.add_argument("--out", default="leaderboards", type=Path)
+    leaderboard.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None,
+                             help="data directory (or DATA_DIR) whose gold the kept predictions are checked against and scored with")
     leaderboard.set_defaults(handler=command_leaderboard)
 
     listing = commands.add_parser("list", help="registered methods and datasets")

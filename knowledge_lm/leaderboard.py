@@ -6,9 +6,10 @@ in bold. A cell with no result is "—", never averaged over. Each method is com
 seed by seed (same seed, same train subset): a paired t-test over the seeds both ran; ↑ / ↓ after a
 cell mark a difference with p < 0.05 (with 3 seeds only a large, consistent one qualifies), and a
 table per task gives Δ, n and p, and, where both kept their predictions, the paired bootstrap over test
-examples (``knowledge_lm.bootstrap``: 95 % interval of Δ and its p). The papers' own numbers appear only as
-reference rows marked †, from ``benchmarks/references.yaml``. Output is deterministic: the same
-results give the same bytes.
+examples (``knowledge_lm.bootstrap``: 95 % interval of Δ and its p). A cell's predictions count as kept where
+the reported split's gold, recomputed from the data directory (``knowledge_lm.gold``), has the sha256 its
+predictions file holds. The papers' own numbers appear only as reference rows marked †, from
+``benchmarks/references.yaml``. Output is deterministic: the same results and data give the same bytes.
 """
 
 import json
@@ -19,7 +20,7 @@ import yaml
 
 from knowledge_lm.config import BENCHMARKS_DIR
 from knowledge_lm.registry import DATASETS
-from knowledge_lm.results import PROBES_DIR, predictions_path, result_files
+from knowledge_lm.results import PROBES_DIR, gold_sha256, predictions_path, read_predictions, result_files
 
 MISSING = "—"
 SIGNIFICANCE = 0.05
@@ -55,23 +56,27 @@ def mark(comparison: dict | None) -> str:
     return " ↑" if comparison["delta"] > 0 else " ↓"
 
 
-def bootstrap_comparison(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str) -> dict | None:
+def bootstrap_comparison(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str,
+                         golds: dict[str, list]) -> dict | None:
     """The paired bootstrap over test examples (``knowledge_lm.bootstrap``) of the seeds where the method and the
-    baseline both kept predictions; None unless every paired seed has them."""
+    baseline both kept predictions of the same gold (``golds``: gold answers by their sha256); None unless every
+    paired seed has them."""
     ours, baseline = (by_seed(frame, name, fraction, task, metric, "predictions") for name in (method, "baseline"))
     seeds = sorted(set(ours.index) & set(baseline.index))
     if not seeds or not all(ours[s] and baseline[s] for s in seeds):
         return None
+    hashes = {digest for name in (method, "baseline") for digest in by_seed(frame, name, fraction, task, metric, "gold_sha256")[seeds]}
+    if len(hashes) != 1:
+        return None
     from knowledge_lm.bootstrap import paired_bootstrap
 
     dataset = frame["dataset"].iloc[0]
-    return paired_bootstrap(dataset, task, metric, [Path(ours[s]) for s in seeds], [Path(baseline[s]) for s in seeds])
+    return paired_bootstrap(dataset, task, metric, golds[hashes.pop()], [Path(ours[s]) for s in seeds],
+                            [Path(baseline[s]) for s in seeds])
 
 
 def full_data_spectra(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
     """Method → the singular-value spectra its 100 % cells kept with their predictions (one per seed)."""
-    from knowledge_lm.bootstrap import read_predictions
-
     spectra: dict[str, list[list[float]]] = {}
     rows = frame[(frame.fraction == 1.0) & (frame.predictions != "")].drop_duplicates(["method", "seed"])
     for method, seed_rows in rows.groupby("method"):
@@ -81,13 +86,15 @@ def full_data_spectra(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
     return spectra
 
 
-def frequency_buckets(frame: pd.DataFrame, dataset: str, task: str, metric: str) -> tuple[list[str], dict] | None:
+def frequency_buckets(frame: pd.DataFrame, dataset: str, task: str, metric: str,
+                      golds: dict[str, list]) -> tuple[list[str], dict] | None:
     """``(bucket labels, method → metric per bucket)`` at 100 %: the reported split's examples grouped by the highest
     train-split document frequency of their linked entities (no entity; then quartiles of that frequency), each
     method scored on every bucket per seed with the task's scorer and averaged over seeds. The frequencies come
     from any cell that kept them (knowledge methods do); every method with kept predictions of the same split
-    and gold is scored, the baseline included. None when no cell kept frequencies."""
-    from knowledge_lm.bootstrap import read_predictions, task_scorer
+    and gold (``golds``: gold answers by their sha256) is scored, the baseline included. None when no cell kept
+    frequencies."""
+    from knowledge_lm.bootstrap import task_scorer
 
     rows = frame[(frame.fraction == 1.0) & (frame.metric == metric) & (frame.predictions != "")].sort_values(["method", "seed"])
     kept = {(row.method, row.seed): read_predictions(Path(row.predictions)) for row in rows.itertuples()}
@@ -103,19 +110,20 @@ def frequency_buckets(frame: pd.DataFrame, dataset: str, task: str, metric: str)
     members = [list(frequency.index[frequency.isna()])] + [list(quartiles.index[quartiles == interval])
                                                             for interval in quartiles.cat.categories]
     score = task_scorer(dataset, task)
+    gold = golds[reference["gold_sha256"]]
     per_method: dict[str, list[float | None]] = {}
     for method in sorted({method for method, _ in kept}):
         runs = [run for (name, _), run in kept.items() if name == method]
-        if any(run["gold"] != reference["gold"] or run["split"] != reference["split"] for run in runs):
+        if any(run["gold_sha256"] != reference["gold_sha256"] or run["split"] != reference["split"] for run in runs):
             continue
         per_method[method] = [
             None if not indices else float(sum(score([run["predicted"][i] for i in indices],
-                                                     [run["gold"][i] for i in indices])[metric] for run in runs) / len(runs))
+                                                     [gold[i] for i in indices])[metric] for run in runs) / len(runs))
             for indices in members]
     return [f"{label} ({len(indices)})" for label, indices in zip(labels, members)], per_method
 
 
-def comparison_table(frame: pd.DataFrame, task: str, metric: str) -> list[str]:
+def comparison_table(frame: pd.DataFrame, task: str, metric: str, golds: dict[str, list]) -> list[str]:
     """Each method against the baseline per fraction: Δ (mean ± std over paired seeds), n, the paired t-test's p,
     the paired bootstrap's 95 % interval of Δ and p over test examples (where predictions were kept), and
     what the t-test says."""
@@ -132,7 +140,7 @@ def comparison_table(frame: pd.DataFrame, task: str, metric: str) -> list[str]:
             verdict = ("too few seeds" if found["p"] is None else
                        "no significant difference" if found["p"] >= SIGNIFICANCE else
                        "better" if found["delta"] > 0 else "worse")
-            resampled = bootstrap_comparison(task_frame, method, fraction, task, metric)
+            resampled = bootstrap_comparison(task_frame, method, fraction, task, metric, golds)
             interval, p_boot = MISSING, MISSING
             if resampled is not None:
                 low, high = resampled["delta_interval"]
@@ -143,11 +151,12 @@ def comparison_table(frame: pd.DataFrame, task: str, metric: str) -> list[str]:
     return lines if len(lines) > 2 else []
 
 
-def results_frame(results: list[dict], predictions: list[Path] | None = None) -> pd.DataFrame:
-    """One row per result and metric; ``predictions[i]``: result i's predictions file, where it exists."""
+def results_frame(results: list[dict], predictions: list[tuple[Path, str] | None] | None = None) -> pd.DataFrame:
+    """One row per result and metric; ``predictions[i]``: result i's kept predictions file and its gold's sha256
+    (``kept_predictions``), or None."""
     rows = []
     for index, result in enumerate(results):
-        kept = predictions[index] if predictions is not None and predictions[index].is_file() else None
+        kept, digest = (predictions[index] if predictions is not None and predictions[index] else (None, ""))
         cell, split = {"variant": "", **result["cell"]}, result["report_split"]
         base = result["backbone"].get("pretrained_from")
         if base:  # from a pretraining checkpoint: a row of its base backbone's table, named by the checkpoint
@@ -159,7 +168,7 @@ def results_frame(results: list[dict], predictions: list[Path] | None = None) ->
                          "commit": result["git"]["commit"][:10], "wall_time_s": result["wall_time_s"],
                          "subset_hash": result["data"]["subset_hash"], "train_size": result["data"]["train_size"],
                          "steps": result["budget"]["max_steps"], "batch": result["budget"]["per_device_batch_size"],
-                         "predictions": str(kept) if kept else ""})
+                         "predictions": str(kept) if kept else "", "gold_sha256": digest})
     return pd.DataFrame(rows)
 
 
@@ -287,7 +296,10 @@ def figure_link(path: Path | None, caption: str) -> list[str]:
     return [f"![{caption}](figures/{path.name})", ""] if path is not None else []
 
 
-def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None = None) -> str:
+def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None = None,
+                   golds: dict[str, list] | None = None) -> str:
+    """``dataset``'s page; ``golds``: the gold answers of the kept predictions in ``frame``, by their sha256."""
+    golds = golds or {}
     dataset_class = DATASETS.get(dataset)
     tasks = [task for task in dataset_class.tasks if task in set(frame["task"])]
     main_metric = {task: dataset_class.spec(task).main_metric for task in tasks}
@@ -336,7 +348,7 @@ def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None =
                                                        "head features' singular values",
                                                        figures_dir / f"{dataset}-{task}-{backbone}-spectrum.png"),
                                        f"{task}: singular values of the head's features, with (dotted) and without SR")
-            buckets = frequency_buckets(plain[plain.task == task], dataset, task, main_metric[task])
+            buckets = frequency_buckets(plain[plain.task == task], dataset, task, main_metric[task], golds)
             if buckets is not None:
                 labels, per_method = buckets
                 out += [f"### {task}: {main_metric[task]} by entity frequency (100%, mean over seeds)", "",
@@ -354,7 +366,7 @@ def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None =
                                                    main_metric[task], figures_dir / f"{dataset}-{task}-{backbone}-frequency.png"),
                                        f"{task}: {main_metric[task]} by entity frequency")
             if (plain.task == task).any():
-                compared = comparison_table(plain, task, main_metric[task])
+                compared = comparison_table(plain, task, main_metric[task], golds)
                 if compared:
                     out += [f"### {task}: against the baseline ({main_metric[task]}, paired by seed)", ""] + compared + [""]
                 out += [f"### {task}: all metrics", ""] + detail_table(plain, task) + [""]
@@ -362,15 +374,43 @@ def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None =
     return "\n".join(out)
 
 
-def write_leaderboards(results_dir=Path("results"), out_dir=Path("leaderboards")) -> list[Path]:
+def kept_predictions(files: list[tuple[Path, dict]], data_dir=None) -> tuple[list[tuple[Path, str] | None], dict[str, list]]:
+    """Per result file, its predictions file and their gold's sha256 where that is the sha256 of the reported
+    split's gold recomputed from ``data_dir`` (``knowledge_lm.gold``; None: as ``klm bench`` resolves it), else
+    None: no predictions file, no data, or a mismatch (a one-line warning names the cell); and those gold answers
+    by their sha256."""
+    from knowledge_lm.gold import report_gold, warn
+
+    kept, golds = [], {}
+    for path, result in files:
+        sidecar = predictions_path(path)
+        gold = report_gold(result, data_dir) if sidecar.is_file() else None
+        if gold is None:
+            kept.append(None)
+            continue
+        digest, stored = gold_sha256(gold), read_predictions(sidecar)
+        if stored.get("gold_sha256") != digest or stored.get("split") != result["report_split"]:
+            warn(f"{path}: its kept predictions are of another gold than the data directory's {result['report_split']} "
+                 "split gives; not used")
+            kept.append(None)
+            continue
+        kept.append((sidecar, digest))
+        golds[digest] = gold
+    return kept, golds
+
+
+def write_leaderboards(results_dir=Path("results"), out_dir=Path("leaderboards"), data_dir=None) -> list[Path]:
+    """Every dataset's page (and the speed and LAMA pages) from ``results_dir``; ``data_dir`` gives the gold
+    that kept predictions are checked against and scored with."""
     files = result_files(results_dir)
-    frame = results_frame([result for _, result in files], [predictions_path(path) for path, _ in files])
+    predictions, golds = kept_predictions(files, data_dir)
+    frame = results_frame([result for _, result in files], predictions)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for dataset, group in ([] if frame.empty else frame.groupby("dataset")):
         path = out_dir / f"{dataset}.md"
-        path.write_text(render_dataset(dataset, group, out_dir / "figures"))
+        path.write_text(render_dataset(dataset, group, out_dir / "figures", golds))
         written.append(path)
     speed_records = sorted((Path(results_dir) / "speed").glob("*.json"))
     if speed_records:

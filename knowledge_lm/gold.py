@@ -1,0 +1,76 @@
+"""The reported split's gold answers of a finished cell, recomputed from the data directory.
+
+A predictions file keeps only the sha256 of its gold (``knowledge_lm.results.predictions_path``): labels
+belong in the data directory, not in the project. The leaderboard takes a cell's kept predictions only where
+the gold recomputed here has that hash. It comes through the code path the cell was evaluated with: the
+dataset's data module with the cell's options and maximum length, its (base) backbone's tokenizer, the reported
+split's evaluation loader and the task kind's ``gold`` per batch. Neither a model nor knowledge features nor the
+train split's tokenization are needed. Computed gold is cached under the cache directory, keyed by the split's
+records, the tokenizer and the maximum length (what its encoding depends on).
+"""
+
+import json
+import sys
+from functools import lru_cache
+
+from knowledge_lm.errors import KlmError
+
+# Dataset options that change neither a split's examples nor their encoding.
+NOT_GOLD_OPTIONS = ("knowledge", "cache_dir", "num_workers")
+
+
+def warn(message: str):
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def report_gold(result: dict, data_dir=None) -> list | None:
+    """The gold answers of ``result``'s reported split, in split order. ``data_dir``: as ``klm bench``'s
+    ``--data-dir`` (None: ``$DATA_DIR``, else ``../shared/data`` beside the checkout). None, with a one-line
+    warning, where the data directory lacks the dataset or the tokenizer cannot be loaded."""
+    from knowledge_lm.data.io import resolve_data_dir
+
+    options = {name: value for name, value in result["config"]["dataset_options"].items() if name not in NOT_GOLD_OPTIONS}
+    train = result["config"]["train"]
+    # A pretraining checkpoint keeps its base backbone's tokenizer (and may not be on this machine).
+    tokenizer = result["backbone"].get("pretrained_from") or result["cell"]["backbone"]
+    try:
+        resolved = resolve_data_dir(data_dir)
+    except KlmError as error:
+        warn(f"no gold for {result['cell']['dataset']}/{result['cell']['task']}: {error}; its kept predictions are not used")
+        return None
+    return split_gold(result["cell"]["dataset"], result["cell"]["task"], result["report_split"], tokenizer,
+                      train["max_length"], train["eval_batch_size"], json.dumps(options, sort_keys=True),
+                      str(resolved) if resolved else None)
+
+
+@lru_cache(maxsize=None)
+def backbone_tokenizer(name: str):
+    from knowledge_lm.backbones import load_tokenizer
+
+    return load_tokenizer(name)
+
+
+@lru_cache(maxsize=None)
+def split_gold(dataset: str, task: str, split: str, tokenizer: str, max_length: int, eval_batch_size: int,
+               options: str, data_dir: str | None) -> list | None:
+    """``report_gold`` of one data module (``options``: its dataset options as JSON), once per process."""
+    from knowledge_lm.registry import DATASETS
+    from knowledge_lm.results import write_json_atomic
+
+    where = f"{dataset}/{task} ({split} split, {tokenizer} tokenizer, max_length {max_length})"
+    try:
+        data = DATASETS.get(dataset)(task=task, tokenizer=backbone_tokenizer(tokenizer), data_dir=data_dir,
+                                     max_length=max_length, eval_batch_size=eval_batch_size, **json.loads(options))
+        records = data.read_labelled().get(split)
+        if records is None:
+            raise KlmError(f"the data has no {split} split")
+    except KlmError as error:
+        warn(f"no gold for {where}: {error}; its cells' kept predictions are not used")
+        return None
+    cached = data.cache_dir / "gold" / dataset / task / f"{split}-{data.encoding_key(records)}.json"
+    if cached.is_file():
+        return json.loads(cached.read_text())["gold"]
+    gold = [answer for batch in data.evaluation_loader(split) for answer in data.task_kind.gold(batch)]
+    write_json_atomic(cached, {"gold": gold})
+    return gold
+
