@@ -1,5 +1,6 @@
 """Leaderboards come from the results store alone, deterministically, with missing cells shown as —."""
 
+import json
 import statistics
 
 import yaml
@@ -164,30 +165,50 @@ def test_runs_from_a_pretraining_checkpoint_stand_beside_their_base_backbones_ba
     assert "| erica ⟨erica-minilm⟩ | 100% | +4.5 ± 0.7 | 2 |" in text
 
 
-def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
-    """Kept predictions add the paired bootstrap's 95 % interval of Δ and its p; identical predictions give
-    [0, 0] and p 1, a method right where the baseline is wrong a positive interval and p 0; regenerated
-    without its cache, the page is the same bytes."""
-    import gzip
-    import json
+def kept_result(results, method, seed, value, predicted, **kept):
+    """A generated/facts cell on the tiny backbone (``test_gold.generated_result``) with its predictions file, the
+    gold's sha256 as a cell writes it; ``predicted(gold)``: its predictions of the recomputed gold."""
+    from test_gold import generated_result
 
+    from knowledge_lm.gold import report_gold
+    from knowledge_lm.results import predictions_path, write_predictions
+
+    result = {**generated_result(), "metrics": {"test": {"accuracy": value}}, "device": {"name": "Test CPU"},
+              "git": {"commit": "0123456789abcdef"}, "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 40},
+              "budget": {"max_steps": 10, "per_device_batch_size": 8}}
+    result["cell"].update(method=method, seed=seed)
+    result["backbone"].update(checksum=None, path=None)
+    path = Cell(method, "generated", "facts", 1.0, seed, "tiny").result_path(results)
+    write_json_atomic(path, result)
+    gold = report_gold(result)
+    write_predictions(predictions_path(path), {"split": "test", "predicted": predicted(gold), "gold": gold, **kept})
+    return path
+
+
+def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
+    """Kept predictions add the paired bootstrap's 95 % interval of Δ and its p, against the gold recomputed from
+    the data; identical predictions give [0, 0] and p 1, a method right where the baseline is wrong a positive
+    interval and p 0; regenerated without its cache, the page is the same bytes."""
     from knowledge_lm.bootstrap import paired_bootstrap
+    from knowledge_lm.gold import report_gold
     from knowledge_lm.results import predictions_path
 
     results = tmp_path / "results"
-    gold = [index % 2 for index in range(40)]
-    runs = {"baseline": [1 - g if i < 20 else g for i, g in enumerate(gold)], "same": None, "better": gold}
-    for method, predicted in runs.items():
-        for seed in (1, 2, 3):
-            fake_result(results, method, "rte", 1.0, seed, 100.0 * sum(p == g for p, g in zip(predicted or runs["baseline"], gold)) / 40 + seed)
-            path = predictions_path(Cell(method, "glue", "rte", 1.0, seed, "minilm").result_path(results))
-            with gzip.open(path, "wt") as handle:
-                json.dump({"split": "dev", "predicted": predicted or runs["baseline"], "gold": gold}, handle)
-    files = {m: [predictions_path(Cell(m, "glue", "rte", 1.0, s, "minilm").result_path(results)) for s in (1, 2, 3)] for m in runs}
-    same = paired_bootstrap("glue", "rte", "accuracy", files["same"], files["baseline"], replicates=50)
+
+    def half_wrong(gold):
+        return [1 - g if i < len(gold) // 2 else g for i, g in enumerate(gold)]
+
+    runs = {"baseline": (half_wrong, 50.0), "same": (half_wrong, 50.0), "better": (list, 100.0)}
+    files = {}
+    for method, (predicted, value) in runs.items():
+        files[method] = [predictions_path(kept_result(results, method, seed, value + seed, predicted)) for seed in (1, 2, 3)]
+    gold = report_gold(json.loads(Cell("baseline", "generated", "facts", 1.0, 1, "tiny").result_path(results).read_text()))
+    same = paired_bootstrap("generated", "facts", "accuracy", gold, files["same"], files["baseline"], replicates=50)
     assert same["delta_interval"] == [0.0, 0.0] and same["p_not_better"] == 1.0
-    better = paired_bootstrap("glue", "rte", "accuracy", files["better"], files["baseline"], replicates=50)
+    better = paired_bootstrap("generated", "facts", "accuracy", gold, files["better"], files["baseline"], replicates=50)
     assert better["delta_interval"][0] > 0 and better["p_not_better"] == 0.0
+    assert paired_bootstrap("generated", "facts", "accuracy", [1 - g for g in gold], files["better"], files["baseline"],
+                            replicates=40) is None  # another gold than the files were kept of
     [page] = write_leaderboards(results, tmp_path / "leaderboards")
     text = page.read_text()
     assert any(line.startswith("| better | 100% | +50.0 ± 0.0 | 3 |") and "| 0.000 |" in line for line in text.splitlines())
@@ -196,56 +217,69 @@ def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
     from knowledge_lm.data.base import default_cache_dir
 
     shutil.rmtree(default_cache_dir() / "bootstrap")
+    shutil.rmtree(default_cache_dir() / "gold")
     write_leaderboards(results, tmp_path / "leaderboards")
     assert page.read_text() == text
 
 
+def test_predictions_of_another_gold_or_without_data_are_not_kept(tmp_path, monkeypatch, capsys):
+    """A file whose gold_sha256 is not the recomputed gold's (e.g. a DDP cell's, in rank order) counts as not kept,
+    with a warning naming the cell; without the dataset in the data directory the columns show —."""
+    from knowledge_lm.gold import split_gold
+    from knowledge_lm.results import predictions_path, read_predictions, write_predictions
+
+    results = tmp_path / "results"
+    for method in ("baseline", "better"):
+        for seed in (1, 2):
+            kept_result(results, method, seed, 50.0 + seed if method == "baseline" else 90.0 + 2 * seed, list)
+    shuffled = predictions_path(Cell("better", "generated", "facts", 1.0, 2, "tiny").result_path(results))
+    kept = read_predictions(shuffled)
+    write_predictions(shuffled, {**kept, "gold_sha256": "0" * 64})
+    capsys.readouterr()
+    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    [warning] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert "better/tiny/f1-s2.json" in warning and "not used" in warning
+    row = next(line for line in page.read_text().splitlines() if line.startswith("| better | 100% |"))
+    assert row.endswith("| — | — | better |")
+    write_predictions(shuffled, kept)
+    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    row = next(line for line in page.read_text().splitlines() if line.startswith("| better | 100% |"))
+    assert "| — |" not in row
+    frozen = tmp_path / "data" / "generated"  # a frozen version without its dev and test splits: no gold here
+    frozen.mkdir(parents=True)
+    (frozen / "train.jsonl").write_text("")
+    split_gold.cache_clear()
+    [page] = write_leaderboards(results, tmp_path / "leaderboards", data_dir=tmp_path / "data")
+    row = next(line for line in page.read_text().splitlines() if line.startswith("| better | 100% |"))
+    assert row.endswith("| — | — | better |") and "warning: no gold for generated/facts" in capsys.readouterr().err
+
+
 def test_spectra_kept_with_predictions_draw_the_sr_figure(tmp_path):
-    import gzip
-    import json
-
-    from knowledge_lm.results import predictions_path
-
     results = tmp_path / "results"
     for method, scale in (("baseline", 1.0), ("bert+sr", 0.5)):
         for seed in (1, 2):
-            fake_result(results, method, "rte", 1.0, seed, 60.0 + seed)
-            path = predictions_path(Cell(method, "glue", "rte", 1.0, seed, "minilm").result_path(results))
-            with gzip.open(path, "wt") as handle:
-                json.dump({"split": "dev", "predicted": [0, 1], "gold": [0, 1],
-                           "singular_values": [scale * value for value in (9.0, 3.0, 1.0)]}, handle)
+            kept_result(results, method, seed, 60.0 + seed, list, singular_values=[scale * value for value in (9.0, 3.0, 1.0)])
     [page] = write_leaderboards(results, tmp_path / "leaderboards")
-    assert "(figures/glue-rte-minilm-spectrum.png)" in page.read_text()
-    assert (tmp_path / "leaderboards" / "figures" / "glue-rte-minilm-spectrum.png").is_file()
+    assert "(figures/generated-facts-tiny-spectrum.png)" in page.read_text()
+    assert (tmp_path / "leaderboards" / "figures" / "generated-facts-tiny-spectrum.png").is_file()
 
 
 def test_entity_frequency_buckets_score_every_method_on_the_same_examples(tmp_path):
     """papers/000 Fig. 1a/5a: frequencies kept by one method's cells bucket the split for every method."""
-    import gzip
-    import json
-
-    from knowledge_lm.results import predictions_path
-
     results = tmp_path / "results"
-    gold = [index % 2 for index in range(12)]
     frequency = [None, None, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
-    runs = {"baseline": ([1 - g for g in gold[:6]] + gold[6:], None),  # right only on the frequent half
-            "knowbert": (gold[:6] + [1 - g for g in gold[6:]], frequency)}  # right only on the rare half
-    for method, (predicted, kept_frequency) in runs.items():
+    runs = {"baseline": (lambda gold: [1 - g for g in gold[:6]] + gold[6:], {}),  # right only on the frequent half
+            "knowbert": (lambda gold: gold[:6] + [1 - g for g in gold[6:]], {"entity_frequency": frequency})}
+    for method, (predicted, kept) in runs.items():
         for seed in (1, 2):
-            fake_result(results, method, "rte", 1.0, seed, 50.0)
-            payload = {"split": "dev", "predicted": predicted, "gold": gold}
-            if kept_frequency:
-                payload["entity_frequency"] = kept_frequency
-            with gzip.open(predictions_path(Cell(method, "glue", "rte", 1.0, seed, "minilm").result_path(results)), "wt") as out:
-                json.dump(payload, out)
+            kept_result(results, method, seed, 50.0, predicted, **kept)
     [page] = write_leaderboards(results, tmp_path / "leaderboards")
     lines = page.read_text().splitlines()
     header = next(line for line in lines if line.startswith("| method | no entity (2) |"))
     assert header.count("|") == 7  # no entity + four quartiles of 10 linked examples
     assert next(line for line in lines if line.startswith("| baseline | 0.0 |")).endswith("| 100.0 | 100.0 |")
     assert next(line for line in lines if line.startswith("| knowbert | 100.0 |")).endswith("| 0.0 | 0.0 |")
-    assert (tmp_path / "leaderboards" / "figures" / "glue-rte-minilm-frequency.png").is_file()
+    assert (tmp_path / "leaderboards" / "figures" / "generated-facts-tiny-frequency.png").is_file()
 
 
 def test_committed_leaderboards_are_what_the_results_store_gives(tmp_path):

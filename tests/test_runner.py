@@ -91,7 +91,8 @@ def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
 
     from knowledge_lm.cell import run_cell
     from knowledge_lm.config import TrainConfig
-    from knowledge_lm.results import Cell, load_results, predictions_path
+    from knowledge_lm.gold import report_gold
+    from knowledge_lm.results import Cell, gold_sha256, load_results, predictions_path
 
     cell = Cell("baseline", "generated", "facts", 1.0, 1, "tiny")
     result = run_cell(cell, TrainConfig(batch_size=8, max_steps=4, evaluations=2, max_length=32),
@@ -100,10 +101,13 @@ def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
     with gzip.open(predictions_path(cell.result_path(tmp_path / "results")), "rt") as stored:
         predictions = json.load(stored)
     assert predictions["split"] == result["report_split"] == "test"
-    assert len(predictions["predicted"]) == len(predictions["gold"]) == 12
+    # The gold stays in the data: the file keeps its sha256, that of the gold recomputed from the result alone.
+    gold = report_gold(result)
+    assert "gold" not in predictions and predictions["gold_sha256"] == gold_sha256(gold)
+    assert len(predictions["predicted"]) == len(gold) == 12
     spectrum = predictions["singular_values"]  # of the 12 × hidden head features: 12 values, descending
     assert len(spectrum) == 12 and spectrum == sorted(spectrum, reverse=True) and spectrum[0] > 0
-    accuracy = 100 * sum(p == g for p, g in zip(predictions["predicted"], predictions["gold"])) / 12
+    accuracy = 100 * sum(p == g for p, g in zip(predictions["predicted"], gold)) / 12
     assert accuracy == pytest.approx(result["metrics"]["test"]["accuracy"])
     assert len(load_results(tmp_path / "results")) == 1  # the sidecar is not a result
 
