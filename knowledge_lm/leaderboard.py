@@ -65,7 +65,8 @@ def bootstrap_comparison(frame: pd.DataFrame, method: str, fraction: float, task
     seeds = sorted(set(ours.index) & set(baseline.index))
     if not seeds or not all(ours[s] and baseline[s] for s in seeds):
         return None
-    hashes = {digest for name in (method, "baseline") for digest in by_seed(frame, name, fraction, task, metric, "gold_sha256")[seeds]}
+    hashes = {digest for name in (method, "baseline")
+              for digest in by_seed(frame, name, fraction, task, metric, "gold_sha256")[seeds]}
     if len(hashes) != 1:
         return None
     from knowledge_lm.bootstrap import paired_bootstrap
