@@ -107,9 +107,10 @@ def frequency_buckets(frame: pd.DataFrame, dataset: str, task: str, metric: str,
     if linked.nunique() < 2:
         return None
     quartiles = pd.qcut(linked, 4, duplicates="drop")
-    labels = ["no entity"] + [f"DF {interval.left:.0f}–{interval.right:.0f}" for interval in quartiles.cat.categories]
     members = [list(frequency.index[frequency.isna()])] + [list(quartiles.index[quartiles == interval])
                                                             for interval in quartiles.cat.categories]
+    # Each quartile by the DFs it holds (qcut's own left edge lies just below the smallest).
+    labels = ["no entity"] + [f"DF {linked[indices].min():.0f}–{linked[indices].max():.0f}" for indices in members[1:]]
     score = task_scorer(dataset, task)
     gold = golds[reference["gold_sha256"]]
     per_method: dict[str, list[float | None]] = {}

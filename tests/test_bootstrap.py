@@ -1,0 +1,45 @@
+"""The bootstrap's summed per-example statistics give exactly what each task's scorer gives on a resample."""
+
+import numpy as np
+import pytest
+
+from knowledge_lm.bootstrap import additive_statistics, task_kind
+
+CASES = [("glue", "cola", "matthews"), ("glue", "mrpc", "f1"), ("glue", "mrpc", "accuracy"), ("glue", "stsb", "pearson"),
+         ("glue", "sst2", "accuracy"), ("semeval2010", "main", "semeval_macro_f1"), ("semeval2010", "mean_pool", "accuracy"),
+         ("fewrel", "main", "accuracy"), ("openentity", "main", "micro_f1"), ("openentity", "main", "loose_macro_f1"),
+         ("openentity", "main", "strict_accuracy")]
+
+
+def random_outputs(kind, size: int, generator):
+    from knowledge_lm.tasks.sequence import SequenceTask
+    from knowledge_lm.tasks.typing import TypingTask
+
+    if isinstance(kind, SequenceTask) and kind.regression:
+        gold = generator.uniform(0, 5, size)
+        return list(gold + generator.normal(0, 1.5, size)), list(gold)
+    labels = len(kind.spec.labels)
+    if isinstance(kind, TypingTask):
+        def type_set():
+            return sorted(set(generator.integers(0, 6, generator.integers(0, 3)).tolist()))
+        return [type_set() for _ in range(size)], [type_set() for _ in range(size)]
+    gold = generator.integers(0, labels, size)
+    predicted = np.where(generator.random(size) < 0.6, gold, generator.integers(0, labels, size))
+    return predicted.tolist(), gold.tolist()
+
+
+@pytest.mark.parametrize("dataset,task,metric", CASES)
+def test_summed_statistics_equal_the_scorer_on_resamples(dataset, task, metric):
+    kind = task_kind(dataset, task)
+    generator = np.random.default_rng(0)
+    predicted, gold = random_outputs(kind, 120, generator)
+    statistics, value = additive_statistics(kind, metric, predicted, gold)
+    draws = [generator.integers(0, 120, 120) for _ in range(20)] + [np.zeros(120, dtype=int)]  # the last: one example
+    counts = np.stack([np.bincount(draw, minlength=120) for draw in draws]).astype(float)
+    expected = [kind.score([predicted[i] for i in draw], [gold[i] for i in draw])[metric] for draw in draws]
+    np.testing.assert_allclose(value(counts @ statistics), expected, atol=1e-9)
+
+
+def test_metrics_without_sums_run_the_scorer():
+    kind = task_kind("glue", "stsb")
+    assert additive_statistics(kind, "spearman", [1.0, 2.0], [1.0, 3.0]) is None
