@@ -104,7 +104,7 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
                          weight_decay=train.weight_decay, warmup_ratio=train.warmup_ratio, dropout=train.dropout,
                          total_steps=budget["max_steps"], **train.method_options)
     if train.compile:
-        model.compile_modules()
+        model.compile_modules(train.compile_mode)
 
     gpu = torch.cuda.is_available()
     precision = train.precision if train.precision != "auto" else ("bf16-mixed" if gpu else "32-true")

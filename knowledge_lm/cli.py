@@ -284,6 +284,8 @@ def command_list(args):
 
 
 def build_parser():
+    from knowledge_lm.config import COMPILE_MODES
+
     parser = argparse.ArgumentParser(prog="klm", description="knowledge-lm: knowledge-injection benchmark suite")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -370,8 +372,9 @@ def build_parser():
     speed.add_argument("--steps", type=int, default=100)
     speed.add_argument("--repeats", type=int, default=2, help="interleaved runs of the method list; each method's best median counts")
     speed.add_argument("--no-bare-loop", action="store_true", help="skip the plain PyTorch loop")
-    speed.add_argument("--compile", action="store_true",
-                       help="torch.compile every method's layers, as the training setting compile (the bare loop stays eager)")
+    speed.add_argument("--compile", nargs="?", const="default", choices=COMPILE_MODES, metavar="MODE",
+                       help="torch.compile every method's layers, as the training setting compile, in torch.compile's "
+                            f"MODE ({', '.join(COMPILE_MODES)}; default: default); the bare loop stays eager")
     speed.add_argument("--results-dir", default="results", type=Path)
     speed.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
     speed.add_argument("--no-leaderboard", action="store_true")

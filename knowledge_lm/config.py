@@ -26,6 +26,9 @@ def parse_bool(value) -> bool:
     raise ValueError(value)
 
 
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
 @dataclass
 class TrainConfig:
     lr: float = 5e-5
@@ -48,6 +51,8 @@ class TrainConfig:
     # torch.compile each transformer layer's forward (and a method's own modules): less host time per step
     # (a MiniLM step on a GPU is bound by it), for a compilation at the start of every run.
     compile: bool = False
+    # torch.compile's mode for those layers; "reduce-overhead" replays them as CUDA graphs (one per shape).
+    compile_mode: str = "default"
     method_options: dict = field(default_factory=dict)
 
     @classmethod
@@ -66,6 +71,9 @@ class TrainConfig:
             except (TypeError, ValueError):
                 kind = "boolean" if caster is parse_bool else caster.__name__
                 raise KlmError(f"{where}: training setting {name}={value!r} is not a {kind}") from None
+        if checked.get("compile_mode", "default") not in COMPILE_MODES:
+            raise KlmError(f"{where}: training setting compile_mode={checked['compile_mode']!r} is not one of "
+                           f"{', '.join(COMPILE_MODES)}")
         return cls(**checked)
 
     def budget(self, train_size: int) -> dict:

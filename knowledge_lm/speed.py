@@ -57,7 +57,7 @@ def bert_base_shaped(attn_implementation, tokenizer_from: str):
 
 
 def build(method: str, backbone: str, batch_size: int, max_length: int, total_steps: int, tokenizer: str = "minilm",
-          compile: bool = False):
+          compile: str | None = None):
     """The method's model and a set-up generated-task data module, as a cell builds them."""
     from knowledge_lm.backbones import load_backbone
     from knowledge_lm.config import dataset_defaults
@@ -77,7 +77,7 @@ def build(method: str, backbone: str, batch_size: int, max_length: int, total_st
     data.setup()
     model = method_class(encoder, data.task_spec, eval_splits=data.eval_split_names, total_steps=total_steps)
     if compile:
-        model.compile_modules()
+        model.compile_modules(compile)
     return model, data
 
 
@@ -108,7 +108,7 @@ def step_flops(model, data) -> float:
 
 
 def measure_method(method: str, backbone: str, batch_size: int, max_length: int, warmup: int, steps: int,
-                   tokenizer: str = "minilm", compile: bool = False) -> dict:
+                   tokenizer: str = "minilm", compile: str | None = None) -> dict:
     model, data = build(method, backbone, batch_size, max_length, warmup + steps, tokenizer, compile)
     timer = StepTimer(warmup)
     if torch.cuda.is_available():
@@ -161,8 +161,9 @@ def device_name() -> str:
 
 def run_speed(methods: list[str], backbone: str = "minilm", batch_size: int = 32, max_length: int = 48, warmup: int = 20,
               steps: int = 100, repeats: int = 2, tokenizer: str = "minilm", bare_loop: bool = True,
-              compile: bool = False) -> dict:
-    """Measure ``methods`` (the baseline first, always) and the bare loop; the record ``klm speed`` stores."""
+              compile: str | None = None) -> dict:
+    """Measure ``methods`` (the baseline first, always) and the bare loop; the record ``klm speed`` stores.
+    ``compile``: None (eager) or a torch.compile mode for the methods' layers (the bare loop stays eager)."""
     from knowledge_lm.cell import git_commit, versions
 
     methods = ["baseline"] + [method for method in methods if method != "baseline"]
@@ -179,14 +180,23 @@ def run_speed(methods: list[str], backbone: str = "minilm", batch_size: int = 32
                 bare = row
     return {"schema": 1, "device": device_name(), "backbone": backbone, "batch_size": batch_size, "max_length": max_length,
             "warmup": warmup, "steps": steps, "repeats": repeats, "precision": "bf16-mixed" if torch.cuda.is_available() else "32-true",
-            "compiled": compile, "methods": rows, "bare_loop": bare, "git": git_commit(), "versions": versions(),
+            "compiled": bool(compile), **({"compile_mode": compile} if compile else {}), "methods": rows, "bare_loop": bare, "git": git_commit(), "versions": versions(),
             "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
 def speed_record_path(results_dir, record: dict) -> Path:
     slug = "".join(ch if ch.isalnum() else "-" for ch in f"{record['device']}-{Path(record['backbone']).name}").strip("-")
-    compiled = "-compiled" if record.get("compiled") else ""
+    compiled = compiled_label(record, "-compiled", "-compiled-{mode}")
     return Path(results_dir) / SPEED_DIR / f"{slug}-b{record['batch_size']}-n{record['max_length']}{compiled}.json"
+
+
+def compiled_label(record: dict, default_mode: str, other_mode: str) -> str:
+    """What names a record's compilation: "" when eager, ``default_mode`` for torch.compile's default mode
+    (records before modes existed say only ``compiled``), else ``other_mode`` with the mode filled in."""
+    if not record.get("compiled"):
+        return ""
+    mode = record.get("compile_mode", "default")
+    return default_mode if mode == "default" else other_mode.format(mode=mode)
 
 
 def render_speed(records: list[dict]) -> str:
@@ -198,9 +208,9 @@ def render_speed(records: list[dict]) -> str:
              "of one step (torch.utils.flop_counter) over the step time. The bare loop is the baseline without Lightning, "
              "eager (also beside compiled tables).", ""]
     for record in sorted(records, key=lambda r: (r["device"], r["backbone"], r["batch_size"], r["max_length"],
-                                                 bool(r.get("compiled")))):
+                                                 bool(r.get("compiled")), r.get("compile_mode", ""))):
         base = record["methods"]["baseline"]
-        compiled = ", layers compiled (torch.compile)" if record.get("compiled") else ""
+        compiled = compiled_label(record, ", layers compiled (torch.compile)", ", layers compiled (torch.compile, mode {mode})")
         lines += [f"## {record['device']}, {Path(record['backbone']).name}, batch {record['batch_size']}, "
                   f"length ≤ {record['max_length']}{compiled}",
                   "", f"{record['precision']}; {record['repeats']} runs of {record['steps']} steps after {record['warmup']}; "

@@ -32,6 +32,7 @@ class TaskModel(pl.LightningModule):
         self.lr, self.weight_decay, self.warmup_ratio, self.total_steps = lr, weight_decay, warmup_ratio, total_steps
         self.head = self.kind.build_head(encoder.config.hidden_size, dropout)
         self.evaluations: list[dict] = []
+        self.cuda_graph_steps = False  # compile_modules(mode="reduce-overhead")
         self.best_outputs: dict[str, dict] = {}  # split → decoded predictions and gold of the best evaluation
         self._outputs = defaultdict(lambda: ([], []))
         self._features: defaultdict[int, list[torch.Tensor]] = defaultdict(list)
@@ -50,14 +51,26 @@ class TaskModel(pl.LightningModule):
         return list(encoder_layers(self.encoder))
 
     # -- shared training and evaluation ------------------------------------------------------
-    def compile_modules(self):
-        """``torch.compile`` the forward of each of ``compiled_modules`` (training setting ``compile``).
+    def compile_modules(self, mode: str = "default"):
+        """``torch.compile`` the forward of each of ``compiled_modules`` (training settings ``compile`` and
+        ``compile_mode``).
 
         Per module rather than the whole model: hooks (KnowBERT's KAR after layer L) and per-batch Python
         objects (KAM's shared map state) stay outside the compiled code, and every layer reuses one graph.
-        Shapes are dynamic (each batch is padded to its own longest text and span count)."""
+        Shapes are dynamic (each batch is padded to its own longest text and span count); under
+        "reduce-overhead" each shape gets its own CUDA graph, and every step marks a new graph generation."""
+        self.cuda_graph_steps = mode == "reduce-overhead"
         for module in self.compiled_modules():
-            module.forward = torch.compile(module.forward, dynamic=True)
+            module.forward = torch.compile(module.forward, dynamic=True, mode=None if mode == "default" else mode)
+
+    def on_train_batch_start(self, batch, batch_idx):
+        # CUDA-graph outputs of one step are overwritten by the next replay; tell the graph trees where steps begin.
+        if self.cuda_graph_steps:
+            torch.compiler.cudagraph_mark_step_begin()
+
+    def on_validation_batch_start(self, batch, batch_idx, dataloader_idx=0):
+        if self.cuda_graph_steps:
+            torch.compiler.cudagraph_mark_step_begin()
 
     def forward(self, batch):
         return self.head(self.encode(batch), batch)

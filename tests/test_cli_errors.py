@@ -35,6 +35,7 @@ def run(capsys, tmp_path, *args):
     (["--dataset", "glue", "--set", "lr"], "expected key=value"),
     (["--dataset", "glue", "--set", "learning_rate=1"], "unknown training setting"),
     (["--dataset", "glue", "--set", "compile=maybe"], "compile='maybe' is not a boolean"),
+    (["--dataset", "glue", "--set", "compile_mode=fast"], "compile_mode='fast' is not one of default, reduce-overhead"),
     (["--config", "/does/not/exist.yaml"], "does not exist"),
 ])
 def test_bad_arguments(capsys, tmp_path, args, message):
