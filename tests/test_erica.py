@@ -261,6 +261,25 @@ def test_pretraining_lowers_ed_and_rd(tmp_path):
     assert (Path(reloaded.config._name_or_path) / "manifest.json").is_file()  # what method 'erica' checks
 
 
+def test_views_encoded_together_equal_views_encoded_alone():
+    """One encoder call over the RD and ED views (padded to the longer) gives each view its own states."""
+    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.methods.erica import EricaCollator, EricaPretraining
+
+    model, tokenizer, _ = load_backbone("tiny", seed=0)
+    corpus = build_corpus([toy_document("a"), toy_document("b")], TRIPLES)
+    batch = EricaCollator(tokenizer, relation_vocabulary(corpus))(corpus)
+    module = EricaPretraining(model, tokenizer, total_steps=1).eval()
+    assert batch["ed"]["input_ids"].shape[1] > batch["rd"]["input_ids"].shape[1]
+    with torch.no_grad():
+        together = module.encode(batch["rd"], batch["ed"])
+        alone = [module.encode(batch[name])[0] for name in ("rd", "ed")]
+    for (hidden, entities), (hidden_alone, entities_alone) in zip(together, alone):
+        assert hidden.shape == hidden_alone.shape
+        torch.testing.assert_close(hidden, hidden_alone, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(entities, entities_alone, atol=1e-5, rtol=1e-4)
+
+
 def test_erica_method_refuses_a_non_erica_backbone():
     from knowledge_lm.backbones import load_backbone
     from knowledge_lm.errors import KlmError
