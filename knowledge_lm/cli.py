@@ -225,12 +225,15 @@ def add_attention_command(commands):
 
 
 def command_pretrain(args):
+    from knowledge_lm.results import record_pretraining
+
     if args.method == "knowbert":
         from knowledge_lm.methods.knowbert import pretrain_checkpoint as knowbert_pretraining
 
         out = knowbert_pretraining(args.corpus, args.out, args.backbone, args.steps, args.batch_size or 32, args.max_length,
                                    args.data_dir, args.cache_dir, args.seed, args.lr, progress=not args.quiet)
-        print(f"wrote {out} (use it as --backbone {out} with --method knowbert, knowbert+si or knowbert+si+sr)")
+        print(f"wrote {out} (use it as --backbone {out} with --method knowbert, knowbert+si or knowbert+si+sr); "
+              f"its record: {record_pretraining(out, args.results_dir)}")
         return 0
     from knowledge_lm.methods.erica_corpus import pretrain_checkpoint
 
@@ -240,7 +243,8 @@ def command_pretrain(args):
     out = pretrain_checkpoint(args.corpus, args.out, args.method, args.objectives, args.backbone, args.steps, args.batch_size,
                               args.data_dir, args.kg_dir, exclude, args.min_entities, args.min_relations, args.max_length,
                               args.seed, args.cache_dir, progress=not args.quiet, **options)
-    print(f"wrote {out} (use it as --backbone {out} with --method {args.method})")
+    print(f"wrote {out} (use it as --backbone {out} with --method {args.method}); "
+          f"its record: {record_pretraining(out, args.results_dir)}")
     return 0
 
 
@@ -348,6 +352,8 @@ def build_parser():
     pretrain.add_argument("--steps", type=int, required=True, help="optimiser steps")
     pretrain.add_argument("--batch-size", type=int, help="documents per step (ERICA: 8) or texts (knowbert: 32)")
     pretrain.add_argument("--out", required=True, type=Path, help="checkpoint directory to create")
+    pretrain.add_argument("--results-dir", default="results", type=Path,
+                          help="where the run's record goes (<results-dir>/pretraining/<checkpoint name>.json)")
     pretrain.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
     pretrain.add_argument("--objectives", help="mlm,ed,rd (or rd-intra, rd-cross) or an ablation name; must agree with --method")
     pretrain.add_argument("--kg-dir", help="Wikidata KG folder (default <data-dir>/wikidata_kg)")

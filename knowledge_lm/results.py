@@ -88,7 +88,8 @@ def write_dir_atomic(out: Path, write) -> Path:
 
 PROBES_DIR = "probes"
 SUPERSEDED_DIR = "superseded"  # results replaced by a re-run, kept (the store keeps every result)
-NOT_CELLS = (PROBES_DIR, "speed", SUPERSEDED_DIR)  # zero-shot probes and speed measurements live beside the cells
+PRETRAINING_DIR = "pretraining"  # the manifests of `klm pretrain` runs, whose checkpoints cells fine-tune
+NOT_CELLS = (PROBES_DIR, "speed", SUPERSEDED_DIR, PRETRAINING_DIR)  # these live beside the cells
 
 
 def supersede(result_path: Path, results_dir: Path) -> Path:
@@ -182,3 +183,21 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def record_pretraining(checkpoint: Path, results_dir: Path, **provenance) -> Path:
+    """The store's record of a pretraining run: the checkpoint's ``manifest.json`` (objectives, corpus hash,
+    steps, losses) with the commit, device and versions it ran on (``provenance`` overrides them), under
+    ``results/pretraining/<checkpoint name>.json``; the checkpoint itself (weights) stays out of the store."""
+    from datetime import datetime, timezone
+
+    from knowledge_lm.cell import git_commit, versions
+    from knowledge_lm.speed import device_name
+
+    checkpoint = Path(checkpoint)
+    record = {**json.loads((checkpoint / "manifest.json").read_text()), "checkpoint": checkpoint.name,
+              "git": git_commit(), "device": device_name(), "versions": versions(),
+              "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **provenance}
+    path = Path(results_dir) / PRETRAINING_DIR / f"{checkpoint.name}.json"
+    write_json_atomic(path, record)
+    return path

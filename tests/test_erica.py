@@ -449,9 +449,11 @@ def test_klm_pretrain_writes_a_checkpoint_bench_accepts(tmp_path, capsys):
     out = tmp_path / "ckpt"
     code = main(["pretrain", "--method", "erica-rd-cross", "--corpus", "generated", "--backbone", "tiny", "--steps", "2",
                  "--batch-size", "2", "--max-length", "64", "--min-relations", "2", "--out", str(out), "--quiet",
-                 "--cache-dir", str(tmp_path / "cache")])
+                 "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "results")])
     assert code == 0
     manifest = json.loads((out / "manifest.json").read_text())
+    record = json.loads((tmp_path / "results" / "pretraining" / "ckpt.json").read_text())  # the store keeps the run
+    assert record["corpus_hash"] == manifest["corpus_hash"] and {"git", "device", "checkpoint"} <= set(record)
     assert manifest["method"] == "erica-rd-cross" and manifest["steps"] == 2 and manifest["corpus"] == ["generated"]
     assert len(manifest["corpus_hash"]) == 64 and set(manifest["final_losses"]) == {"rd", "mlm"}
     assert len(list((tmp_path / "cache" / "erica").glob("*.jsonl"))) == 1
