@@ -24,6 +24,7 @@ from knowledge_lm.results import gold_sha256, read_predictions
 
 REPLICATES = 500
 LEVEL = 0.95
+METHOD_VERSION = 2  # part of the cache key: a change to how replicates are scored must not read older numbers
 
 
 def task_kind(dataset: str, task: str):
@@ -114,7 +115,7 @@ def additive_statistics(kind, metric: str, predicted: list, gold: list):
 def cache_file(paths: list[Path], metric: str, replicates: int) -> Path:
     from knowledge_lm.data.base import default_cache_dir
 
-    key = hashlib.sha256(f"{metric}:{replicates}:{LEVEL}".encode())
+    key = hashlib.sha256(f"{metric}:{replicates}:{LEVEL}:{METHOD_VERSION}".encode())
     for path in paths:
         key.update(Path(path).read_bytes())
     return default_cache_dir() / "bootstrap" / f"{key.hexdigest()[:24]}.json"
