@@ -17,6 +17,13 @@ from knowledge_lm.optim import adamw_with_warmup
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TASK_KINDS
 
 
+def logs_this_step(module: pl.LightningModule) -> bool:
+    """Whether a training step logs its losses: every ``log_every_n_steps`` steps, when a logger would write
+    them. Each call costs host time on a launch-bound step, and a progress bar showing the value syncs the device."""
+    trainer = module._trainer
+    return trainer is None or (module.global_step + 1) % trainer.log_every_n_steps == 0
+
+
 class TaskModel(pl.LightningModule):
     def __init__(self, encoder, spec, eval_splits=(SELECTION_SPLIT,), lr: float = 5e-5, weight_decay: float = 0.01,
                  warmup_ratio: float = 0.1, dropout: float = 0.1, total_steps: int = 1000, **method_options):
@@ -80,9 +87,11 @@ class TaskModel(pl.LightningModule):
         size = len(batch["labels"])
         losses = {"task": self.kind.loss(logits, batch), **self.extra_losses(batch, features)}
         loss = sum(losses.values())
-        self.log_dict({f"train/{name}": value for name, value in losses.items()}, batch_size=size)
-        self.log("loss", loss, prog_bar=True, batch_size=size, logger=False)
+        if logs_this_step(self):
+            self.log_dict({f"train/{name}": value for name, value in losses.items()}, batch_size=size)
+            self.log("loss", loss, prog_bar=True, batch_size=size, logger=False)
         return loss
+
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
         logits, features = self(batch)

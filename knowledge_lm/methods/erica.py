@@ -48,6 +48,7 @@ from knowledge_lm.heads import IGNORE, MLMHead, mask_tokens, mean_pool_spans
 from knowledge_lm.methods.baseline import Baseline
 from knowledge_lm.optim import adamw_with_warmup
 from knowledge_lm.registry import register_method
+from knowledge_lm.task_model import logs_this_step
 from knowledge_lm.tasks.docre import token_span
 
 TAU = 0.05
@@ -361,7 +362,7 @@ class EricaPretraining(pl.LightningModule):
         self.total_steps, self.lr, self.weight_decay, self.warmup_ratio = total_steps, lr, weight_decay, warmup_ratio
         self.tau, self.use_ed, self.use_rd, self.use_mlm = tau, use_ed, use_rd, use_mlm
         self.rd_terms, self.max_negatives, self.corpus_hash = tuple(rd_terms), max_negatives, corpus_hash
-        self.final_losses: dict[str, float] = {}
+        self.final_losses: dict[str, torch.Tensor] = {}  # the last step's, read (one device sync) at the end
 
     def encode(self, *views) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """``(hidden states, pooled entities)`` of each view, all views through one encoder call (padded to
@@ -406,9 +407,10 @@ class EricaPretraining(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         losses = self.losses(batch)
-        for name, value in losses.items():
-            self.log(f"train_{name}", value, batch_size=len(batch["ed"]["head"]))
-        self.final_losses = {name: float(value.detach()) for name, value in losses.items()}
+        if logs_this_step(self):
+            for name, value in losses.items():
+                self.log(f"train_{name}", value, batch_size=len(batch["ed"]["head"]))
+        self.final_losses = {name: value.detach() for name, value in losses.items()}
         return sum(losses.values())
 
     def configure_optimizers(self):
@@ -430,7 +432,8 @@ class EricaPretraining(pl.LightningModule):
         self.backbone.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
         manifest = {"method": self.objectives or "erica-custom", "corpus_hash": self.corpus_hash, "steps": int(self.global_step) if self._trainer else 0,
-                    "final_losses": self.final_losses, "tau": self.tau, "lr": self.lr, "weight_decay": self.weight_decay,
+                    "final_losses": {name: float(value) for name, value in self.final_losses.items()},
+                    "tau": self.tau, "lr": self.lr, "weight_decay": self.weight_decay,
                     "warmup_ratio": self.warmup_ratio, "losses": [n for n, on in (("ed", self.use_ed), ("rd", self.use_rd),
                                                                                   ("mlm", self.use_mlm)) if on],
                     "rd_terms": [list(term) for term in self.rd_terms], **(extra or {})}

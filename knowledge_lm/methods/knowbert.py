@@ -72,7 +72,7 @@ from knowledge_lm.heads import IGNORE, MLMHead, mask_tokens
 from knowledge_lm.methods.sisr import SelectiveInjection, spectral_penalty
 from knowledge_lm.optim import adamw_with_warmup
 from knowledge_lm.registry import register_method
-from knowledge_lm.task_model import TaskModel
+from knowledge_lm.task_model import TaskModel, logs_this_step
 from knowledge_lm.tasks.base import ENCODER_INPUTS
 
 
@@ -514,7 +514,7 @@ class KnowBertPretraining(pl.LightningModule):
         self.linking_loss_weight, self.linking_margin, self.mask_probability = linking_loss_weight, linking_margin, mask_probability
         self.total_steps, self.lr, self.weight_decay, self.warmup_ratio = total_steps, lr, weight_decay, warmup_ratio
         self.entity_embeddings_path = entity_embeddings
-        self.final_losses: dict[str, float] = {}
+        self.final_losses: dict[str, torch.Tensor] = {}  # the last step's, read (one device sync) at the end
 
     def setup(self, stage=None):
         attach_entity_table(self.kar, self._trainer, self.entity_embeddings_path)
@@ -535,9 +535,10 @@ class KnowBertPretraining(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         losses = self.losses(batch)
-        self.log_dict({f"train/{name}": value for name, value in losses.items()}, batch_size=len(batch["input_ids"]),
-                      prog_bar=True)
-        self.final_losses = {name: float(value.detach()) for name, value in losses.items()}
+        if logs_this_step(self):
+            self.log_dict({f"train/{name}": value for name, value in losses.items()}, batch_size=len(batch["input_ids"]),
+                          prog_bar=True)
+        self.final_losses = {name: value.detach() for name, value in losses.items()}
         return sum(losses.values())
 
     def configure_optimizers(self):
@@ -553,7 +554,8 @@ class KnowBertPretraining(pl.LightningModule):
         torch.save(self.kar.state_dict(), directory / CHECKPOINT_KAR)
         self.kar.entities.embeddings.save(directory / CHECKPOINT_ENTITIES)
         manifest = {"method": "knowbert-pretraining", "kar": self.shape, "steps": int(self.global_step) if self._trainer else 0,
-                    "final_losses": self.final_losses, "lr": self.lr, "mask_probability": self.mask_probability,
+                    "final_losses": {name: float(value) for name, value in self.final_losses.items()},
+                    "lr": self.lr, "mask_probability": self.mask_probability,
                     "linking_loss_weight": self.linking_loss_weight, **(extra or {})}
         (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         return directory
