@@ -9,9 +9,9 @@ share of replicates in which Δ ≤ 0 (one-sided p for "better"; ≥ 0 for "wors
 t-test over seeds: that one asks whether the gain survives a new seed, this one whether it survives a new
 test set. Replicates are seeded by the inputs' bytes, so the numbers are the same on every regeneration;
 they are cached under the cache directory. Where the metric is a function of sums over examples (accuracy,
-binary F1 and MCC, Pearson's r, SemEval's macro-F1, the typing F1s), each replicate sums per-example
-statistics (:func:`additive_statistics`) instead of calling the scorer: the same values, without thousands
-of scorer calls per comparison; other metrics (Spearman's ρ, document-level RE, QA) run the scorer itself.
+binary F1 and MCC, Pearson's r, SemEval's macro-F1, the typing and document-level RE F1s), each replicate
+sums per-example statistics (:func:`additive_statistics`) instead of calling the scorer: the same values,
+without thousands of scorer calls per comparison; other metrics (Spearman's ρ, QA) run the scorer itself.
 """
 
 import hashlib
@@ -49,6 +49,7 @@ def additive_statistics(kind, metric: str, predicted: list, gold: list):
     """``(statistics, value)``: an examples × k array whose column sums over any resample give the task
     scorer's ``metric`` (in %) through ``value`` (rows of sums → values); None where the metric is no such
     function of sums."""
+    from knowledge_lm.tasks.docre import DocumentRelationTask, fact_counts
     from knowledge_lm.tasks.relation import RelationTask, undirected
     from knowledge_lm.tasks.sequence import SequenceTask
     from knowledge_lm.tasks.typing import TypingTask
@@ -107,6 +108,16 @@ def additive_statistics(kind, metric: str, predicted: list, gold: list):
                 precision, recall = rate(precision, n), rate(recall, n)
                 return 100 * rate(2 * precision * recall, precision + recall)
             return 100 * rate(2 * overlap, guessed + answers)
+    elif isinstance(kind, DocumentRelationTask) and metric in ("f1", "ign_f1"):
+        counts = [fact_counts([facts], [answer]) for facts, answer in zip(predicted, gold)]
+        columns = [[count[name] for count in counts] for name in ("predicted", "gold", "correct", "correct_in_train")]
+
+        def value(sums):
+            guessed, answers, correct, in_train = sums.T
+            if metric == "ign_f1":
+                correct, guessed = correct - in_train, guessed - in_train  # precision without facts seen in train
+            precision, recall = rate(correct, guessed), rate(sums[:, 2], answers)
+            return 100 * rate(2 * precision * recall, precision + recall)
     if columns is None:
         return None
     return np.stack([np.asarray(column, float) for column in columns], axis=1), value
