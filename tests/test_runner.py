@@ -145,3 +145,14 @@ def test_rerun_without_predictions_supersedes_old_results_and_keeps_them(tmp_pat
     assert predictions_path(old.result_path(results)).is_file() and len(load_results(results)) == 2
     [superseded] = (results / "superseded").rglob("*.json")
     assert superseded.read_text() == before and superseded.name.startswith("f1-s1.")
+
+
+def test_training_losses_are_logged_every_log_every_n_steps():
+    """Logging every step costs host time (and a device sync under a progress bar); a logger writes every n."""
+    from types import SimpleNamespace
+
+    from knowledge_lm.task_model import logs_this_step
+
+    every_50 = SimpleNamespace(log_every_n_steps=50)
+    assert [step for step in range(120) if logs_this_step(SimpleNamespace(_trainer=every_50, global_step=step))] == [49, 99]
+    assert logs_this_step(SimpleNamespace(_trainer=None, global_step=3))  # outside a trainer: always
