@@ -176,9 +176,9 @@ def relation_discrimination_loss(pairs: torch.Tensor, relation: torch.Tensor, do
     sets = {"intra": intra.bool(), "cross": ~intra.bool()}
     total = pairs.sum() * 0.0
     for first, second in terms:
+        # A masked mean rather than boolean indexing: no host sync, and 0 for a term without pairs.
         selected = same & sets[first][:, None] & sets[second][None, :]
-        if selected.any():
-            total = total + per_pair[selected].mean()
+        total = total + per_pair.masked_fill(~selected, 0.0).sum() / selected.sum().clamp(min=1)
     return total
 
 
@@ -392,8 +392,9 @@ class EricaPretraining(pl.LightningModule):
             if self.use_mlm:
                 logits = self.mlm_head(hidden)
                 labels = rd["mlm_labels"]
-                losses["mlm"] = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=IGNORE) \
-                    if (labels != IGNORE).any() else logits.sum() * 0.0
+                # A sum over the masked tokens and a division, not the mean: no host sync, 0 without masked tokens.
+                losses["mlm"] = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=IGNORE,
+                                                reduction="sum") / (labels != IGNORE).sum().clamp(min=1)
             if self.use_rd:
                 document, head, tail = rd["pair_document"], rd["pair_head"], rd["pair_tail"]
                 pairs = torch.cat([entities[document, head], entities[document, tail]], dim=-1)
