@@ -4,11 +4,13 @@ at batch 32 × 48 is on an H100 (there the baseline's GPU time is ~4 ms of a 14 
 
 Counted: the leaf aten operators of the step under ``torch.profiler`` that compute (each would be a kernel
 launch on a GPU); views, reshapes, allocations and other metadata operators do not launch kernels and are left
-out. Same model and batches as ``klm speed`` (knowledge_lm/speed.py). As a check of the proxy: at commit
-f1886ba knowbert counted 1.52× the baseline's operators here, and its step took 1.52× the baseline's on a
-4 × H100 host (leaderboards/speed.md). Where a GPU runs something differently the proxy misses it: SR's
-eigenvector iteration replays there as one CUDA graph (so bert+sr counts high here), and attention runs fused
-kernels. Run ``klm prepare --dataset generated --tasks facts --kg-embeddings`` first.
+out. Same model and batches as ``klm speed`` (knowledge_lm/speed.py). A rough proxy: knowbert counts 1.53× the
+baseline's operators here and its step took 1.52× the baseline's on a 4 × H100 host (leaderboards/speed.md),
+but the agreement is partly luck. A GPU runs some parts differently: SR's eigenvector iteration replays as one
+CUDA graph (bert+sr counts high here), and attention with a mask and dropout is one fused kernel there but
+~20 operators in the CPU's math path (KAR's two attention blocks count high here; KAR's Python between its
+modules, about 50 operators a forward, counts the same). Run ``klm prepare --dataset generated --tasks facts
+--kg-embeddings`` first.
 
     python benchmarks/kernel_counts.py --methods knowbert,knowbert+si+sr,bert+sr,kam [--top 15]
 Targets (step time, on a GPU): knowbert ≤ 1.25×, bert+sr ≤ 1.05×, kam ≤ 1.3× the baseline's.
