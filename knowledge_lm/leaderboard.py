@@ -226,8 +226,9 @@ def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, referen
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")
     groups = {}
+    ours = {method.split(" ⟨")[0] for method in methods}  # "erica ⟨erica-minilm⟩" stands beside the paper's erica rows
     for ref in references:
-        if ref["method"] in methods and not ref.get("variant"):
+        if ref["method"] in ours and not ref.get("variant"):
             groups.setdefault((ref["paper"], ref["source"], ref["row"], ref["backbone"], ref.get("split")), []).append(ref)
     for (paper, source, row_name, backbone, split), refs in groups.items():
         row = [reference_label(row_name, paper, source, backbone, split)]
