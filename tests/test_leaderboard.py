@@ -295,3 +295,19 @@ def test_committed_leaderboards_are_what_the_results_store_gives(tmp_path):
         assert (tmp_path / name).read_text() == (repo / "leaderboards" / name).read_text(), name
     figures = sorted(path.name for path in (repo / "leaderboards" / "figures").glob("*.png"))
     assert sorted(path.name for path in (tmp_path / "figures").glob("*.png")) == figures
+
+
+def test_checkpoint_rows_bring_their_methods_paper_rows(tmp_path):
+    """'erica ⟨erica-minilm⟩' (a method fine-tuned from a pretraining checkpoint) stands beside ERICA_BERT."""
+    results = tmp_path / "results"
+    cell = Cell("erica", "semeval2010", "mean_pool", 0.1, 1, "erica-minilm")
+    write_json_atomic(cell.result_path(results), {
+        "cell": {"method": "erica", "dataset": "semeval2010", "task": "mean_pool", "fraction": 0.1, "seed": 1,
+                 "backbone": "erica-minilm"},
+        "report_split": "test", "metrics": {"test": {"semeval_macro_f1": 56.0}}, "device": {"name": "Test GPU"},
+        "backbone": {"checksum": "abc", "path": None, "pretrained_from": "minilm"}, "git": {"commit": "0123456789"},
+        "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 100}, "budget": {"max_steps": 10, "per_device_batch_size": 32}})
+    [path] = write_leaderboards(results, tmp_path / "leaderboards")
+    lines = path.read_text().splitlines()
+    assert "| erica ⟨erica-minilm⟩ | 56.0 (n=1) |" in lines
+    assert "| † ERICA_BERT [paper 003 Table 2, bert-base, test] | 80.1 |" in lines
