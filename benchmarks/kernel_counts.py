@@ -19,11 +19,10 @@ Targets (step time, on a GPU): knowbert ≤ 1.25×, bert+sr ≤ 1.05×, kam ≤ 
 import argparse
 from collections import Counter
 
-import pytorch_lightning as pl
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from knowledge_lm.speed import build
+from knowledge_lm.speed import build, trainer_for
 
 NO_KERNEL = {"aten::" + name for name in (
     "view", "_unsafe_view", "_reshape_alias", "reshape", "as_strided", "alias", "t", "transpose", "permute", "expand",
@@ -37,16 +36,12 @@ NO_KERNEL = {"aten::" + name for name in (
 def launches(method: str, backbone: str, batch_size: int, max_length: int) -> Counter:
     """Kernel-launching operators of one training step of ``method``, by name."""
     model, data = build(method, backbone, batch_size, max_length, total_steps=10)
-    trainer = pl.Trainer(max_steps=1, limit_val_batches=0, num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")
-    trainer.fit(model, datamodule=data)  # runs the methods' setup hooks (entity tables, SR state)
-    model.train()
+    trainer_for(1).fit(model, datamodule=data)  # runs the methods' setup hooks (entity tables, SR state)
+    model.cpu().train()
     batch = model.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)
 
     def step():
-        logits, features = model(batch)
-        loss = model.kind.loss(logits, batch) + sum(model.extra_losses(batch, features).values())
-        loss.backward()
+        sum(model.losses(batch).values()).backward()
         model.zero_grad(set_to_none=True)
 
     step()  # first-call work (lazy initialisation, caches) is not a step's

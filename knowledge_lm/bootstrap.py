@@ -160,7 +160,7 @@ def paired_bootstrap(dataset: str, task: str, metric: str, gold: list, ours: lis
     found = {"replicates": replicates, "examples": size,
              "interval": [float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))],
              "delta_interval": [float(np.quantile(deltas, tail)), float(np.quantile(deltas, 1 - tail))],
-             "p_not_better": float(np.mean(np.asarray(deltas) <= 0)), "p_not_worse": float(np.mean(np.asarray(deltas) >= 0))}
+             "p_not_better": float(np.mean(deltas <= 0)), "p_not_worse": float(np.mean(deltas >= 0))}
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(found))
     return found

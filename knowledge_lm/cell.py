@@ -116,7 +116,7 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
     trainer = pl.Trainer(
         max_steps=budget["max_steps"], val_check_interval=budget["eval_every_steps"], check_val_every_n_epoch=None,
         num_sanity_val_steps=0, accelerator="gpu" if gpu else "cpu", devices=train.devices, num_nodes=train.num_nodes,
-        strategy="ddp" if train.devices * train.num_nodes > 1 else "auto", precision=precision, gradient_clip_val=1.0,
+        strategy="ddp" if train.world_size > 1 else "auto", precision=precision, gradient_clip_val=1.0,
         callbacks=[checkpointing], logger=False, enable_model_summary=False, enable_progress_bar=progress,
         default_root_dir=run_dir,
     )
@@ -135,7 +135,7 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
         "config": {"train": vars(train), "dataset_options": dataset_options or {}},
         "git": git_commit(),
         "versions": versions(),
-        "device": device_record(precision, train.devices * train.num_nodes),
+        "device": device_record(precision, train.world_size),
         "backbone": backbone.to_dict(),
         "data": {"subset_seed": train.subset_seed, "subset_hash": data.subset_hash, "train_size": data.train_size,
                  "eval_sizes": {split: len(data.splits[split]) for split in data.eval_split_names},
@@ -154,8 +154,7 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
     # leaderboard recomputes it from the data directory. Under DDP they are in rank order, not split order,
     # so their hash matches no recomputed gold and they count as not kept.
     kept = {"split": data.report_split, **model.best_outputs.get(data.report_split, {})}
-    single = train.devices * train.num_nodes == 1
-    frequencies = data.entity_frequencies(data.report_split) if single else None  # split order only
+    frequencies = data.entity_frequencies(data.report_split) if train.world_size == 1 else None  # split order only
     if frequencies is not None:
         kept["entity_frequency"] = frequencies
     write_predictions(predictions_path(cell.result_path(results_dir)), kept)

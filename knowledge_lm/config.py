@@ -76,9 +76,14 @@ class TrainConfig:
                            f"{', '.join(COMPILE_MODES)}")
         return cls(**checked)
 
+    @property
+    def world_size(self) -> int:
+        """The processes (GPUs) one cell trains on: ``devices`` on each of ``num_nodes``."""
+        return self.devices * self.num_nodes
+
     def budget(self, train_size: int) -> dict:
         """Steps for a train split of ``train_size``: ``epochs`` passes, at least ``min_steps``."""
-        steps_per_epoch = math.ceil(train_size / (self.batch_size * self.devices * self.num_nodes))
+        steps_per_epoch = math.ceil(train_size / (self.batch_size * self.world_size))
         planned = max(self.epochs * steps_per_epoch, self.min_steps)
         every = math.ceil(planned / self.evaluations)
         max_steps = every * self.evaluations

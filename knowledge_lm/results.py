@@ -44,18 +44,27 @@ class Cell:
         return Path(runs_dir) / self.key
 
 
-def write_json_atomic(path: Path, payload: dict):
+def write_file_atomic(path: Path, write):
+    """``write(staging path)`` beside ``path``, then renamed onto it: readers never see a half-written file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
     try:
-        with os.fdopen(handle, "w") as out:
-            json.dump(payload, out, indent=1, sort_keys=True)
-            out.write("\n")
+        write(staging)
         os.replace(staging, path)
     except BaseException:
         Path(staging).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, payload: dict):
+    def write(staging):
+        with open(staging, "w") as out:
+            json.dump(payload, out, indent=1, sort_keys=True)
+            out.write("\n")
+
+    write_file_atomic(path, write)
 
 
 def free_output_dir(out) -> Path:
@@ -130,12 +139,12 @@ def write_predictions(path: Path, payload: dict):
     payload = dict(payload)
     if "gold" in payload:
         payload["gold_sha256"] = gold_sha256(payload.pop("gold"))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with gzip.open(staging, "wt") as out:
-        json.dump(payload, out)
-    os.replace(staging, path)
+
+    def write(staging):
+        with gzip.open(staging, "wt") as out:
+            json.dump(payload, out)
+
+    write_file_atomic(path, write)
 
 
 def strip_gold(path: Path) -> bool:
@@ -150,8 +159,8 @@ def strip_gold(path: Path) -> bool:
 
 
 def result_files(results_dir: Path) -> list[tuple[Path, dict]]:
-    """Every finished cell's result with its file (zero-shot probes under ``probes/`` and speed records under
-    ``speed/`` are not cells)."""
+    """Every finished cell's result with its file (what lives under ``NOT_CELLS``: zero-shot probes, speed
+    records, superseded results and pretraining records, is not a cell)."""
     results = []
     for path in sorted(Path(results_dir).rglob("*.json")):
         if path.relative_to(results_dir).parts[0] in NOT_CELLS:
@@ -165,24 +174,6 @@ def result_files(results_dir: Path) -> list[tuple[Path, dict]]:
 
 def load_results(results_dir: Path) -> list[dict]:
     return [result for _, result in result_files(results_dir)]
-
-
-def main(argv=None) -> int:
-    """``python -m knowledge_lm.results strip-gold [RESULTS_DIR]``: every predictions file under RESULTS_DIR
-    (default results/) that still holds its gold keeps only its ``gold_sha256``."""
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] != "strip-gold" or len(argv) > 2:
-        print("usage: python -m knowledge_lm.results strip-gold [RESULTS_DIR]", file=sys.stderr)
-        return 2
-    results_dir = Path(argv[1] if len(argv) > 1 else DEFAULT_RESULTS_DIR)
-    files = sorted(results_dir.rglob("*.predictions.json.gz"))
-    stripped = sum(strip_gold(path) for path in files)
-    print(f"{stripped} of {len(files)} predictions files under {results_dir} held their gold; now they keep its sha256")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 def record_pretraining(checkpoint: Path, results_dir: Path, **provenance) -> Path:
@@ -201,3 +192,21 @@ def record_pretraining(checkpoint: Path, results_dir: Path, **provenance) -> Pat
     path = Path(results_dir) / PRETRAINING_DIR / f"{checkpoint.name}.json"
     write_json_atomic(path, record)
     return path
+
+
+def main(argv=None) -> int:
+    """``python -m knowledge_lm.results strip-gold [RESULTS_DIR]``: every predictions file under RESULTS_DIR
+    (default results/) that still holds its gold keeps only its ``gold_sha256``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] != "strip-gold" or len(argv) > 2:
+        print("usage: python -m knowledge_lm.results strip-gold [RESULTS_DIR]", file=sys.stderr)
+        return 2
+    results_dir = Path(argv[1] if len(argv) > 1 else DEFAULT_RESULTS_DIR)
+    files = sorted(results_dir.rglob("*.predictions.json.gz"))
+    stripped = sum(strip_gold(path) for path in files)
+    print(f"{stripped} of {len(files)} predictions files under {results_dir} held their gold; now they keep its sha256")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

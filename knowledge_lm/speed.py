@@ -100,9 +100,7 @@ def step_flops(model, data) -> float:
     # Counted eagerly: the same operations, and the counter sees every one of them.
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     with torch.compiler.set_stance("force_eager"), FlopCounterMode(display=False) as counter, autocast:
-        logits, features = model(batch)
-        loss = model.kind.loss(logits, batch) + sum(model.extra_losses(batch, features).values())
-        loss.backward()
+        sum(model.losses(batch).values()).backward()
     model.zero_grad(set_to_none=True)
     return float(counter.get_total_flops())
 

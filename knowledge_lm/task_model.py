@@ -82,16 +82,19 @@ class TaskModel(pl.LightningModule):
     def forward(self, batch):
         return self.head(self.encode(batch), batch)
 
-    def training_step(self, batch, batch_idx):
+    def losses(self, batch) -> dict[str, torch.Tensor]:
+        """A training batch's losses: the task's, then the method's extra ones; the step minimises their sum."""
         logits, features = self(batch)
-        size = len(batch["labels"])
-        losses = {"task": self.kind.loss(logits, batch), **self.extra_losses(batch, features)}
+        return {"task": self.kind.loss(logits, batch), **self.extra_losses(batch, features)}
+
+    def training_step(self, batch, batch_idx):
+        losses = self.losses(batch)
         loss = sum(losses.values())
         if logs_this_step(self):
+            size = len(batch["labels"])
             self.log_dict({f"train/{name}": value for name, value in losses.items()}, batch_size=size)
             self.log("loss", loss, prog_bar=True, batch_size=size, logger=False)
         return loss
-
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
         logits, features = self(batch)
