@@ -27,16 +27,18 @@ TARGETS = {"knowbert": 1.25, "knowbert+si+sr": 1.25, "bert+sr": 1.05, "kam": 1.3
 
 class StepTimer(pl.Callback):
     def __init__(self, warmup: int):
-        self.warmup, self.times, self.started = warmup, [], None
+        self.warmup, self.times, self.started, self.steps = warmup, [], None, 0
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         synchronize()
         self.started = time.perf_counter()
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        # Counted across epochs: at a large batch an epoch of the generated task is shorter than the warm-up.
         synchronize()
-        if batch_idx >= self.warmup:
+        if self.steps >= self.warmup:
             self.times.append(time.perf_counter() - self.started)
+        self.steps += 1
 
 
 def synchronize():

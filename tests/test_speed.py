@@ -53,3 +53,14 @@ def test_compile_mode_names_the_record_and_its_table():
     assert speed_record_path("r", graphs).name == "GPU-X-minilm-b32-n48-compiled-reduce-overhead-20261126T153539.json"
     text = render_speed([graphs, old, {**base, "compiled": False}])
     assert text.index("length ≤ 48\n") < text.index("(torch.compile)") < text.index("mode reduce-overhead")
+
+
+def test_step_timer_counts_steps_across_epochs():
+    """batch_idx starts again each epoch; the warm-up is counted in steps (a large batch makes epochs short)."""
+    from knowledge_lm.speed import StepTimer
+
+    timer = StepTimer(warmup=3)
+    for batch_idx in [0, 1, 0, 1, 0, 1]:
+        timer.on_train_batch_start(None, None, None, batch_idx)
+        timer.on_train_batch_end(None, None, None, None, batch_idx)
+    assert len(timer.times) == 3
