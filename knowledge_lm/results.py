@@ -101,16 +101,24 @@ PRETRAINING_DIR = "pretraining"  # the manifests of `klm pretrain` runs, whose c
 NOT_CELLS = (PROBES_DIR, "speed", SUPERSEDED_DIR, PRETRAINING_DIR)  # these live beside the cells
 
 
-def supersede(result_path: Path, results_dir: Path) -> Path:
+def supersede(result_path: Path, results_dir: Path) -> dict[Path, Path]:
     """Move a finished cell's result (and any file beside it of the same cell) under ``superseded/``, named by
-    when it finished, so that the cell runs again and the old result stays in the store."""
+    when it finished, so that the cell runs again and the old result stays in the store. Returns where each
+    file went (``restore`` puts them back, when the re-run fails)."""
     result_path, results_dir = Path(result_path), Path(results_dir)
     finished = json.loads(result_path.read_text()).get("finished_at", "unknown").replace(":", "")
     target = results_dir / SUPERSEDED_DIR / result_path.relative_to(results_dir).parent
     target.mkdir(parents=True, exist_ok=True)
+    moved = {}
     for path in sorted(result_path.parent.glob(result_path.stem + ".*")):
-        path.rename(target / f"{result_path.stem}.{finished}{path.name[len(result_path.stem):]}")
-    return target
+        moved[path] = path.rename(target / f"{result_path.stem}.{finished}{path.name[len(result_path.stem):]}")
+    return moved
+
+
+def restore(moved: dict[Path, Path]):
+    """Undo ``supersede``: a re-run that failed leaves the cell's old result where it was."""
+    for original, superseded in moved.items():
+        superseded.rename(original)
 
 
 def predictions_path(result_path: Path) -> Path:

@@ -15,7 +15,7 @@ from knowledge_lm.cell import FAILURE_FILE, LAST_CHECKPOINT
 from knowledge_lm.config import Sweep
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS
-from knowledge_lm.results import Cell, predictions_path, supersede
+from knowledge_lm.results import Cell, predictions_path, restore, supersede
 
 console = Console(stderr=True)
 
@@ -86,13 +86,11 @@ def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, result
     """Run every unfinished cell; ``jobs`` cells at a time (each its own process), spread over ``gpus``
     (default: the visible ones) in groups of the cells' ``devices`` (DDP within a cell). With
     ``rerun_without_predictions``, finished cells that kept no predictions (results from before cells kept
-    them) are superseded (``results/superseded/``) and run again. Returns counts."""
+    them) run again, and the old result moves to ``results/superseded/`` as the re-run starts (back, if it
+    fails). Returns counts."""
     overrides = overrides or {}
-    if rerun_without_predictions:
-        for cell in sweep_cells(sweep):
-            result = cell.result_path(results_dir)
-            if result.is_file() and not predictions_path(result).is_file():
-                supersede(result, results_dir)
+    reruns = {cell.key for cell in sweep_cells(sweep) if rerun_without_predictions
+              and cell.result_path(results_dir).is_file() and not predictions_path(cell.result_path(results_dir)).is_file()}
     devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
     gpus = visible_gpus() if gpus is None else gpus
     groups = gpu_groups(gpus, devices_per_cell)
@@ -100,8 +98,8 @@ def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, result
         raise KlmError(f"a cell wants {devices_per_cell} GPUs (devices) but {len(gpus)} are visible")
     load: dict[tuple[str, ...], int] = {}
     cells = sweep_cells(sweep)
-    todo = [c for c in cells if cell_state(c, results_dir, runs_dir) != "done"
-            and (retry_failed or cell_state(c, results_dir, runs_dir) != "failed")]
+    todo = [c for c in cells if c.key in reruns or (cell_state(c, results_dir, runs_dir) != "done"
+            and (retry_failed or cell_state(c, results_dir, runs_dir) != "failed"))]
     counts = {"done_before": len(cells) - len(todo), "finished": 0, "failed": 0}
     if todo:
         check_data(sweep, data_dir)
@@ -111,7 +109,7 @@ def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, result
     show_cell_progress = jobs == 1 and sys.stderr.isatty()
     # Cells running side by side share the cores instead of each spinning up a thread per core.
     env = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // jobs)), **os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    running: dict[subprocess.Popen, tuple[Cell, object, tuple | None]] = {}
+    running: dict[subprocess.Popen, tuple[Cell, object, tuple | None, dict]] = {}
     queue = list(todo)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False, disable=show_cell_progress) as bar:
@@ -119,6 +117,7 @@ def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, result
         while queue or running:
             while queue and len(running) < jobs:
                 cell = queue.pop(0)
+                superseded = supersede(cell.result_path(results_dir), results_dir) if cell.key in reruns else {}
                 group = least_loaded(groups, load) if groups else None
                 cell_env = env if group is None else {**env, "CUDA_VISIBLE_DEVICES": ",".join(group)}
                 load[group] = load.get(group, 0) + 1
@@ -132,16 +131,17 @@ def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, result
                 else:
                     process = subprocess.Popen(cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, False),
                                                env=cell_env, stdout=log, stderr=subprocess.STDOUT)
-                running[process] = (cell, log, group)
+                running[process] = (cell, log, group, superseded)
             time.sleep(0.2)
             for process in [p for p in running if p.poll() is not None]:
-                cell, log, group = running.pop(process)
+                cell, log, group, superseded = running.pop(process)
                 load[group] -= 1
                 log.close()
                 if process.returncode == 0 and cell.result_path(results_dir).is_file():
                     counts["finished"] += 1
                 else:
                     counts["failed"] += 1
+                    restore(superseded)
                     console.print(f"[red]✗ {cell.key}[/]: {failure_message(cell, runs_dir) or f'exit code {process.returncode}'}"
                                   f" (log: {cell.run_dir(runs_dir) / 'log.txt'})")
                 bar.advance(overall)

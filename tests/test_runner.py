@@ -147,6 +147,35 @@ def test_rerun_without_predictions_supersedes_old_results_and_keeps_them(tmp_pat
     assert superseded.read_text() == before and superseded.name.startswith("f1-s1.")
 
 
+def test_failed_rerun_leaves_the_old_result_in_place(tmp_path, monkeypatch):
+    """The old result moves to superseded/ only for the re-run's sake: when the re-run fails, it comes back."""
+    from knowledge_lm import runner
+    from knowledge_lm.results import predictions_path
+
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    sweep = small_sweep()
+    cell = sweep_cells(sweep)[0]
+    result = cell.result_path(results)
+    result.parent.mkdir(parents=True)
+    result.write_text(json.dumps({"finished_at": "2026-01-01T00:00:00"}))
+
+    class FailingProcess:
+        returncode = 1
+
+        def __init__(self, command, env=None, **options):
+            seen_by_cells.append(result.exists())
+
+        def poll(self):
+            return 1
+
+    seen_by_cells = []
+    monkeypatch.setattr(runner.subprocess, "Popen", FailingProcess)
+    counts = runner.run_sweep(sweep, results_dir=results, runs_dir=runs, gpus=[], rerun_without_predictions=True)
+    assert seen_by_cells == [False, True]  # moved aside while its re-run ran, back before the next cell (seed 2)
+    assert counts["failed"] == 2 and json.loads(result.read_text())["finished_at"] == "2026-01-01T00:00:00"
+    assert not predictions_path(result).exists() and not list((results / "superseded").rglob("*.json"))
+
+
 def test_training_losses_are_logged_every_log_every_n_steps():
     """Logging every step costs host time (and a device sync under a progress bar); a logger writes every n."""
     from types import SimpleNamespace
