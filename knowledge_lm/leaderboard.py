@@ -189,13 +189,34 @@ def load_references(dataset: str) -> list[dict]:
     path = BENCHMARKS_DIR / "references.yaml"
     if not path.is_file():
         return []
-    return [ref for ref in yaml.safe_load(path.read_text()) if ref.get("dataset") == dataset and ref.get("method")]
+    """The reference rows of ``dataset``'s pages: its own, and those of a dataset that is not here that a
+    reference says to show with it (``shown_with``: FIGER's rows beside OpenEntity), their row names saying so."""
+    found = []
+    for ref in yaml.safe_load(path.read_text()):
+        if ref.get("method") and ref.get("dataset") == dataset:
+            found.append(ref)
+        elif ref.get("method") and ref.get("shown_with") == dataset:
+            found.append({**ref, "row": f"{ref['row']} on {ref['dataset']}"})
+    return found
 
 
 def reference_label(name: str, paper: str, source: str, backbone: str, split) -> str:
     """``† name [paper 001 Table 4, bert-base, test]``: a paper's row, marked as such."""
     table = source.split(",")[1].split("(")[0].strip() if "," in source else source
     return f"† {name} [paper {paper} {table}, {backbone}, {split or 'split not stated'}]"
+
+
+def paper_only_tasks(dataset_class, tasks: list[str], frame: pd.DataFrame, references: list[dict]) -> list[str]:
+    """Tasks of the dataset without results that a paper's table reports for methods we ran, where that table
+    has no number on any task we ran (ERICA's DocRED tables beside our Re-DocRED): the main table gives them
+    columns, so that those tables show at all."""
+    ours = {method.split(" ⟨")[0] for method in frame["method"].unique()}
+    by_table = {}
+    for ref in references:
+        if ref["method"] in ours and not ref.get("variant"):
+            by_table.setdefault((ref["paper"], ref["source"]), set()).update(ref["metrics"])
+    wanted = {task for reported in by_table.values() if not reported & set(tasks) for task in reported}
+    return [task for task in dataset_class.tasks if task in wanted and task not in tasks]
 
 
 def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, references: list[dict]) -> list[str]:
@@ -233,9 +254,11 @@ def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, referen
     for (paper, source, row_name, backbone, split), refs in groups.items():
         row = [reference_label(row_name, paper, source, backbone, split)]
         for fraction, task in columns:
-            values = [ref["metrics"].get(task, {}).get(main_metric[task]) for ref in refs if ref.get("fraction") == fraction]
-            value = next((v for v in values if v is not None), None)
-            row.append(MISSING if value is None else f"{value:.1f}")
+            reported = [ref["metrics"].get(task, {}) for ref in refs if ref.get("fraction") == fraction]
+            value = next((m[main_metric[task]] for m in reported if m.get(main_metric[task]) is not None), None)
+            # A paper table without the column's metric (ERICA's Table 6 gives only IgF1) shows what it has, named.
+            other = next(((name, v) for m in reported for name, v in m.items() if v is not None), None)
+            row.append(f"{value:.1f}" if value is not None else f"{other[1]:.1f} ({other[0]})" if other else MISSING)
         if any(cell != MISSING for cell in row[1:]):
             lines.append("| " + " | ".join(row) + " |")
     return lines
@@ -318,8 +341,13 @@ def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None =
         out += [f"## Backbone: {backbone}", ""]
         plain, varied = group[group.variant == ""], group[group.variant != ""]
         if not plain.empty:
-            out += main_table(plain, tasks, main_metric, references)
+            shown = paper_only_tasks(dataset_class, tasks, plain, references)
+            out += main_table(plain, tasks + shown, {**main_metric, **{t: dataset_class.spec(t).main_metric for t in shown}},
+                              references)
             out.append("")
+            if shown:
+                out += [f"Columns of {', '.join(shown)} hold only the papers' numbers: we have no results on that task "
+                        "(its data is not here), and they stand beside ours on the task next to it for reference.", ""]
         for task in tasks:
             if figures_dir is not None:
                 from knowledge_lm.figures import fraction_curves

@@ -7,6 +7,7 @@ import yaml
 
 from knowledge_lm.config import BENCHMARKS_DIR
 from knowledge_lm.leaderboard import write_leaderboards
+from knowledge_lm.registry import DATASETS
 from knowledge_lm.results import Cell, write_json_atomic
 
 KNOWN_METRICS = {"accuracy", "f1", "matthews", "pearson", "spearman", "micro_f1", "macro_f1", "strict_accuracy",
@@ -50,6 +51,15 @@ def test_references_are_well_formed():
         for task, values in ref["metrics"].items():
             assert set(values) <= KNOWN_METRICS, (ref["row"], task)
             assert all(isinstance(v, (int, float)) for v in values.values())
+        assert ref.get("shown_with", "openentity") in DATASETS.names()  # a page where the row can show
+
+
+def test_rows_of_a_dataset_not_here_show_with_the_one_named():
+    """ERICA's Table 3 is on FIGER (not in the shared data): its rows show on the OpenEntity page, named as FIGER's."""
+    from knowledge_lm.leaderboard import load_references
+
+    rows = [ref["row"] for ref in load_references("openentity") if ref["paper"] == "003"]
+    assert "ERICA_BERT on figer" in rows and all(row.endswith(" on figer") for row in rows)
 
 
 def test_lama_probe_table_names_the_checkpoint(tmp_path):
