@@ -22,6 +22,9 @@ from knowledge_lm.errors import KlmError
 from knowledge_lm.results import Cell, predictions_path, write_json_atomic, write_predictions
 
 LAST_CHECKPOINT = "last.ckpt"
+# cuDNN times its algorithms once per shape and keeps the fastest. Only KAM's 3×3 convolution over the attention
+# maps runs on cuDNN, and its default algorithm for so few channels (heads + maps) over b × n × n is a slow one.
+CUDNN_BENCHMARK = True
 FAILURE_FILE = "failed.json"
 
 
@@ -118,7 +121,7 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
         num_sanity_val_steps=0, accelerator="gpu" if gpu else "cpu", devices=train.devices, num_nodes=train.num_nodes,
         strategy="ddp" if train.world_size > 1 else "auto", precision=precision, gradient_clip_val=1.0,
         callbacks=[checkpointing], logger=False, enable_model_summary=False, enable_progress_bar=progress,
-        default_root_dir=run_dir,
+        default_root_dir=run_dir, benchmark=CUDNN_BENCHMARK,
     )
     last = run_dir / LAST_CHECKPOINT
     resumed_from = str(last) if readable_checkpoint(last) else None
