@@ -22,6 +22,7 @@ import pytorch_lightning as pl
 import torch
 
 SPEED_DIR = "speed"
+NOISE_FLOOR = 0.95  # a method that only adds work measured this much faster than the baseline flags a noisy run
 TARGETS = {"knowbert": 1.25, "knowbert+si+sr": 1.25, "bert+sr": 1.05, "kam": 1.3}  # × the baseline's step time
 
 
@@ -216,7 +217,9 @@ def render_speed(records: list[dict]) -> str:
              "medians. × = ratio to the baseline's step time (issue targets: " +
              ", ".join(f"{m} ≤ {t}×" for m, t in TARGETS.items()) + "). TFLOP/s counts the forward and backward FLOPs "
              "of one step (torch.utils.flop_counter) over the step time. The bare loop is the baseline without Lightning, "
-             "eager (also beside compiled tables).", ""]
+             "eager (also beside compiled tables). One table per measurement: the same card on another host gives "
+             "other step times (at these shapes a step is bound by the host's time to launch kernels), so compare "
+             "ratios within a table, not times across tables.", ""]
     for record in sorted(records, key=lambda r: (r["device"], r["backbone"], r["batch_size"], r["max_length"],
                                                  bool(r.get("compiled")), r.get("compile_mode", ""), r["measured_at"])):
         base = record["methods"]["baseline"]
@@ -235,6 +238,12 @@ def render_speed(records: list[dict]) -> str:
             peak_ratio = "—" if row["peak_mib"] is None or not base["peak_mib"] else f"{row['peak_mib'] / base['peak_mib']:.3f}"
             lines.append(f"| {method} | {row['step_ms']:.2f} | {ratio:.3f} | {verdict} | {row['samples_per_s']:.0f} | {peak} | "
                          f"{peak_ratio} | {row['tflops']:.2f} |")
+        faster = {m: row["step_ms"] / base["step_ms"] for m, row in record["methods"].items() if m in TARGETS}
+        faster = {m: r for m, r in faster.items() if r < NOISE_FLOOR}
+        if faster:
+            lines += ["", "Unreliable: " + ", ".join(f"{m} ran at {r:.2f}×" for m, r in faster.items()) + " the baseline's "
+                      "step time though it only adds work to the baseline's step, so the baseline's runs were slowed by "
+                      "the machine and every ratio here is suspect."]
         bare = record.get("bare_loop")
         if bare:
             lines.append(f"| bare PyTorch loop (baseline) | {bare['step_ms']:.2f} | {bare['step_ms'] / base['step_ms']:.3f} | | "

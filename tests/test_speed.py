@@ -64,3 +64,16 @@ def test_step_timer_counts_steps_across_epochs():
         timer.on_train_batch_start(None, None, None, batch_idx)
         timer.on_train_batch_end(None, None, None, None, batch_idx)
     assert len(timer.times) == 3
+
+
+def test_a_method_faster_than_the_baseline_flags_the_table():
+    """Every target method only adds work to the baseline's step: one measured clearly faster means noise."""
+    from knowledge_lm.speed import render_speed
+
+    row = lambda ms: {"step_ms": ms, "samples_per_s": 1.0, "peak_mib": None, "tflops": 1.0}  # noqa: E731
+    record = {"device": "GPU X", "backbone": "minilm", "batch_size": 32, "max_length": 48, "precision": "bf16-mixed",
+              "repeats": 1, "steps": 10, "warmup": 2, "git": {"commit": "abc"}, "measured_at": "2026-11-26T15:35:39+00:00",
+              "methods": {"baseline": row(50.0), "bert+sr": row(40.0)}, "bare_loop": None}
+    assert "Unreliable: bert+sr ran at 0.80×" in render_speed([record])
+    record["methods"]["bert+sr"] = row(49.0)
+    assert "Unreliable" not in render_speed([record])
