@@ -23,7 +23,7 @@ from knowledge_lm.results import Cell, predictions_path, write_json_atomic, writ
 
 LAST_CHECKPOINT = "last.ckpt"
 # cuDNN times its algorithms once per shape and keeps the fastest. Only KAM's 3×3 convolution over the attention
-# maps runs on cuDNN, and its default algorithm for so few channels (heads + maps) over b × n × n is a slow one.
+# maps runs on cuDNN: few channels (heads + maps) over b × n × n maps, a shape its heuristic choice may serve poorly.
 CUDNN_BENCHMARK = True
 FAILURE_FILE = "failed.json"
 
