@@ -52,6 +52,15 @@ def batch_with_links(tokenizer):
     return {**encoded, "knowledge": knowledge}
 
 
+def test_entity_table_moves_with_the_module():
+    """The table is a plain tensor (out of the state dict), yet ``.to`` moves it like a buffer, so a compiled
+    forward never moves it itself; it stays out of the state dict."""
+    model = knowbert()
+    model.to(torch.float64)
+    assert model.kar.entities.weight.dtype == torch.float64
+    assert not any("entities" in name for name in model.state_dict())
+
+
 def test_projection_round_trip_is_identity_when_the_entity_dim_is_larger():
     kar = KnowledgeAttentionRecontextualization(32, entity_dim=100)
     hidden = torch.randn(3, 7, 32)

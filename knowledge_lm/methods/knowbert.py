@@ -100,7 +100,8 @@ class EntityTable(nn.Module):
         super().__init__()
         self.dim = dim
         # A plain tensor, not a buffer: it grows when new qids are added (fallback rows), so it stays out of
-        # the state dict and out of DDP's buffer broadcast; ``forward`` moves it to the ids' device.
+        # the state dict and out of DDP's buffer broadcast. It moves with the module (``_apply``), so that a
+        # compiled forward finds it on the ids' device and does not move it itself.
         self.weight = torch.zeros(1, dim)
         self.index: dict[str, int] = {}
         self.labels: dict[str, str | None] = {}
@@ -137,8 +138,12 @@ class EntityTable(nn.Module):
             self.weight = torch.cat([self.weight, torch.stack(new).to(self.weight.device)])
         return self.index
 
+    def _apply(self, fn, recurse=True):
+        self.weight = fn(self.weight)
+        return super()._apply(fn, recurse)
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        if self.weight.device != ids.device:
+        if self.weight.device != ids.device:  # a table loaded after the module moved
             self.weight = self.weight.to(ids.device)
         return F.embedding(ids, self.weight)
 
