@@ -133,20 +133,28 @@ def gold_sha256(gold: list) -> str:
     return hashlib.sha256(json.dumps(gold, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def read_predictions(path: Path) -> dict:
-    """A predictions file; one from before ``gold_sha256`` has its ``gold`` replaced by that hash."""
-    with gzip.open(path, "rt") as handle:
-        kept = json.load(handle)
+def without_gold(kept: dict) -> dict:
+    """``kept`` with its ``gold``, if it has one, replaced by the ``gold_sha256`` of it."""
+    kept = dict(kept)
     if "gold" in kept:
         kept["gold_sha256"] = gold_sha256(kept.pop("gold"))
     return kept
 
 
+def read_stored_predictions(path: Path) -> dict:
+    """A predictions file as stored (one from before ``gold_sha256`` still holds its gold)."""
+    with gzip.open(path, "rt") as handle:
+        return json.load(handle)
+
+
+def read_predictions(path: Path) -> dict:
+    """A predictions file; one from before ``gold_sha256`` has its ``gold`` replaced by that hash."""
+    return without_gold(read_stored_predictions(path))
+
+
 def write_predictions(path: Path, payload: dict):
     """Written atomically; a ``gold`` in ``payload`` is kept as its ``gold_sha256`` only."""
-    payload = dict(payload)
-    if "gold" in payload:
-        payload["gold_sha256"] = gold_sha256(payload.pop("gold"))
+    payload = without_gold(payload)
 
     def write(staging):
         with gzip.open(staging, "wt") as out:
@@ -158,8 +166,7 @@ def write_predictions(path: Path, payload: dict):
 def strip_gold(path: Path) -> bool:
     """Rewrite a predictions file from before ``gold_sha256`` with the hash in place of its gold (the one-time
     migration of ``python -m knowledge_lm.results strip-gold``); False, untouched, where it has no gold."""
-    with gzip.open(path, "rt") as handle:
-        kept = json.load(handle)
+    kept = read_stored_predictions(path)
     if "gold" not in kept:
         return False
     write_predictions(path, kept)
@@ -184,6 +191,11 @@ def load_results(results_dir: Path) -> list[dict]:
     return [result for _, result in result_files(results_dir)]
 
 
+def compact_time(iso: str) -> str:
+    """An ISO time to the second as a file name part: 2026-11-26T15:35:39+00:00 → 20261126T153539."""
+    return "".join(ch for ch in iso[:19] if ch.isalnum())
+
+
 def record_pretraining(checkpoint: Path, results_dir: Path, **provenance) -> Path:
     """The store's record of a pretraining run: the checkpoint's ``manifest.json`` (objectives, corpus hash,
     steps, losses) with the commit, device and versions it ran on (``provenance`` overrides them), under
@@ -203,7 +215,7 @@ def record_pretraining(checkpoint: Path, results_dir: Path, **provenance) -> Pat
               "versions": versions(), "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **provenance}
     path = Path(results_dir) / PRETRAINING_DIR / f"{checkpoint.name}.json"
     if path.is_file() and json.loads(path.read_text()).get("checkpoint_checksum") != record["checkpoint_checksum"]:
-        path = path.with_name(f"{checkpoint.name}-{''.join(ch for ch in record['recorded_at'][:19] if ch.isalnum())}.json")
+        path = path.with_name(f"{checkpoint.name}-{compact_time(record['recorded_at'])}.json")
     write_json_atomic(path, record)
     return path
 

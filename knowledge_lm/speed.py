@@ -21,6 +21,8 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
+from knowledge_lm.results import compact_time
+
 SPEED_DIR = "speed"
 NOISE_FLOOR = 0.95  # a method that only adds work measured this much faster than the baseline flags a noisy run
 TARGETS = {"knowbert": 1.25, "knowbert+si+sr": 1.25, "bert+sr": 1.05, "kam": 1.3}  # × the baseline's step time
@@ -196,7 +198,7 @@ def speed_record_path(results_dir, record: dict) -> Path:
     beside the earlier one instead of replacing it."""
     slug = "".join(ch if ch.isalnum() else "-" for ch in f"{record['device']}-{Path(record['backbone']).name}").strip("-")
     compiled = compiled_label(record, "-compiled", "-compiled-{mode}")
-    when = "".join(ch for ch in record["measured_at"][:19] if ch.isalnum())
+    when = compact_time(record["measured_at"])
     return Path(results_dir) / SPEED_DIR / f"{slug}-b{record['batch_size']}-n{record['max_length']}{compiled}-{when}.json"
 
 
@@ -230,16 +232,17 @@ def render_speed(records: list[dict]) -> str:
                   f"commit {record['git']['commit'][:10]}, measured {record['measured_at']}.", "",
                   "| method | step ms | × baseline | target | samples/s | peak MiB | × baseline | TFLOP/s |",
                   "|---|---|---|---|---|---|---|---|"]
+        faster = {}  # methods that only add work, yet measured clearly faster than the baseline
         for method, row in record["methods"].items():
             ratio = row["step_ms"] / base["step_ms"]
             target = TARGETS.get(method)
+            if target is not None and ratio < NOISE_FLOOR:
+                faster[method] = ratio
             verdict = "" if target is None else f"≤ {target}× {'met' if ratio <= target else 'NOT met'}"
             peak = "—" if row["peak_mib"] is None else f"{row['peak_mib']:.0f}"
             peak_ratio = "—" if row["peak_mib"] is None or not base["peak_mib"] else f"{row['peak_mib'] / base['peak_mib']:.3f}"
             lines.append(f"| {method} | {row['step_ms']:.2f} | {ratio:.3f} | {verdict} | {row['samples_per_s']:.0f} | {peak} | "
                          f"{peak_ratio} | {row['tflops']:.2f} |")
-        faster = {m: row["step_ms"] / base["step_ms"] for m, row in record["methods"].items() if m in TARGETS}
-        faster = {m: r for m, r in faster.items() if r < NOISE_FLOOR}
         if faster:
             lines += ["", "Unreliable: " + ", ".join(f"{m} ran at {r:.2f}×" for m, r in faster.items()) + " the baseline's "
                       "step time though it only adds work to the baseline's step, so the baseline's runs were slowed by "
