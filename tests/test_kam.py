@@ -71,6 +71,23 @@ def test_skip_hands_the_next_layer_the_result_map_after_softmax(tokenizer):
         assert previous.min() >= 0 and torch.allclose(previous.sum(-1), torch.ones(previous.shape[:-1]))
 
 
+def test_under_mixed_precision_the_maps_stay_in_the_compute_dtype(tokenizer):
+    """Under bf16 autocast each layer hands the next a bf16 result map, not the float32 that autocast's softmax
+    returns (twice the bytes on every b × m × n × n pass), and the states stay close to float32's."""
+    model = kam(alpha=0.5).eval()
+    handed = []
+    for layer in model.kam_layers:
+        layer.register_forward_pre_hook(lambda module, args: handed.append(module.kam_state.previous))
+    inputs = batch(tokenizer)
+    with torch.no_grad():
+        expected = model.encode(inputs)
+        handed.clear()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mixed = model.encode(inputs)
+    assert [previous.dtype for previous in handed[1:]] == [torch.bfloat16] * (len(handed) - 1)
+    assert torch.allclose(mixed.float(), expected, atol=0.1)
+
+
 def test_padding_does_not_leak_through_the_conv(tokenizer):
     """An example's states are the same alone and padded in a batch with a longer text (conv on, α = 1)."""
     model = kam(alpha=1.0).eval()

@@ -268,16 +268,18 @@ class KamSelfAttention(nn.Module):
         query = self.query(rows).view(shape).transpose(1, 2)  # b × m × (n+K) × d
         key = self.key(rows).view(shape).transpose(1, 2)
         value = self.value(rows).view(shape).transpose(1, 2)
-        logits = torch.matmul(query, key.transpose(2, 3)) * self.scaling  # A_sa
-        state, dtype = self.kam_state, logits.dtype
+        state = self.kam_state
+        if self.skip and state.previous is not None:  # L_i = A_sa + A_{i−1}: the scaling and the sum in the matmul
+            logits = torch.baddbmm(state.previous.flatten(0, 1), query.flatten(0, 1), key.transpose(2, 3).flatten(0, 1),
+                                   alpha=self.scaling).view_as(state.previous)
+        else:
+            logits = torch.matmul(query, key.transpose(2, 3)) * self.scaling  # A_sa
+        dtype = logits.dtype
         if auxiliary is not None:  # the layer's mask covers the n sentence keys only
             attention_mask = state.real[:, None, None, :]
-        if attention_mask is not None and attention_mask.dtype == torch.bool:
+        if attention_mask is not None:
             mask = attention_mask
-            attention_mask = state.memo(("additive mask", dtype), lambda: torch.zeros_like(mask, dtype=dtype).masked_fill(
-                ~mask, torch.finfo(dtype).min))
-        if self.skip and state.previous is not None:
-            logits = logits + state.previous
+            attention_mask = state.memo(("additive mask", dtype), lambda: additive_mask(mask, dtype))
         maps = state.maps
         if maps is None:
             maps = logits.new_zeros(logits.shape[0], self.num_maps, *logits.shape[-2:])
@@ -295,9 +297,14 @@ class KamSelfAttention(nn.Module):
             semantic = maps.mean(1, keepdim=True)  # w/o conv: the maps' mean, every head
         else:
             semantic = torch.zeros_like(logits)
-        result = self.alpha * semantic + (1 - self.alpha) * logits
+        result = torch.lerp(logits, semantic, self.alpha)  # α·A_sem + (1−α)·L in one pass
         scores = result if attention_mask is None else result + attention_mask
-        attention = scores.softmax(-1)
+        # In the logits' dtype (bf16 under mixed precision), the softmax accumulating in float32 inside: autocast
+        # would return float32, and every b × m × n × n pass after it (the hand-over to the next layer, its
+        # sum, the conv's input, the mix) would then move twice the bytes; those passes are KAM's step time
+        # where the GPU is busy. The baseline's SDPA also multiplies bf16 probabilities with V.
+        with torch.autocast(scores.device.type, enabled=False):
+            attention = scores.softmax(-1)
         self.kam_state.previous = attention
         probabilities = F.dropout(attention, p=self.dropout.p, training=self.training)
         probabilities = probabilities[:, :, :length]  # trimmed back to the n sentence rows
@@ -310,6 +317,14 @@ class KamSelfAttention(nn.Module):
         if real is None:
             return attention_mask < 0
         return ~(real[:, None, :, None] & real[:, None, None, :])
+
+
+def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The layer's mask (bool: True where attended, or additive) as an additive mask in ``dtype``; a float
+    mask's large negatives become ``dtype``'s lowest (float32's lowest overflows bf16 to −inf)."""
+    if mask.dtype == torch.bool:
+        return torch.zeros_like(mask, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
+    return mask.clamp(min=torch.finfo(dtype).min).to(dtype)
 
 
 # -- the methods ---------------------------------------------------------------------------------
