@@ -52,7 +52,9 @@ def test_compile_mode_names_the_record_and_its_table():
     assert speed_record_path("r", old).name == "GPU-X-minilm-b32-n48-compiled-20261126T153539.json"
     assert speed_record_path("r", graphs).name == "GPU-X-minilm-b32-n48-compiled-reduce-overhead-20261126T153539.json"
     text = render_speed([graphs, old, {**base, "compiled": False}])
-    assert text.index("length ≤ 48\n") < text.index("(torch.compile)") < text.index("mode reduce-overhead")
+    headings = [line for line in text.splitlines() if line.startswith("## GPU X")]
+    assert [heading.endswith(end) for heading, end in zip(headings, ("length ≤ 48", "(torch.compile)", "mode reduce-overhead)"))] \
+        == [True] * 3
 
 
 def test_step_timer_counts_steps_across_epochs():
@@ -77,3 +79,17 @@ def test_a_method_faster_than_the_baseline_flags_the_table():
     assert "Unreliable: bert+sr ran at 0.80×" in render_speed([record])
     record["methods"]["bert+sr"] = row(49.0)
     assert "Unreliable" not in render_speed([record])
+
+
+def test_summary_gives_each_shape_the_spread_of_its_ratios():
+    """One row per shape over its measurements: lowest–highest ratio and how many met the target; the bare loop's
+    ratio as Lightning's samples/s over the loop's; a table flagged unreliable stays out."""
+    from knowledge_lm.speed import speed_summary
+
+    row = lambda ms: {"step_ms": ms, "samples_per_s": 1.0, "peak_mib": None, "tflops": 1.0}  # noqa: E731
+    base = {"device": "GPU X", "backbone": "minilm", "batch_size": 32, "max_length": 48, "git": {"commit": "abcdef12"}}
+    records = [{**base, "methods": {"baseline": row(10.0), "kam": row(12.0)}, "bare_loop": row(11.0)},
+               {**base, "methods": {"baseline": row(10.0), "kam": row(14.0)}, "bare_loop": row(9.0)},
+               {**base, "methods": {"baseline": row(10.0), "kam": row(9.0)}, "bare_loop": None}]
+    [line] = [line for line in speed_summary(records) if line.startswith("| GPU X")]
+    assert "| 2 (abcdef1) |" in line and "1.20–1.40 (1/2 met)" in line and line.endswith("| 0.90–1.10 |")
