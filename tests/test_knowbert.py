@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from knowledge_lm.data.generated import GeneratedDataModule
+from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.kg_embeddings import EntityEmbeddings
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.methods.knowbert import (
@@ -59,6 +60,14 @@ def test_entity_table_moves_with_the_module():
     model.to(torch.float64)
     assert model.kar.entities.weight.dtype == torch.float64
     assert not any("entities" in name for name in model.state_dict())
+
+
+def test_cuda_graphs_are_refused_with_a_clear_error():
+    """reduce-overhead segfaulted in KAR's compiled backward on an H100: refused before any compilation."""
+    model = knowbert()
+    with pytest.raises(KlmError, match="reduce-overhead"):
+        model.compile_modules("reduce-overhead")
+    assert not model.cuda_graph_steps
 
 
 def test_projection_round_trip_is_identity_when_the_entity_dim_is_larger():

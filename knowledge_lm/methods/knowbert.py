@@ -457,6 +457,12 @@ class KnowBert(TaskModel):
     def compiled_modules(self):
         return super().compiled_modules() + [self.kar]
 
+    def compile_modules(self, mode: str = "default"):
+        if mode == "reduce-overhead":  # refused up front rather than crashing the process mid-run
+            raise KlmError("knowbert: compile_mode reduce-overhead (CUDA graphs) crashes with a segfault in a compiled "
+                           "backward (seen with torch 2.11 on an H100); use compile_mode default, or no compile")
+        super().compile_modules(mode)
+
     def encode(self, batch):
         tensors = batch_knowledge(batch, self.kar)
         if self.training and self.selective_injection is not None:
