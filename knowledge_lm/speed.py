@@ -219,11 +219,10 @@ def render_speed(records: list[dict]) -> str:
              "medians. × = ratio to the baseline's step time (issue targets: " +
              ", ".join(f"{m} ≤ {t}×" for m, t in TARGETS.items()) + "). TFLOP/s counts the forward and backward FLOPs "
              "of one step (torch.utils.flop_counter) over the step time. The bare loop is the baseline without Lightning, "
-             "eager (also beside compiled tables). One table per measurement: the same card on another host gives "
-             "other step times (where a step is bound by the host's time to launch kernels), so compare "
-             "ratios within a table, not times across tables. At batch 32 a step is bound by the host's kernel launches, "
-             "so there a method's ratio mostly counts its extra launches; at batch 1024 of the bert-base-shaped backbone "
-             "the GPU does the work and the ratio measures the method's compute.", ""]
+             "eager (also beside compiled tables). One table per measurement: where a step is bound by the host's kernel "
+             "launches (batch 32), the same card on another host gives other step times, so compare ratios within a "
+             "table, not times across tables; there a method's ratio mostly counts its extra launches, while at batch "
+             "1024 of the bert-base-shaped backbone the GPU does the work and the ratio measures the method's compute.", ""]
     records = sorted(records, key=lambda r: (r["device"], r["backbone"], r["batch_size"], r["max_length"],
                                              bool(r.get("compiled")), r.get("compile_mode", ""), r["measured_at"]))
     lines += speed_summary(records)
