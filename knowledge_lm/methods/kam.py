@@ -31,7 +31,9 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
    kam cell at 50%, α = 0 included); a probability map adds at most 1 to a logit.
    Choices the paper leaves open: the conv reads the logits with the rows and columns of padding
    positions zeroed, so padding never leaks into real positions through the 3×3 window (an example's
-   states do not depend on how long the batch is padded); one conv per layer.
+   states do not depend on how long the batch is padded); one conv per layer; under mixed precision the
+   maps, logits and result maps stay in the compute dtype (bf16), the softmax accumulating in float32 inside
+   (as SDPA's kernels do), since these b × m × n × n passes are KAM's cost where the GPU is busy.
    ``use_conv=False`` (the w/o-conv ablation) replaces ``A_sem`` by the mean of the k maps, the same for
    every head.
 3. **PMI expansion** (``expansion_k``, §3.4): the sub-words of the first ``expansion_k`` words that ``klm
