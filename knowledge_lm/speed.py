@@ -234,8 +234,9 @@ def render_speed(records: list[dict]) -> str:
                   "| method | step ms | × baseline | target | samples/s | peak MiB | × baseline | TFLOP/s |",
                   "|---|---|---|---|---|---|---|---|"]
         faster = unreliable_ratios(record)
+        ratios = step_ratios(record)
         for method, row in record["methods"].items():
-            ratio = row["step_ms"] / base["step_ms"]
+            ratio = ratios[method]
             target = TARGETS.get(method)
             verdict = "" if target is None else f"≤ {target}× {'met' if ratio <= target else 'NOT met'}"
             peak = "—" if row["peak_mib"] is None else f"{row['peak_mib']:.0f}"
@@ -262,11 +263,15 @@ def shape_title(record: dict) -> str:
             f"length ≤ {record['max_length']}{compiled}")
 
 
+def step_ratios(record: dict) -> dict[str, float]:
+    """Each method's step time as a multiple of the baseline's in the same measurement."""
+    base = record["methods"]["baseline"]["step_ms"]
+    return {method: row["step_ms"] / base for method, row in record["methods"].items()}
+
+
 def unreliable_ratios(record: dict) -> dict[str, float]:
     """The target methods (which only add work to the baseline's step) measured clearly faster than the baseline."""
-    base = record["methods"]["baseline"]["step_ms"]
-    ratios = {method: row["step_ms"] / base for method, row in record["methods"].items() if method in TARGETS}
-    return {method: ratio for method, ratio in ratios.items() if ratio < NOISE_FLOOR}
+    return {method: ratio for method, ratio in step_ratios(record).items() if method in TARGETS and ratio < NOISE_FLOOR}
 
 
 def speed_summary(records: list[dict]) -> list[str]:
@@ -295,8 +300,7 @@ def speed_summary(records: list[dict]) -> list[str]:
     for title, group in shapes.items():
         cells = []
         for method, target in TARGETS.items():
-            cells.append(spread([r["methods"][method]["step_ms"] / r["methods"]["baseline"]["step_ms"]
-                                 for r in group if method in r["methods"]], target))
+            cells.append(spread([step_ratios(r)[method] for r in group if method in r["methods"]], target))
         bare = [r["bare_loop"]["step_ms"] / r["methods"]["baseline"]["step_ms"] for r in group if r.get("bare_loop")]
         commits = ", ".join(dict.fromkeys(r["git"]["commit"][:7] for r in group))
         lines.append(f"| {title} | {len(group)} ({commits}) | " + " | ".join(cells) + f" | {spread(bare)} |")
