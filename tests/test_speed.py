@@ -77,6 +77,11 @@ def test_a_method_faster_than_the_baseline_flags_the_table():
               "repeats": 1, "steps": 10, "warmup": 2, "git": {"commit": "abc"}, "measured_at": "2026-11-26T15:35:39+00:00",
               "methods": {"baseline": row(50.0), "bert+sr": row(40.0)}, "bare_loop": None}
     assert "Unreliable: bert+sr ran at 0.80×" in render_speed([record])
+    record["bare_loop"] = row(45.0)  # the bare loop's row stays in the table, above the note
+    lines = render_speed([record]).splitlines()
+    assert lines.index(next(line for line in lines if line.startswith("| bare PyTorch loop"))) \
+        < lines.index(next(line for line in lines if line.startswith("Unreliable")))
+    record["bare_loop"] = None
     record["methods"]["bert+sr"] = row(49.0)
     assert "Unreliable" not in render_speed([record])
 
