@@ -77,6 +77,21 @@ def readable_checkpoint(path: Path) -> bool:
         return False
 
 
+def group_metrics(model, data) -> dict:
+    """The best evaluation's metrics on the reported split per example group (``example_groups``: the generated
+    task's statement families), ``{group: {"examples": n, metric: value}}``; empty where the dataset has none."""
+    split = data.report_split
+    groups, outputs = data.example_groups(split), model.best_outputs.get(split)
+    if not groups or not outputs or len(groups) != len(outputs["predicted"]):
+        return {}
+    scored = {}
+    for group in sorted(set(groups)):
+        members = [index for index, name in enumerate(groups) if name == group]
+        scores = model.kind.score([outputs["predicted"][i] for i in members], [outputs["gold"][i] for i in members])
+        scored[group] = {"examples": len(members), **scores}
+    return scored
+
+
 def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results", runs_dir="runs",
              dataset_options: dict | None = None, progress: bool = True) -> dict:
     import pytorch_lightning as pl
@@ -147,6 +162,8 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
         "report_split": data.report_split,
         "selection": {"split": "dev", "metric": data.task_spec.main_metric, "step": best["step"], "epoch": best["epoch"]},
         "metrics": best["metrics"],
+        "metrics_by_group": group_metrics(model, data) if train.world_size == 1 else {},  # split order only
+        "method_stats": model.method_stats(),
         "evaluations": model.evaluations,
         "resumed_from_checkpoint": resumed_from is not None,
         "wall_time_s": round(time.time() - started, 2),

@@ -26,7 +26,8 @@ def logs_this_step(module: pl.LightningModule) -> bool:
 
 class TaskModel(pl.LightningModule):
     def __init__(self, encoder, spec, eval_splits=(SELECTION_SPLIT,), lr: float = 5e-5, weight_decay: float = 0.01,
-                 warmup_ratio: float = 0.1, dropout: float = 0.1, total_steps: int = 1000, **method_options):
+                 warmup_ratio: float = 0.1, dropout: float = 0.1, total_steps: int = 1000,
+                 new_module_lr: float | None = None, **method_options):
         super().__init__()
         if method_options:
             raise TypeError(f"{type(self).__name__} takes no options {sorted(method_options)}")
@@ -37,6 +38,7 @@ class TaskModel(pl.LightningModule):
         self.kind = TASK_KINDS.get(spec.kind)(spec)
         self.eval_splits = list(eval_splits)
         self.lr, self.weight_decay, self.warmup_ratio, self.total_steps = lr, weight_decay, warmup_ratio, total_steps
+        self.new_module_lr = None if new_module_lr is None else float(new_module_lr)
         self.head = self.kind.build_head(encoder.config.hidden_size, dropout)
         self.evaluations: list[dict] = []
         self.cuda_graph_steps = False  # compile_modules(mode="reduce-overhead")
@@ -51,6 +53,15 @@ class TaskModel(pl.LightningModule):
 
     def extra_losses(self, batch, features: torch.Tensor) -> dict[str, torch.Tensor]:
         """Losses added to the task loss; ``features`` are the pooled vectors the head classifies."""
+        return {}
+
+    def new_modules(self) -> list[torch.nn.Module]:
+        """The method's randomly initialised modules, trained at ``new_module_lr`` where that option is set
+        (the task head is not among them: it trains at ``lr`` in every method, the baseline's too)."""
+        return []
+
+    def method_stats(self) -> dict:
+        """What the method measured about its own run (e.g. the share of links SI kept), recorded with the result."""
         return {}
 
     def compiled_modules(self) -> list[torch.nn.Module]:
@@ -152,4 +163,5 @@ class TaskModel(pl.LightningModule):
         self.best_outputs = checkpoint.get("best_outputs", {})
 
     def configure_optimizers(self):
-        return adamw_with_warmup(self, self.lr, self.weight_decay, self.warmup_ratio, self.total_steps)
+        return adamw_with_warmup(self, self.lr, self.weight_decay, self.warmup_ratio, self.total_steps,
+                                 self.new_modules(), self.new_module_lr)

@@ -228,6 +228,11 @@ class TaskDataModule(pl.LightningDataModule):
         return [max((link.get("df", 0) for link in row.get("links") or []), default=None)
                 for row in self.knowledge_features[start:end]]
 
+    def example_groups(self, split: str) -> list[str] | None:
+        """Per example of ``split``: the group it is scored in besides the whole split (the generated task's
+        statement family), or None where the dataset has no groups."""
+        return None
+
     def knowledge_rows(self):
         """Every example's decoded knowledge features, all splits (train: the whole split, not the subset)."""
         from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared

@@ -662,3 +662,8 @@ class GeneratedDataModule(TaskDataModule):
 
     def read_splits(self) -> dict[str, list[dict]]:
         return {split: list(records) for split, records in self.generated().splits.items()}
+
+    def example_groups(self, split: str) -> list[str] | None:
+        """The statement family of each example (text, type, one_hop, two_hop): the knowledge-free text
+        family against the three that need the graph."""
+        return [record.get("kind", "unknown") for record in self.read_labelled()[split]]

@@ -106,6 +106,7 @@ class EntityTable(nn.Module):
         self.index: dict[str, int] = {}
         self.labels: dict[str, str | None] = {}
         self.embeddings = None
+        self.zeroed = False  # the counterfactual control: every entity vector reads as zeros
 
     @property
     def loaded(self) -> bool:
@@ -145,6 +146,8 @@ class EntityTable(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         if self.weight.device != ids.device:  # a table loaded after the module moved
             self.weight = self.weight.to(ids.device)
+        if self.zeroed:
+            return self.weight.new_zeros(*ids.shape, self.dim)
         return F.embedding(ids, self.weight)
 
 
@@ -436,7 +439,8 @@ class KnowBert(TaskModel):
 
     def __init__(self, encoder, spec, kar_layer: int | None = None, entity_dim: int = 100, num_heads: int = 4,
                  threshold: float = 0.0, unlinked_spans: str = "skip", linking_loss_weight: float = 1.0,
-                 linking_margin: float = 0.2, entity_embeddings: str | None = None, **options):
+                 linking_margin: float = 0.2, entity_embeddings: str | None = None, zero_entities: bool = False,
+                 **options):
         super().__init__(encoder, spec, **options)
         shape = dict(kar_layer=kar_layer, entity_dim=entity_dim, num_heads=num_heads, threshold=threshold,
                      unlinked_spans=unlinked_spans)
@@ -445,14 +449,20 @@ class KnowBert(TaskModel):
             shape = {name: pretrained["kar"][name] for name in KAR_SHAPE}
             entity_embeddings = entity_embeddings or str(Path(pretrained["directory"]) / CHECKPOINT_ENTITIES)
         self.kar_layer, self.kar = build_kar(encoder, dropout=options.get("dropout", 0.1), **shape)
+        self.kar_pretrained = pretrained is not None
         if pretrained is not None:
             self.kar.load_state_dict(torch.load(Path(pretrained["directory"]) / CHECKPOINT_KAR, map_location="cpu"))
         self.linking_loss_weight, self.linking_margin = linking_loss_weight, linking_margin
         self.entity_embeddings_path = entity_embeddings
+        # The zeroed-knowledge control: KAR runs as usual, but every entity vector is zero (issue 16).
+        self.kar.entities.zeroed = bool(zero_entities)
         self._linking = None
 
     def setup(self, stage=None):
         attach_entity_table(self.kar, self._trainer, self.entity_embeddings_path)
+
+    def new_modules(self):
+        return [] if self.kar_pretrained else [self.kar]
 
     def compiled_modules(self):
         return super().compiled_modules() + [self.kar]
