@@ -27,7 +27,7 @@ def logs_this_step(module: pl.LightningModule) -> bool:
 class TaskModel(pl.LightningModule):
     def __init__(self, encoder, spec, eval_splits=(SELECTION_SPLIT,), lr: float = 5e-5, weight_decay: float = 0.01,
                  warmup_ratio: float = 0.1, dropout: float = 0.1, total_steps: int = 1000,
-                 new_module_lr: float | None = None, **method_options):
+                 new_module_lr: float | None = None, zero_knowledge: bool = False, **method_options):
         super().__init__()
         if method_options:
             raise TypeError(f"{type(self).__name__} takes no options {sorted(method_options)}")
@@ -39,6 +39,9 @@ class TaskModel(pl.LightningModule):
         self.eval_splits = list(eval_splits)
         self.lr, self.weight_decay, self.warmup_ratio, self.total_steps = lr, weight_decay, warmup_ratio, total_steps
         self.new_module_lr = None if new_module_lr is None else float(new_module_lr)
+        # The zeroed-knowledge control (a sweep variant): a knowledge method runs as usual on all-zero knowledge
+        # (KnowBERT's entity vectors, KAM's maps, kg-text's facts); the baseline has none to zero.
+        self.zero_knowledge = bool(zero_knowledge)
         self.head = self.kind.build_head(encoder.config.hidden_size, dropout)
         self.evaluations: list[dict] = []
         self.cuda_graph_steps = False  # compile_modules(mode="reduce-overhead")

@@ -439,8 +439,7 @@ class KnowBert(TaskModel):
 
     def __init__(self, encoder, spec, kar_layer: int | None = None, entity_dim: int = 100, num_heads: int = 4,
                  threshold: float = 0.0, unlinked_spans: str = "skip", linking_loss_weight: float = 1.0,
-                 linking_margin: float = 0.2, entity_embeddings: str | None = None, zero_entities: bool = False,
-                 **options):
+                 linking_margin: float = 0.2, entity_embeddings: str | None = None, **options):
         super().__init__(encoder, spec, **options)
         shape = dict(kar_layer=kar_layer, entity_dim=entity_dim, num_heads=num_heads, threshold=threshold,
                      unlinked_spans=unlinked_spans)
@@ -454,8 +453,7 @@ class KnowBert(TaskModel):
             self.kar.load_state_dict(torch.load(Path(pretrained["directory"]) / CHECKPOINT_KAR, map_location="cpu"))
         self.linking_loss_weight, self.linking_margin = linking_loss_weight, linking_margin
         self.entity_embeddings_path = entity_embeddings
-        # The zeroed-knowledge control: KAR runs as usual, but every entity vector is zero (issue 16).
-        self.kar.entities.zeroed = bool(zero_entities)
+        self.kar.entities.zeroed = self.zero_knowledge  # the control: KAR runs, every entity vector is zero
         self._linking = None
 
     def setup(self, stage=None):
