@@ -35,7 +35,9 @@ Choices the paper leaves open, documented here:
   trained there (else trains once), or the file named by the ``entity_embeddings`` option.
   A candidate absent from the table gets ``EntityEmbeddings.lookup(qid, label)`` (the label-trigram
   fallback), computed once when a batch first needs it and appended as a new row; one without a label
-  either is masked like padding.
+  either is masked like padding. Rows are read at the norm of the LayerNorm'd span they are added to, √e
+  (option ``entity_scale``: None for that, or a fixed factor): TransE's rows have unit norm, a tenth of
+  the span's at e = 100, and ``LN(s + ẽ)`` then kept almost nothing of the entity.
 * **Linking loss** where gold links exist (a link with exactly one candidate of prior 1.0, as ``prepare``
   stores a dataset's gold links): the official margin ranking loss against the threshold,
   ``mean max(0, margin − y (ψ − δ))`` over the span's real candidates with y = +1 for the gold one and −1
@@ -107,6 +109,7 @@ class EntityTable(nn.Module):
         self.labels: dict[str, str | None] = {}
         self.embeddings = None
         self.zeroed = False  # the counterfactual control: every entity vector reads as zeros
+        self.scale: float | None = None  # None: rows read at the LayerNorm'd spans' norm, √dim (see ``load``)
 
     @property
     def loaded(self) -> bool:
@@ -120,6 +123,11 @@ class EntityTable(nn.Module):
         self.embeddings, self.labels = embeddings, dict(labels or {})
         self.index = {qid: row + 1 for row, qid in enumerate(embeddings.qids)}
         self.weight = torch.cat([torch.zeros(1, self.dim), embeddings.matrix.float().cpu()])
+        if self.scale is None:
+            # ẽ is added to a LayerNorm'd span (norm √dim): TransE's unit rows would be a tenth of it at dim 100,
+            # and the sum's LayerNorm all but erases them (the type of a linked entity stayed at chance).
+            norms = embeddings.matrix.float().norm(dim=-1)
+            self.scale = math.sqrt(self.dim) / float(norms[norms > 0].mean()) if bool((norms > 0).any()) else 1.0
 
     def add(self, qids) -> dict[str, int]:
         """Rows for ``qids``: one without a TransE row gets its fallback vector appended once (row 0, masked
@@ -148,7 +156,7 @@ class EntityTable(nn.Module):
             self.weight = self.weight.to(ids.device)
         if self.zeroed:
             return self.weight.new_zeros(*ids.shape, self.dim)
-        return F.embedding(ids, self.weight)
+        return F.embedding(ids, self.weight) * (1.0 if self.scale is None else self.scale)
 
 
 def batch_qids(knowledge: list[dict]) -> list[str]:
@@ -439,7 +447,7 @@ class KnowBert(TaskModel):
 
     def __init__(self, encoder, spec, kar_layer: int | None = None, entity_dim: int = 100, num_heads: int = 4,
                  threshold: float = 0.0, unlinked_spans: str = "skip", linking_loss_weight: float = 1.0,
-                 linking_margin: float = 0.2, entity_embeddings: str | None = None, **options):
+                 linking_margin: float = 0.2, entity_embeddings: str | None = None, entity_scale: float | None = None, **options):
         super().__init__(encoder, spec, **options)
         shape = dict(kar_layer=kar_layer, entity_dim=entity_dim, num_heads=num_heads, threshold=threshold,
                      unlinked_spans=unlinked_spans)
@@ -454,6 +462,7 @@ class KnowBert(TaskModel):
         self.linking_loss_weight, self.linking_margin = linking_loss_weight, linking_margin
         self.entity_embeddings_path = entity_embeddings
         self.kar.entities.zeroed = self.zero_knowledge  # the control: KAR runs, every entity vector is zero
+        self.kar.entities.scale = None if entity_scale is None else float(entity_scale)
         self._linking = None
 
     def setup(self, stage=None):
