@@ -9,7 +9,7 @@ import pytest
 from knowledge_lm.cli import main
 from knowledge_lm.data.generated import GeneratedDataModule
 from knowledge_lm.errors import KlmError
-from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared, prepare
+from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared, prepare, split_keys
 
 SIZES = {"train_size": 40, "dev_size": 12, "test_size": 12}
 
@@ -105,6 +105,8 @@ def test_other_config_or_tokenizer_length_needs_its_own_prepare(prepared, tokeni
 @pytest.mark.parametrize("options, message", [
     ({"linker": "gold"}, "unknown knowledge option"),
     ({"linking": "psychic"}, "expected one of"),
+    ({"shuffle_links": 1.5}, "shuffle_links: expected a share within"),
+    ({"link_noise": -0.1}, "link_noise: expected a share within"),
 ])
 def test_bad_knowledge_options(options, message):
     with pytest.raises(KlmError, match=message):
@@ -125,20 +127,63 @@ def test_cli_prepare_missing_kg_dir(capsys, tmp_path):
     assert code == 2 and "does not exist" in capsys.readouterr().err
 
 
-def test_link_noise_replaces_the_asked_share_with_other_types(tmp_path, tokenizer):
+def gold_mask(row: dict) -> list[bool]:
+    """KnowBERT's reading of a prepared example: which of its links count as gold for the linking loss."""
+    from knowledge_lm.methods.knowbert import knowledge_tensors
+
+    index = {qid: number for number, qid in enumerate(sorted({qid for link in row["links"] for qid, _ in link["candidates"]}), 1)}
+    tensors = knowledge_tensors([row], 48, index)
+    assert len(row["links"]) == tensors.gold.shape[1] and all(link["tokens"] for link in row["links"])
+    return tensors.gold[0].tolist()
+
+
+def noisy_prepared(tmp_path, tokenizer, **options):
     from knowledge_lm.knowledge.kg import KnowledgeGraph
 
     data = GeneratedDataModule(tokenizer=tokenizer, cache_dir=tmp_path, max_length=48, **SIZES)
-    config = KnowledgeConfig(link_noise=0.25)
+    config = KnowledgeConfig(**options)
     manifest = prepare(data, tokenizer, config, tmp_path, progress=False)
-    kg = KnowledgeGraph.load(manifest["kg_dir"])
-    features = load_prepared(data, tokenizer, config, tmp_path)
-    for split, records in data.labelled_splits().items():
-        pairs = [(link["candidates"][0][0], gold["qid"]) for record, row in zip(records, features[split])
-                 for link, gold in zip(row["links"], record["entities"])]
-        replaced = [(noisy, gold) for noisy, gold in pairs if noisy != gold]
-        assert len(replaced) == round(0.25 * len(pairs))
-        assert all(kg.entities[noisy].type != kg.entities[gold].type for noisy, gold in replaced)
+    return data.labelled_splits(), load_prepared(data, tokenizer, config, tmp_path), KnowledgeGraph.load(manifest["kg_dir"])
+
+
+def test_noisy_links_rank_a_wrong_entity_of_another_type_first_and_are_not_gold(tmp_path, tokenizer):
+    splits, features, kg = noisy_prepared(tmp_path, tokenizer, link_noise=0.25)
+    for split, records in splits.items():
+        noisy = total = 0
+        for record, row in zip(records, features[split]):
+            for link, gold, is_gold in zip(row["links"], record["entities"], gold_mask(row)):
+                total += 1
+                if link["candidates"] == [[gold["qid"], 1.0]]:
+                    assert is_gold
+                    continue
+                noisy += 1
+                qids, priors = [qid for qid, _ in link["candidates"]], [prior for _, prior in link["candidates"]]
+                assert qids[1] == gold["qid"] and len(qids) > 2 and not is_gold
+                assert kg.entities[qids[0]].type != kg.entities[gold["qid"]].type
+                assert sum(priors) == pytest.approx(1.0, abs=1e-5) and priors == sorted(priors, reverse=True) and priors[0] < 1.0
+        assert noisy == round(0.25 * total)
+
+
+def test_shuffled_links_keep_the_type_and_the_form_of_gold_links(tmp_path, tokenizer):
+    splits, features, kg = noisy_prepared(tmp_path, tokenizer, shuffle_links=0.5)
+    for split, records in splits.items():
+        replacements, pairs = {}, set()
+        for number, (record, row) in enumerate(zip(records, features[split])):
+            assert all(gold_mask(row))
+            for link, gold in zip(row["links"], record["entities"]):
+                pairs.add((number, gold["qid"]))
+                (qid, prior), = link["candidates"]
+                assert prior == 1.0 and kg.entities[qid].type == kg.entities[gold["qid"]].type
+                if qid != gold["qid"]:
+                    assert replacements.setdefault((number, gold["qid"]), qid) == qid
+        assert len(replacements) == round(0.5 * len(pairs))
+
+
+def test_every_corruption_level_and_seed_has_its_own_features(tmp_path, tokenizer):
+    data = GeneratedDataModule(tokenizer=tokenizer, cache_dir=tmp_path, max_length=48, **SIZES)
+    options = [{}, {"shuffle_links": 0.5}, {"shuffle_links": 1.0}, {"link_noise": 0.2}, {"link_noise": 0.2, "noise_seed": 1}]
+    folders = {split_keys(data, tokenizer, KnowledgeConfig(**option), tmp_path)[2] for option in options}
+    assert len(folders) == len(options)
 
 
 def test_pmi_from_a_named_corpus(tmp_path, tokenizer):

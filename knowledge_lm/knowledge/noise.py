@@ -1,7 +1,12 @@
-"""Entity-link noise for robustness studies (papers/000, Fig. 1b and 5d): some links point at a wrong entity.
+"""Corrupted entity links for robustness studies: a wrong linker (link noise) and counterfactual links.
 
-``inject_link_noise`` replaces exactly ``round(ratio × number of links)`` links, drawn uniformly among all
-links of all texts, each by a uniformly drawn entity of a different type. "Different type":
+Both work on the linked entity ids of texts (``linked``: per text, one entity id per mention), choose an
+exact share drawn uniformly with a seeded RNG (the same ``seed`` gives the same corruption), and leave
+the rest untouched.
+
+**Link noise** (papers/000, Fig. 1b and 5d). ``inject_link_noise`` replaces exactly
+``round(ratio × number of links)`` links, drawn uniformly among all links of all texts, each by a
+uniformly drawn entity of a different type. "Different type":
 
 * a link to an entity of known type T: any entity whose type is known and is not T;
 * a link whose entity has no type (or is not in the KG): any entity of known type, since an untyped
@@ -9,7 +14,21 @@ links of all texts, each by a uniformly drawn entity of a different type. "Diffe
 * where the KG holds no typed entity at all (or no entity of another known type): any other entity
   whose type is not T.
 
-The same ``seed`` gives the same noise.
+``noisy_link_candidates`` turns each replaced link into what a wrong entity linker produces for an
+ambiguous mention: candidates ranked ``[wrong, linked, distractor(s)]``, so that whatever reads the top
+candidate reads the wrong entity, while the linked (true) entity stays among the candidates for a learned
+linker to find. One or two distractors (their number drawn uniformly) are any other entities of the KG
+(fewer where the KG has fewer). Priors, drawn per link: the wrong entity ``p ~ U(0.55, 0.8)``, the
+linked entity a share ``U(0.6, 0.9)`` of the rest, the distractors the remainder in equal parts; they sum
+to 1, rank the candidates in the order above, and none is 1.0. A noisy link therefore has several
+candidates and no prior of 1.0: it is not a gold link (KnowBERT's linking loss skips it).
+
+**Counterfactual links.** ``shuffle_entities`` re-links exactly ``round(share × number of (text, entity)
+pairs)`` of the distinct (text, entity) pairs, drawn uniformly; every mention of the entity in that text
+is re-linked to one replacement, so a text that names an entity twice stays coherent. The replacement
+keeps the type and destroys the identity: a uniformly drawn other entity of the KG with the same type.
+For an entity without a type, the pool is the other untyped entities; for an entity not in the KG, any
+entity of the KG; where the pool holds no other entity (a type of one entity), any other entity of the KG.
 """
 
 import random
@@ -17,13 +36,25 @@ from bisect import bisect_left, bisect_right
 
 from knowledge_lm.errors import KlmError
 
+MAX_DISTRACTORS = 2
+WRONG_PRIOR = (0.55, 0.8)  # the wrong entity's prior, uniform in this range
+LINKED_SHARE = (0.6, 0.9)  # the linked entity's share of the prior the wrong entity leaves
+
+
+def check_share(name: str, share: float):
+    if not 0.0 <= share <= 1.0:
+        raise KlmError(f"{name} must lie within [0, 1], got {share}")
+
 
 def inject_link_noise(linked: list[list[str]], kg, ratio: float, seed: int) -> tuple[list[list[str]], list[list[bool]]]:
     """``(noisy, replaced_mask)``: ``linked`` with links replaced, and which were, text by text."""
-    if not 0.0 <= ratio <= 1.0:
-        raise KlmError(f"link noise ratio must lie within [0, 1], got {ratio}")
+    return replace_by_other_types(linked, kg, ratio, random.Random(seed))
+
+
+def replace_by_other_types(linked: list[list[str]], kg, ratio: float, rng: random.Random):
+    """``inject_link_noise`` drawing from ``rng``."""
+    check_share("link noise ratio", ratio)
     positions = [(text, link) for text, qids in enumerate(linked) for link in range(len(qids))]
-    rng = random.Random(seed)
     chosen = rng.sample(positions, round(ratio * len(positions)))
 
     # Typed entities sorted by type: those of one type form a block, so "any typed entity of another
@@ -54,3 +85,73 @@ def inject_link_noise(linked: list[list[str]], kg, ratio: float, seed: int) -> t
             noisy[text][link] = replacement
         replaced[text][link] = True
     return noisy, replaced
+
+
+def noisy_link_candidates(linked: list[list[str]], kg, ratio: float, seed: int) -> list[list[list[tuple[str, float]] | None]]:
+    """Per text, per link: the candidates ``[(qid, prior)]`` of a noisy link (see the module docstring),
+    None for a link left as it is. The links made noisy are those ``inject_link_noise`` replaces."""
+    rng = random.Random(seed)
+    noisy, replaced = replace_by_other_types(linked, kg, ratio, rng)
+    all_qids = list(kg.entities)
+    candidates = [[None] * len(qids) for qids in linked]
+    for text, qids in enumerate(linked):
+        for link, gold in enumerate(qids):
+            if replaced[text][link]:
+                candidates[text][link] = ambiguous_candidates(noisy[text][link], gold, all_qids, rng)
+    return candidates
+
+
+def ambiguous_candidates(wrong: str, gold: str, all_qids: list[str], rng: random.Random) -> list[tuple[str, float]]:
+    """``[(wrong, p), (gold, p'), (distractor, p''), ...]``: priors summing to 1, in decreasing order."""
+    taken = {wrong, gold}
+    room = len(all_qids) - len(taken.intersection(all_qids))
+    distractors = []
+    for _ in range(min(rng.randint(1, MAX_DISTRACTORS), room)):
+        qid = rng.choice(all_qids)
+        while qid in taken:
+            qid = rng.choice(all_qids)
+        taken.add(qid)
+        distractors.append(qid)
+    wrong_prior = rng.uniform(*WRONG_PRIOR)
+    rest = 1.0 - wrong_prior
+    gold_prior = rest * rng.uniform(*LINKED_SHARE) if distractors else rest
+    distractor_prior = (rest - gold_prior) / len(distractors) if distractors else 0.0
+    return [(wrong, wrong_prior), (gold, gold_prior)] + [(qid, distractor_prior) for qid in distractors]
+
+
+def shuffle_entities(linked: list[list[str]], kg, share: float, seed: int) -> tuple[list[list[str]], list[list[bool]]]:
+    """``(shuffled, relinked_mask)``: ``linked`` with a share of its (text, entity) pairs re-linked to
+    another entity of the same type (see the module docstring), and which links were, text by text."""
+    check_share("shuffle_links", share)
+    pairs = list(dict.fromkeys((text, qid) for text, qids in enumerate(linked) for qid in qids))
+    # A stream of its own: the same seed also draws the link noise.
+    rng = random.Random(f"shuffle_entities/{seed}")
+    chosen = rng.sample(pairs, round(share * len(pairs)))
+
+    pools: dict[str | None, list[str]] = {}
+    for qid, entity in kg.entities.items():
+        pools.setdefault(entity.type, []).append(qid)
+    position = {qid: index for pool in pools.values() for index, qid in enumerate(pool)}
+    all_qids = list(kg.entities)
+    all_position = {qid: index for index, qid in enumerate(all_qids)}
+
+    def other(qid: str, pool: list[str], index: dict[str, int]) -> str:
+        # Uniform over the pool without qid: one draw, with qid's slot skipped.
+        if qid not in index:
+            return rng.choice(pool)
+        draw = rng.randrange(len(pool) - 1)
+        return pool[draw if draw < index[qid] else draw + 1]
+
+    replacement = {}
+    for text, qid in chosen:
+        entity = kg.entities.get(qid)
+        same_type = pools[entity.type] if entity is not None else []
+        if len(same_type) > 1:
+            replacement[text, qid] = other(qid, same_type, position)
+        elif len(all_qids) > (qid in all_position):
+            replacement[text, qid] = other(qid, all_qids, all_position)
+        else:
+            raise KlmError(f"shuffle_links: the knowledge graph has no entity to re-link {qid} to")
+    shuffled = [[replacement.get((text, qid), qid) for qid in qids] for text, qids in enumerate(linked)]
+    relinked = [[(text, qid) in replacement for qid in qids] for text, qids in enumerate(linked)]
+    return shuffled, relinked

@@ -9,6 +9,12 @@ from it with the highest mean PMI, each with its sub-word ids and its PMI with t
 needs: its document frequency over the train split and its number of other linked entities within
 ``k_hop`` in the KG. Training reads these files only: no spaCy, no KG walk, so GPU runs carry the cache.
 
+Two controls corrupt the links before any feature is computed (``knowledge.noise``, each split on its own
+seeded stream): ``shuffle_links`` first re-links a share of each text's entities to another entity of the
+same type, in the form of a gold link (the counterfactual the method then takes for the truth);
+``link_noise`` then turns a share of the links into a wrong linker's output (a wrong entity of another
+type as top candidate, the linked entity and distractors after it, realistic priors: no longer a gold link).
+
 The cache key hashes the split's records, the tokenizer, ``max_length``, the knowledge config and the
 KG's files, so a second ``prepare`` with the same inputs only reads and hashes them.
 """
@@ -24,7 +30,7 @@ from pathlib import Path
 from knowledge_lm.errors import KlmError
 
 LINKING_MODES = ("auto", "gold", "alias")
-FEATURES_VERSION = 3  # part of the cache key: bump when the features written per example change
+FEATURES_VERSION = 4  # part of the cache key: bump when the features written per example change
 DEFAULT_KG = "wikidata_kg"
 
 
@@ -40,7 +46,8 @@ class KnowledgeConfig:
     pmi_min_count: int = 5
     pmi_top_k: int = 10
     k_hop: int = 6
-    link_noise: float = 0.0  # share of linked entities replaced by a random entity of another type
+    link_noise: float = 0.0  # share of links given a wrong top candidate of another type (the linked entity 2nd)
+    shuffle_links: float = 0.0  # share of (text, entity) pairs re-linked to another entity of the same type
     noise_seed: int = 0
     kg_embeddings: bool = False  # also train (once) and cache TransE embeddings of the KG
 
@@ -54,6 +61,10 @@ class KnowledgeConfig:
         config = cls(**values)
         if config.linking not in LINKING_MODES:
             raise KlmError(f"knowledge linking {config.linking!r}: expected one of {', '.join(LINKING_MODES)}")
+        for option in ("link_noise", "shuffle_links"):
+            share = getattr(config, option)
+            if not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
+                raise KlmError(f"knowledge option {option}: expected a share within [0, 1], got {share!r}")
         for option in ("pmi_corpus", "pmi_unigrams"):
             path = getattr(config, option)
             if path and not Path(path).expanduser().is_file():
@@ -146,17 +157,46 @@ def top_entity(mention) -> str:
     return mention.candidates[0][0]
 
 
-def add_link_noise(linked: dict[str, list[list[list]]], kg, config: KnowledgeConfig):
-    """Replace ``config.link_noise`` of all linked entities (each split on its own) for robustness studies."""
+def relink(examples: list[list[list]], candidates: list[list | None]) -> list[list[list]]:
+    """``examples`` (per example, per segment, its mentions) with new candidates where given: ``candidates``
+    holds per example one entry per mention, segment after segment, None to keep the mention as it is."""
+    from itertools import islice
+
     from knowledge_lm.knowledge.linking import Mention
-    from knowledge_lm.knowledge.noise import inject_link_noise
+
+    relinked = []
+    for example, new in zip(examples, candidates):
+        new = iter(new)
+        relinked.append([[m if c is None else Mention(m.start, m.end, m.surface, c) for m, c in zip(segment, islice(new, len(segment)))]
+                         for segment in example])
+    return relinked
+
+
+def linked_entities(examples: list[list[list]]) -> list[list[str]]:
+    """Per example, the top entity of each mention, segment after segment."""
+    return [[top_entity(m) for segment in example for m in segment] for example in examples]
+
+
+def shuffle_links(linked: dict[str, list[list[list]]], kg, config: KnowledgeConfig):
+    """Re-link ``config.shuffle_links`` of each split's (example, entity) pairs to another entity of the
+    same type, as a gold link (one candidate, prior 1.0). An example's texts (both of a pair) count as one
+    text: an entity named in both is re-linked alike."""
+    from knowledge_lm.knowledge.noise import shuffle_entities
 
     for offset, (split, examples) in enumerate(sorted(linked.items())):
-        mentions = [m for example in examples for segment in example for m in segment]
-        noisy, replaced = inject_link_noise([[top_entity(m) for m in mentions]], kg, config.link_noise, config.noise_seed + offset)
-        swaps = {id(m): qid for m, qid, was in zip(mentions, noisy[0], replaced[0]) if was}
-        linked[split] = [[[Mention(m.start, m.end, m.surface, [(swaps[id(m)], 1.0)]) if id(m) in swaps else m
-                           for m in segment] for segment in example] for example in examples]
+        shuffled, relinked = shuffle_entities(linked_entities(examples), kg, config.shuffle_links, config.noise_seed + offset)
+        linked[split] = relink(examples, [[[(qid, 1.0)] if was else None for qid, was in zip(qids, mask)]
+                                          for qids, mask in zip(shuffled, relinked)])
+
+
+def add_link_noise(linked: dict[str, list[list[list]]], kg, config: KnowledgeConfig):
+    """Make ``config.link_noise`` of each split's links noisy: a wrong entity of another type ranked first,
+    the linked entity and distractors after it (``knowledge.noise.noisy_link_candidates``)."""
+    from knowledge_lm.knowledge.noise import noisy_link_candidates
+
+    for offset, (split, examples) in enumerate(sorted(linked.items())):
+        linked[split] = relink(examples, noisy_link_candidates(linked_entities(examples), kg, config.link_noise,
+                                                               config.noise_seed + offset))
 
 
 def pmi_statistics(config: KnowledgeConfig, train_records: list[dict]):
@@ -257,6 +297,8 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
 
     clock = time.time()
     linked = {split: link_segments(records, gold, linker) for split, records in splits.items()}
+    if config.shuffle_links:
+        shuffle_links(linked, kg, config)
     if config.link_noise:
         add_link_noise(linked, kg, config)
     timings["linking_s"] = time.time() - clock
