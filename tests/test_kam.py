@@ -1,4 +1,5 @@
-"""KAM-BERT: the α = 0 invariant, the conv's channels, the maps, PMI expansion, gradients, and cells that train."""
+"""KAM-BERT: the α = 0 invariant, the conv's channels and their initialisation, the maps, PMI expansion, gradients,
+and cells that train."""
 
 import pytest
 import torch
@@ -6,16 +7,17 @@ import torch
 from knowledge_lm.data.generated import GeneratedDataModule
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
-from knowledge_lm.methods.kam import Kam, KamSelfAttention, knowledge_maps
+from knowledge_lm.methods.kam import DEFAULT_MAPS, Kam, KamSelfAttention, knowledge_maps
+from knowledge_lm.registry import METHODS
 
 SIZES = {"train_size": 40, "dev_size": 10, "test_size": 10}
 
 
-def kam(**options) -> Kam:
+def kam(method: str = "kam", **options) -> Kam:
     from knowledge_lm.backbones import load_backbone
 
     encoder, _, _ = load_backbone("tiny", attn_implementation="eager", seed=0)
-    return Kam(encoder, GeneratedDataModule.spec("facts"), **options)
+    return METHODS.get(method)(encoder, GeneratedDataModule.spec("facts"), **options)
 
 
 def plain_encoder():
@@ -110,6 +112,45 @@ def test_every_layer_is_wrapped_and_the_conv_reads_heads_plus_maps():
     assert kam(use_conv=False).kam_layers[0].conv is None
     # The backbone's weights keep their state-dict names.
     assert "encoder.encoder.layer.0.attention.self.query.weight" in model.state_dict()
+
+
+def seeded(method: str, seed: int = 0, **options) -> Kam:
+    torch.manual_seed(seed)
+    return kam(method, **options)
+
+
+def test_ablations_share_the_logit_channels_and_each_maps_weights():
+    """Built from one seed, kam and its map ablations have the same logit-channel weights and bias, each map the
+    same weights wherever its channel is, and leave the global RNG in the same state."""
+    full = seeded("kam")
+    after_full = torch.rand(4)
+    heads = full.encoder.config.num_attention_heads
+    for method in ("kam-no-pmi", "kam-no-phrase", "kam-no-entity"):
+        ablation = seeded(method)
+        assert torch.equal(torch.rand(4), after_full)
+        for ours, theirs in zip(full.kam_layers, ablation.kam_layers):
+            assert torch.equal(ours.conv.weight[:, :heads], theirs.conv.weight[:, :heads])
+            assert torch.equal(ours.conv.bias, theirs.conv.bias)
+            for name in set(DEFAULT_MAPS) & set(ablation.maps):
+                assert torch.equal(ours.conv.weight[:, heads + full.maps.index(name)],
+                                   theirs.conv.weight[:, heads + ablation.maps.index(name)])
+    other = seeded("kam", seed=1)
+    layers = full.kam_layers
+    assert not torch.equal(other.kam_layers[0].conv.weight, layers[0].conv.weight)
+    assert not torch.equal(layers[0].conv.weight, layers[1].conv.weight)  # every layer draws its own
+    entity, phrase = layers[0].conv.weight[:, heads], layers[0].conv.weight[:, heads + 1]
+    assert not torch.equal(entity, phrase)
+    # The map channels' scale (the module docstring's choice), well above the logit channels' (1/√(9m)).
+    assert 0.2 < float(torch.cat([layer.conv.weight[:, heads:] for layer in layers]).std()) < 0.5
+
+
+def test_new_modules_are_the_convs_and_train_at_their_own_rate():
+    model = kam(new_module_lr=1e-3)
+    assert model.new_modules() == [layer.conv for layer in model.kam_layers]
+    assert kam("kam-no-conv").new_modules() == []
+    optimizer = model.configure_optimizers()["optimizer"]
+    fast = {id(parameter) for group in optimizer.param_groups if group["initial_lr"] == 1e-3 for parameter in group["params"]}
+    assert fast == {id(parameter) for conv in model.new_modules() for parameter in conv.parameters()}
 
 
 def test_maps_of_a_multi_piece_entity():

@@ -36,7 +36,16 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
    (as SDPA's kernels do), since these b × m × n × n passes are KAM's cost where the GPU is busy.
    ``use_conv=False`` (the w/o-conv ablation) replaces ``A_sem`` by the mean of the k maps, the same for
    every head.
-3. **PMI expansion** (``expansion_k``, §3.4): the sub-words of the first ``expansion_k`` words that ``klm
+3. **The conv's initial weights** (the paper gives none), so that the ablations differ by their maps only:
+   one number drawn from the global RNG (seeded by the cell; the only draw, so the RNG then advances the
+   same in every variant) seeds a generator per layer and input-channel group. The m logit channels and
+   the bias take PyTorch's default for a conv over them alone (U(±1/√(9m))): the same in ``kam`` and every
+   ablation of one seed. Each map's channel is drawn from its map's own generator, ``N(0, (1/3)²)`` per tap
+   (``MAP_INIT_STD``): the same whichever other maps are present, and a 3×3 window of ones moves each
+   head's ``A_sem`` by ~N(0, 1). Measured on MiniLM at initialisation (generated task, dev): zeroing the
+   maps moves the [CLS] features by ~5% of their norm, another seed by ~15%; at PyTorch's default scale
+   (std ≈ 0.05) the maps moved them by 0.7%, a seed by ~14%.
+4. **PMI expansion** (``expansion_k``, §3.4): the sub-words of the first ``expansion_k`` words that ``klm
    prepare`` stored per example (``pmi_expansion``: words absent from the sentence with the highest
    mean PMI with its words, each as ``ids`` of the backbone's sub-words and ``pmi``: ``[[word_index,
    max(0, PMI)/Z], ...]`` with the sentence's ``words``) are appended after the N rows (K sub-words in
@@ -52,7 +61,7 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
    Default ``expansion_k = 0`` (off): the paper includes the expansion in KAM-BERT but gives no k and no
    ablation of it, so a value would be ours; off keeps ``kam`` the method its earlier results measured.
    The expansion needs the ``pmi`` map (the only one that says anything about the auxiliary words).
-4. **Invariant** (tested): α = 0 without skip and without expansion gives the backbone's hidden states
+5. **Invariant** (tested): α = 0 without skip and without expansion gives the backbone's hidden states
    exactly.
 
 ``kam+si``: selective injection (``sisr.SelectiveInjection``, Eq. 4 of papers/000) filters the linked
@@ -62,6 +71,7 @@ Needs ``attn_implementation = "eager"``: the wrapper computes the logits itself,
 implementation whose 4D additive mask (b × 1 × n × n, or None without padding) it reads.
 """
 
+import hashlib
 import random
 import warnings
 from dataclasses import dataclass
@@ -79,6 +89,7 @@ from knowledge_lm.task_model import TaskModel
 
 MAP_NAMES = ("entity", "phrase", "pmi", "kg")
 DEFAULT_MAPS = ("entity", "phrase", "pmi")
+MAP_INIT_STD = 1 / 3  # the map channels' initial weights: N(0, MAP_INIT_STD²) per tap (module docstring)
 
 
 # -- the knowledge maps of a batch ----------------------------------------------------------------
@@ -241,12 +252,33 @@ class KamState:
         return self.memos[key]
 
 
+def channel_generator(seed: int, layer: int, channel: str) -> torch.Generator:
+    """A CPU generator of its own for one input channel (group) of one layer's conv."""
+    digest = hashlib.sha256(f"{seed}/{layer}/{channel}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+
+
+def initialise_conv(conv: nn.Conv2d, maps, seed: int, layer: int):
+    """The conv's initial weights (module docstring): the m logit channels and the bias from the generator of
+    "logits", each map's channel from the generator of its name, so no draw depends on which other maps exist."""
+    heads = conv.out_channels
+    bound = (9 * heads) ** -0.5  # PyTorch's default bound for a 3×3 conv over the m logit channels alone
+    logits = channel_generator(seed, layer, "logits")
+    with torch.no_grad():
+        conv.weight[:, :heads].copy_(torch.empty(heads, heads, 3, 3).uniform_(-bound, bound, generator=logits))
+        conv.bias.copy_(torch.empty(heads).uniform_(-bound, bound, generator=logits))
+        for channel, name in enumerate(maps, start=heads):
+            conv.weight[:, channel].copy_(torch.empty(heads, 3, 3).normal_(0.0, MAP_INIT_STD,
+                                                                          generator=channel_generator(seed, layer, name)))
+
+
 class KamSelfAttention(nn.Module):
     """Drop-in for a BERT-family ``attention.self`` (transformers 5: ``forward(hidden_states,
-    attention_mask=None, ...) -> (output b×n×(m·d), probabilities)``)."""
+    attention_mask=None, ...) -> (output b×n×(m·d), probabilities)``); ``layer`` and ``seed`` pick the
+    conv's initial weights."""
 
-    def __init__(self, original: nn.Module, state: KamState, num_maps: int, alpha: float = 0.2, skip: bool = True,
-                 use_conv: bool = True):
+    def __init__(self, original: nn.Module, state: KamState, maps=DEFAULT_MAPS, alpha: float = 0.2, skip: bool = True,
+                 use_conv: bool = True, seed: int = 0, layer: int = 0):
         super().__init__()
         for name in ("query", "key", "value"):
             if not isinstance(getattr(original, name, None), nn.Linear):
@@ -257,8 +289,14 @@ class KamSelfAttention(nn.Module):
         self.num_attention_heads = original.num_attention_heads
         self.attention_head_size = original.attention_head_size
         self.scaling = getattr(original, "scaling", self.attention_head_size ** -0.5)
-        self.kam_state, self.num_maps, self.alpha, self.skip = state, num_maps, alpha, skip
-        self.conv = nn.Conv2d(self.num_attention_heads + num_maps, self.num_attention_heads, 3, padding=1) if use_conv else None
+        self.kam_state, self.num_maps, self.alpha, self.skip = state, len(maps), alpha, skip
+        self.conv = None
+        if use_conv:
+            # skip_init: the global RNG is not drawn from, so it advances the same whatever the maps
+            self.conv = torch.nn.utils.skip_init(nn.Conv2d, self.num_attention_heads + self.num_maps,
+                                                 self.num_attention_heads, 3, padding=1)
+            initialise_conv(self.conv, maps, seed, layer)
+
 
     def forward(self, hidden_states, attention_mask=None, *args, **kwargs):
         length = hidden_states.shape[1]
@@ -361,13 +399,18 @@ class Kam(TaskModel):
         self.missing_pmi = missing_pmi
         self.kam_state = KamState()
         use_conv = self.default_use_conv if use_conv is None else use_conv
+        # One draw from the global RNG (seeded by the cell) seeds every conv channel's own generator.
+        seed = int(torch.randint(0, 2 ** 62, ()))
         self.kam_layers = []
-        for layer in encoder_layers(encoder):
+        for index, layer in enumerate(encoder_layers(encoder)):
             attention = getattr(layer, "attention", None)
             if attention is None or not hasattr(attention, "self"):
                 raise KlmError(f"kam: {type(layer).__name__} has no attention.self to replace")
-            attention.self = KamSelfAttention(attention.self, self.kam_state, len(self.maps), alpha, skip, use_conv)
+            attention.self = KamSelfAttention(attention.self, self.kam_state, self.maps, alpha, skip, use_conv, seed, index)
             self.kam_layers.append(attention.self)
+
+    def new_modules(self):
+        return [layer.conv for layer in self.kam_layers if layer.conv is not None]
 
     def load_kg(self, kg):
         self.kg = kg
