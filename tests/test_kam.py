@@ -27,16 +27,19 @@ def plain_encoder():
 
 
 def features():
-    """Hand-made features: text 0 has a 3-piece entity (tokens 2-4), a phrase (1-4), PMI between words and two
-    expansion words (a 2-piece one with PMI to word 0, then a 1-piece one); text 1 has no expansion word."""
+    """Hand-made features: text 0 has a 3-piece entity (tokens 2-4, named and linked), a phrase (1-4), PMI between
+    words and two expansion words (a 2-piece one with PMI to word 0, then a 1-piece one); text 1 has a named
+    entity and a linked mention that differ, each partly truncated away, and no expansion word."""
     return [
         {"links": [{"segment": 0, "tokens": [2, 3, 4], "candidates": [["Q1", 1.0]]}],
+         "ner": [{"segment": 0, "tokens": [2, 3, 4], "label": "ORG"}],
          "phrases": [{"segment": 0, "tokens": [1, 2, 3, 4]}],
          "words": [{"tokens": [1]}, {"tokens": [2, 3, 4]}, {"tokens": [5]}],
          "pmi_pairs": [[0, 2, 0.5]],
          "pmi_expansion": [{"word": "omega", "ids": [1010, 1011], "pmi": [[0, 0.25]]},
                            {"word": "rho", "ids": [1012], "pmi": [[2, 0.75]]}]},
         {"links": [{"segment": 0, "tokens": [1, 40], "candidates": [["Q2", 1.0]]}],  # 40: truncated away
+         "ner": [{"segment": 0, "tokens": [2, 40], "label": "PERSON"}],
          "phrases": [], "words": [{"tokens": [1]}], "pmi_expansion": []},
     ]
 
@@ -153,6 +156,32 @@ def test_new_modules_are_the_convs_and_train_at_their_own_rate():
     assert fast == {id(parameter) for conv in model.new_modules() for parameter in conv.parameters()}
 
 
+def test_the_entity_map_comes_from_named_entities_or_linked_mentions():
+    ner = knowledge_maps(features(), 8, ("entity",))[:, 0]
+    links = knowledge_maps(features(), 8, ("entity",), entity_source="links")[:, 0]
+    assert torch.equal(ner[0], links[0])  # text 0: the named entity is the linked mention
+    assert ner[1].sum() == 1 and ner[1, 2, 2] == 1  # text 1: the named entity, token 2
+    assert links[1].sum() == 1 and links[1, 1, 1] == 1  # the linked mention, token 1
+    without_ner = [{key: value for key, value in example.items() if key != "ner"} for example in features()]
+    assert knowledge_maps(without_ner, 8, ("entity",)).sum() == 0
+    with pytest.raises(KlmError, match="entity_source"):
+        knowledge_maps(features(), 8, ("entity",), entity_source="spans")
+    with pytest.raises(KlmError, match="entity_source"):
+        kam(entity_source="spans")
+    assert kam().entity_source == "ner" and kam("kam+si").entity_source == "links"
+
+
+def test_the_model_reads_the_chosen_entity_source(tokenizer):
+    entity_maps = []  # text 1's entity map as the first conv reads it
+    for source in ("ner", "links"):
+        model = kam(entity_source=source).eval()
+        model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: entity_maps.append(args[0][1, -3]))
+        with torch.no_grad():
+            model.encode(batch(tokenizer))
+    ner, links = entity_maps
+    assert ner[2, 2] == 1 and ner[1, 1] == 0 and links[1, 1] == 1 and links[2, 2] == 0
+
+
 def test_maps_of_a_multi_piece_entity():
     maps = knowledge_maps(features(), 8, ("entity", "phrase", "pmi"))
     assert maps.shape == (2, 3, 8, 8)
@@ -165,8 +194,8 @@ def test_maps_of_a_multi_piece_entity():
     pmi = maps[0, 2]
     assert pmi[1, 1] == 1 and torch.equal(pmi[2:5, 2:5], torch.ones(3, 3))  # 1 within a word
     assert pmi[1, 5] == 0.5 and pmi[5, 1] == 0.5 and pmi[1, 2] == 0 and pmi[0, 0] == 0
-    # A link partly truncated keeps its tokens in range; text 1 has no phrase and no PMI pairs.
-    assert maps[1, 0].sum() == 1 and maps[1, 0, 1, 1] == 1
+    # A named entity partly truncated keeps its tokens in range; text 1 has no phrase and no PMI pairs.
+    assert maps[1, 0].sum() == 1 and maps[1, 0, 2, 2] == 1
     assert maps[1, 1:].sum() == 0
     with pytest.raises(KlmError, match="pmi_pairs"):
         knowledge_maps(features(), 8, ("pmi",), missing_pmi="error")

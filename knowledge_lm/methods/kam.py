@@ -5,7 +5,8 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
 1. **Maps** ``M_1..k ∈ [0,1]^{n×n}`` over the sub-word tokens, built once per batch from the prepared
    features (``batch["knowledge"]``) as a dense ``b × k × n × n`` tensor on the device:
 
-   * ``entity``: 1 where both tokens lie inside the same linked mention (``links[*].tokens``);
+   * ``entity``: 1 where both tokens lie inside the same named entity (``ner[*].tokens``: the annotator's
+     NER spans, the paper's source); ``entity_source="links"``: the same linked mention (``links[*].tokens``);
    * ``phrase``: 1 where both tokens lie inside the same phrase segment (``phrases[*].tokens``);
    * ``pmi``: ``max(0, PMI(w_i; w_j)) / Z`` of the two tokens' whole words (1 within one word), read
      from the feature ``pmi_pairs``: ``[[word_i, word_j, value], ...]`` over the indices of ``words``
@@ -65,7 +66,8 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
    exactly.
 
 ``kam+si``: selective injection (``sisr.SelectiveInjection``, Eq. 4 of papers/000) filters the linked
-mentions that build the entity (and kg) map, in training only, as ``knowbert+si`` does.
+mentions, in training only, as ``knowbert+si`` does; its entity map is built from the links, so SI acts
+on it as on the kg map.
 
 Needs ``attn_implementation = "eager"``: the wrapper computes the logits itself, and eager is the
 implementation whose 4D additive mask (b × 1 × n × n, or None without padding) it reads.
@@ -89,6 +91,7 @@ from knowledge_lm.task_model import TaskModel
 
 MAP_NAMES = ("entity", "phrase", "pmi", "kg")
 DEFAULT_MAPS = ("entity", "phrase", "pmi")
+ENTITY_SOURCES = ("ner", "links")  # the features whose spans can make the entity map
 MAP_INIT_STD = 1 / 3  # the map channels' initial weights: N(0, MAP_INIT_STD²) per tap (module docstring)
 
 
@@ -155,16 +158,19 @@ class KamKnowledge:
 
 
 def knowledge_maps(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, device=None,
-                   missing_pmi: str = "zeros", kg=None, expansion_k: int = 0) -> torch.Tensor:
+                   missing_pmi: str = "zeros", kg=None, expansion_k: int = 0, entity_source: str = "ner") -> torch.Tensor:
     """``b × k × (n+K) × (n+K)`` float maps in [0, 1] (see the module docstring), densified on ``device``;
     K = 0 without expansion."""
-    return map_entries(knowledge, length, maps, missing_pmi, kg, expansion_k).to(device).maps(len(knowledge), len(maps))
+    return map_entries(knowledge, length, maps, missing_pmi, kg, expansion_k,
+                       entity_source).to(device).maps(len(knowledge), len(maps))
 
 
 def map_entries(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, missing_pmi: str = "zeros", kg=None,
-                expansion_k: int = 0) -> KamKnowledge:
+                expansion_k: int = 0, entity_source: str = "ner") -> KamKnowledge:
     """The nonzero entries of every map of ``knowledge`` (the per-example features of a batch padded to
     ``length``), and its expansion sub-words."""
+    if entity_source not in ENTITY_SOURCES:
+        raise KlmError(f"kam: entity_source {entity_source!r}: expected {' or '.join(ENTITY_SOURCES)}")
     for name in maps:
         if name not in MAP_NAMES:
             raise KlmError(f"kam: unknown map {name!r}; known: {', '.join(MAP_NAMES)}")
@@ -185,7 +191,7 @@ def map_entries(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, missing_p
     for b, example in enumerate(knowledge):
         for c, name in enumerate(maps):
             if name == "entity":
-                add(b, c, *_block_entries(example.get("links") or [], length))
+                add(b, c, *_block_entries(example.get(entity_source) or [], length))
             elif name == "phrase":
                 add(b, c, *_block_entries(example.get("phrases") or [], length))
             elif name == "pmi":
@@ -376,13 +382,18 @@ class Kam(TaskModel):
     attn_implementation = "eager"
     default_maps: tuple[str, ...] = DEFAULT_MAPS
     default_use_conv = True
+    default_entity_source = "ner"
     selective_injection: SelectiveInjection | None = None
 
     def __init__(self, encoder, spec, alpha: float = 0.2, skip: bool = True, use_conv: bool | None = None,
-                 maps=None, expansion_k: int = 0, missing_pmi: str = "zeros", **options):
+                 maps=None, expansion_k: int = 0, missing_pmi: str = "zeros", entity_source: str | None = None,
+                 **options):
         super().__init__(encoder, spec, **options)
         if missing_pmi not in ("zeros", "error"):
             raise KlmError(f"kam: missing_pmi {missing_pmi!r}: expected zeros or error")
+        self.entity_source = self.default_entity_source if entity_source is None else entity_source
+        if self.entity_source not in ENTITY_SOURCES:
+            raise KlmError(f"kam: entity_source {self.entity_source!r}: expected {' or '.join(ENTITY_SOURCES)}")
         implementation = getattr(encoder.config, "_attn_implementation", "eager")
         if implementation not in (None, "eager"):
             raise KlmError(f"kam needs the backbone loaded with attn_implementation='eager', not {implementation!r}")
@@ -426,7 +437,7 @@ class Kam(TaskModel):
             self.kg = KnowledgeGraph.load(prepared_kg_dir(data))
         if data is not None and getattr(data, "knowledge", None) is not None and self.selective_injection is None:
             data.knowledge_batch = partial(map_entries, maps=self.maps, missing_pmi=self.missing_pmi, kg=self.kg,
-                                           expansion_k=self.expansion_k)
+                                           expansion_k=self.expansion_k, entity_source=self.entity_source)
 
     def compiled_modules(self):
         # Its layers read and write the shared map state: compiled, each layer guards on that state and
@@ -438,7 +449,8 @@ class Kam(TaskModel):
         if not isinstance(knowledge, KamKnowledge):  # per-example dicts: SI, or a batch from elsewhere
             if self.training and self.selective_injection is not None:
                 knowledge = self.selective_injection.filter_batch(knowledge, self.si_rng)
-            knowledge = map_entries(knowledge, input_ids.shape[1], self.maps, self.missing_pmi, self.kg, self.expansion_k)
+            knowledge = map_entries(knowledge, input_ids.shape[1], self.maps, self.missing_pmi, self.kg, self.expansion_k,
+                                    self.entity_source)
         if knowledge.values.device != input_ids.device:
             knowledge = knowledge.to(input_ids.device)
         self.kam_state.maps = knowledge.maps(len(input_ids), len(self.maps))
@@ -471,6 +483,8 @@ class Kam(TaskModel):
 @register_method("kam+si")
 class KamSI(Kam):
     """KAM-BERT whose training batches keep only the linked mentions selective injection draws (Eq. 4)."""
+
+    default_entity_source = "links"  # SI scores linked entities: the entity map follows it only when built from links
 
     def __init__(self, encoder, spec, si_lambda: float = 0.5, si_k_thresh: int = 100, si_k_min: int = 5,
                  si_k_max: int = 20, si_seed: int = 0, **options):
