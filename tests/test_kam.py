@@ -1,5 +1,5 @@
-"""KAM-BERT: the α = 0 invariant, the conv's channels and their initialisation, the maps, PMI expansion, gradients,
-and cells that train."""
+"""KAM-BERT: the α = 0 invariant, the conv's channels and their initialisation, the maps, PMI expansion, the
+zeroed-knowledge control, gradients, and cells that train."""
 
 import pytest
 import torch
@@ -128,7 +128,7 @@ def test_ablations_share_the_logit_channels_and_each_maps_weights():
     full = seeded("kam")
     after_full = torch.rand(4)
     heads = full.encoder.config.num_attention_heads
-    for method in ("kam-no-pmi", "kam-no-phrase", "kam-no-entity"):
+    for method in ("kam-no-pmi", "kam-no-phrase", "kam-no-entity", "kam+kg"):
         ablation = seeded(method)
         assert torch.equal(torch.rand(4), after_full)
         for ours, theirs in zip(full.kam_layers, ablation.kam_layers):
@@ -180,6 +180,46 @@ def test_the_model_reads_the_chosen_entity_source(tokenizer):
             model.encode(batch(tokenizer))
     ner, links = entity_maps
     assert ner[2, 2] == 1 and ner[1, 1] == 0 and links[1, 1] == 1 and links[2, 2] == 0
+
+
+def test_zero_knowledge_runs_on_empty_knowledge(tokenizer):
+    """The control zeroes every map and appends no expansion word: the same states as examples without features,
+    unlike the real maps'; the conv still runs, on the logits and all-zero maps."""
+    model = kam(expansion_k=2).eval()
+    inputs = batch(tokenizer)
+    empty = {**inputs, "knowledge": [{"links": [], "ner": [], "phrases": [], "words": [], "pmi_pairs": [],
+                                      "pmi_expansion": []}] * 2}
+    with torch.no_grad():
+        real = model.encode(inputs)
+        without = model.encode(empty)
+        model.zero_knowledge = True
+        seen = []
+        model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: seen.append(args[0]))
+        zeroed = model.encode(inputs)
+    assert torch.allclose(zeroed, without, atol=1e-6)
+    assert (zeroed - real).abs().max() > 1e-3
+    heads, length = model.encoder.config.num_attention_heads, inputs["input_ids"].shape[1]
+    assert seen[0].shape == (2, heads + 3, length, length)  # no expansion rows
+    assert seen[0][:, heads:].abs().sum() == 0
+    assert kam(zero_knowledge=True).zero_knowledge
+
+
+def test_kam_kg_adds_the_kg_map(tokenizer):
+    from knowledge_lm.knowledge.kg import KnowledgeGraph
+
+    model = kam("kam+kg").eval()
+    assert model.maps == (*DEFAULT_MAPS, "kg")
+    assert model.kam_layers[0].conv.in_channels == model.encoder.config.num_attention_heads + 4
+    model.load_kg(KnowledgeGraph([("Q1", "P1", "Q2")]))
+    inputs = batch(tokenizer)
+    example = {"links": [{"tokens": [1], "candidates": [["Q1", 1.0]]}, {"tokens": [2], "candidates": [["Q2", 1.0]]}],
+               "words": [], "pmi_pairs": []}
+    seen = []
+    model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: seen.append(args[0][:, -1].clone()))
+    with torch.no_grad():
+        model.encode({**inputs, "knowledge": [example, {**example, "links": []}]})
+    assert seen[0][0, 1, 2] == 1 and seen[0][0, 2, 1] == 1 and seen[0][0].sum() == 2
+    assert seen[0][1].sum() == 0
 
 
 def test_maps_of_a_multi_piece_entity():
@@ -282,8 +322,8 @@ def prepared_cache(tmp_path_factory, tokenizer):
 
 
 @pytest.mark.parametrize("method, options", [("kam", {}), ("kam-no-conv", {}),
-                                             ("kam", {"maps": ["entity", "phrase", "kg"]}),
-                                             ("kam", {"expansion_k": 3}), ("kam+si", {})])
+                                             ("kam+kg", {}), ("kam", {"expansion_k": 3}),
+                                             ("kam", {"zero_knowledge": True}), ("kam+si", {})])
 def test_kam_trains_as_a_cell(method, options, prepared_cache, tmp_path):
     from knowledge_lm.cell import run_cell
     from knowledge_lm.config import TrainConfig

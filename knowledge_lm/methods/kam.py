@@ -3,40 +3,28 @@
 Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and softmax):
 
 1. **Maps** ``M_1..k ∈ [0,1]^{n×n}`` over the sub-word tokens, built once per batch from the prepared
-   features (``batch["knowledge"]``) as a dense ``b × k × n × n`` tensor on the device:
+   features (``batch["knowledge"]``; spans carry sub-word indices, so a sub-word takes its word's value;
+   indices truncated away are dropped), densified as ``b × k × n × n`` on the device:
 
-   * ``entity``: 1 where both tokens lie inside the same named entity (``ner[*].tokens``: the annotator's
-     NER spans, the paper's source); ``entity_source="links"``: the same linked mention (``links[*].tokens``);
-   * ``phrase``: 1 where both tokens lie inside the same phrase segment (``phrases[*].tokens``);
-   * ``pmi``: ``max(0, PMI(w_i; w_j)) / Z`` of the two tokens' whole words (1 within one word), read
-     from the feature ``pmi_pairs``: ``[[word_i, word_j, value], ...]`` over the indices of ``words``
-     (what ``CorpusStatistics.normalised_pmi_matrix`` gives, kept sparse; ``klm prepare`` stores it
-     since features version 2). Without it the map is all zeros and a warning says so once
-     (``missing_pmi="error"`` raises instead).
-   * ``kg`` (Eq. 8, optional, not in the default maps): 1 where the two tokens' linked entities (each
-     mention's top candidate) are adjacent in the KG (an edge either way). Tokens of one mention are not
-     adjacent to themselves unless the KG has a self-loop. The KG is the one the data module prepared,
-     loaded in the ``setup`` hook (as KnowBERT finds its entity table), or ``load_kg``.
-
-   Spans carry sub-word indices already (a sub-word takes its word's value); indices truncated away
-   (≥ n) are dropped.
-2. **Attention** (``KamSelfAttention``, which replaces each layer's ``attention.self`` and keeps the
-   original's ``query``/``key``/``value`` modules, so the state-dict names of the backbone's weights do
-   not change): ``L_i = A_sa + A_{i−1}`` (the skip; ``A_{−1} = 0``, or no skip), the channel-wise
-   concatenation ``[L_i (m heads) | M (k maps)]`` → ``Conv2d(m+k → m, 3×3, padding 1)`` → ``A_sem``,
-   ``A_i = softmax(α·A_sem + (1−α)·L_i + mask)``, output ``A_i V``. Layer i hands its result map ``A_i``
-   (after the softmax, before dropout) to layer i+1, as §3.3 says ("a skip connection from the result
-   attention map in the i-th layer to the self-attention map of the i+1 layer", A^i being Eq. 3's softmax).
-   Why not Evolving Attention's pre-softmax hand-over: summed over layers, pre-softmax logits grow with
-   depth, and a pretrained backbone fine-tuned that way collapsed to chance on the generated task (every
-   kam cell at 50%, α = 0 included); a probability map adds at most 1 to a logit.
-   Choices the paper leaves open: the conv reads the logits with the rows and columns of padding
-   positions zeroed, so padding never leaks into real positions through the 3×3 window (an example's
-   states do not depend on how long the batch is padded); one conv per layer; under mixed precision the
-   maps, logits and result maps stay in the compute dtype (bf16), the softmax accumulating in float32 inside
-   (as SDPA's kernels do), since these b × m × n × n passes are KAM's cost where the GPU is busy.
-   ``use_conv=False`` (the w/o-conv ablation) replaces ``A_sem`` by the mean of the k maps, the same for
-   every head.
+   * ``entity``: 1 where both tokens lie in the same named entity (``ner[*].tokens``: the annotator's NER
+     spans, the paper's source); ``entity_source="links"``: the same linked mention (``links[*].tokens``);
+   * ``phrase``: 1 where both tokens lie in the same phrase segment (``phrases[*].tokens``);
+   * ``pmi``: ``max(0, PMI(w_i; w_j)) / Z`` of the two tokens' words, 1 within a word, from ``pmi_pairs``
+     (``[[word_i, word_j, value], ...]`` over the indices of ``words``). Without it the map is all zeros
+     and a warning says so once (``missing_pmi="error"`` raises instead);
+   * ``kg`` (Eq. 8; in ``kam+kg``, not in ``kam``): 1 where the two tokens' linked entities (each
+     mention's top candidate) are adjacent in the KG, an edge either way (a mention's own tokens only
+     through a self-loop). The KG is the one the data module prepared (loaded in ``setup``), or ``load_kg``'s.
+2. **Attention** (``KamSelfAttention`` replaces each layer's ``attention.self`` and keeps its
+   ``query``/``key``/``value`` modules, so the backbone's state-dict names do not change):
+   ``L_i = A_sa + A_{i−1}`` (the skip, ``A_{−1} = 0``), ``A_sem = Conv2d(m+k → m, 3×3, padding 1)`` over
+   the channels ``[L_i (m heads) | M (k maps)]``, ``A_i = softmax(α·A_sem + (1−α)·L_i + mask)``, output
+   ``A_i V``. The skip hands layer i+1 the result map ``A_i`` after the softmax (§3.3's "result attention
+   map"), not Evolving Attention's pre-softmax logits, which grow with depth. Choices the paper leaves
+   open: one conv per layer; the conv reads the logits with padding rows and columns zeroed, so padding
+   never leaks into real positions through the 3×3 window; under mixed precision maps, logits and result
+   maps stay in the compute dtype (bf16), the softmax accumulating in float32 inside (as SDPA does).
+   ``use_conv=False`` (the w/o-conv ablation): ``A_sem`` is the mean of the k maps, for every head.
 3. **The conv's initial weights** (the paper gives none), so that the ablations differ by their maps only:
    one number drawn from the global RNG (seeded by the cell; the only draw, so the RNG then advances the
    same in every variant) seeds a generator per layer and input-channel group. The m logit channels and
@@ -46,24 +34,19 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
    head's ``A_sem`` by ~N(0, 1). Measured on MiniLM at initialisation (generated task, dev): zeroing the
    maps moves the [CLS] features by ~5% of their norm, another seed by ~15%; at PyTorch's default scale
    (std ≈ 0.05) the maps moved them by 0.7%, a seed by ~14%.
-4. **PMI expansion** (``expansion_k``, §3.4): the sub-words of the first ``expansion_k`` words that ``klm
-   prepare`` stored per example (``pmi_expansion``: words absent from the sentence with the highest
-   mean PMI with its words, each as ``ids`` of the backbone's sub-words and ``pmi``: ``[[word_index,
-   max(0, PMI)/Z], ...]`` with the sentence's ``words``) are appended after the N rows (K sub-words in
-   all, padded to the batch's largest K and masked). Every map becomes ``(N+K)²`` with zeros outside
-   the sentence block, except the PMI map, which holds 1 within an expansion word and its stored PMI
-   with the sentence's words (expansion words among themselves: 0). The N+K rows make the logits, the
-   conv and the skip; the output keeps the N sentence rows (``A[:N] V``), which equals running the
-   whole layer on N+K rows and trimming, as the rest of a layer is position-wise.
-   Reading of "trimmed, and a new round of augmentation in the next layer": the auxiliary rows' hidden
-   states are the backbone's embeddings of their sub-words (positions right after the example's last
-   real token, segment 0), the same at every layer, which projects them with its own query/key/value;
-   no layer's output for them is kept.
-   Default ``expansion_k = 0`` (off): the paper includes the expansion in KAM-BERT but gives no k and no
-   ablation of it, so a value would be ours; off keeps ``kam`` the method its earlier results measured.
-   The expansion needs the ``pmi`` map (the only one that says anything about the auxiliary words).
-5. **Invariant** (tested): α = 0 without skip and without expansion gives the backbone's hidden states
-   exactly.
+4. **PMI expansion** (``expansion_k``, §3.4; default 0, off: the paper gives no k): the sub-words of the
+   first ``expansion_k`` words ``klm prepare`` stored per example (``pmi_expansion``: words absent from the
+   sentence with the highest mean PMI with its words, each as ``ids`` and ``pmi``: ``[[word_index,
+   max(0, PMI)/Z], ...]``) are appended after the N rows (K sub-words in all, padded to the batch's largest
+   K and masked). Every map becomes ``(N+K)²``, zero outside the sentence block except in the PMI map:
+   1 within an expansion word and its stored PMI with the sentence's words. The N+K rows make the logits,
+   the conv and the skip; the output keeps the N sentence rows (``A[:N] V``: the same as trimming after the
+   layer, the rest of which is position-wise). The auxiliary rows' states are the backbone's embeddings of
+   their sub-words (positions right after the last real token, segment 0) at every layer ("a new round of
+   augmentation in the next layer"). The expansion needs the ``pmi`` map.
+5. **zero_knowledge** (the control): every map is all zeros and no expansion word is appended, the same as
+   examples without features; the conv, the mix and the skip run as usual.
+6. **Invariant** (tested): α = 0 without skip and without expansion gives the backbone's hidden states exactly.
 
 ``kam+si``: selective injection (``sisr.SelectiveInjection``, Eq. 4 of papers/000) filters the linked
 mentions, in training only, as ``knowbert+si`` does; its entity map is built from the links, so SI acts
@@ -150,6 +133,12 @@ class KamKnowledge:
         move = lambda tensor: tensor.to(device, non_blocking=non_blocking)  # noqa: E731
         return KamKnowledge(move(self.entries), move(self.values), self.size, move(self.auxiliary_ids),
                             move(self.auxiliary_real))
+
+    @classmethod
+    def empty(cls, batch_size: int, length: int) -> "KamKnowledge":
+        """No map entries and no expansion words: what ``zero_knowledge`` runs on."""
+        return cls(torch.zeros(4, 0, dtype=torch.long), torch.zeros(0), length, torch.zeros(batch_size, 0, dtype=torch.long),
+                   torch.zeros(batch_size, 0, dtype=torch.bool))
 
     def maps(self, batch_size: int, num_maps: int) -> torch.Tensor:
         dense = torch.zeros(batch_size, num_maps, self.size, self.size, device=self.values.device)
@@ -303,7 +292,6 @@ class KamSelfAttention(nn.Module):
                                                  self.num_attention_heads, 3, padding=1)
             initialise_conv(self.conv, maps, seed, layer)
 
-
     def forward(self, hidden_states, attention_mask=None, *args, **kwargs):
         length = hidden_states.shape[1]
         auxiliary = self.kam_state.auxiliary
@@ -428,14 +416,16 @@ class Kam(TaskModel):
 
     def setup(self, stage=None):
         """Loads the prepared KG where the ``kg`` map needs it (see the module docstring), and has the data
-        loader build the maps' entries (not with SI: its draw belongs to the training step)."""
+        loader build the maps' entries (not with SI, whose draw belongs to the training step, nor under
+        ``zero_knowledge``, which has none)."""
         data = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if "kg" in self.maps and self.kg is None and data is not None:
             from knowledge_lm.knowledge.kg import KnowledgeGraph
             from knowledge_lm.methods.knowbert import prepared_kg_dir
 
             self.kg = KnowledgeGraph.load(prepared_kg_dir(data))
-        if data is not None and getattr(data, "knowledge", None) is not None and self.selective_injection is None:
+        if (data is not None and getattr(data, "knowledge", None) is not None and self.selective_injection is None
+                and not self.zero_knowledge):
             data.knowledge_batch = partial(map_entries, maps=self.maps, missing_pmi=self.missing_pmi, kg=self.kg,
                                            expansion_k=self.expansion_k, entity_source=self.entity_source)
 
@@ -446,7 +436,9 @@ class Kam(TaskModel):
 
     def encode(self, batch):
         knowledge, input_ids = batch["knowledge"], batch["input_ids"]
-        if not isinstance(knowledge, KamKnowledge):  # per-example dicts: SI, or a batch from elsewhere
+        if self.zero_knowledge:
+            knowledge = KamKnowledge.empty(len(input_ids), input_ids.shape[1])
+        elif not isinstance(knowledge, KamKnowledge):  # per-example dicts: SI, or a batch from elsewhere
             if self.training and self.selective_injection is not None:
                 knowledge = self.selective_injection.filter_batch(knowledge, self.si_rng)
             knowledge = map_entries(knowledge, input_ids.shape[1], self.maps, self.missing_pmi, self.kg, self.expansion_k,
@@ -511,3 +503,8 @@ class KamNoEntity(Kam):
 @register_method("kam-no-conv")
 class KamNoConv(Kam):
     default_use_conv = False
+
+
+@register_method("kam+kg")
+class KamKg(Kam):
+    default_maps = DEFAULT_MAPS + ("kg",)  # Eq. 8
