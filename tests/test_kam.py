@@ -1,4 +1,5 @@
-"""KAM-BERT: the α = 0 invariant, the conv's channels, the maps, PMI expansion, gradients, and cells that train."""
+"""KAM-BERT: the α = 0 invariant, the conv's channels and their initialisation, the maps, PMI expansion, the
+zeroed-knowledge control, gradients, and cells that train."""
 
 import pytest
 import torch
@@ -6,16 +7,17 @@ import torch
 from knowledge_lm.data.generated import GeneratedDataModule
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
-from knowledge_lm.methods.kam import Kam, KamSelfAttention, knowledge_maps
+from knowledge_lm.methods.kam import DEFAULT_MAPS, Kam, KamSelfAttention, knowledge_maps
+from knowledge_lm.registry import METHODS
 
 SIZES = {"train_size": 40, "dev_size": 10, "test_size": 10}
 
 
-def kam(**options) -> Kam:
+def kam(method: str = "kam", **options) -> Kam:
     from knowledge_lm.backbones import load_backbone
 
     encoder, _, _ = load_backbone("tiny", attn_implementation="eager", seed=0)
-    return Kam(encoder, GeneratedDataModule.spec("facts"), **options)
+    return METHODS.get(method)(encoder, GeneratedDataModule.spec("facts"), **options)
 
 
 def plain_encoder():
@@ -25,16 +27,19 @@ def plain_encoder():
 
 
 def features():
-    """Hand-made features: text 0 has a 3-piece entity (tokens 2-4), a phrase (1-4), PMI between words and two
-    expansion words (a 2-piece one with PMI to word 0, then a 1-piece one); text 1 has no expansion word."""
+    """Hand-made features: text 0 has a 3-piece entity (tokens 2-4, named and linked), a phrase (1-4), PMI between
+    words and two expansion words (a 2-piece one with PMI to word 0, then a 1-piece one); text 1 has a named
+    entity and a linked mention that differ, each partly truncated away, and no expansion word."""
     return [
         {"links": [{"segment": 0, "tokens": [2, 3, 4], "candidates": [["Q1", 1.0]]}],
+         "ner": [{"segment": 0, "tokens": [2, 3, 4], "label": "ORG"}],
          "phrases": [{"segment": 0, "tokens": [1, 2, 3, 4]}],
          "words": [{"tokens": [1]}, {"tokens": [2, 3, 4]}, {"tokens": [5]}],
          "pmi_pairs": [[0, 2, 0.5]],
          "pmi_expansion": [{"word": "omega", "ids": [1010, 1011], "pmi": [[0, 0.25]]},
                            {"word": "rho", "ids": [1012], "pmi": [[2, 0.75]]}]},
         {"links": [{"segment": 0, "tokens": [1, 40], "candidates": [["Q2", 1.0]]}],  # 40: truncated away
+         "ner": [{"segment": 0, "tokens": [2, 40], "label": "PERSON"}],
          "phrases": [], "words": [{"tokens": [1]}], "pmi_expansion": []},
     ]
 
@@ -112,6 +117,111 @@ def test_every_layer_is_wrapped_and_the_conv_reads_heads_plus_maps():
     assert "encoder.encoder.layer.0.attention.self.query.weight" in model.state_dict()
 
 
+def seeded(method: str, seed: int = 0, **options) -> Kam:
+    torch.manual_seed(seed)
+    return kam(method, **options)
+
+
+def test_ablations_share_the_logit_channels_and_each_maps_weights():
+    """Built from one seed, kam and its map ablations have the same logit-channel weights and bias, each map the
+    same weights wherever its channel is, and leave the global RNG in the same state."""
+    full = seeded("kam")
+    after_full = torch.rand(4)
+    heads = full.encoder.config.num_attention_heads
+    for method in ("kam-no-pmi", "kam-no-phrase", "kam-no-entity", "kam+kg"):
+        ablation = seeded(method)
+        assert torch.equal(torch.rand(4), after_full)
+        for ours, theirs in zip(full.kam_layers, ablation.kam_layers):
+            assert torch.equal(ours.conv.weight[:, :heads], theirs.conv.weight[:, :heads])
+            assert torch.equal(ours.conv.bias, theirs.conv.bias)
+            for name in set(DEFAULT_MAPS) & set(ablation.maps):
+                assert torch.equal(ours.conv.weight[:, heads + full.maps.index(name)],
+                                   theirs.conv.weight[:, heads + ablation.maps.index(name)])
+    other = seeded("kam", seed=1)
+    layers = full.kam_layers
+    assert not torch.equal(other.kam_layers[0].conv.weight, layers[0].conv.weight)
+    assert not torch.equal(layers[0].conv.weight, layers[1].conv.weight)  # every layer draws its own
+    entity, phrase = layers[0].conv.weight[:, heads], layers[0].conv.weight[:, heads + 1]
+    assert not torch.equal(entity, phrase)
+    # The map channels' scale (the module docstring's choice), well above the logit channels' (1/√(9m)).
+    assert 0.2 < float(torch.cat([layer.conv.weight[:, heads:] for layer in layers]).std()) < 0.5
+
+
+def test_new_modules_are_the_convs_and_train_at_their_own_rate():
+    model = kam(new_module_lr=1e-3)
+    assert model.new_modules() == [layer.conv for layer in model.kam_layers]
+    assert kam("kam-no-conv").new_modules() == []
+    optimizer = model.configure_optimizers()["optimizer"]
+    fast = {id(parameter) for group in optimizer.param_groups if group["initial_lr"] == 1e-3 for parameter in group["params"]}
+    assert fast == {id(parameter) for conv in model.new_modules() for parameter in conv.parameters()}
+
+
+def test_the_entity_map_comes_from_named_entities_or_linked_mentions():
+    ner = knowledge_maps(features(), 8, ("entity",))[:, 0]
+    links = knowledge_maps(features(), 8, ("entity",), entity_source="links")[:, 0]
+    assert torch.equal(ner[0], links[0])  # text 0: the named entity is the linked mention
+    assert ner[1].sum() == 1 and ner[1, 2, 2] == 1  # text 1: the named entity, token 2
+    assert links[1].sum() == 1 and links[1, 1, 1] == 1  # the linked mention, token 1
+    without_ner = [{key: value for key, value in example.items() if key != "ner"} for example in features()]
+    assert knowledge_maps(without_ner, 8, ("entity",)).sum() == 0
+    with pytest.raises(KlmError, match="entity_source"):
+        knowledge_maps(features(), 8, ("entity",), entity_source="spans")
+    with pytest.raises(KlmError, match="entity_source"):
+        kam(entity_source="spans")
+    assert kam().entity_source == "ner" and kam("kam+si").entity_source == "links"
+
+
+def test_the_model_reads_the_chosen_entity_source(tokenizer):
+    entity_maps = []  # text 1's entity map as the first conv reads it
+    for source in ("ner", "links"):
+        model = kam(entity_source=source).eval()
+        model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: entity_maps.append(args[0][1, -3]))
+        with torch.no_grad():
+            model.encode(batch(tokenizer))
+    ner, links = entity_maps
+    assert ner[2, 2] == 1 and ner[1, 1] == 0 and links[1, 1] == 1 and links[2, 2] == 0
+
+
+def test_zero_knowledge_runs_on_empty_knowledge(tokenizer):
+    """The control zeroes every map and appends no expansion word: the same states as examples without features,
+    unlike the real maps'; the conv still runs, on the logits and all-zero maps."""
+    model = kam(expansion_k=2).eval()
+    inputs = batch(tokenizer)
+    empty = {**inputs, "knowledge": [{"links": [], "ner": [], "phrases": [], "words": [], "pmi_pairs": [],
+                                      "pmi_expansion": []}] * 2}
+    with torch.no_grad():
+        real = model.encode(inputs)
+        without = model.encode(empty)
+        model.zero_knowledge = True
+        seen = []
+        model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: seen.append(args[0]))
+        zeroed = model.encode(inputs)
+    assert torch.allclose(zeroed, without, atol=1e-6)
+    assert (zeroed - real).abs().max() > 1e-3
+    heads, length = model.encoder.config.num_attention_heads, inputs["input_ids"].shape[1]
+    assert seen[0].shape == (2, heads + 3, length, length)  # no expansion rows
+    assert seen[0][:, heads:].abs().sum() == 0
+    assert kam(zero_knowledge=True).zero_knowledge
+
+
+def test_kam_kg_adds_the_kg_map(tokenizer):
+    from knowledge_lm.knowledge.kg import KnowledgeGraph
+
+    model = kam("kam+kg").eval()
+    assert model.maps == (*DEFAULT_MAPS, "kg")
+    assert model.kam_layers[0].conv.in_channels == model.encoder.config.num_attention_heads + 4
+    model.load_kg(KnowledgeGraph([("Q1", "P1", "Q2")]))
+    inputs = batch(tokenizer)
+    example = {"links": [{"tokens": [1], "candidates": [["Q1", 1.0]]}, {"tokens": [2], "candidates": [["Q2", 1.0]]}],
+               "words": [], "pmi_pairs": []}
+    seen = []
+    model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: seen.append(args[0][:, -1].clone()))
+    with torch.no_grad():
+        model.encode({**inputs, "knowledge": [example, {**example, "links": []}]})
+    assert seen[0][0, 1, 2] == 1 and seen[0][0, 2, 1] == 1 and seen[0][0].sum() == 2
+    assert seen[0][1].sum() == 0
+
+
 def test_maps_of_a_multi_piece_entity():
     maps = knowledge_maps(features(), 8, ("entity", "phrase", "pmi"))
     assert maps.shape == (2, 3, 8, 8)
@@ -124,8 +234,8 @@ def test_maps_of_a_multi_piece_entity():
     pmi = maps[0, 2]
     assert pmi[1, 1] == 1 and torch.equal(pmi[2:5, 2:5], torch.ones(3, 3))  # 1 within a word
     assert pmi[1, 5] == 0.5 and pmi[5, 1] == 0.5 and pmi[1, 2] == 0 and pmi[0, 0] == 0
-    # A link partly truncated keeps its tokens in range; text 1 has no phrase and no PMI pairs.
-    assert maps[1, 0].sum() == 1 and maps[1, 0, 1, 1] == 1
+    # A named entity partly truncated keeps its tokens in range; text 1 has no phrase and no PMI pairs.
+    assert maps[1, 0].sum() == 1 and maps[1, 0, 2, 2] == 1
     assert maps[1, 1:].sum() == 0
     with pytest.raises(KlmError, match="pmi_pairs"):
         knowledge_maps(features(), 8, ("pmi",), missing_pmi="error")
@@ -212,8 +322,8 @@ def prepared_cache(tmp_path_factory, tokenizer):
 
 
 @pytest.mark.parametrize("method, options", [("kam", {}), ("kam-no-conv", {}),
-                                             ("kam", {"maps": ["entity", "phrase", "kg"]}),
-                                             ("kam", {"expansion_k": 3}), ("kam+si", {})])
+                                             ("kam+kg", {}), ("kam", {"expansion_k": 3}),
+                                             ("kam", {"zero_knowledge": True}), ("kam+si", {})])
 def test_kam_trains_as_a_cell(method, options, prepared_cache, tmp_path):
     from knowledge_lm.cell import run_cell
     from knowledge_lm.config import TrainConfig

@@ -3,65 +3,60 @@
 Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and softmax):
 
 1. **Maps** ``M_1..k ∈ [0,1]^{n×n}`` over the sub-word tokens, built once per batch from the prepared
-   features (``batch["knowledge"]``) as a dense ``b × k × n × n`` tensor on the device:
+   features (``batch["knowledge"]``; spans carry sub-word indices, so a sub-word takes its word's value;
+   indices truncated away are dropped), densified as ``b × k × n × n`` on the device:
 
-   * ``entity``: 1 where both tokens lie inside the same linked mention (``links[*].tokens``);
-   * ``phrase``: 1 where both tokens lie inside the same phrase segment (``phrases[*].tokens``);
-   * ``pmi``: ``max(0, PMI(w_i; w_j)) / Z`` of the two tokens' whole words (1 within one word), read
-     from the feature ``pmi_pairs``: ``[[word_i, word_j, value], ...]`` over the indices of ``words``
-     (what ``CorpusStatistics.normalised_pmi_matrix`` gives, kept sparse; ``klm prepare`` stores it
-     since features version 2). Without it the map is all zeros and a warning says so once
-     (``missing_pmi="error"`` raises instead).
-   * ``kg`` (Eq. 8, optional, not in the default maps): 1 where the two tokens' linked entities (each
-     mention's top candidate) are adjacent in the KG (an edge either way). Tokens of one mention are not
-     adjacent to themselves unless the KG has a self-loop. The KG is the one the data module prepared,
-     loaded in the ``setup`` hook (as KnowBERT finds its entity table), or ``load_kg``.
-
-   Spans carry sub-word indices already (a sub-word takes its word's value); indices truncated away
-   (≥ n) are dropped.
-2. **Attention** (``KamSelfAttention``, which replaces each layer's ``attention.self`` and keeps the
-   original's ``query``/``key``/``value`` modules, so the state-dict names of the backbone's weights do
-   not change): ``L_i = A_sa + A_{i−1}`` (the skip; ``A_{−1} = 0``, or no skip), the channel-wise
-   concatenation ``[L_i (m heads) | M (k maps)]`` → ``Conv2d(m+k → m, 3×3, padding 1)`` → ``A_sem``,
-   ``A_i = softmax(α·A_sem + (1−α)·L_i + mask)``, output ``A_i V``. Layer i hands its result map ``A_i``
-   (after the softmax, before dropout) to layer i+1, as §3.3 says ("a skip connection from the result
-   attention map in the i-th layer to the self-attention map of the i+1 layer", A^i being Eq. 3's softmax).
-   Why not Evolving Attention's pre-softmax hand-over: summed over layers, pre-softmax logits grow with
-   depth, and a pretrained backbone fine-tuned that way collapsed to chance on the generated task (every
-   kam cell at 50%, α = 0 included); a probability map adds at most 1 to a logit.
-   Choices the paper leaves open: the conv reads the logits with the rows and columns of padding
-   positions zeroed, so padding never leaks into real positions through the 3×3 window (an example's
-   states do not depend on how long the batch is padded); one conv per layer; under mixed precision the
-   maps, logits and result maps stay in the compute dtype (bf16), the softmax accumulating in float32 inside
-   (as SDPA's kernels do), since these b × m × n × n passes are KAM's cost where the GPU is busy.
-   ``use_conv=False`` (the w/o-conv ablation) replaces ``A_sem`` by the mean of the k maps, the same for
-   every head.
-3. **PMI expansion** (``expansion_k``, §3.4): the sub-words of the first ``expansion_k`` words that ``klm
-   prepare`` stored per example (``pmi_expansion``: words absent from the sentence with the highest
-   mean PMI with its words, each as ``ids`` of the backbone's sub-words and ``pmi``: ``[[word_index,
-   max(0, PMI)/Z], ...]`` with the sentence's ``words``) are appended after the N rows (K sub-words in
-   all, padded to the batch's largest K and masked). Every map becomes ``(N+K)²`` with zeros outside
-   the sentence block, except the PMI map, which holds 1 within an expansion word and its stored PMI
-   with the sentence's words (expansion words among themselves: 0). The N+K rows make the logits, the
-   conv and the skip; the output keeps the N sentence rows (``A[:N] V``), which equals running the
-   whole layer on N+K rows and trimming, as the rest of a layer is position-wise.
-   Reading of "trimmed, and a new round of augmentation in the next layer": the auxiliary rows' hidden
-   states are the backbone's embeddings of their sub-words (positions right after the example's last
-   real token, segment 0), the same at every layer, which projects them with its own query/key/value;
-   no layer's output for them is kept.
-   Default ``expansion_k = 0`` (off): the paper includes the expansion in KAM-BERT but gives no k and no
-   ablation of it, so a value would be ours; off keeps ``kam`` the method its earlier results measured.
-   The expansion needs the ``pmi`` map (the only one that says anything about the auxiliary words).
-4. **Invariant** (tested): α = 0 without skip and without expansion gives the backbone's hidden states
-   exactly.
+   * ``entity``: 1 where both tokens lie in the same named entity (``ner[*].tokens``: the annotator's NER
+     spans, the paper's source); ``entity_source="links"``: the same linked mention (``links[*].tokens``);
+   * ``phrase``: 1 where both tokens lie in the same phrase segment (``phrases[*].tokens``);
+   * ``pmi``: ``max(0, PMI(w_i; w_j)) / Z`` of the two tokens' words, 1 within a word, from ``pmi_pairs``
+     (``[[word_i, word_j, value], ...]`` over the indices of ``words``). Without it the map is all zeros
+     and a warning says so once (``missing_pmi="error"`` raises instead);
+   * ``kg`` (Eq. 8; in ``kam+kg``, not in ``kam``): 1 where the two tokens' linked entities (each
+     mention's top candidate) are adjacent in the KG, an edge either way (a mention's own tokens only
+     through a self-loop). The KG is the one the data module prepared (loaded in ``setup``), or ``load_kg``'s.
+2. **Attention** (``KamSelfAttention`` replaces each layer's ``attention.self`` and keeps its
+   ``query``/``key``/``value`` modules, so the backbone's state-dict names do not change):
+   ``L_i = A_sa + A_{i−1}`` (the skip, ``A_{−1} = 0``), ``A_sem = Conv2d(m+k → m, 3×3, padding 1)`` over
+   the channels ``[L_i (m heads) | M (k maps)]``, ``A_i = softmax(α·A_sem + (1−α)·L_i + mask)``, output
+   ``A_i V``. The skip hands layer i+1 the result map ``A_i`` after the softmax (§3.3's "result attention
+   map"), not Evolving Attention's pre-softmax logits, which grow with depth. Choices the paper leaves
+   open: one conv per layer; the conv reads the logits with padding rows and columns zeroed, so padding
+   never leaks into real positions through the 3×3 window; under mixed precision maps, logits and result
+   maps stay in the compute dtype (bf16), the softmax accumulating in float32 inside (as SDPA does).
+   ``use_conv=False`` (the w/o-conv ablation): ``A_sem`` is the mean of the k maps, for every head.
+3. **The conv's initial weights** (the paper gives none), so that the ablations differ by their maps only:
+   one number drawn from the global RNG (seeded by the cell; the only draw, so the RNG then advances the
+   same in every variant) seeds a generator per layer and input-channel group. The m logit channels and
+   the bias take PyTorch's default for a conv over them alone (U(±1/√(9m))): the same in ``kam`` and every
+   ablation of one seed. Each map's channel is drawn from its map's own generator, ``N(0, (1/3)²)`` per tap
+   (``MAP_INIT_STD``): the same whichever other maps are present, and a 3×3 window of ones moves each
+   head's ``A_sem`` by ~N(0, 1). Measured on MiniLM at initialisation (generated task, dev): zeroing the
+   maps moves the [CLS] features by ~5% of their norm, another seed by ~15%; at PyTorch's default scale
+   (std ≈ 0.05) the maps moved them by 0.7%, a seed by ~14%.
+4. **PMI expansion** (``expansion_k``, §3.4; default 0, off: the paper gives no k): the sub-words of the
+   first ``expansion_k`` words ``klm prepare`` stored per example (``pmi_expansion``: words absent from the
+   sentence with the highest mean PMI with its words, each as ``ids`` and ``pmi``: ``[[word_index,
+   max(0, PMI)/Z], ...]``) are appended after the N rows (K sub-words in all, padded to the batch's largest
+   K and masked). Every map becomes ``(N+K)²``, zero outside the sentence block except in the PMI map:
+   1 within an expansion word and its stored PMI with the sentence's words. The N+K rows make the logits,
+   the conv and the skip; the output keeps the N sentence rows (``A[:N] V``: the same as trimming after the
+   layer, the rest of which is position-wise). The auxiliary rows' states are the backbone's embeddings of
+   their sub-words (positions right after the last real token, segment 0) at every layer ("a new round of
+   augmentation in the next layer"). The expansion needs the ``pmi`` map.
+5. **zero_knowledge** (the control): every map is all zeros and no expansion word is appended, the same as
+   examples without features; the conv, the mix and the skip run as usual.
+6. **Invariant** (tested): α = 0 without skip and without expansion gives the backbone's hidden states exactly.
 
 ``kam+si``: selective injection (``sisr.SelectiveInjection``, Eq. 4 of papers/000) filters the linked
-mentions that build the entity (and kg) map, in training only, as ``knowbert+si`` does.
+mentions, in training only, as ``knowbert+si`` does; its entity map is built from the links, so SI acts
+on it as on the kg map.
 
 Needs ``attn_implementation = "eager"``: the wrapper computes the logits itself, and eager is the
 implementation whose 4D additive mask (b × 1 × n × n, or None without padding) it reads.
 """
 
+import hashlib
 import random
 import warnings
 from dataclasses import dataclass
@@ -79,6 +74,8 @@ from knowledge_lm.task_model import TaskModel
 
 MAP_NAMES = ("entity", "phrase", "pmi", "kg")
 DEFAULT_MAPS = ("entity", "phrase", "pmi")
+ENTITY_SOURCES = ("ner", "links")  # the features whose spans can make the entity map
+MAP_INIT_STD = 1 / 3  # the map channels' initial weights: N(0, MAP_INIT_STD²) per tap (module docstring)
 
 
 # -- the knowledge maps of a batch ----------------------------------------------------------------
@@ -137,6 +134,12 @@ class KamKnowledge:
         return KamKnowledge(move(self.entries), move(self.values), self.size, move(self.auxiliary_ids),
                             move(self.auxiliary_real))
 
+    @classmethod
+    def empty(cls, batch_size: int, length: int) -> "KamKnowledge":
+        """No map entries and no expansion words: what ``zero_knowledge`` runs on."""
+        return cls(torch.zeros(4, 0, dtype=torch.long), torch.zeros(0), length, torch.zeros(batch_size, 0, dtype=torch.long),
+                   torch.zeros(batch_size, 0, dtype=torch.bool))
+
     def maps(self, batch_size: int, num_maps: int) -> torch.Tensor:
         dense = torch.zeros(batch_size, num_maps, self.size, self.size, device=self.values.device)
         # accumulate=False: overlapping spans of one map set the same value (the last write wins for PMI)
@@ -144,16 +147,19 @@ class KamKnowledge:
 
 
 def knowledge_maps(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, device=None,
-                   missing_pmi: str = "zeros", kg=None, expansion_k: int = 0) -> torch.Tensor:
+                   missing_pmi: str = "zeros", kg=None, expansion_k: int = 0, entity_source: str = "ner") -> torch.Tensor:
     """``b × k × (n+K) × (n+K)`` float maps in [0, 1] (see the module docstring), densified on ``device``;
     K = 0 without expansion."""
-    return map_entries(knowledge, length, maps, missing_pmi, kg, expansion_k).to(device).maps(len(knowledge), len(maps))
+    return map_entries(knowledge, length, maps, missing_pmi, kg, expansion_k,
+                       entity_source).to(device).maps(len(knowledge), len(maps))
 
 
 def map_entries(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, missing_pmi: str = "zeros", kg=None,
-                expansion_k: int = 0) -> KamKnowledge:
+                expansion_k: int = 0, entity_source: str = "ner") -> KamKnowledge:
     """The nonzero entries of every map of ``knowledge`` (the per-example features of a batch padded to
     ``length``), and its expansion sub-words."""
+    if entity_source not in ENTITY_SOURCES:
+        raise KlmError(f"kam: entity_source {entity_source!r}: expected {' or '.join(ENTITY_SOURCES)}")
     for name in maps:
         if name not in MAP_NAMES:
             raise KlmError(f"kam: unknown map {name!r}; known: {', '.join(MAP_NAMES)}")
@@ -174,7 +180,7 @@ def map_entries(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, missing_p
     for b, example in enumerate(knowledge):
         for c, name in enumerate(maps):
             if name == "entity":
-                add(b, c, *_block_entries(example.get("links") or [], length))
+                add(b, c, *_block_entries(example.get(entity_source) or [], length))
             elif name == "phrase":
                 add(b, c, *_block_entries(example.get("phrases") or [], length))
             elif name == "pmi":
@@ -241,12 +247,33 @@ class KamState:
         return self.memos[key]
 
 
+def channel_generator(seed: int, layer: int, channel: str) -> torch.Generator:
+    """A CPU generator of its own for one input channel (group) of one layer's conv."""
+    digest = hashlib.sha256(f"{seed}/{layer}/{channel}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+
+
+def initialise_conv(conv: nn.Conv2d, maps, seed: int, layer: int):
+    """The conv's initial weights (module docstring): the m logit channels and the bias from the generator of
+    "logits", each map's channel from the generator of its name, so no draw depends on which other maps exist."""
+    heads = conv.out_channels
+    bound = (9 * heads) ** -0.5  # PyTorch's default bound for a 3×3 conv over the m logit channels alone
+    logits = channel_generator(seed, layer, "logits")
+    with torch.no_grad():
+        conv.weight[:, :heads].copy_(torch.empty(heads, heads, 3, 3).uniform_(-bound, bound, generator=logits))
+        conv.bias.copy_(torch.empty(heads).uniform_(-bound, bound, generator=logits))
+        for channel, name in enumerate(maps, start=heads):
+            conv.weight[:, channel].copy_(torch.empty(heads, 3, 3).normal_(0.0, MAP_INIT_STD,
+                                                                          generator=channel_generator(seed, layer, name)))
+
+
 class KamSelfAttention(nn.Module):
     """Drop-in for a BERT-family ``attention.self`` (transformers 5: ``forward(hidden_states,
-    attention_mask=None, ...) -> (output b×n×(m·d), probabilities)``)."""
+    attention_mask=None, ...) -> (output b×n×(m·d), probabilities)``); ``layer`` and ``seed`` pick the
+    conv's initial weights."""
 
-    def __init__(self, original: nn.Module, state: KamState, num_maps: int, alpha: float = 0.2, skip: bool = True,
-                 use_conv: bool = True):
+    def __init__(self, original: nn.Module, state: KamState, maps=DEFAULT_MAPS, alpha: float = 0.2, skip: bool = True,
+                 use_conv: bool = True, seed: int = 0, layer: int = 0):
         super().__init__()
         for name in ("query", "key", "value"):
             if not isinstance(getattr(original, name, None), nn.Linear):
@@ -257,8 +284,13 @@ class KamSelfAttention(nn.Module):
         self.num_attention_heads = original.num_attention_heads
         self.attention_head_size = original.attention_head_size
         self.scaling = getattr(original, "scaling", self.attention_head_size ** -0.5)
-        self.kam_state, self.num_maps, self.alpha, self.skip = state, num_maps, alpha, skip
-        self.conv = nn.Conv2d(self.num_attention_heads + num_maps, self.num_attention_heads, 3, padding=1) if use_conv else None
+        self.kam_state, self.num_maps, self.alpha, self.skip = state, len(maps), alpha, skip
+        self.conv = None
+        if use_conv:
+            # skip_init: the global RNG is not drawn from, so it advances the same whatever the maps
+            self.conv = torch.nn.utils.skip_init(nn.Conv2d, self.num_attention_heads + self.num_maps,
+                                                 self.num_attention_heads, 3, padding=1)
+            initialise_conv(self.conv, maps, seed, layer)
 
     def forward(self, hidden_states, attention_mask=None, *args, **kwargs):
         length = hidden_states.shape[1]
@@ -338,13 +370,18 @@ class Kam(TaskModel):
     attn_implementation = "eager"
     default_maps: tuple[str, ...] = DEFAULT_MAPS
     default_use_conv = True
+    default_entity_source = "ner"
     selective_injection: SelectiveInjection | None = None
 
     def __init__(self, encoder, spec, alpha: float = 0.2, skip: bool = True, use_conv: bool | None = None,
-                 maps=None, expansion_k: int = 0, missing_pmi: str = "zeros", **options):
+                 maps=None, expansion_k: int = 0, missing_pmi: str = "zeros", entity_source: str | None = None,
+                 **options):
         super().__init__(encoder, spec, **options)
         if missing_pmi not in ("zeros", "error"):
             raise KlmError(f"kam: missing_pmi {missing_pmi!r}: expected zeros or error")
+        self.entity_source = self.default_entity_source if entity_source is None else entity_source
+        if self.entity_source not in ENTITY_SOURCES:
+            raise KlmError(f"kam: entity_source {self.entity_source!r}: expected {' or '.join(ENTITY_SOURCES)}")
         implementation = getattr(encoder.config, "_attn_implementation", "eager")
         if implementation not in (None, "eager"):
             raise KlmError(f"kam needs the backbone loaded with attn_implementation='eager', not {implementation!r}")
@@ -361,29 +398,36 @@ class Kam(TaskModel):
         self.missing_pmi = missing_pmi
         self.kam_state = KamState()
         use_conv = self.default_use_conv if use_conv is None else use_conv
+        # One draw from the global RNG (seeded by the cell) seeds every conv channel's own generator.
+        seed = int(torch.randint(0, 2 ** 62, ()))
         self.kam_layers = []
-        for layer in encoder_layers(encoder):
+        for index, layer in enumerate(encoder_layers(encoder)):
             attention = getattr(layer, "attention", None)
             if attention is None or not hasattr(attention, "self"):
                 raise KlmError(f"kam: {type(layer).__name__} has no attention.self to replace")
-            attention.self = KamSelfAttention(attention.self, self.kam_state, len(self.maps), alpha, skip, use_conv)
+            attention.self = KamSelfAttention(attention.self, self.kam_state, self.maps, alpha, skip, use_conv, seed, index)
             self.kam_layers.append(attention.self)
+
+    def new_modules(self):
+        return [layer.conv for layer in self.kam_layers if layer.conv is not None]
 
     def load_kg(self, kg):
         self.kg = kg
 
     def setup(self, stage=None):
         """Loads the prepared KG where the ``kg`` map needs it (see the module docstring), and has the data
-        loader build the maps' entries (not with SI: its draw belongs to the training step)."""
+        loader build the maps' entries (not with SI, whose draw belongs to the training step, nor under
+        ``zero_knowledge``, which has none)."""
         data = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if "kg" in self.maps and self.kg is None and data is not None:
             from knowledge_lm.knowledge.kg import KnowledgeGraph
             from knowledge_lm.methods.knowbert import prepared_kg_dir
 
             self.kg = KnowledgeGraph.load(prepared_kg_dir(data))
-        if data is not None and getattr(data, "knowledge", None) is not None and self.selective_injection is None:
+        if (data is not None and getattr(data, "knowledge", None) is not None and self.selective_injection is None
+                and not self.zero_knowledge):
             data.knowledge_batch = partial(map_entries, maps=self.maps, missing_pmi=self.missing_pmi, kg=self.kg,
-                                           expansion_k=self.expansion_k)
+                                           expansion_k=self.expansion_k, entity_source=self.entity_source)
 
     def compiled_modules(self):
         # Its layers read and write the shared map state: compiled, each layer guards on that state and
@@ -392,10 +436,13 @@ class Kam(TaskModel):
 
     def encode(self, batch):
         knowledge, input_ids = batch["knowledge"], batch["input_ids"]
-        if not isinstance(knowledge, KamKnowledge):  # per-example dicts: SI, or a batch from elsewhere
+        if self.zero_knowledge:
+            knowledge = KamKnowledge.empty(len(input_ids), input_ids.shape[1])
+        elif not isinstance(knowledge, KamKnowledge):  # per-example dicts: SI, or a batch from elsewhere
             if self.training and self.selective_injection is not None:
                 knowledge = self.selective_injection.filter_batch(knowledge, self.si_rng)
-            knowledge = map_entries(knowledge, input_ids.shape[1], self.maps, self.missing_pmi, self.kg, self.expansion_k)
+            knowledge = map_entries(knowledge, input_ids.shape[1], self.maps, self.missing_pmi, self.kg, self.expansion_k,
+                                    self.entity_source)
         if knowledge.values.device != input_ids.device:
             knowledge = knowledge.to(input_ids.device)
         self.kam_state.maps = knowledge.maps(len(input_ids), len(self.maps))
@@ -429,6 +476,8 @@ class Kam(TaskModel):
 class KamSI(Kam):
     """KAM-BERT whose training batches keep only the linked mentions selective injection draws (Eq. 4)."""
 
+    default_entity_source = "links"  # SI scores linked entities: the entity map follows it only when built from links
+
     def __init__(self, encoder, spec, si_lambda: float = 0.5, si_k_thresh: int = 100, si_k_min: int = 5,
                  si_k_max: int = 20, si_seed: int = 0, **options):
         super().__init__(encoder, spec, **options)
@@ -454,3 +503,8 @@ class KamNoEntity(Kam):
 @register_method("kam-no-conv")
 class KamNoConv(Kam):
     default_use_conv = False
+
+
+@register_method("kam+kg")
+class KamKg(Kam):
+    default_maps = DEFAULT_MAPS + ("kg",)  # Eq. 8
