@@ -12,6 +12,8 @@ they are cached under the cache directory. Where the metric is a function of sum
 binary F1 and MCC, Pearson's r, SemEval's macro-F1, the typing and document-level RE F1s), each replicate
 sums per-example statistics (:func:`additive_statistics`) instead of calling the scorer: the same values,
 without thousands of scorer calls per comparison; other metrics (Spearman's ρ, QA) run the scorer itself.
+Either resampling may be restricted to a group of the examples (the generated task's statement families), and
+:func:`bootstrap_interval` resamples one method's seeds alone (its interval, without a comparison).
 """
 
 import hashlib
@@ -123,44 +125,89 @@ def additive_statistics(kind, metric: str, predicted: list, gold: list):
     return np.stack([np.asarray(column, float) for column in columns], axis=1), value
 
 
-def cache_file(paths: list[Path], metric: str, replicates: int) -> Path:
+def cache_file(paths: list[Path], metric: str, replicates: int, resampled: str = "") -> Path:
+    """Where a bootstrap of ``paths`` is cached. ``resampled`` tells apart other resamplings of the same files (a
+    subset of the examples, one side alone); it is empty for the paired bootstrap over the whole split, whose key,
+    which also seeds its replicates, stays what it always was."""
     from knowledge_lm.data.base import default_cache_dir
 
-    key = hashlib.sha256(f"{metric}:{replicates}:{LEVEL}:{METHOD_VERSION}".encode())
+    key = hashlib.sha256(f"{metric}:{replicates}:{LEVEL}:{METHOD_VERSION}{resampled}".encode())
     for path in paths:
         key.update(Path(path).read_bytes())
     return default_cache_dir() / "bootstrap" / f"{key.hexdigest()[:24]}.json"
 
 
-def paired_bootstrap(dataset: str, task: str, metric: str, gold: list, ours: list[Path], baseline: list[Path],
-                     replicates: int = REPLICATES) -> dict | None:
-    """``ours[i]`` and ``baseline[i]`` are one seed's prediction files, ``gold`` the answers they were scored
-    against. None when their splits differ or a file's ``gold_sha256`` is not ``gold``'s."""
-    cached = cache_file(list(ours) + list(baseline), metric, replicates)  # the files pin the gold by its sha256
-    if cached.is_file():
-        return json.loads(cached.read_text())
-    runs = [read_predictions(path) for path in list(ours) + list(baseline)]
+def examples_key(examples: list[int] | None) -> str:
+    return "" if examples is None else ":examples:" + hashlib.sha256(json.dumps(list(examples)).encode()).hexdigest()
+
+
+def resampled_values(dataset: str, task: str, metric: str, gold: list, paths: list[Path], examples: list[int] | None,
+                     replicates: int, cached: Path) -> np.ndarray | None:
+    """replicates × files: each file's ``metric`` on each replicate's draw of the examples (``examples``: the
+    indices resampled, None: the whole split), the same draws for every file, seeded by ``cached``'s name. None
+    when the files' splits differ or a file's ``gold_sha256`` is not ``gold``'s."""
+    runs = [read_predictions(path) for path in paths]
     digest = gold_sha256(gold)
     if any(run["gold_sha256"] != digest or run["split"] != runs[0]["split"] for run in runs):
         return None
+    predicted = [run["predicted"] for run in runs]
+    if examples is not None:
+        gold, predicted = [gold[i] for i in examples], [[labels[i] for i in examples] for labels in predicted]
     kind = task_kind(dataset, task)
     generator = np.random.default_rng(int.from_bytes(bytes.fromhex(cached.stem[:16]), "big"))
-    size, seeds = len(gold), len(ours)
+    size = len(gold)
     draws = [generator.integers(0, size, size) for _ in range(replicates)]
-    additive = [additive_statistics(kind, metric, run["predicted"], gold) for run in runs]
+    additive = [additive_statistics(kind, metric, labels, gold) for labels in predicted]
     if all(additive):
         counts = np.stack([np.bincount(draw, minlength=size) for draw in draws]).astype(float)  # replicates × examples
-        values = np.stack([value(counts @ statistics) for statistics, value in additive], axis=1)  # replicates × runs
-    else:
-        values = np.asarray([[kind.score([run["predicted"][i] for i in draw], [gold[i] for i in draw])[metric]
-                              for run in runs] for draw in draws])
+        return np.stack([value(counts @ statistics) for statistics, value in additive], axis=1)  # replicates × runs
+    return np.asarray([[kind.score([labels[i] for i in draw], [gold[i] for i in draw])[metric] for labels in predicted]
+                       for draw in draws])
+
+
+def percentile_interval(values: np.ndarray) -> list[float]:
+    tail = (1 - LEVEL) / 2
+    return [float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))]
+
+
+def paired_bootstrap(dataset: str, task: str, metric: str, gold: list, ours: list[Path], baseline: list[Path],
+                     replicates: int = REPLICATES, examples: list[int] | None = None) -> dict | None:
+    """``ours[i]`` and ``baseline[i]`` are one seed's prediction files, ``gold`` the answers they were scored
+    against; ``examples``: the indices of the examples resampled (a group of them), None for all. None when their
+    splits differ or a file's ``gold_sha256`` is not ``gold``'s."""
+    # The files pin the gold by its sha256; the whole split's paired key has no side counts (see cache_file).
+    resampled = "" if examples is None else f":paired:{len(ours)}:{len(baseline)}{examples_key(examples)}"
+    cached = cache_file(list(ours) + list(baseline), metric, replicates, resampled)
+    if cached.is_file():
+        return json.loads(cached.read_text())
+    values = resampled_values(dataset, task, metric, gold, list(ours) + list(baseline), examples, replicates, cached)
+    if values is None:
+        return None
+    seeds = len(ours)
     means = values[:, :seeds].mean(1)
     deltas = np.round(means - values[:, seeds:].mean(1), 9)  # a tie is 0 whatever the summation order
-    tail = (1 - LEVEL) / 2
-    found = {"replicates": replicates, "examples": size,
-             "interval": [float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))],
-             "delta_interval": [float(np.quantile(deltas, tail)), float(np.quantile(deltas, 1 - tail))],
+    found = {"replicates": replicates, "examples": len(gold if examples is None else examples),
+             "interval": percentile_interval(means), "delta_interval": percentile_interval(deltas),
              "p_not_better": float(np.mean(deltas <= 0)), "p_not_worse": float(np.mean(deltas >= 0))}
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_text(json.dumps(found))
+    return found
+
+
+def bootstrap_interval(dataset: str, task: str, metric: str, gold: list, runs: list[Path],
+                       replicates: int = REPLICATES, examples: list[int] | None = None) -> dict | None:
+    """The 95 % percentile interval of the mean over ``runs`` (one seed's prediction files each) of ``metric``,
+    resampling the examples (``examples``: those indices only; None: the whole split) with the same draw for every
+    seed; for accuracy, the interval of the accuracy of each example's correctness averaged over the seeds. None
+    as ``paired_bootstrap``."""
+    cached = cache_file(list(runs), metric, replicates, f":interval:{len(runs)}{examples_key(examples)}")
+    if cached.is_file():
+        return json.loads(cached.read_text())
+    values = resampled_values(dataset, task, metric, gold, list(runs), examples, replicates, cached)
+    if values is None:
+        return None
+    found = {"replicates": replicates, "examples": len(gold if examples is None else examples),
+             "interval": percentile_interval(values.mean(1))}
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(found))
     return found

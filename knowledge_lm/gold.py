@@ -6,7 +6,8 @@ the gold recomputed here has that hash. It comes through the code path the cell 
 dataset's data module with the cell's options and maximum length, its (base) backbone's tokenizer, the reported
 split's evaluation loader and the task kind's ``gold`` per batch. Neither a model nor knowledge features nor the
 train split's tokenization are needed. Computed gold is cached under the cache directory, keyed by the split's
-records, the tokenizer and the maximum length (what its encoding depends on).
+records, the tokenizer and the maximum length (what its encoding depends on). The same data module gives the
+split's example groups (``report_groups``: the generated task's statement families) where the dataset has them.
 """
 
 import json
@@ -23,10 +24,9 @@ def warn(message: str):
     print(f"warning: {message}", file=sys.stderr)
 
 
-def report_gold(result: dict, data_dir=None) -> list | None:
-    """The gold answers of ``result``'s reported split, in split order. ``data_dir``: as ``klm bench``'s
-    ``--data-dir`` (None: ``$DATA_DIR``, else ``../shared/data`` beside the checkout). None, with a one-line
-    warning, where the data directory lacks the dataset or the tokenizer cannot be loaded."""
+def report_module(result: dict, data_dir=None) -> tuple | None:
+    """The arguments of ``split_gold`` (and ``split_groups``) for ``result``'s reported split; None, with a
+    one-line warning, where no data directory is found."""
     from knowledge_lm.data.io import resolve_data_dir
 
     options = {name: value for name, value in result["config"]["dataset_options"].items() if name not in NOT_GOLD_OPTIONS}
@@ -38,9 +38,24 @@ def report_gold(result: dict, data_dir=None) -> list | None:
     except KlmError as error:
         warn(f"no gold for {result['cell']['dataset']}/{result['cell']['task']}: {error}; its kept predictions are not used")
         return None
-    return split_gold(result["cell"]["dataset"], result["cell"]["task"], result["report_split"], tokenizer,
-                      train["max_length"], train["eval_batch_size"], json.dumps(options, sort_keys=True),
-                      str(resolved) if resolved else None)
+    return (result["cell"]["dataset"], result["cell"]["task"], result["report_split"], tokenizer, train["max_length"],
+            train["eval_batch_size"], json.dumps(options, sort_keys=True), str(resolved) if resolved else None)
+
+
+def report_gold(result: dict, data_dir=None) -> list | None:
+    """The gold answers of ``result``'s reported split, in split order. ``data_dir``: as ``klm bench``'s
+    ``--data-dir`` (None: ``$DATA_DIR``, else ``../shared/data`` beside the checkout). None, with a one-line
+    warning, where the data directory lacks the dataset or the tokenizer cannot be loaded."""
+    arguments = report_module(result, data_dir)
+    return None if arguments is None else split_gold(*arguments)
+
+
+def report_groups(result: dict, data_dir=None) -> list[str] | None:
+    """The group of each example of ``result``'s reported split, in split order (the data module's
+    ``example_groups``: the generated task's statement families); None where the dataset has no groups or no
+    data (``report_gold`` warns of that)."""
+    arguments = report_module(result, data_dir)
+    return None if arguments is None else split_groups(*arguments)
 
 
 @lru_cache(maxsize=None)
@@ -51,16 +66,29 @@ def backbone_tokenizer(name: str):
 
 
 @lru_cache(maxsize=None)
+def data_module(dataset: str, task: str, tokenizer: str, max_length: int, eval_batch_size: int, options: str,
+                data_dir: str | None, cache_dir: str):
+    """The data module of a cell's dataset options (``options``, as JSON), its labelled splits read: once per
+    process and cache directory, for its gold and its groups alike (the generated task generates its data once)."""
+    from knowledge_lm.registry import DATASETS
+
+    data = DATASETS.get(dataset)(task=task, tokenizer=backbone_tokenizer(tokenizer), data_dir=data_dir,
+                                 max_length=max_length, eval_batch_size=eval_batch_size, cache_dir=cache_dir,
+                                 **json.loads(options))
+    data.read_labelled()
+    return data
+
+
+@lru_cache(maxsize=None)
 def split_gold(dataset: str, task: str, split: str, tokenizer: str, max_length: int, eval_batch_size: int,
                options: str, data_dir: str | None) -> list | None:
     """``report_gold`` of one data module (``options``: its dataset options as JSON), once per process."""
-    from knowledge_lm.registry import DATASETS
+    from knowledge_lm.data.base import default_cache_dir
     from knowledge_lm.results import write_json_atomic
 
     where = f"{dataset}/{task} ({split} split, {tokenizer} tokenizer, max_length {max_length})"
     try:
-        data = DATASETS.get(dataset)(task=task, tokenizer=backbone_tokenizer(tokenizer), data_dir=data_dir,
-                                     max_length=max_length, eval_batch_size=eval_batch_size, **json.loads(options))
+        data = data_module(dataset, task, tokenizer, max_length, eval_batch_size, options, data_dir, str(default_cache_dir()))
         records = data.read_labelled().get(split)
         if records is None:
             raise KlmError(f"the data has no {split} split")
@@ -74,3 +102,17 @@ def split_gold(dataset: str, task: str, split: str, tokenizer: str, max_length: 
     write_json_atomic(cached, {"gold": gold})
     return gold
 
+
+@lru_cache(maxsize=None)
+def split_groups(dataset: str, task: str, split: str, tokenizer: str, max_length: int, eval_batch_size: int,
+                 options: str, data_dir: str | None) -> list[str] | None:
+    """``report_groups`` of one data module, as ``split_gold`` builds it."""
+    from knowledge_lm.data.base import default_cache_dir
+
+    try:
+        data = data_module(dataset, task, tokenizer, max_length, eval_batch_size, options, data_dir, str(default_cache_dir()))
+        if split not in data.read_labelled():
+            return None
+    except KlmError:
+        return None  # split_gold has said why
+    return data.example_groups(split)

@@ -10,10 +10,19 @@ examples (``knowledge_lm.bootstrap``: 95 % interval of Δ and its p). A cell's p
 the reported split's gold, recomputed from the data directory (``knowledge_lm.gold``), has the sha256 its
 predictions file holds. The papers' own numbers appear only as reference rows marked †, from
 ``benchmarks/references.yaml``. Output is deterministic: the same results and data give the same bytes.
+
+A page whose examples fall in groups (the generated task's statement families: text, answered from the sentence
+alone, and type, one_hop, two_hop, which need the knowledge graph) opens with each method's score per family, a
+bootstrap interval over the family's examples, marked where it lies above chance: does a method use the graph at
+all? Each method also stands against its counterfactual controls (``KNOWLEDGE_CONTROLS``: the same cells with the
+knowledge shuffled or zeroed, or ERICA's MLM-only checkpoint): Δ with a paired bootstrap interval over the examples,
+in the family table where there is one, else in a table per task where a control was run.
 """
 
 import json
+from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import yaml
@@ -24,6 +33,28 @@ from knowledge_lm.results import PROBES_DIR, gold_sha256, predictions_path, read
 
 MISSING = "—"
 SIGNIFICANCE = 0.05
+ABOVE = " ✓"  # a 95 % interval wholly above chance (a family's score) or above 0 (a Δ)
+
+# The generated task's statement families in the order of the page. Text statements are answered from the sentence
+# alone; the others need the graph, and "uses the KG" asks which of those a method scores above chance on.
+GROUP_ORDER = ("text", "type", "one_hop", "two_hop")
+KNOWLEDGE_FREE_GROUPS = ("text",)
+
+
+class Control(NamedTuple):
+    """A method's counterfactual control: cells like its own but for the knowledge they get."""
+    variant: str  # the control cells' sweep variant ("" for none)
+    methods: dict[str, str] | None  # method → the method whose cells are its control; None: the method's own cells
+    what: str
+
+
+# The controls, found by convention, in the order a method's knowledge-used cell lists them.
+KNOWLEDGE_CONTROLS = {
+    "shuffled": Control("shuffled", None, "every entity link re-linked to a random entity of the same type"),
+    "shuffled50": Control("shuffled50", None, "half of the links re-linked so"),
+    "zeroed": Control("zeroed", None, "the method's knowledge zeroed (KnowBERT's entity table, KAM's maps, kg-text's facts)"),
+    "mlm-only": Control("", {"erica": "erica-mlm-only"}, "for ERICA, its MLM-only checkpoint pretrained on the same corpus"),
+}
 
 
 def by_seed(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, column: str = "value") -> pd.Series:
@@ -76,12 +107,18 @@ def bootstrap_comparison(frame: pd.DataFrame, method: str, fraction: float, task
                             [Path(baseline[s]) for s in seeds])
 
 
+@lru_cache(maxsize=None)
+def kept_run(path: str) -> dict:
+    """A kept predictions file, read once per regeneration (``write_leaderboards`` empties this cache)."""
+    return read_predictions(Path(path))
+
+
 def full_data_spectra(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
     """Method → the singular-value spectra its 100 % cells kept with their predictions (one per seed)."""
     spectra: dict[str, list[list[float]]] = {}
     rows = frame[(frame.fraction == 1.0) & (frame.predictions != "")].drop_duplicates(["method", "seed"])
     for method, seed_rows in rows.groupby("method"):
-        found = [read_predictions(Path(path)).get("singular_values") for path in seed_rows.sort_values("seed")["predictions"]]
+        found = [kept_run(path).get("singular_values") for path in seed_rows.sort_values("seed")["predictions"]]
         if found and all(found):
             spectra[method] = found
     return spectra
@@ -98,7 +135,7 @@ def frequency_buckets(frame: pd.DataFrame, dataset: str, task: str, metric: str,
     from knowledge_lm.bootstrap import task_scorer
 
     rows = frame[(frame.fraction == 1.0) & (frame.metric == metric) & (frame.predictions != "")].sort_values(["method", "seed"])
-    kept = {(row.method, row.seed): read_predictions(Path(row.predictions)) for row in rows.itertuples()}
+    kept = {(row.method, row.seed): kept_run(row.predictions) for row in rows.itertuples()}
     reference = next((run for run in kept.values() if run.get("entity_frequency")), None)
     if reference is None:
         return None
@@ -153,12 +190,266 @@ def comparison_table(frame: pd.DataFrame, task: str, metric: str, golds: dict[st
     return lines if len(lines) > 2 else []
 
 
-def results_frame(results: list[dict], predictions: list[tuple[Path, str] | None] | None = None) -> pd.DataFrame:
+def seed_cells(frame: pd.DataFrame, method: str, variant: str, fraction: float, metric: str) -> pd.DataFrame:
+    """``method``'s cells of sweep ``variant`` ("" for none) at ``fraction`` with their ``metric``, one row per seed."""
+    rows = frame[(frame.method == method) & (frame.variant == variant) & (frame.fraction == fraction) & (frame.metric == metric)]
+    return rows.sort_values("seed").drop_duplicates("seed")
+
+
+def page_rows(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """``(method, variant)`` in the page's order: the main table's methods, each followed by its sweep variants."""
+    methods = sorted(frame["method"].unique(), key=lambda m: (m != "baseline", m))
+    return [(method, variant) for method in methods
+            for variant in sorted(frame[frame.method == method]["variant"].unique(), key=variant_key)]
+
+
+def row_label(method: str, variant: str) -> str:
+    return f"{method} [{variant}]" if variant else method
+
+
+def members_of(groups: list[str], wanted) -> list[int]:
+    """The indices of the examples whose group is in ``wanted``."""
+    return [index for index, group in enumerate(groups) if group in wanted]
+
+
+def subset_score(dataset: str, task: str, metric: str, predictions: str, gold: list, members: list[int]) -> float:
+    """A kept predictions file's ``metric`` on the examples ``members``, by the task's own scorer."""
+    from knowledge_lm.bootstrap import task_scorer
+
+    predicted = kept_run(predictions)["predicted"]
+    return task_scorer(dataset, task)([predicted[i] for i in members], [gold[i] for i in members])[metric]
+
+
+def shared_kept(cells: pd.DataFrame, grouped: bool) -> tuple[str, str] | None:
+    """``(gold sha256, groups sha256)`` where every cell kept predictions of that same gold (and, ``grouped``, the
+    same example groups), else None."""
+    if cells.empty or not all(cells["predictions"]) or (grouped and not all(cells["groups_sha256"])):
+        return None
+    keys = set(zip(cells["gold_sha256"], cells["groups_sha256"]))
+    return keys.pop() if len(keys) == 1 else None
+
+
+def family_score(cells: pd.DataFrame, group: str, dataset: str, task: str, metric: str, golds: dict[str, list],
+                 groupings: dict[str, list[str]]) -> dict | None:
+    """One method's ``metric`` on one example group (a statement family): ``mean`` over the seeds of ``cells`` (their
+    ``metrics_by_group`` where recorded, else their kept predictions scored on the group); where every seed kept
+    predictions of the same gold and groups, ``interval``: the 95 % bootstrap interval over the group's examples,
+    the same draw for every seed (``knowledge_lm.bootstrap.bootstrap_interval``), and for accuracy ``chance``: the
+    share of the group's most frequent gold label. None where a seed has neither."""
+    from collections import Counter
+
+    from knowledge_lm.bootstrap import bootstrap_interval
+
+    values = []
+    for cell in cells.itertuples():
+        if isinstance(cell.by_group, dict) and metric in cell.by_group.get(group, {}):
+            values.append(cell.by_group[group][metric])
+        elif cell.predictions and cell.groups_sha256 and group in groupings[cell.groups_sha256]:
+            members = members_of(groupings[cell.groups_sha256], {group})
+            values.append(subset_score(dataset, task, metric, cell.predictions, golds[cell.gold_sha256], members))
+        else:
+            return None
+    if not values:
+        return None
+    found = {"mean": sum(values) / len(values), "interval": None, "chance": None}
+    kept = shared_kept(cells, grouped=True)
+    if kept is not None:
+        gold, members = golds[kept[0]], members_of(groupings[kept[1]], {group})
+        resampled = bootstrap_interval(dataset, task, metric, gold, [Path(path) for path in cells["predictions"]],
+                                       examples=members)
+        found["interval"] = resampled["interval"] if resampled else None
+        if metric == "accuracy":
+            labels = Counter(json.dumps(gold[i], sort_keys=True) for i in members)
+            found["chance"] = 100 * max(labels.values()) / len(members)
+    return found
+
+
+def family_text(score: dict | None) -> str:
+    if score is None:
+        return MISSING
+    if score["interval"] is None:
+        return f"{score['mean']:.1f}"
+    low, high = score["interval"]
+    above = ABOVE if score["chance"] is not None and low > score["chance"] else ""
+    return f"{score['mean']:.1f} [{low:.1f}, {high:.1f}]{above}"
+
+
+def kg_verdict(scores: dict[str, dict | None]) -> str:
+    """"yes" where a method is above chance on every family that needs the graph, "only …" naming those it is
+    above chance on, "no" on none; — where a family has no interval or chance."""
+    knowledge = [group for group in scores if group not in KNOWLEDGE_FREE_GROUPS]
+    if not knowledge or any(scores[group] is None or scores[group]["interval"] is None or scores[group]["chance"] is None
+                            for group in knowledge):
+        return MISSING
+    above = [group for group in knowledge if scores[group]["interval"][0] > scores[group]["chance"]]
+    return "yes" if len(above) == len(knowledge) else f"only {', '.join(above)}" if above else "no"
+
+
+def is_control(cell_method: str, variant: str) -> bool:
+    """Whether cells of ``cell_method`` and ``variant`` are some method's counterfactual control."""
+    return any(variant == control.variant and (control.methods is None or cell_method in control.methods.values())
+               for control in KNOWLEDGE_CONTROLS.values())
+
+
+def control_cells(frame: pd.DataFrame, method: str, fraction: float, metric: str) -> list[tuple[str, pd.DataFrame]]:
+    """``(control name, its cells)`` for each of ``method``'s counterfactual controls (``KNOWLEDGE_CONTROLS``)
+    with cells at ``fraction``."""
+    ours = seed_cells(frame, method, "", fraction, metric)
+    if ours.empty:
+        return []
+    found = []
+    for name, control in KNOWLEDGE_CONTROLS.items():
+        if control.methods is None:
+            cells = seed_cells(frame, method, control.variant, fraction, metric)
+        else:
+            other = control.methods.get(ours["cell_method"].iloc[0])
+            labels = sorted(frame[frame.cell_method == other]["method"].unique()) if other else []
+            cells = seed_cells(frame, labels[0], control.variant, fraction, metric) if labels else ours.iloc[:0]
+        if not cells.empty:
+            found.append((name, cells))
+    return found
+
+
+def knowledge_delta(ours: pd.DataFrame, control: pd.DataFrame, dataset: str, task: str, metric: str,
+                    golds: dict[str, list], groupings: dict[str, list[str]], groups=None) -> dict | None:
+    """The method's ``metric`` minus its control's over the seeds both ran: ``delta``, the mean over those seeds,
+    and where both kept predictions of the same gold, ``interval``: the paired bootstrap's 95 % interval of Δ over
+    the examples (``knowledge_lm.bootstrap.paired_bootstrap``). ``groups``: only the examples of those groups
+    (then None without kept predictions); None: the whole split. None where they share no seed."""
+    from knowledge_lm.bootstrap import paired_bootstrap
+
+    seeds = sorted(set(ours["seed"]) & set(control["seed"]))
+    if not seeds:
+        return None
+    ours, control = (cells.set_index("seed").loc[seeds].reset_index() for cells in (ours, control))
+    kept = shared_kept(pd.concat([ours, control]), grouped=groups is not None)
+    if kept is None:
+        return None if groups is not None else {"delta": float((ours["value"] - control["value"]).mean()), "interval": None}
+    gold = golds[kept[0]]
+    members = None if groups is None else members_of(groupings[kept[1]], groups)
+    if groups is None:
+        delta = float((ours["value"] - control["value"]).mean())
+    else:
+        delta = sum(subset_score(dataset, task, metric, mine, gold, members) - subset_score(dataset, task, metric, theirs, gold, members)
+                    for mine, theirs in zip(ours["predictions"], control["predictions"])) / len(seeds)
+    resampled = paired_bootstrap(dataset, task, metric, gold, [Path(path) for path in ours["predictions"]],
+                                 [Path(path) for path in control["predictions"]], examples=members)
+    return {"delta": delta, "interval": resampled["delta_interval"] if resampled else None}
+
+
+def knowledge_used(frame: pd.DataFrame, method: str, variant: str, fraction: float, dataset: str, task: str, metric: str,
+                   golds: dict[str, list], groupings: dict[str, list[str]], groups=None) -> str:
+    """A row's knowledge-used cell: Δ against each of its controls, "(control)" on a control's own row, — where
+    it has no control cells."""
+    cells = seed_cells(frame, method, variant, fraction, metric)
+    if cells.empty:
+        return MISSING
+    if is_control(cells["cell_method"].iloc[0], variant):
+        return "(control)"
+    if variant:
+        return MISSING
+    parts = []
+    for name, control in control_cells(frame, method, fraction, metric):
+        found = knowledge_delta(cells, control, dataset, task, metric, golds, groupings, groups)
+        if found is None:
+            continue
+        if found["interval"] is None:
+            parts.append(f"{name}: {found['delta']:+.1f} (no kept predictions)")
+            continue
+        low, high = found["interval"]
+        parts.append(f"{name}: {found['delta']:+.1f} [{low:+.1f}, {high:+.1f}]{ABOVE if low > 0 else ''}")
+    return "<br>".join(parts) or MISSING
+
+
+def page_groups(frame: pd.DataFrame, groupings: dict[str, list[str]]) -> list[str]:
+    """The example groups of ``frame``'s cells (from their kept predictions or their ``metrics_by_group``), in
+    ``GROUP_ORDER``, others after it by name."""
+    found = {group for digest in set(frame["groups_sha256"]) if digest for group in groupings[digest]}
+    found |= {group for by_group in frame["by_group"] if isinstance(by_group, dict) for group in by_group}
+    return sorted(found, key=lambda group: (GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER), group))
+
+
+def family_table(frame: pd.DataFrame, dataset: str, task: str, metric: str, fraction: float, groups: list[str],
+                 golds: dict[str, list], groupings: dict[str, list[str]]) -> list[str]:
+    """At ``fraction``: one row per method and sweep variant; the mean and bootstrap interval of ``metric`` on each
+    example group, which groups that need the graph are above chance, and Δ against the method's counterfactual
+    controls on those groups pooled and on the whole split."""
+    at = frame[frame.fraction == fraction]
+    knowledge = [group for group in groups if group not in KNOWLEDGE_FREE_GROUPS]
+    counts = {group: set() for group in groups}
+    for cell in at.drop_duplicates(["method", "variant", "seed"]).itertuples():
+        if cell.groups_sha256:
+            for group in groups:
+                counts[group].add(groupings[cell.groups_sha256].count(group))
+        elif isinstance(cell.by_group, dict):
+            for group in groups:
+                counts[group].add(cell.by_group.get(group, {}).get("examples", 0))
+    names = [f"{group} ({counts[group].pop()})" if len(counts[group]) == 1 else group for group in groups]
+    split = at["split"].iloc[0]
+    lines = ["| method | seeds | " + " | ".join(names) + f" | uses the KG | knowledge used: {'+'.join(knowledge)} | "
+             f"knowledge used: whole {split} split |", "|---|---|" + "---|" * (len(groups) + 3)]
+    for method, variant in page_rows(at):
+        cells = seed_cells(at, method, variant, fraction, metric)
+        scores = {group: family_score(cells, group, dataset, task, metric, golds, groupings) for group in groups}
+        used = [knowledge_used(at, method, variant, fraction, dataset, task, metric, golds, groupings, pooled)
+                for pooled in (set(knowledge), None)]
+        lines.append(f"| {row_label(method, variant)} | {len(cells)} | " + " | ".join(family_text(scores[g]) for g in groups)
+                     + f" | {kg_verdict(scores)} | {used[0]} | {used[1]} |")
+    return lines
+
+
+def controls_text(metric: str) -> str:
+    controls = "; ".join(f"{name}: {control.what}" for name, control in KNOWLEDGE_CONTROLS.items())
+    return (f"Knowledge used = the method's {metric} minus that of its counterfactual control (cells run like the "
+            f"method's but for the knowledge they get; {controls}), over the seeds both ran, with the 95 % interval of "
+            "a paired bootstrap over the examples. A positive Δ (✓: the interval above 0) means the method does better "
+            "with the right knowledge than with wrong or none: it uses it; a Δ near 0 means what it gains comes from "
+            "elsewhere (more parameters, more training). — = no control cells yet; (control) = the row is a control.")
+
+
+def family_section(frame: pd.DataFrame, dataset: str, task: str, metric: str, backbone: str, golds: dict[str, list],
+                   groupings: dict[str, list[str]]) -> list[str]:
+    """The per-family check of ``task`` (the generated task's statement families), at 100 % (else the largest
+    fraction), the other fractions folded below it; nothing where the cells have no example groups."""
+    task_frame = frame[(frame.task == task) & (frame.metric == metric)]
+    groups = page_groups(task_frame, groupings)
+    if not groups:
+        return []
+    fractions = sorted(task_frame["fraction"].unique())
+    shown, others = fractions[-1], fractions[:-1]
+    out = [f"## {task}: {metric} per statement family ({backbone}, {fraction_label(shown)})", ""]
+    out += family_table(task_frame, dataset, task, metric, shown, groups, golds, groupings)
+    out += ["", controls_text(metric), ""]
+    if others:
+        out += [f"<details><summary>Other fractions: {', '.join(fraction_label(f) for f in others)}</summary>", ""]
+        for fraction in others:
+            out += [f"**{fraction_label(fraction)}**", ""]
+            out += family_table(task_frame, dataset, task, metric, fraction, groups, golds, groupings) + [""]
+        out += ["</details>", ""]
+    return out
+
+
+def knowledge_used_table(frame: pd.DataFrame, dataset: str, task: str, metric: str, golds: dict[str, list]) -> list[str]:
+    """Each method with a counterfactual control, per fraction: Δ against it on the whole split; empty where no
+    method of ``task`` has control cells."""
+    task_frame = frame[(frame.task == task) & (frame.metric == metric)]
+    lines = [f"| method | fraction | knowledge used: Δ vs control ({metric}, whole split) |", "|---|---|---|"]
+    for fraction in sorted(task_frame["fraction"].unique()):
+        for method, variant in page_rows(task_frame[(task_frame.fraction == fraction) & (task_frame.variant == "")]):
+            cell = knowledge_used(task_frame, method, variant, fraction, dataset, task, metric, golds, {})
+            if cell not in (MISSING, "(control)"):
+                lines.append(f"| {method} | {fraction_label(fraction)} | {cell} |")
+    return lines if len(lines) > 2 else []
+
+
+def results_frame(results: list[dict], predictions: list[tuple[Path, str] | None] | None = None,
+                  groups: list[str] | None = None) -> pd.DataFrame:
     """One row per result and metric; ``predictions[i]``: result i's kept predictions file and its gold's sha256
-    (``kept_predictions``), or None."""
+    (``kept_predictions``), or None; ``groups[i]``: the sha256 of its examples' groups (``kept_groups``), or ""."""
     rows = []
     for index, result in enumerate(results):
         kept, digest = (predictions[index] if predictions is not None and predictions[index] else (None, ""))
+        grouping = groups[index] if groups is not None else ""
         cell, split = {"variant": "", **result["cell"]}, result["report_split"]
         base = result["backbone"].get("pretrained_from")
         if base:  # from a pretraining checkpoint: a row of its base backbone's table, named by the checkpoint
@@ -170,7 +461,8 @@ def results_frame(results: list[dict], predictions: list[tuple[Path, str] | None
                          "commit": result["git"]["commit"][:10], "wall_time_s": result["wall_time_s"],
                          "subset_hash": result["data"]["subset_hash"], "train_size": result["data"]["train_size"],
                          "steps": result["budget"]["max_steps"], "batch": result["budget"]["per_device_batch_size"],
-                         "predictions": str(kept) if kept else "", "gold_sha256": digest})
+                         "predictions": str(kept) if kept else "", "gold_sha256": digest, "groups_sha256": grouping,
+                         "cell_method": result["cell"]["method"], "by_group": result.get("metrics_by_group") or None})
     return pd.DataFrame(rows)
 
 
@@ -323,21 +615,38 @@ def figure_link(path: Path | None, caption: str) -> list[str]:
     return [f"![{caption}](figures/{path.name})", ""] if path is not None else []
 
 
+def families_text() -> str:
+    from knowledge_lm.bootstrap import REPLICATES
+
+    return ("The per-family tables come first: each cell is the mean over seeds of a method's score on one statement "
+            "family of the test split (text: answered from the sentence alone; the others need the knowledge graph), "
+            f"with the 95 % interval of a bootstrap over that family's examples ({REPLICATES} replicates, each drawing "
+            "the family's examples with replacement, the same draw for every seed, and averaging the seeds' scores on "
+            "it: the seeds are pooled by averaging each example's correctness over them). ✓ = the interval lies above "
+            "chance, the share of the family's most frequent label (50: every family is balanced true/false). "
+            "\"uses the KG\": yes where every family that needs the graph is above chance, else which are.")
+
+
 def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None = None,
-                   golds: dict[str, list] | None = None) -> str:
-    """``dataset``'s page; ``golds``: the gold answers of the kept predictions in ``frame``, by their sha256."""
-    golds = golds or {}
+                   golds: dict[str, list] | None = None, groupings: dict[str, list[str]] | None = None) -> str:
+    """``dataset``'s page; ``golds``: the gold answers of the kept predictions in ``frame``, by their sha256;
+    ``groupings``: their examples' groups (``kept_groups``), by their sha256."""
+    golds, groupings = golds or {}, groupings or {}
     dataset_class = DATASETS.get(dataset)
     tasks = [task for task in dataset_class.tasks if task in set(frame["task"])]
     main_metric = {task: dataset_class.spec(task).main_metric for task in dataset_class.tasks}
     references = load_references(dataset)
+    families = {(backbone, task): family_section(group, dataset, task, main_metric[task], backbone, golds, groupings)
+                for backbone, group in frame.groupby("backbone") for task in tasks}
     out = [f"# {dataset}", "", "Generated by `klm leaderboard` from `results/`; do not edit by hand.",
            "Mean ± sample std over training seeds (n = seeds), main metric of each task, on the reported split "
            "(test where a labelled test split exists, else dev; model selection on dev). "
            "Best mean per column in bold; — = no result; ↑ / ↓ = above / below the baseline in a paired t-test over "
            "seeds (p < 0.05; the per-task tables give Δ, n and p, and a paired bootstrap over the test examples where "
            "both kept predictions). † = the paper's own number, for reference only "
-           "(different backbone and protocol: not comparable one to one).", ""]
+           "(different backbone and protocol: not comparable one to one)."
+           + (" " + families_text() if any(families.values()) else ""), ""]
+    out += [line for section in families.values() for line in section]
     for backbone, group in frame.groupby("backbone"):
         out += [f"## Backbone: {backbone}", ""]
         plain, varied = group[group.variant == ""], group[group.variant != ""]
@@ -400,6 +709,10 @@ def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None =
                 compared = comparison_table(plain, task, main_metric[task], golds)
                 if compared:
                     out += [f"### {task}: against the baseline ({main_metric[task]}, paired by seed)", ""] + compared + [""]
+                used = [] if families[backbone, task] else knowledge_used_table(group, dataset, task, main_metric[task], golds)
+                if used:
+                    out += [f"### {task}: knowledge used ({main_metric[task]}, against each method's control)", ""] + used
+                    out += ["", controls_text(main_metric[task]), ""]
                 out += [f"### {task}: all metrics", ""] + detail_table(plain, task) + [""]
     out += ["## Provenance", ""] + provenance(frame) + [""]
     return "\n".join(out)
@@ -430,18 +743,39 @@ def kept_predictions(files: list[tuple[Path, dict]], data_dir=None) -> tuple[lis
     return kept, golds
 
 
+def kept_groups(files: list[tuple[Path, dict]], kept: list[tuple[Path, str] | None], golds: dict[str, list],
+                data_dir=None) -> tuple[list[str], dict[str, list[str]]]:
+    """Per result file with kept predictions (``kept_predictions``), the sha256 of its reported split's example
+    groups (``knowledge_lm.gold.report_groups``: the generated task's statement families), else "" (no groups, or
+    not one per gold answer); and those groups by their sha256."""
+    from knowledge_lm.gold import report_groups
+
+    digests, groupings = [], {}
+    for (_, result), predictions in zip(files, kept):
+        groups = report_groups(result, data_dir) if predictions else None
+        if not groups or len(groups) != len(golds[predictions[1]]):
+            digests.append("")
+            continue
+        digest = gold_sha256(groups)
+        digests.append(digest)
+        groupings[digest] = list(groups)
+    return digests, groupings
+
+
 def write_leaderboards(results_dir=Path("results"), out_dir=Path("leaderboards"), data_dir=None) -> list[Path]:
     """Every dataset's page (and the speed and LAMA pages) from ``results_dir``; ``data_dir`` gives the gold
-    that kept predictions are checked against and scored with."""
+    that kept predictions are checked against and scored with, and their examples' groups."""
+    kept_run.cache_clear()  # predictions files may have changed since the last regeneration in this process
     files = result_files(results_dir)
     predictions, golds = kept_predictions(files, data_dir)
-    frame = results_frame([result for _, result in files], predictions)
+    groups, groupings = kept_groups(files, predictions, golds, data_dir)
+    frame = results_frame([result for _, result in files], predictions, groups)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for dataset, group in ([] if frame.empty else frame.groupby("dataset")):
         path = out_dir / f"{dataset}.md"
-        path.write_text(render_dataset(dataset, group, out_dir / "figures", golds))
+        path.write_text(render_dataset(dataset, group, out_dir / "figures", golds, groupings))
         written.append(path)
     speed_records = sorted((Path(results_dir) / "speed").glob("*.json"))
     if speed_records:

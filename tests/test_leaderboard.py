@@ -175,7 +175,7 @@ def test_runs_from_a_pretraining_checkpoint_stand_beside_their_base_backbones_ba
     assert "| erica ⟨erica-minilm⟩ | 100% | +4.5 ± 0.7 | 2 |" in text
 
 
-def kept_result(results, method, seed, value, predicted, **kept):
+def kept_result(results, method, seed, value, predicted, variant="", fraction=1.0, **kept):
     """A generated/facts cell on the tiny backbone (``test_gold.generated_result``) with its predictions file, the
     gold's sha256 as a cell writes it; ``predicted(gold)``: its predictions of the recomputed gold."""
     from test_gold import generated_result
@@ -186,9 +186,9 @@ def kept_result(results, method, seed, value, predicted, **kept):
     result = {**generated_result(), "metrics": {"test": {"accuracy": value}}, "device": {"name": "Test CPU"},
               "git": {"commit": "0123456789abcdef"}, "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 40},
               "budget": {"max_steps": 10, "per_device_batch_size": 8}}
-    result["cell"].update(method=method, seed=seed)
+    result["cell"].update(method=method, seed=seed, variant=variant, fraction=fraction)
     result["backbone"].update(checksum=None, path=None)
-    path = Cell(method, "generated", "facts", 1.0, seed, "tiny").result_path(results)
+    path = Cell(method, "generated", "facts", fraction, seed, "tiny", variant).result_path(results)
     write_json_atomic(path, result)
     gold = report_gold(result)
     write_predictions(predictions_path(path), {"split": "test", "predicted": predicted(gold), "gold": gold, **kept})

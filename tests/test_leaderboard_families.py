@@ -1,0 +1,100 @@
+"""The generated page opens with each method's accuracy per statement family (a bootstrap interval over the family's
+examples, marked where it lies above chance) and the knowledge it uses: its score minus its counterfactual control's."""
+
+from test_gold import generated_result
+from test_leaderboard import fake_result, kept_result
+
+from knowledge_lm.gold import report_gold, report_groups
+from knowledge_lm.leaderboard import write_leaderboards
+from knowledge_lm.results import Cell, write_json_atomic
+
+
+def test_groups_are_the_reported_splits_statement_families():
+    gold, groups = report_gold(generated_result()), report_groups(generated_result())
+    assert len(groups) == len(gold) and set(groups) == {"text", "type", "one_hop", "two_hop"}
+    assert report_groups({**generated_result({}), "cell": {**generated_result()["cell"], "dataset": "glue", "task": "rte"},
+                          "report_split": "dev"}) is None  # a dataset without groups
+
+
+def right_on(families):
+    """Predictions right on the examples of ``families``, wrong on the others."""
+    groups = report_groups(generated_result())
+    return lambda gold: [g if group in families else 1 - g for g, group in zip(gold, groups)]
+
+
+def accuracy_on(families) -> float:
+    groups = report_groups(generated_result())
+    return 100 * sum(group in families for group in groups) / len(groups)
+
+
+def table_row(lines, method):
+    return next(line for line in lines if line.startswith(f"| {method} |")).split(" | ")
+
+
+def test_families_open_the_page_with_intervals_chance_marks_and_the_kg_verdict(tmp_path):
+    results = tmp_path / "results"
+    runs = {"baseline": {"text"}, "knower": {"text", "type", "one_hop", "two_hop"}, "typer": {"text", "type"}}
+    for method, families in runs.items():
+        for seed in (1, 2):
+            kept_result(results, method, seed, accuracy_on(families), right_on(families))
+    recorded = {**generated_result(), "metrics": {"test": {"accuracy": 60.0}}, "device": {"name": "Test CPU"},
+                "git": {"commit": "0123456789"}, "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 40},
+                "budget": {"max_steps": 10, "per_device_batch_size": 8},
+                "metrics_by_group": {group: {"examples": report_groups(generated_result()).count(group), "accuracy": 75.0}
+                                     for group in ("text", "type", "one_hop", "two_hop")}}
+    recorded["cell"].update(method="recorded")
+    recorded["backbone"].update(checksum=None, path=None)
+    write_json_atomic(Cell("recorded", "generated", "facts", 1.0, 1, "tiny").result_path(results), recorded)  # no predictions
+    kept_result(results, "knower", 1, 50.0, right_on({"text"}), fraction=0.1)
+    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    text = page.read_text()
+    lines = text.splitlines()
+    assert "the seeds are pooled by averaging each example's correctness" in lines[3]
+    assert lines[5] == "## facts: accuracy per statement family (tiny, 100%)"
+    assert text.index("per statement family") < text.index("## Backbone: tiny")
+    header = next(line for line in lines if line.startswith("| method | seeds |"))
+    assert header.startswith("| method | seeds | text (2) | type (4) | one_hop (4) | two_hop (2) | uses the KG |")
+    assert table_row(lines, "knower")[2:7] == ["100.0 [100.0, 100.0] ✓"] * 4 + ["yes"]
+    assert table_row(lines, "baseline")[2:7] == ["100.0 [100.0, 100.0] ✓"] + ["0.0 [0.0, 0.0]"] * 3 + ["no"]
+    assert table_row(lines, "typer")[6] == "only type"
+    assert table_row(lines, "recorded")[1:7] == ["1"] + ["75.0"] * 4 + ["—"]  # metrics_by_group alone: no interval
+    assert "<details><summary>Other fractions: 10%</summary>" in lines
+    later = lines[lines.index("**10%**"):]
+    assert table_row(later, "knower")[1:3] == ["1", "100.0 [100.0, 100.0] ✓"]
+    assert "knowledge used (accuracy, against" not in text  # no knowledge-used table of its own on a page with families
+
+
+def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_path):
+    results = tmp_path / "results"
+    knowledge = {"type", "one_hop", "two_hop"}
+    for seed in (1, 2):
+        kept_result(results, "knowbert", seed, 100.0, right_on(knowledge | {"text"}))
+        kept_result(results, "knowbert", seed, accuracy_on({"text"}), right_on({"text"}), variant="shuffled")
+        kept_result(results, "kam", seed, 100.0, right_on(knowledge | {"text"}))
+    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    lines = page.read_text().splitlines()
+    knowbert = table_row(lines, "knowbert")
+    assert knowbert[7] == "shuffled: +100.0 [+100.0, +100.0] ✓"
+    whole = 100 - accuracy_on({"text"})
+    assert knowbert[8].startswith(f"shuffled: {whole:+.1f} [") and knowbert[8].endswith("] ✓ |")
+    assert table_row(lines, "knowbert [shuffled]")[7:] == ["(control)", "(control) |"]
+    assert table_row(lines, "kam")[7:] == ["—", "— |"]  # no control cells
+    assert any(line.startswith("Knowledge used = the method's accuracy minus") for line in lines)
+
+    glue = tmp_path / "glue-results"
+    for seed in (1, 2):
+        fake_result(glue, "baseline", "rte", 1.0, seed, 60.0)
+        for method, value in (("erica", 66.0), ("erica-mlm-only", 63.0)):
+            cell = Cell(method, "glue", "rte", 1.0, seed, f"{method}-minilm")
+            write_json_atomic(cell.result_path(glue), {
+                "cell": {"method": method, "dataset": "glue", "task": "rte", "fraction": 1.0, "seed": seed,
+                         "backbone": f"{method}-minilm"},
+                "report_split": "dev", "metrics": {"dev": {"accuracy": value + seed}}, "device": {"name": "Test GPU"},
+                "backbone": {"checksum": "def", "path": f"/ckpt/{method}-minilm", "pretrained_from": "minilm"},
+                "git": {"commit": "0123456789"}, "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 100},
+                "budget": {"max_steps": 10, "per_device_batch_size": 32}})
+    [page] = write_leaderboards(glue, tmp_path / "glue-leaderboards")
+    lines = page.read_text().splitlines()
+    assert "### rte: knowledge used (accuracy, against each method's control)" in lines
+    assert "| erica ⟨erica-minilm⟩ | 100% | mlm-only: +3.0 (no kept predictions) |" in lines
+    assert not any(line.startswith("| erica-mlm-only ⟨erica-mlm-only-minilm⟩ | 100% | mlm-only") for line in lines)
