@@ -10,14 +10,37 @@ import torch
 from knowledge_lm.methods.sisr import SelectiveInjection, smallest_eigenvectors, spectral_penalty
 
 
-@pytest.mark.parametrize("shape", [(8, 32), (32, 8), (16, 16)])
-@pytest.mark.parametrize("k", [1, 3])
-def test_spectral_penalty_matches_svd(shape, k):
+@pytest.mark.parametrize("shape", [(8, 32), (32, 8), (16, 16), (2, 2), (3, 5), (7, 2)])
+@pytest.mark.parametrize("k_from_rank", [None, -1, 0, 2])  # None: k = 1 and k = 3; else k = min(b, d) + k_from_rank
+def test_spectral_penalty_matches_svd(shape, k_from_rank):
     torch.manual_seed(0)
     features = torch.randn(*shape, dtype=torch.float64).float()
     singular = torch.linalg.svdvals(features.double())
-    expected = (singular.flip(0)[:k] ** 2).sum()
-    assert spectral_penalty(features, k).double().item() == pytest.approx(expected.item(), rel=1e-3, abs=1e-3)
+    for k in ((1, 3) if k_from_rank is None else (min(shape) + k_from_rank,)):
+        expected = (singular.flip(0)[:k] ** 2).sum()
+        assert spectral_penalty(features, k).double().item() == pytest.approx(expected.item(), rel=1e-3, abs=1e-3)
+
+
+def test_spectral_penalty_with_k_at_least_the_rank_is_the_squared_frobenius_norm():
+    features = torch.diag(torch.tensor([2.0, 1.0]))
+    assert spectral_penalty(features, 1).item() == pytest.approx(1.0, rel=1e-5)
+    assert spectral_penalty(features, 2).item() == pytest.approx(5.0, rel=1e-5)
+    assert spectral_penalty(features, 3).item() == pytest.approx(5.0, rel=1e-5)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 9])
+def test_smallest_eigenvectors_up_to_and_past_the_size(size):
+    """Every k, the last vectors included: orthonormal, and their Rayleigh quotients are the k smallest eigenvalues."""
+    features = torch.randn(size, size + 4, generator=torch.Generator().manual_seed(size), dtype=torch.float64)
+    gram = features @ features.T
+    eigenvalues = torch.linalg.eigvalsh(gram)
+    for k in range(1, size + 2):
+        vectors = smallest_eigenvectors(gram, k)
+        found = min(k, size)
+        assert vectors.shape == (size, found)
+        assert torch.allclose(vectors.T @ vectors, torch.eye(found, dtype=torch.float64), atol=1e-9)
+        quotients = (vectors.T @ gram @ vectors).diagonal().sort().values
+        assert torch.allclose(quotients, eigenvalues[:found], rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("shape", [(32, 384), (64, 48), (16, 16)])
@@ -31,7 +54,7 @@ def test_spectral_penalty_over_wide_spectra(shape):
     singular = torch.logspace(-2, 2, rank, dtype=torch.float64)[torch.randperm(rank, generator=generator)]
     features = ((left * singular) @ right.T).float()
     exact = torch.linalg.svdvals(features.double()).flip(0) ** 2
-    for k in (1, 2):
+    for k in (1, 2, rank - 2, rank - 1, rank):
         assert spectral_penalty(features, k).item() == pytest.approx(exact[:k].sum().item(), rel=1e-3)
 
 
@@ -124,8 +147,9 @@ def test_bert_sr_trains_as_a_cell(tmp_path):
 def test_replayed_eigenvectors_match_the_eager_ones_for_every_new_input():
     from knowledge_lm.methods.sisr import replayed_smallest_eigenvectors
 
-    for seed in (0, 1):  # the second call replays the graph captured by the first, on a new input
-        features = torch.randn(16, 40, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).cuda()
-        gram = features @ features.T
-        eager, replayed = smallest_eigenvectors(gram, 2), replayed_smallest_eigenvectors(gram, 2)
-        assert torch.allclose((eager.T @ replayed).abs(), torch.eye(2, dtype=torch.float64, device="cuda"), atol=1e-6)
+    for k in (2, 15, 16):
+        for seed in (0, 1):  # the second call replays the graph captured by the first, on a new input
+            features = torch.randn(16, 40, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).cuda()
+            gram = features @ features.T
+            eager, replayed = smallest_eigenvectors(gram, k), replayed_smallest_eigenvectors(gram, k)
+            assert torch.allclose((eager.T @ replayed).abs(), torch.eye(k, dtype=torch.float64, device="cuda"), atol=1e-6)
