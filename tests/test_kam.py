@@ -334,6 +334,9 @@ def test_kam_trains_as_a_cell(method, options, prepared_cache, tmp_path):
                       runs_dir=tmp_path / "runs", dataset_options={**SIZES, "cache_dir": str(prepared_cache), "knowledge": {}},
                       progress=False)
     assert result["cell"]["method"] == method and "accuracy" in result["metrics"]["test"]
+    if method == "kam+si":  # SI's record: the share of links kept, K_thresh from the train split's DF
+        stats = result["method_stats"]
+        assert 0 < stats["si_kept_share"] <= 1 and stats["si_k_thresh_source"] == "quantile 0.9 of train DF"
 
 
 def test_kam_si_filters_the_links_in_training_only(tokenizer):

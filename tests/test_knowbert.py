@@ -146,16 +146,37 @@ def test_selective_injection_drops_spans_in_training_only():
     from knowledge_lm.methods.knowbert import KnowBertSI
 
     encoder, tokenizer, spec = backbone()
-    model = KnowBertSI(encoder, spec, kar_layer=0, si_lambda=0.0, threshold=-1e4)
+    model = KnowBertSI(encoder, spec, kar_layer=0, si_lambda=0.0, si_k_thresh=100, threshold=-1e4)
     model.kar.entities.load(table(), {})
-    model.selective_injection = replace(model.selective_injection, sample_ratio=0.5, keep_probability=0.0)
+    model.selective_injection = replace(model.selective_injection, sample_ratio=0.0, keep_probability=0.0)
     batch = batch_with_links(tokenizer)
     model.train()
     model.encode(batch)
-    assert model._linking[1].span_valid.sum(-1).tolist() == [1, 1, 0]
+    assert model._linking[1].span_valid.sum(-1).tolist() == [0, 0, 0]
     model.eval()
     model.encode(batch)
     assert model._linking[1].span_valid.sum(-1).tolist() == [2, 2, 0]
+    assert (model.method_stats()["si_kept_links"], model.method_stats()["si_valid_links"]) == (0, 4)
+
+
+def test_selective_injection_keeps_or_drops_every_span_of_an_entity_together():
+    """On the device path the entity is the top candidate's table row: two spans of Q1 share one draw."""
+    from knowledge_lm.methods.knowbert import KnowBertSI
+
+    encoder, tokenizer, spec = backbone()
+    model = KnowBertSI(encoder, spec, kar_layer=0, si_k_thresh=100, si_seed=3, threshold=-1e4)
+    model.kar.entities.load(table(), {})
+    batch = batch_with_links(tokenizer)
+    q1 = {"segment": 0, "tokens": [3], "candidates": [["Q1", 0.9], ["Q4", 0.1]], "df": 1, "close": 0}
+    batch["knowledge"] = [{"links": batch["knowledge"][0]["links"] + [q1]}] + batch["knowledge"][1:]
+    model.train()
+    draws = []
+    with torch.no_grad():
+        for _ in range(40):
+            model.encode(batch)
+            draws.append(model._linking[1].span_valid[0].tolist())
+    assert all(kept[0] == kept[2] for kept in draws)  # spans 0 and 2: both Q1
+    assert any(kept[0] != kept[1] for kept in draws) and any(not kept[0] for kept in draws)
 
 
 def test_linking_loss_is_the_margin_ranking_of_gold_links_against_delta():
@@ -192,6 +213,9 @@ def test_knowbert_trains_as_a_cell(method, prepared_cache, tmp_path):
                                                                    "knowledge": {"kg_embeddings": True}},
                       progress=False)
     assert result["cell"]["method"] == method and "accuracy" in result["metrics"]["test"]
+    if method != "knowbert":  # SI's record: the share of links kept, K_thresh from the train split's DF
+        stats = result["method_stats"]
+        assert 0 < stats["si_kept_share"] <= 1 and stats["si_k_thresh_source"] == "quantile 0.9 of train DF"
     if method == "knowbert":  # a knowledge method keeps its test examples' entity frequencies, in split order
         import gzip
 

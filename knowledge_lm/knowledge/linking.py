@@ -3,7 +3,8 @@
 ``AliasTable`` maps a surface form to candidate entities with a prior p(e|m); ``EntityLinker`` finds
 the candidate mention spans of a text the way KnowBERT's ``WikiCandidateMentionGenerator`` does
 (allenai/kb ``kb/wiki_linking_util.py``): every word n-gram of at most 5 words, minus the spans that
-start or end in a stop word or hold punctuation, kept when the table has at least one candidate.
+start or end in a stop word (in any casing: "The", "the" and "THE" alike) or hold punctuation, kept
+when the table has at least one candidate.
 The linker does not disambiguate: overlapping spans are all kept (KnowBERT's learned linker decides
 among them), unless ``longest_only=True`` asks for the longest non-overlapping matches.
 
@@ -254,12 +255,14 @@ class EntityLinker:
                  stop_words: Iterable[str] | None = None, longest_only: bool = False):
         self.alias_table = alias_table
         self.max_span_words = max_span_words
-        self.stop_words = frozenset(stop_words) if stop_words is not None else default_stop_words()
+        stop_words = stop_words if stop_words is not None else default_stop_words()
+        self.stop_words = frozenset(word.casefold() for word in stop_words)
         self.longest_only = longest_only
 
     def _allowed_span(self, words: list[str]) -> bool:
-        # Case-sensitive like KnowBERT's filter: "The Hague", "US" and "May" stay candidates.
-        if words[0] in self.stop_words or words[-1] in self.stop_words:
+        # Case-insensitive: a sentence-initial "The" would otherwise link (to the film, the band, ...) in most
+        # texts; the price is that "US", "May" or "The Hague" link only through a span without the stop word.
+        if words[0].casefold() in self.stop_words or words[-1].casefold() in self.stop_words:
             return False
         return not any(is_punctuation(word) and word not in SPAN_JOINERS for word in words)
 

@@ -11,47 +11,60 @@ features F. The σ² are the eigenvalues of the smaller Gram matrix (F Fᵀ when
 O(b²d) route, else Fᵀ F), outside autocast, without an eigensolver (see ``spectral_penalty``). Under DDP, F is the
 per-device batch (no gather): the choice and the per-device batch size go into every result.
 
-SI (Eq. 4): ``s(e) = 1[DF(e) < K_thresh] + λ · clip(|S(e)|, K_min, K_max)``; per text, ⌈0.85·|E|⌉
-entities are drawn without replacement with probability ∝ s, and each entity not drawn is still
-injected with probability 0.15 (METHODS.md's reading of the paper). SI filters in training only;
-evaluation sees every linked entity, so that dev and test scores are deterministic.
+SI (Eq. 4): ``s(e) = 1[DF(e) < K_thresh] + λ · clip(|S(e)|, K_min, K_max)``. METHODS.md's per-entity
+reading of "sample 85 %, the rest keeps a 15 % chance": each linked entity e of a text (a link's top
+candidate) is a candidate with probability 0.85, a candidate is injected with probability
+s(e) / max_{e' ∈ E} s(e'), and an entity not injected so is still injected with probability 0.15 (equal
+scores: 0.85 + 0.15 · 0.15 ≈ 0.87). The unit is the entity: all its mentions are kept or dropped together.
+DF is counted over the train split, where the paper's K_thresh = 100 never bites, so K_thresh defaults to
+the 90th percentile of DF over the train split's distinct linked entities (``si_k_thresh="auto"``); a number
+keeps that number. The draws come from SI's own generator, seeded from the cell's seed, and the share of
+links kept goes into the result (``method_stats``). SI filters in training only; evaluation sees every
+linked entity, so that dev and test scores are deterministic.
 """
 
-import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import register_method
 from knowledge_lm.task_model import TaskModel
 
 
 def smallest_eigenvectors(gram: torch.Tensor, k: int, chunks: int = 6, power: int = 64) -> torch.Tensor:
-    """Unit eigenvectors (columns) of the k smallest eigenvalues of the symmetric PSD matrix ``gram``, by
-    matrix products alone, so that nothing waits on the host.
+    """Unit eigenvectors (columns) of the min(k, size) smallest eigenvalues of the symmetric PSD matrix ``gram``,
+    by matrix products alone, so that nothing waits on the host.
 
     ``M = I − G / tr(G)`` has the eigenvectors of G with eigenvalues 1 − λ/tr(G) ∈ [0, 1], the largest
     for the smallest λ; ``chunks`` rounds of ``M ← M^power / tr(M^power)`` raise it to power^chunks = 2^36,
     which leaves M's top eigenvector wherever the smallest gap exceeds ~1e-9·tr(G), finer than float32
     features resolve (below that the eigenvalues are equal to float32 precision, and any vector of their
     span gives the same value). The per-round trace keeps the entries in float64's range (≥ b^-64). Each
-    further vector comes from G deflated by the ones found (their eigenvalues lifted by tr(G))."""
+    further vector comes from G with the ones found lifted to exactly tr(G), where their eigenvalue of M is 0,
+    below every other one: the j-th smallest λ is at most tr(G)/(size − j + 1), so M's top stays ≥ 1/2 up to
+    the second-to-last vector. The last one (k ≥ size) has no gap to iterate on: it is what the others leave."""
     size = gram.shape[0]
-    if size == 1:
-        return torch.ones(1, k, dtype=gram.dtype, device=gram.device)[:, :1]
     tiny = torch.finfo(gram.dtype).tiny
     scale = gram.diagonal().sum().clamp(min=tiny)
+    identity = torch.eye(size, dtype=gram.dtype, device=gram.device)
     start = 1 + torch.arange(size, dtype=gram.dtype, device=gram.device).unsqueeze(1) / size  # not orthogonal to a generic vector
     vectors = []
-    for _ in range(min(k, size)):
-        iterate = torch.eye(size, dtype=gram.dtype, device=gram.device) - gram / scale
+    for _ in range(min(k, size - 1)):
+        iterate = identity - gram / scale
         for _ in range(chunks):
             iterate = torch.linalg.matrix_power(iterate, power)
             iterate = iterate / iterate.diagonal().sum().clamp(min=tiny)
         vector = iterate @ start
         vector = vector / vector.norm().clamp(min=tiny)
         vectors.append(vector)
-        gram = gram + scale * (vector @ vector.T)
+        gram = gram + (scale - vector.T @ gram @ vector) * (vector @ vector.T)
+    if k >= size:
+        found = torch.cat(vectors, dim=1) if vectors else start.new_zeros(size, 0)
+        rest = start
+        for _ in range(2):  # Gram–Schmidt twice: once leaves rounding errors of the order of the overlap
+            rest = rest - found @ (found.T @ rest)
+        vectors.append(rest / rest.norm().clamp(min=tiny))
     return torch.cat(vectors, dim=1)
 
 
@@ -93,9 +106,12 @@ def spectral_penalty(features: torch.Tensor, k: int = 1) -> torch.Tensor:
     ``2 vᵢ vᵢᵀ F`` is ``eigvalsh``'s (Hellmann–Feynman), and which, as a sum of squares, keeps float32's
     relative precision. Why not ``eigvalsh``: a GPU eigensolver checks its result on the host, and a CPU
     one needs G there; either way the step waits for its forward pass to finish instead of queueing the
-    backward pass meanwhile (+20 % step time on one H100 at BERT-base size)."""
+    backward pass meanwhile (+20 % step time on one H100 at BERT-base size). With k ≥ min(b, d) the sum
+    takes every squared singular value: it is ``‖F‖_F²``, no eigenvectors needed."""
     with torch.autocast(device_type=features.device.type, enabled=False):
         matrix = features.float()
+        if k >= min(matrix.shape):
+            return (matrix ** 2).sum()
         wide = matrix.shape[0] <= matrix.shape[1]
         exact = matrix.detach().double()
         gram = exact @ exact.T if wide else exact.T @ exact
@@ -104,50 +120,143 @@ def spectral_penalty(features: torch.Tensor, k: int = 1) -> torch.Tensor:
         return (projected ** 2).sum()
 
 
-@dataclass(frozen=True)
+K_THRESH_QUANTILE = 0.9
+
+
+def linked_entity_frequencies(rows) -> dict[str, int]:
+    """qid → DF of every entity linked (as a link's top candidate) in ``rows``, prepared knowledge features."""
+    return {link["candidates"][0][0]: link.get("df", 0)
+            for row in rows for link in row.get("links") or [] if link.get("candidates")}
+
+
+def train_knowledge_rows(data) -> list[dict]:
+    """The prepared knowledge rows of the whole train split (not the fraction's subset) of a set-up data module."""
+    if getattr(data, "knowledge_features", None) is None or "train" not in getattr(data, "knowledge_spans", {}):
+        raise KlmError("selective injection: si_k_thresh auto needs the train split's prepared knowledge features "
+                       "(a data module with knowledge, set up); pass a number instead")
+    start, end = data.knowledge_spans["train"]
+    return data.knowledge_features[start:end]
+
+
+@dataclass(eq=False)
 class SelectiveInjection:
-    """Eq. 4 with the paper's constants as defaults (§5.1)."""
+    """Eq. 4's score and the per-entity draw, with the paper's constants as defaults (§5.1), its own random
+    generators (one per device, each seeded with ``seed`` when first used) and the count of the links it kept.
+
+    ``k_thresh="auto"`` stands for the 90th percentile of DF over the distinct entities linked in the train
+    split (:meth:`set_k_thresh_from`, called from the method's ``setup``): DF is counted over that split
+    alone, where the paper's 100 never bites."""
 
     lam: float = 0.5
-    k_thresh: int = 100
+    k_thresh: float | str = "auto"
     k_min: int = 5
     k_max: int = 20
     sample_ratio: float = 0.85
     keep_probability: float = 0.15
+    seed: int = 0
+    k_thresh_source: str = field(init=False)
+    rare_share: float | None = field(init=False, default=None)  # share of the train entities with DF < K_thresh
+    generators: dict = field(init=False, default_factory=dict, repr=False)
+    counts: torch.Tensor | None = field(init=False, default=None, repr=False)  # kept links, valid links
+
+    def __post_init__(self):
+        if self.k_thresh == "auto":
+            self.k_thresh_source = "auto, not set yet"
+        elif isinstance(self.k_thresh, (int, float)) and not isinstance(self.k_thresh, bool):
+            self.k_thresh_source = "given"
+        else:
+            raise KlmError(f"selective injection: si_k_thresh {self.k_thresh!r}: expected a number or auto")
+
+    def set_k_thresh_from(self, rows) -> None:
+        """Where ``k_thresh`` is auto: its value from ``rows`` (the train split's prepared knowledge features)."""
+        frequencies = torch.tensor(list(linked_entity_frequencies(rows).values()), dtype=torch.float64)
+        if self.k_thresh == "auto":
+            if len(frequencies):
+                self.k_thresh = torch.quantile(frequencies, K_THRESH_QUANTILE).item()
+                self.k_thresh_source = f"quantile {K_THRESH_QUANTILE} of train DF"
+            else:  # nothing linked: SI will have nothing to filter
+                self.k_thresh, self.k_thresh_source = 100, "the paper's 100: no entity linked in train"
+        self.rare_share = (frequencies < self.k_thresh).double().mean().item() if len(frequencies) else None
 
     def score(self, df: torch.Tensor, close: torch.Tensor) -> torch.Tensor:
+        if self.k_thresh == "auto":
+            raise KlmError("selective injection: si_k_thresh auto is set in the method's setup from the train split; "
+                           "outside a trainer pass a number")
         return (df < self.k_thresh).float() + self.lam * close.clamp(self.k_min, self.k_max).float()
 
-    def keep_mask(self, df: torch.Tensor, close: torch.Tensor, valid: torch.Tensor,
+    def generator(self, device) -> torch.Generator:
+        """The SI's own generator on ``device``, seeded with ``seed`` when first asked for."""
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device not in self.generators:
+            self.generators[device] = torch.Generator(device=device).manual_seed(self.seed)
+        return self.generators[device]
+
+    def keep_mask(self, df: torch.Tensor, close: torch.Tensor, valid: torch.Tensor, entities: torch.Tensor,
                   generator: torch.Generator | None = None) -> torch.Tensor:
-        """Which links (b × S, padded: ``valid`` False) are injected this time: per text ⌈0.85·n⌉ drawn
-        without replacement ∝ s, each other one kept with probability 0.15.
+        """Which links (b × S, padded: ``valid`` False) are injected this time, drawn per entity of a text: a
+        candidate with probability ``sample_ratio``, injected as a candidate with probability s(e) / max s over
+        the text's entities, else still injected with probability ``keep_probability``.
 
-        The draw is the Gumbel top-k trick: the k largest ``log s + Gumbel`` keys are distributed exactly as
-        k sequential draws without replacement ∝ s (Kool et al. 2019), so one batched sort replaces a loop.
-        """
-        uniform = torch.rand(df.shape, generator=generator, device=df.device)
-        keys = self.score(df, close).log() - (-uniform.clamp(min=1e-20).log()).log()
-        keys = keys.masked_fill(~valid, float("-inf"))
-        rank = keys.argsort(-1, descending=True).argsort(-1)
-        draws = (valid.sum(-1, keepdim=True).double() * self.sample_ratio).ceil()  # as math.ceil(0.85 * n)
-        drawn = rank < draws
-        second_chance = torch.rand(df.shape, generator=generator, device=df.device) < self.keep_probability
-        return valid & (drawn | second_chance)
+        ``entities`` (b × S) names each link's entity (its top candidate); the links of one text with the same
+        nonzero id share one draw, so every mention of an entity is kept or dropped together; 0 is an unknown
+        entity, a draw of its own. ``generator``: the SI's own on the links' device unless given. Counts the
+        valid and kept links (on the device: nothing waits on the host)."""
+        size = valid.shape[-1]
+        if size == 0:
+            return valid
+        generator = self.generator(valid.device) if generator is None else generator
+        positions = torch.arange(size, device=valid.device)
+        same = (entities.unsqueeze(-1) == entities.unsqueeze(-2)) & (entities != 0).unsqueeze(-1) & valid.unsqueeze(-2)
+        first = torch.where(same, positions, size).amin(-1).minimum(positions)  # the entity's first link in its text
+        scores = self.score(df, close).masked_fill(~valid, 0)
+        best = scores.amax(-1, keepdim=True)
+        share = torch.where(best > 0, scores / best.clamp(min=torch.finfo(scores.dtype).tiny), 1.0).gather(-1, first)
+        uniform = torch.rand(*valid.shape, 3, generator=generator, device=valid.device)
+        uniform = uniform.gather(-2, first.unsqueeze(-1).expand(*first.shape, 3))
+        injected = (uniform[..., 0] < self.sample_ratio) & (uniform[..., 1] < share)
+        kept = valid & (injected | (uniform[..., 2] < self.keep_probability))
+        counts = torch.stack([kept.sum(), valid.sum()])
+        self.counts = counts if self.counts is None else self.counts.to(counts.device) + counts
+        return kept
 
-    def filter_batch(self, knowledge: list[dict], rng: random.Random) -> list[dict]:
-        """``batch["knowledge"]`` (per-example dicts) with the links SI did not draw removed."""
+    def filter_batch(self, knowledge: list[dict], generator: torch.Generator | None = None) -> list[dict]:
+        """``batch["knowledge"]`` (per-example dicts) with the links SI did not inject removed (on the host:
+        ``generator`` defaults to the SI's own CPU one)."""
         size = max([len(example["links"]) for example in knowledge] + [0])
         if not size:
             return knowledge
         df, close = torch.zeros(len(knowledge), size, dtype=torch.long), torch.zeros(len(knowledge), size, dtype=torch.long)
+        entities = torch.zeros(len(knowledge), size, dtype=torch.long)
         valid = torch.zeros(len(knowledge), size, dtype=torch.bool)
+        ids: dict[str, int] = {}
         for i, example in enumerate(knowledge):
             for j, link in enumerate(example["links"]):
-                df[i, j], close[i, j], valid[i, j] = link["df"], link["close"], True
-        kept = self.keep_mask(df, close, valid, torch.Generator().manual_seed(rng.getrandbits(62))).tolist()
+                df[i, j], close[i, j], valid[i, j] = link.get("df", 0), link.get("close", 0), True
+                if link.get("candidates"):
+                    entities[i, j] = ids.setdefault(link["candidates"][0][0], len(ids) + 1)
+        kept = self.keep_mask(df, close, valid, entities, generator).tolist()
         return [{**example, "links": [link for link, keep in zip(example["links"], kept[i]) if keep]}
                 for i, example in enumerate(knowledge)]
+
+    def state_dict(self) -> dict:
+        """The generators' states and the counts, for a checkpoint: a resumed run draws on as if never stopped."""
+        return {"generators": {str(device): generator.get_state() for device, generator in self.generators.items()},
+                "counts": None if self.counts is None else self.counts.tolist()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for device, generator_state in state.get("generators", {}).items():
+            self.generator(device).set_state(generator_state)  # in place: holders of the generator keep it
+        self.counts = None if state.get("counts") is None else torch.tensor(state["counts"])
+
+    def stats(self) -> dict:
+        """What SI did in training: the share of the valid links it kept, and the K_thresh it used. Under DDP each
+        process draws for and counts its own batches (all from the same seed); a result records rank 0's."""
+        kept, valid = self.counts.tolist() if self.counts is not None else (0, 0)
+        return {"si_kept_share": kept / valid if valid else None, "si_kept_links": kept, "si_valid_links": valid,
+                "si_k_thresh": self.k_thresh, "si_k_thresh_source": self.k_thresh_source,
+                "si_rare_share": self.rare_share, "si_seed": self.seed}
 
 
 @register_method("bert+sr")
