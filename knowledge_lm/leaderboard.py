@@ -285,26 +285,36 @@ def kg_verdict(scores: dict[str, dict | None]) -> str:
     return "yes" if len(above) == len(knowledge) else f"only {', '.join(above)}" if above else "no"
 
 
+def control_variant(variant: str, control: Control) -> str:
+    """The sweep variant holding ``control``'s cells for a method's cells of ``variant``: the control's own name,
+    after the variant's where the method's cells are a variant themselves (``t20k`` → ``t20k-shuffled``)."""
+    if not control.variant:
+        return variant
+    return f"{variant}-{control.variant}" if variant else control.variant
+
+
 def is_control(cell_method: str, variant: str) -> bool:
     """Whether cells of ``cell_method`` and ``variant`` are some method's counterfactual control."""
-    return any(variant == control.variant and (control.methods is None or cell_method in control.methods.values())
+    return any((variant == control.variant or (control.variant and variant.endswith(f"-{control.variant}")))
+               and (control.methods is None or cell_method in control.methods.values())
                for control in KNOWLEDGE_CONTROLS.values())
 
 
-def control_cells(frame: pd.DataFrame, method: str, fraction: float, metric: str) -> list[tuple[str, pd.DataFrame]]:
-    """``(control name, its cells)`` for each of ``method``'s counterfactual controls (``KNOWLEDGE_CONTROLS``)
-    with cells at ``fraction``."""
-    ours = seed_cells(frame, method, "", fraction, metric)
+def control_cells(frame: pd.DataFrame, method: str, fraction: float, metric: str,
+                  variant: str = "") -> list[tuple[str, pd.DataFrame]]:
+    """``(control name, its cells)`` for each of the counterfactual controls (``KNOWLEDGE_CONTROLS``) of ``method``'s
+    cells of ``variant`` with cells at ``fraction``."""
+    ours = seed_cells(frame, method, variant, fraction, metric)
     if ours.empty:
         return []
     found = []
     for name, control in KNOWLEDGE_CONTROLS.items():
         if control.methods is None:
-            cells = seed_cells(frame, method, control.variant, fraction, metric)
+            cells = seed_cells(frame, method, control_variant(variant, control), fraction, metric)
         else:
             other = control.methods.get(ours["cell_method"].iloc[0])
             labels = sorted(frame[frame.cell_method == other]["method"].unique()) if other else []
-            cells = seed_cells(frame, labels[0], control.variant, fraction, metric) if labels else ours.iloc[:0]
+            cells = seed_cells(frame, labels[0], control_variant(variant, control), fraction, metric) if labels else ours.iloc[:0]
         if not cells.empty:
             found.append((name, cells))
     return found
@@ -346,10 +356,8 @@ def knowledge_used(frame: pd.DataFrame, method: str, variant: str, fraction: flo
         return MISSING
     if is_control(cells["cell_method"].iloc[0], variant):
         return "(control)"
-    if variant:
-        return MISSING
     parts = []
-    for name, control in control_cells(frame, method, fraction, metric):
+    for name, control in control_cells(frame, method, fraction, metric, variant):
         found = knowledge_delta(cells, control, dataset, task, metric, golds, groupings, groups)
         if found is None:
             continue

@@ -71,6 +71,8 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
         kept_result(results, "knowbert", seed, 100.0, right_on(knowledge | {"text"}))
         kept_result(results, "knowbert", seed, accuracy_on({"text"}), right_on({"text"}), variant="shuffled")
         kept_result(results, "kam", seed, 100.0, right_on(knowledge | {"text"}))
+        kept_result(results, "kam", seed, 100.0, right_on(knowledge | {"text"}), variant="t20k")
+        kept_result(results, "kam", seed, accuracy_on({"text"}), right_on({"text"}), variant="t20k-zeroed")
     [page] = write_leaderboards(results, tmp_path / "leaderboards")
     lines = page.read_text().splitlines()
     knowbert = table_row(lines, "knowbert")
@@ -79,6 +81,8 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
     assert knowbert[8].startswith(f"shuffled: {whole:+.1f} [") and knowbert[8].endswith("] ✓ |")
     assert table_row(lines, "knowbert [shuffled]")[7:] == ["(control)", "(control) |"]
     assert table_row(lines, "kam")[7:] == ["—", "— |"]  # no control cells
+    assert table_row(lines, "kam [t20k]")[7] == "zeroed: +100.0 [+100.0, +100.0] ✓"  # a variant's control: <variant>-zeroed
+    assert table_row(lines, "kam [t20k-zeroed]")[7:] == ["(control)", "(control) |"]
     assert any(line.startswith("Knowledge used = the method's accuracy minus") for line in lines)
 
     glue = tmp_path / "glue-results"
