@@ -3,6 +3,7 @@
 per method, and against a sweep's numbered variants (e.g. the share of wrong entity links: papers/000
 Fig. 5d). Same results, same bytes: no timestamps or software tags go into the PNGs."""
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -60,12 +61,25 @@ def variant_number(name: str) -> float | None:
         return None
 
 
+def variant_series(variants) -> dict[str, float]:
+    """The largest family of variants named by one prefix and a number (noise0 … noise50 → 0 … 50), as
+    variant → number; other variants (controls such as shuffled, a variant such as t20k-zeroed) are left out."""
+    families: dict[str, dict[str, float]] = {}
+    for variant in variants:
+        match = re.fullmatch(r"([A-Za-z_-]*?)(\d+(?:\.\d+)?)", variant)
+        if match:
+            families.setdefault(match.group(1), {})[variant] = float(match.group(2))
+    return max(families.values(), key=len, default={})
+
+
 def variant_curves(frame: pd.DataFrame, title: str, metric: str, path: Path, baseline: pd.DataFrame | None = None) -> Path | None:
-    """``metric`` against the number in each variant's name (noise10 → 10), one line per method and fraction;
-    the baseline's mean at the same fraction as a dashed line. None unless every variant has a number."""
-    numbers = {variant: variant_number(variant) for variant in frame["variant"].unique()}
-    if len(numbers) < 2 or any(number is None for number in numbers.values()):
+    """``metric`` against the number in each variant's name (noise10 → 10), one line per method and fraction,
+    over the largest family of numbered variants (``variant_series``); the baseline's mean at the same fraction
+    as a dashed line. None without two such variants."""
+    numbers = variant_series(frame["variant"].unique())
+    if len(numbers) < 2:
         return None
+    frame = frame[frame["variant"].isin(list(numbers))]
     frame = frame.assign(x=frame["variant"].map(numbers))
     prefix = "".join(ch for ch in next(iter(numbers)) if not (ch.isdigit() or ch == "."))
     figure, axes = _figure()

@@ -635,6 +635,16 @@ def families_text() -> str:
             "\"uses the KG\": yes where every family that needs the graph is above chance, else which are.")
 
 
+def dataset_notes(dataset: str) -> list[str]:
+    """``benchmarks/notes/<dataset>.md``, where there is one: what the tables cannot say (how a method was tried,
+    why a design was chosen), written by hand and free of our numbers, which come from the results only."""
+    path = BENCHMARKS_DIR / "notes" / f"{dataset}.md"
+    if not path.is_file():
+        return []
+    return ["## Notes", "", f"Written by hand in `benchmarks/notes/{dataset}.md`; every number is in the tables.", "",
+            *path.read_text(encoding="utf-8").strip().splitlines(), ""]
+
+
 def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None = None,
                    golds: dict[str, list] | None = None, groupings: dict[str, list[str]] | None = None) -> str:
     """``dataset``'s page; ``golds``: the gold answers of the kept predictions in ``frame``, by their sha256;
@@ -655,6 +665,7 @@ def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None =
            "(different backbone and protocol: not comparable one to one)."
            + (" " + families_text() if any(families.values()) else ""), ""]
     out += [line for section in families.values() for line in section]
+    out += dataset_notes(dataset)
     for backbone, group in frame.groupby("backbone"):
         out += [f"## Backbone: {backbone}", ""]
         plain, varied = group[group.variant == ""], group[group.variant != ""]
