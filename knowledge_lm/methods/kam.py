@@ -67,7 +67,7 @@ from torch.nn import functional as F
 
 from knowledge_lm.errors import KlmError
 from knowledge_lm.backbones import encoder_layers
-from knowledge_lm.methods.sisr import SelectiveInjection, train_knowledge_rows
+from knowledge_lm.methods.sisr import SelectiveInjection, SelectivelyInjected
 from knowledge_lm.registry import register_method
 from knowledge_lm.task_model import TaskModel
 
@@ -472,34 +472,15 @@ class Kam(TaskModel):
 
 
 @register_method("kam+si")
-class KamSI(Kam):
+class KamSI(SelectivelyInjected, Kam):
     """KAM-BERT whose training batches keep only the linked mentions selective injection draws (Eq. 4), on the
-    host. ``si_k_thresh`` and ``si_seed`` as in ``KnowBertSI``."""
+    host (options: ``SelectivelyInjected``)."""
 
     default_entity_source = "links"  # SI scores linked entities: the entity map follows it only when built from links
 
-    def __init__(self, encoder, spec, si_lambda: float = 0.5, si_k_thresh: float | str = "auto", si_k_min: int = 5,
-                 si_k_max: int = 20, si_seed: int | None = None, **options):
+    def __init__(self, encoder, spec, **options):
         super().__init__(encoder, spec, **options)
-        self.selective_injection = SelectiveInjection(lam=si_lambda, k_thresh=si_k_thresh, k_min=si_k_min, k_max=si_k_max,
-                                                      seed=torch.initial_seed() if si_seed is None else si_seed)
         self.si_rng = self.selective_injection.generator("cpu")
-
-    def setup(self, stage=None):
-        super().setup(stage)
-        if self.selective_injection.k_thresh == "auto":
-            self.selective_injection.set_k_thresh_from(train_knowledge_rows(self.trainer.datamodule))
-
-    def method_stats(self):
-        return {**super().method_stats(), **self.selective_injection.stats()}
-
-    def on_save_checkpoint(self, checkpoint):
-        super().on_save_checkpoint(checkpoint)
-        checkpoint["selective_injection"] = self.selective_injection.state_dict()
-
-    def on_load_checkpoint(self, checkpoint):
-        super().on_load_checkpoint(checkpoint)
-        self.selective_injection.load_state_dict(checkpoint.get("selective_injection", {}))
 
 
 @register_method("kam-no-pmi")

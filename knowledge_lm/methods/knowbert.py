@@ -71,7 +71,7 @@ from torch.nn import functional as F
 from knowledge_lm.backbones import encoder_layers
 from knowledge_lm.errors import KlmError
 from knowledge_lm.heads import IGNORE, MLMHead, mask_tokens
-from knowledge_lm.methods.sisr import SelectiveInjection, spectral_penalty, train_knowledge_rows
+from knowledge_lm.methods.sisr import SelectiveInjection, SelectivelyInjected, spectral_penalty
 from knowledge_lm.optim import adamw_with_warmup
 from knowledge_lm.registry import register_method
 from knowledge_lm.task_model import TaskModel, logs_this_step
@@ -500,34 +500,9 @@ class KnowBert(TaskModel):
 
 
 @register_method("knowbert+si")
-class KnowBertSI(KnowBert):
-    """KnowBERT whose training batches keep only the links selective injection draws (Eq. 4), on the device.
-
-    ``si_k_thresh``: a number, or "auto" (the 90th percentile of the train split's DF, set in ``setup``).
-    ``si_seed`` seeds SI's own generator; None takes ``torch.initial_seed()`` at construction, which is the
-    cell's seed (``run_cell`` seeds everything with it before building the model)."""
-
-    def __init__(self, encoder, spec, si_lambda: float = 0.5, si_k_thresh: float | str = "auto", si_k_min: int = 5,
-                 si_k_max: int = 20, si_seed: int | None = None, **options):
-        super().__init__(encoder, spec, **options)
-        self.selective_injection = SelectiveInjection(lam=si_lambda, k_thresh=si_k_thresh, k_min=si_k_min, k_max=si_k_max,
-                                                      seed=torch.initial_seed() if si_seed is None else si_seed)
-
-    def setup(self, stage=None):
-        super().setup(stage)
-        if self.selective_injection.k_thresh == "auto":
-            self.selective_injection.set_k_thresh_from(train_knowledge_rows(self.trainer.datamodule))
-
-    def method_stats(self):
-        return {**super().method_stats(), **self.selective_injection.stats()}
-
-    def on_save_checkpoint(self, checkpoint):
-        super().on_save_checkpoint(checkpoint)
-        checkpoint["selective_injection"] = self.selective_injection.state_dict()
-
-    def on_load_checkpoint(self, checkpoint):
-        super().on_load_checkpoint(checkpoint)
-        self.selective_injection.load_state_dict(checkpoint.get("selective_injection", {}))
+class KnowBertSI(SelectivelyInjected, KnowBert):
+    """KnowBERT whose training batches keep only the links selective injection draws (Eq. 4), on the device
+    (options: ``SelectivelyInjected``)."""
 
 
 @register_method("knowbert+si+sr", "sisr")

@@ -259,6 +259,38 @@ class SelectiveInjection:
                 "si_rare_share": self.rare_share, "si_seed": self.seed}
 
 
+class SelectivelyInjected:
+    """Mixin of a host method (``knowbert+si``, ``kam+si``) whose training batches keep only the links selective
+    injection draws: its options, K_thresh "auto" resolved in ``setup``, the kept share in ``method_stats`` and the
+    generators' state in checkpoints, so that a resumed run draws on where it stopped.
+
+    ``si_k_thresh``: a number, or "auto" (the 90th percentile of the train split's DF). ``si_seed`` seeds SI's own
+    generator; None takes ``torch.initial_seed()`` at construction, which is the cell's seed (``run_cell`` seeds
+    everything with it before building the model)."""
+
+    def __init__(self, encoder, spec, si_lambda: float = 0.5, si_k_thresh: float | str = "auto", si_k_min: int = 5,
+                 si_k_max: int = 20, si_seed: int | None = None, **options):
+        super().__init__(encoder, spec, **options)
+        self.selective_injection = SelectiveInjection(lam=si_lambda, k_thresh=si_k_thresh, k_min=si_k_min, k_max=si_k_max,
+                                                      seed=torch.initial_seed() if si_seed is None else si_seed)
+
+    def setup(self, stage=None):
+        super().setup(stage)
+        if self.selective_injection.k_thresh == "auto":
+            self.selective_injection.set_k_thresh_from(train_knowledge_rows(self.trainer.datamodule))
+
+    def method_stats(self):
+        return {**super().method_stats(), **self.selective_injection.stats()}
+
+    def on_save_checkpoint(self, checkpoint):
+        super().on_save_checkpoint(checkpoint)
+        checkpoint["selective_injection"] = self.selective_injection.state_dict()
+
+    def on_load_checkpoint(self, checkpoint):
+        super().on_load_checkpoint(checkpoint)
+        self.selective_injection.load_state_dict(checkpoint.get("selective_injection", {}))
+
+
 @register_method("bert+sr")
 class SpectralRegularized(TaskModel):
     """The plain fine-tuned encoder with spectral regularization of its head's batch features."""
