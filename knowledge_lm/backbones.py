@@ -5,6 +5,7 @@ weights checksum, parameter count) that goes into every result file.
 """
 
 import hashlib
+import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -182,3 +183,15 @@ def encoder_layers(encoder):
         if isinstance(module, nn.ModuleList):
             return module
     raise KlmError(f"cannot find the transformer layers of {type(encoder).__name__}")
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """A hash of the tokenizer's vocabulary and rules: part of every cache key that depends on tokenization."""
+    if getattr(tokenizer, "is_fast", False):
+        state = json.loads(tokenizer.backend_tokenizer.to_str())
+        # A call with truncation or padding rewrites these in the backend: they say nothing of the vocabulary.
+        state.pop("truncation", None)
+        state.pop("padding", None)
+    else:
+        state = tokenizer.get_vocab()
+    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]

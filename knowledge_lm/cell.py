@@ -6,19 +6,16 @@ crashed cell resume where it stopped.
 """
 
 import json
-import os
-import platform
 import shutil
-import subprocess
 import sys
 import time
 import traceback
 from datetime import datetime, timedelta, timezone
-from importlib import metadata
 from pathlib import Path
 
 from knowledge_lm.config import TrainConfig
 from knowledge_lm.errors import KlmError
+from knowledge_lm.provenance import device_record, git_commit, versions
 from knowledge_lm.results import Cell, predictions_path, write_json_atomic, write_predictions
 
 LAST_CHECKPOINT = "last.ckpt"
@@ -26,41 +23,6 @@ LAST_CHECKPOINT = "last.ckpt"
 # maps runs on cuDNN: few channels (heads + maps) over b × n × n maps, a shape its heuristic choice may serve poorly.
 CUDNN_BENCHMARK = True
 FAILURE_FILE = "failed.json"
-
-
-def git_commit() -> dict:
-    """The commit the code ran at. ``KLM_GIT_COMMIT`` wins where set: a copy of the tree on a GPU machine may
-    carry a stale .git of its own, whose HEAD is not the code that runs."""
-    if os.environ.get("KLM_GIT_COMMIT"):
-        return {"commit": os.environ["KLM_GIT_COMMIT"], "dirty": os.environ.get("KLM_GIT_DIRTY") == "1"}
-    root = Path(__file__).resolve().parents[1]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "knowledge_lm"], cwd=root,
-                                    capture_output=True, text=True).stdout.strip())
-        return {"commit": commit, "dirty": dirty}
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": "unknown", "dirty": False}
-
-
-def versions() -> dict:
-    found = {"python": platform.python_version()}
-    for package in ("torch", "pytorch-lightning", "transformers", "torchmetrics", "datasets", "knowledge-lm"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = None
-    return found
-
-
-def device_record(precision: str, devices: int) -> dict:
-    import torch
-
-    if torch.cuda.is_available():
-        return {"accelerator": "cuda", "name": torch.cuda.get_device_name(0), "count": devices, "precision": precision,
-                "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
-    return {"accelerator": "cpu", "name": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "count": 1, "precision": precision}
 
 
 def readable_checkpoint(path: Path) -> bool:

@@ -225,7 +225,7 @@ def add_attention_command(commands):
 
 
 def command_pretrain(args):
-    from knowledge_lm.results import record_pretraining
+    from knowledge_lm.provenance import record_pretraining
 
     if args.method == "knowbert":
         from knowledge_lm.methods.knowbert import pretrain_checkpoint as knowbert_pretraining

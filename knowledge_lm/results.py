@@ -196,30 +196,6 @@ def compact_time(iso: str) -> str:
     return "".join(ch for ch in iso[:19] if ch.isalnum())
 
 
-def record_pretraining(checkpoint: Path, results_dir: Path, **provenance) -> Path:
-    """The store's record of a pretraining run: the checkpoint's ``manifest.json`` (objectives, corpus hash,
-    steps, losses) with the commit, device and versions it ran on (``provenance`` overrides them), under
-    ``results/pretraining/<checkpoint name>.json``; the checkpoint itself (weights) stays out of the store.
-    ``checkpoint_checksum`` is the weights checksum that the results of cells fine-tuned from it name
-    (``backbone.checksum``). A record of an earlier run under the same name is kept: the new one is then named
-    ``<checkpoint name>-<time>.json``."""
-    from datetime import datetime, timezone
-
-    from knowledge_lm.backbones import weights_checksum
-    from knowledge_lm.cell import git_commit, versions
-    from knowledge_lm.speed import device_name
-
-    checkpoint = Path(checkpoint)
-    record = {**json.loads((checkpoint / "manifest.json").read_text()), "checkpoint": checkpoint.name,
-              "checkpoint_checksum": weights_checksum(checkpoint), "git": git_commit(), "device": device_name(),
-              "versions": versions(), "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **provenance}
-    path = Path(results_dir) / PRETRAINING_DIR / f"{checkpoint.name}.json"
-    if path.is_file() and json.loads(path.read_text()).get("checkpoint_checksum") != record["checkpoint_checksum"]:
-        path = path.with_name(f"{checkpoint.name}-{compact_time(record['recorded_at'])}.json")
-    write_json_atomic(path, record)
-    return path
-
-
 def main(argv=None) -> int:
     """``python -m knowledge_lm.results strip-gold [RESULTS_DIR]``: every predictions file under RESULTS_DIR
     (default results/) that still holds its gold keeps only its ``gold_sha256``."""

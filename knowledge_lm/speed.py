@@ -12,7 +12,6 @@ optimiser, schedule, precision and gradient clipping without Lightning, always e
 the prepared features: run ``klm prepare --dataset generated --kg-embeddings`` first.
 """
 
-import platform
 import statistics
 import time
 from datetime import datetime, timezone
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
+from knowledge_lm.provenance import device_name, git_commit, versions
 from knowledge_lm.results import compact_time
 
 SPEED_DIR = "speed"
@@ -164,17 +164,11 @@ def measure_bare_loop(backbone: str, batch_size: int, max_length: int, warmup: i
     return {"step_ms": 1000 * step, "samples_per_s": batch_size / step}
 
 
-def device_name() -> str:
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({platform.machine()})"
-
-
 def run_speed(methods: list[str], backbone: str = "minilm", batch_size: int = 32, max_length: int = 48, warmup: int = 20,
               steps: int = 100, repeats: int = 2, tokenizer: str = "minilm", bare_loop: bool = True,
               compile: str | None = None) -> dict:
     """Measure ``methods`` (the baseline first, always) and the bare loop; the record ``klm speed`` stores.
     ``compile``: None (eager) or a torch.compile mode for the methods' layers (the bare loop stays eager)."""
-    from knowledge_lm.cell import git_commit, versions
-
     methods = ["baseline"] + [method for method in methods if method != "baseline"]
     rows: dict[str, dict] = {}
     bare = None

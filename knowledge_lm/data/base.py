@@ -16,6 +16,7 @@ from typing import ClassVar
 import pytorch_lightning as pl
 from torch.utils.data import DataLoader
 
+from knowledge_lm.backbones import tokenizer_fingerprint
 from knowledge_lm.data.io import resolve_data_dir
 from knowledge_lm.data.subsets import check_fraction, fraction_subset, subset_hash
 from knowledge_lm.errors import KlmError
@@ -61,17 +62,6 @@ def hold_out(records: list[dict], rows: int, seed: int = 0) -> tuple[list[dict],
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("KLM_CACHE_DIR", Path.cwd() / ".cache" / "knowledge-lm"))
-
-
-def tokenizer_fingerprint(tokenizer) -> str:
-    if getattr(tokenizer, "is_fast", False):
-        state = json.loads(tokenizer.backend_tokenizer.to_str())
-        # A call with truncation or padding rewrites these in the backend: they say nothing of the vocabulary.
-        state.pop("truncation", None)
-        state.pop("padding", None)
-    else:
-        state = tokenizer.get_vocab()
-    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
 
 
 class TaskDataModule(pl.LightningDataModule):

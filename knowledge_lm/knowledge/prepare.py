@@ -128,7 +128,7 @@ def text_segments(record: dict) -> list[tuple[int, str]]:
 
 def split_keys(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path):
     """The splits' records, the KG folder and one cache folder named by everything the features depend on."""
-    from knowledge_lm.data.base import tokenizer_fingerprint
+    from knowledge_lm.backbones import tokenizer_fingerprint
 
     splits = data_module.labelled_splits()
     kg_dir = knowledge_graph_dir(data_module, config, cache_dir)

@@ -1,0 +1,72 @@
+"""Provenance of a run: the commit, library versions and device it ran on, and the store's record of a
+pretraining checkpoint. What cells, ``klm speed`` and the pretraining drivers write beside their numbers."""
+
+import json
+import os
+import platform
+import subprocess
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from knowledge_lm.backbones import weights_checksum
+from knowledge_lm.results import PRETRAINING_DIR, compact_time, write_json_atomic
+
+
+def git_commit() -> dict:
+    """The commit the code ran at. ``KLM_GIT_COMMIT`` wins where set: a copy of the tree on a GPU machine may
+    carry a stale .git of its own, whose HEAD is not the code that runs."""
+    if os.environ.get("KLM_GIT_COMMIT"):
+        return {"commit": os.environ["KLM_GIT_COMMIT"], "dirty": os.environ.get("KLM_GIT_DIRTY") == "1"}
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "knowledge_lm"], cwd=root,
+                                    capture_output=True, text=True).stdout.strip())
+        return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": "unknown", "dirty": False}
+
+
+def versions() -> dict:
+    """The versions of Python and the libraries a run used."""
+    found = {"python": platform.python_version()}
+    for package in ("torch", "pytorch-lightning", "transformers", "torchmetrics", "datasets", "knowledge-lm"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def device_record(precision: str, devices: int) -> dict:
+    """The accelerator a cell ran on, as its result records it."""
+    if torch.cuda.is_available():
+        return {"accelerator": "cuda", "name": torch.cuda.get_device_name(0), "count": devices, "precision": precision,
+                "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    return {"accelerator": "cpu", "name": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "count": 1, "precision": precision}
+
+
+def device_name() -> str:
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({platform.machine()})"
+
+
+def record_pretraining(checkpoint: Path, results_dir: Path, **provenance) -> Path:
+    """The store's record of a pretraining run: the checkpoint's ``manifest.json`` (objectives, corpus hash,
+    steps, losses) with the commit, device and versions it ran on (``provenance`` overrides them), under
+    ``results/pretraining/<checkpoint name>.json``; the checkpoint itself (weights) stays out of the store.
+    ``checkpoint_checksum`` is the weights checksum that the results of cells fine-tuned from it name
+    (``backbone.checksum``). A record of an earlier run under the same name is kept: the new one is then named
+    ``<checkpoint name>-<time>.json``."""
+    checkpoint = Path(checkpoint)
+    record = {**json.loads((checkpoint / "manifest.json").read_text()), "checkpoint": checkpoint.name,
+              "checkpoint_checksum": weights_checksum(checkpoint), "git": git_commit(), "device": device_name(),
+              "versions": versions(), "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **provenance}
+    path = Path(results_dir) / PRETRAINING_DIR / f"{checkpoint.name}.json"
+    if path.is_file() and json.loads(path.read_text()).get("checkpoint_checksum") != record["checkpoint_checksum"]:
+        path = path.with_name(f"{checkpoint.name}-{compact_time(record['recorded_at'])}.json")
+    write_json_atomic(path, record)
+    return path
