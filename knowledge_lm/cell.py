@@ -17,11 +17,9 @@ from knowledge_lm.config import TrainConfig
 from knowledge_lm.errors import KlmError
 from knowledge_lm.provenance import device_record, git_commit, versions
 from knowledge_lm.results import Cell, predictions_path, write_json_atomic, write_predictions
+from knowledge_lm.trainer import build_trainer, resolve_precision
 
 LAST_CHECKPOINT = "last.ckpt"
-# cuDNN times its algorithms once per shape and keeps the fastest. Only KAM's 3×3 convolution over the attention
-# maps runs on cuDNN: few channels (heads + maps) over b × n × n maps, a shape its heuristic choice may serve poorly.
-CUDNN_BENCHMARK = True
 FAILURE_FILE = "failed.json"
 
 
@@ -57,7 +55,6 @@ def group_metrics(model, data) -> dict:
 def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results", runs_dir="runs",
              dataset_options: dict | None = None, progress: bool = True) -> dict:
     import pytorch_lightning as pl
-    import torch
     from pytorch_lightning.callbacks import ModelCheckpoint
 
     from knowledge_lm.backbones import load_backbone
@@ -86,20 +83,15 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
     if train.compile:
         model.compile_modules(train.compile_mode)
 
-    gpu = torch.cuda.is_available()
-    precision = train.precision if train.precision != "auto" else ("bf16-mixed" if gpu else "32-true")
+    precision = resolve_precision(train.precision)
     if train.checkpoint_every_steps > 0:
         checkpointing = ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0, every_n_train_steps=train.checkpoint_every_steps)
     else:
         checkpointing = ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0,
                                         train_time_interval=timedelta(minutes=train.checkpoint_minutes))
-    trainer = pl.Trainer(
-        max_steps=budget["max_steps"], val_check_interval=budget["eval_every_steps"], check_val_every_n_epoch=None,
-        num_sanity_val_steps=0, accelerator="gpu" if gpu else "cpu", devices=train.devices, num_nodes=train.num_nodes,
-        strategy="ddp" if train.world_size > 1 else "auto", precision=precision, gradient_clip_val=1.0,
-        callbacks=[checkpointing], logger=False, enable_model_summary=False, enable_progress_bar=progress,
-        default_root_dir=run_dir, benchmark=CUDNN_BENCHMARK,
-    )
+    trainer = build_trainer(budget["max_steps"], precision=precision, devices=train.devices, num_nodes=train.num_nodes,
+                            eval_every_steps=budget["eval_every_steps"], callbacks=[checkpointing], progress=progress,
+                            root_dir=run_dir)
     last = run_dir / LAST_CHECKPOINT
     resumed_from = str(last) if readable_checkpoint(last) else None
     trainer.fit(model, datamodule=data, ckpt_path=resumed_from)

@@ -22,6 +22,7 @@ import torch
 
 from knowledge_lm.provenance import device_name, git_commit, versions
 from knowledge_lm.results import compact_time
+from knowledge_lm.trainer import build_trainer
 
 SPEED_DIR = "speed"
 NOISE_FLOOR = 0.95  # a method that only adds work measured this much faster than the baseline flags a noisy run
@@ -90,13 +91,7 @@ def build(method: str, backbone: str, batch_size: int, max_length: int, total_st
 
 
 def trainer_for(steps: int, callbacks=()) -> pl.Trainer:
-    from knowledge_lm.cell import CUDNN_BENCHMARK
-
-    gpu = torch.cuda.is_available()
-    return pl.Trainer(max_steps=steps, limit_val_batches=0, num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
-                      enable_progress_bar=False, enable_model_summary=False, accelerator="gpu" if gpu else "cpu", devices=1,
-                      precision="bf16-mixed" if gpu else "32-true", gradient_clip_val=1.0, callbacks=list(callbacks),
-                      benchmark=CUDNN_BENCHMARK)
+    return build_trainer(steps, callbacks=callbacks)
 
 
 def step_flops(model, data) -> float:

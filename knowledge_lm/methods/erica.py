@@ -50,6 +50,7 @@ from knowledge_lm.optim import adamw_with_warmup
 from knowledge_lm.registry import register_method
 from knowledge_lm.task_model import logs_this_step
 from knowledge_lm.tasks.docre import token_span
+from knowledge_lm.trainer import build_trainer
 
 TAU = 0.05
 MAX_NEGATIVES = 64  # negatives per document (footnote 5: no_relation pairs included)
@@ -462,9 +463,7 @@ def pretrain(corpus: list[dict], backbone, tokenizer, steps: int, output_dir=Non
                         generator=torch.Generator().manual_seed(seed))
     module = EricaPretraining(backbone, tokenizer, steps, corpus_hash=corpus_hash(corpus), **options)
     module.train()  # from_pretrained gives a model in eval mode (dropout off); Lightning keeps module modes
-    trainer = pl.Trainer(max_steps=steps, accelerator="cpu" if not torch.cuda.is_available() else "auto",
-                         logger=False, enable_checkpointing=False, enable_progress_bar=progress,
-                         enable_model_summary=False, num_sanity_val_steps=0, callbacks=list(callbacks))
+    trainer = build_trainer(steps, callbacks=callbacks, progress=progress)
     trainer.fit(module, loader)
     if output_dir is not None:
         module.save_checkpoint(output_dir)

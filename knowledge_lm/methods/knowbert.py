@@ -76,6 +76,7 @@ from knowledge_lm.optim import adamw_with_warmup
 from knowledge_lm.registry import register_method
 from knowledge_lm.task_model import TaskModel, logs_this_step
 from knowledge_lm.tasks.base import ENCODER_INPUTS
+from knowledge_lm.trainer import build_trainer
 
 
 # -- the knowledge of a batch as tensors ---------------------------------------------------------
@@ -613,9 +614,7 @@ def pretrain_checkpoint(dataset: str, out, backbone: str = "minilm", steps: int 
                          **dataset_options)
     module = KnowBertPretraining(encoder, tokenizer, steps, **({"lr": lr} if lr else {}), **options)
     gpu = torch.cuda.is_available()
-    trainer = pl.Trainer(max_steps=steps, accelerator="gpu" if gpu else "cpu", devices=1, precision="bf16-mixed" if gpu else "32-true",
-                         gradient_clip_val=1.0, logger=False, enable_checkpointing=False, enable_progress_bar=progress,
-                         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0)
+    trainer = build_trainer(steps, progress=progress)
     trainer.fit(module, datamodule=data)
     return write_dir_atomic(out, lambda folder: module.save_checkpoint(folder, {
         "corpus": {"dataset": dataset, "task": data.task, "split": "train", "examples": len(data.splits["train"]),
