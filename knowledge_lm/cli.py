@@ -105,7 +105,7 @@ def command_cell(args):
     spans nodes (``--set num_nodes=N --set devices=G``); Lightning reads the launcher's environment, and global
     rank 0 writes the result."""
     from knowledge_lm.cell import run_cell
-    from knowledge_lm.config import check_data_dir
+    from knowledge_lm.config import check_data_dir, check_method_options
     from knowledge_lm.runner import sweep_cells
 
     sweep = sweep_from_args(args)
@@ -118,6 +118,7 @@ def command_cell(args):
         print(f"{cell.key}: already done ({cell.result_path(args.results_dir)})")
         return 0
     overrides = parse_overrides(args.set)
+    check_method_options(sweep, sweep.source, overrides)
     run_cell(cell, sweep.train_config(cell.task, overrides, cell.variant), data_dir=check_data_dir(args.data_dir),
              results_dir=args.results_dir, runs_dir=args.runs_dir, dataset_options=sweep.variant_options(cell.variant))
     return 0

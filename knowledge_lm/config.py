@@ -122,6 +122,7 @@ class Sweep:
     # method → its own backbone (e.g. each ERICA ablation fine-tunes the checkpoint pretrained with its
     # objectives); the others use ``backbone``.
     method_backbones: dict = field(default_factory=dict)
+    source: str = ""  # where the sweep was read from (its file), for error messages
 
     def backbone_for(self, method: str) -> str:
         return self.method_backbones.get(method, self.backbone)
@@ -206,7 +207,24 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
     for task in tasks:
         for variant in sweep.variants:
             sweep.train_config(task, variant=variant)
+    sweep.source = where
     return sweep
+
+
+def check_method_options(sweep: Sweep, where: str, overrides: dict | None = None) -> None:
+    """Every method's ``method_options`` in every variant and task (the sweep's, the task's and the variant's,
+    and ``overrides``' as a cell would get them) built into the method's options dataclass, so that an unknown
+    option or a value of the wrong type fails here, with one line, before any cell starts.
+
+    Imports the method classes (torch with them): called where a sweep is about to run, not in
+    :func:`validate_sweep`."""
+    for variant in sweep.variants:
+        for task in sweep.tasks:
+            options = dict(sweep.train_values(task, overrides, variant).get("method_options") or {})
+            for method in sweep.methods:
+                context = (f"method {method}" + (f", variant {variant}" if variant else "")
+                           + (f", task {task}" if "method_options" in sweep.task_train.get(task, {}) else ""))
+                METHODS.get(method).options_class.from_dict(options, f"{where}: {context}")
 
 
 def read_sweep_yaml(path) -> dict:

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from knowledge_lm.cell import FAILURE_FILE, LAST_CHECKPOINT
-from knowledge_lm.config import Sweep
+from knowledge_lm.config import Sweep, check_method_options
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS
 from knowledge_lm.results import Cell, predictions_path, restore, supersede
@@ -89,6 +89,7 @@ def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, result
     them) run again, and the old result moves to ``results/superseded/`` as the re-run starts (back, if it
     fails). Returns counts."""
     overrides = overrides or {}
+    check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
     reruns = {cell.key for cell in sweep_cells(sweep) if rerun_without_predictions
               and cell.result_path(results_dir).is_file() and not predictions_path(cell.result_path(results_dir)).is_file()}
     devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)

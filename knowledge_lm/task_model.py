@@ -1,18 +1,24 @@
 """The LightningModule every method is: ``encode`` → hidden states, the task kind's head, its loss plus extra losses.
 
 A method subclasses :class:`TaskModel`, overrides ``encode`` (and ``extra_losses`` where it adds one),
-and registers itself. The head, loss, decoding and scoring come from the task's kind
+declares its options as a dataclass extending :class:`MethodOptions` (its ``options_class``) and registers
+itself. The head, loss, decoding and scoring come from the task's kind
 (``knowledge_lm/tasks``), so every method runs on every task. Training, evaluation on every labelled
 split, model selection on dev and the optimiser are the same for all methods, so they live here once.
 """
 
+import types
+import typing
 from collections import defaultdict
+from dataclasses import dataclass, fields
 
 import pytorch_lightning as pl
 import torch
 
 from knowledge_lm.backbones import encoder_layers
+from knowledge_lm.config import parse_bool
 from knowledge_lm.data.base import SELECTION_SPLIT
+from knowledge_lm.errors import KlmError
 from knowledge_lm.optim import adamw_with_warmup
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TASK_KINDS
 
@@ -24,13 +30,97 @@ def logs_this_step(module: pl.LightningModule) -> bool:
     return trainer is None or (module.global_step + 1) % trainer.log_every_n_steps == 0
 
 
+def option_kinds(expected) -> str:
+    """What values of the option type ``expected`` look like, in words (for error messages)."""
+    if isinstance(expected, types.UnionType) or typing.get_origin(expected) is typing.Union:
+        return " or ".join(option_kinds(member) for member in typing.get_args(expected))
+    if typing.get_origin(expected) is typing.Literal:
+        return " or ".join(str(choice) for choice in typing.get_args(expected))
+    return {bool: "a boolean", int: "a whole number", float: "a number", str: "a string", type(None): "none",
+            tuple: "a list of strings"}[typing.get_origin(expected) or expected]
+
+
+def coerce_option(value, expected):
+    """``value`` as the option type ``expected`` (a YAML value, or a string from ``--set``), else ValueError.
+
+    Ints stand for floats as they are; strings are parsed as numbers or booleans; a string or list stands for a
+    ``tuple[str, ...]``. A union takes its first member the value fits."""
+    if isinstance(expected, types.UnionType) or typing.get_origin(expected) is typing.Union:
+        for member in typing.get_args(expected):
+            try:
+                return coerce_option(value, member)
+            except ValueError:
+                pass
+        raise ValueError(value)
+    if typing.get_origin(expected) is typing.Literal:
+        if value in typing.get_args(expected):
+            return value
+        raise ValueError(value)
+    if expected is type(None):
+        if value is None:
+            return None
+        raise ValueError(value)
+    if expected is bool:
+        return parse_bool(value)
+    if expected in (int, float) and not isinstance(value, bool):
+        if isinstance(value, int) or (expected is float and isinstance(value, float)):
+            return value
+        if isinstance(value, str):
+            return expected(value)
+    if expected is str and isinstance(value, str):
+        return value
+    if typing.get_origin(expected) is tuple:
+        items = [value] if isinstance(value, str) else value
+        if isinstance(items, (list, tuple)) and all(isinstance(item, str) for item in items):
+            return tuple(items)
+    raise ValueError(value)
+
+
+@dataclass
+class MethodOptions:
+    """The options every method takes (a sweep's ``method_options``): a method's own options extend this dataclass,
+    which is the one place saying what they are, their types and defaults.
+
+    ``new_module_lr``: the learning rate of the modules a method's ``new_modules`` lists (None: ``lr``).
+    ``zero_knowledge``: the zeroed-knowledge control (a sweep variant): a knowledge method runs as usual on all-zero
+    knowledge (KnowBERT's entity vectors, KAM's maps, kg-text's facts); the baseline has none to zero."""
+
+    new_module_lr: float | None = None
+    zero_knowledge: bool = False
+
+    @classmethod
+    def from_dict(cls, values: dict, where: str) -> "MethodOptions":
+        """The options ``values`` (name → value), each coerced to its declared type; an unknown name, a value of
+        the wrong type or a value the method refuses is a one-line KlmError starting with ``where``."""
+        known = [option.name for option in fields(cls) if option.init]
+        unknown = [name for name in values if name not in known]
+        if unknown:
+            raise KlmError(f"{where}: unknown option{'s' if len(unknown) > 1 else ''} "
+                           f"{', '.join(repr(name) for name in unknown)}; known: {', '.join(known)}")
+        declared = typing.get_type_hints(cls)
+        checked = {}
+        for name, value in values.items():
+            try:
+                checked[name] = coerce_option(value, declared[name])
+            except ValueError:
+                raise KlmError(f"{where}: option {name}={value!r} is not {option_kinds(declared[name])}") from None
+        try:
+            return cls(**checked)
+        except KlmError as error:
+            raise KlmError(f"{where}: {error}") from None
+
+
 class TaskModel(pl.LightningModule):
+    """The encoder, the task kind's head and the shared training loop. ``eval_splits`` to ``total_steps`` are the
+    training settings of the cell; every other keyword is a method option, read into ``options`` (an instance of
+    the class's ``options_class``)."""
+
+    options_class: type[MethodOptions] = MethodOptions
+
     def __init__(self, encoder, spec, eval_splits=(SELECTION_SPLIT,), lr: float = 5e-5, weight_decay: float = 0.01,
-                 warmup_ratio: float = 0.1, dropout: float = 0.1, total_steps: int = 1000,
-                 new_module_lr: float | None = None, zero_knowledge: bool = False, **method_options):
+                 warmup_ratio: float = 0.1, dropout: float = 0.1, total_steps: int = 1000, **method_options):
         super().__init__()
-        if method_options:
-            raise TypeError(f"{type(self).__name__} takes no options {sorted(method_options)}")
+        self.options = self.options_class.from_dict(method_options, where=f"{type(self).__name__} options")
         # from_pretrained returns the encoder in eval mode, and Lightning keeps submodules' modes: without
         # this, fine-tuning would run with dropout off.
         self.encoder = encoder.train()
@@ -38,10 +128,9 @@ class TaskModel(pl.LightningModule):
         self.kind = TASK_KINDS.get(spec.kind)(spec)
         self.eval_splits = list(eval_splits)
         self.lr, self.weight_decay, self.warmup_ratio, self.total_steps = lr, weight_decay, warmup_ratio, total_steps
-        self.new_module_lr = None if new_module_lr is None else float(new_module_lr)
-        # The zeroed-knowledge control (a sweep variant): a knowledge method runs as usual on all-zero knowledge
-        # (KnowBERT's entity vectors, KAM's maps, kg-text's facts); the baseline has none to zero.
-        self.zero_knowledge = bool(zero_knowledge)
+        self.dropout = dropout
+        self.new_module_lr = None if self.options.new_module_lr is None else float(self.options.new_module_lr)
+        self.zero_knowledge = self.options.zero_knowledge
         self.head = self.kind.build_head(encoder.config.hidden_size, dropout)
         self.evaluations: list[dict] = []
         self.cuda_graph_steps = False  # compile_modules(mode="reduce-overhead")

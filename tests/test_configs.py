@@ -3,7 +3,7 @@
 import pytest
 
 from knowledge_lm.cell import run_cell
-from knowledge_lm.config import BENCHMARKS_DIR, load_sweep
+from knowledge_lm.config import BENCHMARKS_DIR, check_method_options, load_sweep
 from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.results import Cell
 
@@ -64,6 +64,7 @@ def test_config_validates(path):
     sweep = load_sweep(path)
     for variant in sweep.variants:
         KnowledgeConfig.from_dict(sweep.variant_options(variant).get("knowledge"))
+    check_method_options(sweep, str(path))
 
 
 @pytest.mark.parametrize("path", SMOKE)

@@ -60,6 +60,7 @@ import hashlib
 import warnings
 from dataclasses import dataclass
 from functools import partial
+from typing import Literal, get_args
 
 import torch
 from torch import nn
@@ -67,13 +68,14 @@ from torch.nn import functional as F
 
 from knowledge_lm.errors import KlmError
 from knowledge_lm.backbones import encoder_layers
-from knowledge_lm.methods.sisr import SelectiveInjection, SelectivelyInjected
+from knowledge_lm.methods.sisr import SelectiveInjection, SelectiveInjectionOptions, SelectivelyInjected
 from knowledge_lm.registry import register_method
-from knowledge_lm.task_model import TaskModel
+from knowledge_lm.task_model import MethodOptions, TaskModel
 
 MAP_NAMES = ("entity", "phrase", "pmi", "kg")
 DEFAULT_MAPS = ("entity", "phrase", "pmi")
-ENTITY_SOURCES = ("ner", "links")  # the features whose spans can make the entity map
+EntitySource = Literal["ner", "links"]  # the features whose spans can make the entity map
+ENTITY_SOURCES = get_args(EntitySource)
 MAP_INIT_STD = 1 / 3  # the map channels' initial weights: N(0, MAP_INIT_STD²) per tap (module docstring)
 
 
@@ -361,42 +363,49 @@ def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 # -- the methods ---------------------------------------------------------------------------------
+@dataclass
+class KamOptions(MethodOptions):
+    """KAM's options: ``alpha`` (α of the mix), ``skip`` (the result map handed to the next layer), ``use_conv``
+    (False: ``A_sem`` is the mean of the maps), ``maps`` (a name or names of ``MAP_NAMES``), ``expansion_k`` (PMI
+    expansion words, 0 for none), ``missing_pmi`` (zeros or error where the features lack PMI pairs) and
+    ``entity_source`` (the features the entity map comes from)."""
+
+    alpha: float = 0.2
+    skip: bool = True
+    use_conv: bool = True
+    maps: tuple[str, ...] = DEFAULT_MAPS
+    expansion_k: int = 0
+    missing_pmi: Literal["zeros", "error"] = "zeros"
+    entity_source: EntitySource = "ner"
+
+    def __post_init__(self):
+        for name in self.maps:
+            if name not in MAP_NAMES:
+                raise KlmError(f"unknown map {name!r}; known: {', '.join(MAP_NAMES)}")
+        if self.expansion_k < 0:
+            raise KlmError(f"expansion_k {self.expansion_k!r}: expected a whole number of words, 0 for none")
+        if self.expansion_k and "pmi" not in self.maps:
+            raise KlmError("PMI expansion (expansion_k > 0) needs the pmi map")
+
+
 @register_method("kam")
 class Kam(TaskModel):
     """The backbone with every layer's self-attention replaced by ``KamSelfAttention``."""
 
+    options_class = KamOptions
     needs_knowledge = True
     attn_implementation = "eager"
-    default_maps: tuple[str, ...] = DEFAULT_MAPS
-    default_use_conv = True
-    default_entity_source = "ner"
     selective_injection: SelectiveInjection | None = None
 
-    def __init__(self, encoder, spec, alpha: float = 0.2, skip: bool = True, use_conv: bool | None = None,
-                 maps=None, expansion_k: int = 0, missing_pmi: str = "zeros", entity_source: str | None = None,
-                 **options):
+    def __init__(self, encoder, spec, **options):
         super().__init__(encoder, spec, **options)
-        if missing_pmi not in ("zeros", "error"):
-            raise KlmError(f"kam: missing_pmi {missing_pmi!r}: expected zeros or error")
-        self.entity_source = self.default_entity_source if entity_source is None else entity_source
-        if self.entity_source not in ENTITY_SOURCES:
-            raise KlmError(f"kam: entity_source {self.entity_source!r}: expected {' or '.join(ENTITY_SOURCES)}")
         implementation = getattr(encoder.config, "_attn_implementation", "eager")
         if implementation not in (None, "eager"):
             raise KlmError(f"kam needs the backbone loaded with attn_implementation='eager', not {implementation!r}")
-        self.maps = tuple(self.default_maps if maps is None else ([maps] if isinstance(maps, str) else maps))
-        for name in self.maps:
-            if name not in MAP_NAMES:
-                raise KlmError(f"kam: unknown map {name!r}; known: {', '.join(MAP_NAMES)}")
-        if not isinstance(expansion_k, int) or expansion_k < 0:
-            raise KlmError(f"kam: expansion_k {expansion_k!r}: expected a whole number of words, 0 for none")
-        if expansion_k and "pmi" not in self.maps:
-            raise KlmError("kam: PMI expansion (expansion_k > 0) needs the pmi map")
-        self.expansion_k = expansion_k
+        self.maps, self.expansion_k = self.options.maps, self.options.expansion_k
+        self.missing_pmi, self.entity_source = self.options.missing_pmi, self.options.entity_source
         self.kg = None
-        self.missing_pmi = missing_pmi
         self.kam_state = KamState()
-        use_conv = self.default_use_conv if use_conv is None else use_conv
         # One draw from the global RNG (seeded by the cell) seeds every conv channel's own generator.
         seed = int(torch.randint(0, 2 ** 62, ()))
         self.kam_layers = []
@@ -404,7 +413,8 @@ class Kam(TaskModel):
             attention = getattr(layer, "attention", None)
             if attention is None or not hasattr(attention, "self"):
                 raise KlmError(f"kam: {type(layer).__name__} has no attention.self to replace")
-            attention.self = KamSelfAttention(attention.self, self.kam_state, self.maps, alpha, skip, use_conv, seed, index)
+            attention.self = KamSelfAttention(attention.self, self.kam_state, self.maps, self.options.alpha,
+                                              self.options.skip, self.options.use_conv, seed, index)
             self.kam_layers.append(attention.self)
 
     def new_modules(self):
@@ -471,38 +481,70 @@ class Kam(TaskModel):
         return embeddings(input_ids=padded, token_type_ids=torch.zeros_like(padded), position_ids=positions)
 
 
+@dataclass
+class KamSIOptions(SelectiveInjectionOptions, KamOptions):
+    """KAM's options and SI's."""
+
+    entity_source: EntitySource = "links"  # SI scores linked entities: the entity map follows it only when built from links
+
+
 @register_method("kam+si")
 class KamSI(SelectivelyInjected, Kam):
     """KAM-BERT whose training batches keep only the linked mentions selective injection draws (Eq. 4), on the
-    host (options: ``SelectivelyInjected``)."""
+    host (options: ``SelectiveInjectionOptions``)."""
 
-    default_entity_source = "links"  # SI scores linked entities: the entity map follows it only when built from links
+    options_class = KamSIOptions
 
     def __init__(self, encoder, spec, **options):
         super().__init__(encoder, spec, **options)
         self.si_rng = self.selective_injection.generator("cpu")
 
 
+@dataclass
+class KamNoPmiOptions(KamOptions):
+    maps: tuple[str, ...] = ("entity", "phrase")
+
+
 @register_method("kam-no-pmi")
 class KamNoPmi(Kam):
-    default_maps = ("entity", "phrase")
+    options_class = KamNoPmiOptions
+
+
+@dataclass
+class KamNoPhraseOptions(KamOptions):
+    maps: tuple[str, ...] = ("entity", "pmi")
 
 
 @register_method("kam-no-phrase")
 class KamNoPhrase(Kam):
-    default_maps = ("entity", "pmi")
+    options_class = KamNoPhraseOptions
+
+
+@dataclass
+class KamNoEntityOptions(KamOptions):
+    maps: tuple[str, ...] = ("phrase", "pmi")
 
 
 @register_method("kam-no-entity")
 class KamNoEntity(Kam):
-    default_maps = ("phrase", "pmi")
+    options_class = KamNoEntityOptions
+
+
+@dataclass
+class KamNoConvOptions(KamOptions):
+    use_conv: bool = False
 
 
 @register_method("kam-no-conv")
 class KamNoConv(Kam):
-    default_use_conv = False
+    options_class = KamNoConvOptions
+
+
+@dataclass
+class KamKgOptions(KamOptions):
+    maps: tuple[str, ...] = DEFAULT_MAPS + ("kg",)  # Eq. 8
 
 
 @register_method("kam+kg")
 class KamKg(Kam):
-    default_maps = DEFAULT_MAPS + ("kg",)  # Eq. 8
+    options_class = KamKgOptions

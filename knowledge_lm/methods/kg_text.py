@@ -56,7 +56,7 @@ from torch.nn import functional as F
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.kg import INSTANCE_OF, KnowledgeGraph
 from knowledge_lm.registry import register_method
-from knowledge_lm.task_model import TaskModel
+from knowledge_lm.task_model import MethodOptions, TaskModel
 from knowledge_lm.tasks.base import ENCODER_INPUTS
 
 FACT_IDS = "kg_text_ids"  # the key of an example's fact ids (with the closing [SEP]) in its features row
@@ -205,17 +205,27 @@ def append_facts(inputs: dict[str, torch.Tensor], facts: FactTensors, pad_id: in
 
 
 # -- the method -------------------------------------------------------------------------------------
+@dataclass
+class KgTextOptions(MethodOptions):
+    """kg-text's option: ``fact_tokens``, the sub-word budget of an example's facts."""
+
+    fact_tokens: int = 64
+
+    def __post_init__(self):
+        if self.fact_tokens < 1:
+            raise KlmError(f"fact_tokens {self.fact_tokens!r}: expected a positive whole number of sub-word tokens")
+
+
 @register_method("kg-text")
 class KgText(TaskModel):
     """The plain encoder reading the linked entities' verbalised KG facts after the text."""
 
+    options_class = KgTextOptions
     needs_knowledge = True
 
-    def __init__(self, encoder, spec, fact_tokens: int = 64, **options):
+    def __init__(self, encoder, spec, **options):
         super().__init__(encoder, spec, **options)
-        if isinstance(fact_tokens, bool) or not isinstance(fact_tokens, int) or fact_tokens < 1:
-            raise KlmError(f"kg-text: fact_tokens {fact_tokens!r}: expected a positive whole number of sub-word tokens")
-        self.fact_tokens = fact_tokens
+        self.fact_tokens = self.options.fact_tokens
         self.pad_id = encoder.config.pad_token_id or 0
         self.token_types = getattr(encoder.config, "type_vocab_size", 0) >= 2
         self.verbalised = None  # the features rows verbalised last: a second setup on them does not redo it

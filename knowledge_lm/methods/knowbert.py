@@ -62,6 +62,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from functools import partial
 from pathlib import Path
+from typing import Literal
 
 import pytorch_lightning as pl
 import torch
@@ -71,10 +72,11 @@ from torch.nn import functional as F
 from knowledge_lm.backbones import encoder_layers
 from knowledge_lm.errors import KlmError
 from knowledge_lm.heads import IGNORE, MLMHead, mask_tokens
-from knowledge_lm.methods.sisr import SelectiveInjection, SelectivelyInjected, spectral_penalty
+from knowledge_lm.methods.sisr import (SelectiveInjection, SelectiveInjectionOptions, SelectivelyInjected,
+                                       SpectralRegularizationOptions, spectral_penalty)
 from knowledge_lm.optim import adamw_with_warmup
 from knowledge_lm.registry import register_method
-from knowledge_lm.task_model import TaskModel, logs_this_step
+from knowledge_lm.task_model import MethodOptions, TaskModel, logs_this_step
 from knowledge_lm.tasks.base import ENCODER_INPUTS
 from knowledge_lm.trainer import build_trainer
 
@@ -436,34 +438,52 @@ def read_pretrained(encoder) -> dict | None:
 
 
 # -- the methods ---------------------------------------------------------------------------------
+@dataclass
+class KnowBertOptions(MethodOptions):
+    """KnowBERT's options: KAR's shape (``kar_layer``: None for the second-to-last layer; ``entity_dim``,
+    ``num_heads``, the linking ``threshold`` δ and ``unlinked_spans``; a pretrained checkpoint's own shape wins),
+    the linking loss (``linking_loss_weight``, ``linking_margin``), and the entity table (``entity_embeddings``:
+    a file, else what the data module prepared; ``entity_scale``: None to match the backbone's token norm, or a
+    fixed factor)."""
+
+    kar_layer: int | None = None
+    entity_dim: int = 100
+    num_heads: int = 4
+    threshold: float = 0.0
+    unlinked_spans: Literal["skip", "null"] = "skip"
+    linking_loss_weight: float = 1.0
+    linking_margin: float = 0.2
+    entity_embeddings: str | None = None
+    entity_scale: float | None = None
+
+
 @register_method("knowbert")
 class KnowBert(TaskModel):
     """The backbone with KAR after layer ``kar_layer`` and the entity-linking loss on gold links. Started from
     a ``klm pretrain --method knowbert`` checkpoint (``--backbone DIR``), KAR's weights, shape and entity
     table come from there."""
 
+    options_class = KnowBertOptions
     needs_knowledge = True
     attn_implementation = None
     selective_injection: SelectiveInjection | None = None
 
-    def __init__(self, encoder, spec, kar_layer: int | None = None, entity_dim: int = 100, num_heads: int = 4,
-                 threshold: float = 0.0, unlinked_spans: str = "skip", linking_loss_weight: float = 1.0,
-                 linking_margin: float = 0.2, entity_embeddings: str | None = None, entity_scale: float | None = None, **options):
+    def __init__(self, encoder, spec, **options):
         super().__init__(encoder, spec, **options)
-        shape = dict(kar_layer=kar_layer, entity_dim=entity_dim, num_heads=num_heads, threshold=threshold,
-                     unlinked_spans=unlinked_spans)
+        shape = {name: getattr(self.options, name) for name in KAR_SHAPE}
+        entity_embeddings = self.options.entity_embeddings
         pretrained = read_pretrained(encoder)
         if pretrained is not None:  # the checkpoint's KAR, as it was pretrained
             shape = {name: pretrained["kar"][name] for name in KAR_SHAPE}
             entity_embeddings = entity_embeddings or str(Path(pretrained["directory"]) / CHECKPOINT_ENTITIES)
-        self.kar_layer, self.kar = build_kar(encoder, dropout=options.get("dropout", 0.1), **shape)
+        self.kar_layer, self.kar = build_kar(encoder, dropout=self.dropout, **shape)
         self.kar_pretrained = pretrained is not None
         if pretrained is not None:
             self.kar.load_state_dict(torch.load(Path(pretrained["directory"]) / CHECKPOINT_KAR, map_location="cpu"))
-        self.linking_loss_weight, self.linking_margin = linking_loss_weight, linking_margin
+        self.linking_loss_weight, self.linking_margin = self.options.linking_loss_weight, self.options.linking_margin
         self.entity_embeddings_path = entity_embeddings
         self.kar.entities.zeroed = self.zero_knowledge  # the control: KAR runs, every entity vector is zero
-        self.kar.entities.scale = None if entity_scale is None else float(entity_scale)
+        self.kar.entities.scale = None if self.options.entity_scale is None else float(self.options.entity_scale)
         self._linking = None
 
     def setup(self, stage=None):
@@ -500,22 +520,33 @@ class KnowBert(TaskModel):
         return {"linking": self.linking_loss_weight * linking_loss(scores, tensors, self.kar.threshold, self.linking_margin)}
 
 
+@dataclass
+class KnowBertSIOptions(SelectiveInjectionOptions, KnowBertOptions):
+    """KnowBERT's options and SI's."""
+
+
 @register_method("knowbert+si")
 class KnowBertSI(SelectivelyInjected, KnowBert):
     """KnowBERT whose training batches keep only the links selective injection draws (Eq. 4), on the device
-    (options: ``SelectivelyInjected``)."""
+    (options: ``SelectiveInjectionOptions``)."""
+
+    options_class = KnowBertSIOptions
+
+
+@dataclass
+class KnowBertSISROptions(SpectralRegularizationOptions, KnowBertSIOptions):
+    """KnowBERT's options, SI's and SR's."""
 
 
 @register_method("knowbert+si+sr", "sisr")
 class KnowBertSISR(KnowBertSI):
     """KnowBERT + SI + spectral regularization of the head's batch features (Eq. 5)."""
 
-    def __init__(self, encoder, spec, sr_weight: float = 0.001, sr_k: int = 1, **options):
-        super().__init__(encoder, spec, **options)
-        self.sr_weight, self.sr_k = sr_weight, sr_k
+    options_class = KnowBertSISROptions
 
     def extra_losses(self, batch, features):
-        return {**super().extra_losses(batch, features), "sr": self.sr_weight * spectral_penalty(features, self.sr_k)}
+        sr = self.options.sr_weight * spectral_penalty(features, self.options.sr_k)
+        return {**super().extra_losses(batch, features), "sr": sr}
 
 
 # -- knowledge pretraining (MLM + linking) --------------------------------------------------------

@@ -24,12 +24,13 @@ linked entity, so that dev and test scores are deterministic.
 """
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import register_method
-from knowledge_lm.task_model import TaskModel
+from knowledge_lm.task_model import MethodOptions, TaskModel
 
 
 def smallest_eigenvectors(gram: torch.Tensor, k: int, chunks: int = 6, power: int = 64) -> torch.Tensor:
@@ -259,20 +260,34 @@ class SelectiveInjection:
                 "si_rare_share": self.rare_share, "si_seed": self.seed}
 
 
+@dataclass
+class SelectiveInjectionOptions(MethodOptions):
+    """SI's options, which a host method's options extend: Eq. 4's λ, K_thresh, K_min and K_max (the paper's
+    constants: :class:`SelectiveInjection`'s defaults) and the seed of SI's own generator.
+
+    ``si_k_thresh``: a number, or "auto" (the 90th percentile of the train split's DF). ``si_seed``: None takes
+    ``torch.initial_seed()`` at construction, which is the cell's seed (``run_cell`` seeds everything with it
+    before building the model)."""
+
+    si_lambda: float = SelectiveInjection.lam
+    si_k_thresh: float | Literal["auto"] = SelectiveInjection.k_thresh
+    si_k_min: int = SelectiveInjection.k_min
+    si_k_max: int = SelectiveInjection.k_max
+    si_seed: int | None = None
+
+
 class SelectivelyInjected:
     """Mixin of a host method (``knowbert+si``, ``kam+si``) whose training batches keep only the links selective
-    injection draws: its options, K_thresh "auto" resolved in ``setup``, the kept share in ``method_stats`` and the
-    generators' state in checkpoints, so that a resumed run draws on where it stopped.
+    injection draws: K_thresh "auto" resolved in ``setup``, the kept share in ``method_stats`` and the generators'
+    state in checkpoints, so that a resumed run draws on where it stopped. The host's ``options_class`` extends
+    :class:`SelectiveInjectionOptions`."""
 
-    ``si_k_thresh``: a number, or "auto" (the 90th percentile of the train split's DF). ``si_seed`` seeds SI's own
-    generator; None takes ``torch.initial_seed()`` at construction, which is the cell's seed (``run_cell`` seeds
-    everything with it before building the model)."""
-
-    def __init__(self, encoder, spec, si_lambda: float = 0.5, si_k_thresh: float | str = "auto", si_k_min: int = 5,
-                 si_k_max: int = 20, si_seed: int | None = None, **options):
+    def __init__(self, encoder, spec, **options):
         super().__init__(encoder, spec, **options)
-        self.selective_injection = SelectiveInjection(lam=si_lambda, k_thresh=si_k_thresh, k_min=si_k_min, k_max=si_k_max,
-                                                      seed=torch.initial_seed() if si_seed is None else si_seed)
+        si = self.options
+        self.selective_injection = SelectiveInjection(lam=si.si_lambda, k_thresh=si.si_k_thresh, k_min=si.si_k_min,
+                                                      k_max=si.si_k_max,
+                                                      seed=torch.initial_seed() if si.si_seed is None else si.si_seed)
 
     def setup(self, stage=None):
         super().setup(stage)
@@ -291,13 +306,20 @@ class SelectivelyInjected:
         self.selective_injection.load_state_dict(checkpoint.get("selective_injection", {}))
 
 
+@dataclass
+class SpectralRegularizationOptions(MethodOptions):
+    """SR's options, which a method adding SR extends: η (``sr_weight``) and the k smallest singular values
+    penalised (``sr_k``)."""
+
+    sr_weight: float = 0.001
+    sr_k: int = 1
+
+
 @register_method("bert+sr")
 class SpectralRegularized(TaskModel):
     """The plain fine-tuned encoder with spectral regularization of its head's batch features."""
 
-    def __init__(self, encoder, spec, sr_weight: float = 0.001, sr_k: int = 1, **options):
-        super().__init__(encoder, spec, **options)
-        self.sr_weight, self.sr_k = sr_weight, sr_k
+    options_class = SpectralRegularizationOptions
 
     def extra_losses(self, batch, features):
-        return {"sr": self.sr_weight * spectral_penalty(features, self.sr_k)}
+        return {"sr": self.options.sr_weight * spectral_penalty(features, self.options.sr_k)}
