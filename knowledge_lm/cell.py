@@ -17,7 +17,7 @@ from knowledge_lm.config import TrainConfig
 from knowledge_lm.errors import KlmError
 from knowledge_lm.provenance import device_record, git_commit, versions
 from knowledge_lm.results import Cell, predictions_path, write_json_atomic, write_predictions
-from knowledge_lm.trainer import build_trainer, resolve_precision
+from knowledge_lm.trainer import build_model_and_data, build_trainer, method_dataset_options, resolve_precision
 
 LAST_CHECKPOINT = "last.ckpt"
 FAILURE_FILE = "failed.json"
@@ -58,30 +58,19 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
     from pytorch_lightning.callbacks import ModelCheckpoint
 
     from knowledge_lm.backbones import load_backbone
-    from knowledge_lm.registry import DATASETS, METHODS
+    from knowledge_lm.registry import METHODS
 
     started = time.time()
     run_dir = cell.run_dir(runs_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / FAILURE_FILE).unlink(missing_ok=True)
     method_class = METHODS.get(cell.method)
-    dataset_class = DATASETS.get(cell.dataset)
 
     pl.seed_everything(cell.seed, workers=True, verbose=False)
     encoder, tokenizer, backbone = load_backbone(cell.backbone, getattr(method_class, "attn_implementation", None), seed=cell.seed)
-    dataset_options = dict(dataset_options or {})
-    if getattr(method_class, "needs_knowledge", False):
-        dataset_options.setdefault("knowledge", {})  # features from `klm prepare` with the default options
-    data = dataset_class(task=cell.task, tokenizer=tokenizer, data_dir=data_dir, fraction=cell.fraction,
-                         subset_seed=train.subset_seed, batch_size=train.batch_size, eval_batch_size=train.eval_batch_size,
-                         max_length=train.max_length, **dataset_options)
-    data.setup()
-    budget = train.budget(data.train_size)
-    model = method_class(encoder, data.task_spec, eval_splits=data.eval_split_names, lr=train.lr,
-                         weight_decay=train.weight_decay, warmup_ratio=train.warmup_ratio, dropout=train.dropout,
-                         total_steps=budget["max_steps"], **train.method_options)
-    if train.compile:
-        model.compile_modules(train.compile_mode)
+    model, data, budget = build_model_and_data(cell.method, encoder, tokenizer, cell.dataset, train, cell.task, cell.fraction,
+                                               data_dir, dataset_options)
+    dataset_options = method_dataset_options(cell.method, dataset_options)
 
     precision = resolve_precision(train.precision)
     if train.checkpoint_every_steps > 0:

@@ -20,9 +20,10 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
+from knowledge_lm.config import TrainConfig
 from knowledge_lm.provenance import device_name, git_commit, versions
 from knowledge_lm.results import compact_time
-from knowledge_lm.trainer import build_trainer
+from knowledge_lm.trainer import build_model_and_data, build_trainer
 
 SPEED_DIR = "speed"
 NOISE_FLOOR = 0.95  # a method that only adds work measured this much faster than the baseline flags a noisy run
@@ -67,26 +68,18 @@ def build(method: str, backbone: str, batch_size: int, max_length: int, total_st
     """The method's model and a set-up generated-task data module, as a cell builds them."""
     from knowledge_lm.backbones import load_backbone
     from knowledge_lm.config import dataset_defaults
-    from knowledge_lm.registry import DATASETS, METHODS
+    from knowledge_lm.registry import METHODS
 
     pl.seed_everything(0, verbose=False)
-    method_class = METHODS.get(method)
-    implementation = getattr(method_class, "attn_implementation", None)
+    implementation = getattr(METHODS.get(method), "attn_implementation", None)
     if backbone == "bert-base-shaped":
         encoder, tokenizer_object = bert_base_shaped(implementation, tokenizer)
     else:
         encoder, tokenizer_object, _ = load_backbone(backbone, implementation)
+    train = TrainConfig(batch_size=batch_size, max_length=max_length, compile=bool(compile), compile_mode=compile or "default")
     options = dict(dataset_defaults("generated").get("dataset_options") or {})
-    if getattr(method_class, "needs_knowledge", False):
-        options["knowledge"] = {}
-    data = DATASETS.get("generated")(tokenizer=tokenizer_object, batch_size=batch_size, max_length=max_length, **options)
-    data.setup()
-    model = method_class(encoder, data.task_spec, eval_splits=data.eval_split_names, total_steps=total_steps)
-    if compile:
-        # As in a fresh process (a cell's): the last method's compiled code and CUDA graphs would otherwise be
-        # reused under guards on objects since freed, and count against dynamo's recompile limit.
-        torch._dynamo.reset()
-        model.compile_modules(compile)
+    model, data, _ = build_model_and_data(method, encoder, tokenizer_object, "generated", train, dataset_options=options,
+                                          total_steps=total_steps)
     return model, data
 
 

@@ -1,8 +1,12 @@
-"""The one way a Lightning ``Trainer`` is built: cells, ``klm speed`` and both pretraining drivers use it, so
-precision, clipping and cuDNN's mode are the same wherever a method trains."""
+"""How a run is built, the one way: a method's model with its set-up data module (cells and ``klm speed``), and
+the Lightning ``Trainer`` (cells, ``klm speed`` and both pretraining drivers), so that precision, clipping and
+cuDNN's mode are the same wherever a method trains."""
 
 import pytorch_lightning as pl
 import torch
+
+from knowledge_lm.config import TrainConfig
+from knowledge_lm.registry import DATASETS, METHODS
 
 # cuDNN times its algorithms once per shape and keeps the fastest. Only KAM's 3×3 convolution over the attention
 # maps runs on cuDNN: few channels (heads + maps) over b × n × n maps, a shape its heuristic choice may serve poorly.
@@ -32,3 +36,36 @@ def build_trainer(max_steps: int, *, precision: str = "auto", devices: int = 1, 
         enable_checkpointing=any(isinstance(callback, pl.callbacks.ModelCheckpoint) for callback in callbacks),
         enable_model_summary=False, enable_progress_bar=progress, default_root_dir=root_dir, benchmark=CUDNN_BENCHMARK,
         **validation)
+
+
+def method_dataset_options(method: str, dataset_options: dict | None) -> dict:
+    """The data module's options for ``method``: a knowledge method's data joins the prepared features (those of
+    the default knowledge options unless ``dataset_options`` names others)."""
+    options = dict(dataset_options or {})
+    if getattr(METHODS.get(method), "needs_knowledge", False):
+        options.setdefault("knowledge", {})
+    return options
+
+
+def build_model_and_data(method: str, encoder, tokenizer, dataset: str, train: TrainConfig, task: str | None = None,
+                         fraction: float = 1.0, data_dir=None, dataset_options: dict | None = None,
+                         total_steps: int | None = None):
+    """``(model, data, budget)``: ``dataset``'s data module for ``task`` at ``fraction``, set up (a knowledge
+    method's joined to its prepared features), the step budget ``train`` gives its train split, and ``method``'s
+    model over ``encoder``, trained for ``total_steps`` (default: the budget's), compiled where ``train`` says."""
+    method_class = METHODS.get(method)
+    options = method_dataset_options(method, dataset_options)
+    data = DATASETS.get(dataset)(task=task, tokenizer=tokenizer, data_dir=data_dir, fraction=fraction,
+                                 subset_seed=train.subset_seed, batch_size=train.batch_size,
+                                 eval_batch_size=train.eval_batch_size, max_length=train.max_length, **options)
+    data.setup()
+    budget = train.budget(data.train_size)
+    model = method_class(encoder, data.task_spec, eval_splits=data.eval_split_names, lr=train.lr,
+                         weight_decay=train.weight_decay, warmup_ratio=train.warmup_ratio, dropout=train.dropout,
+                         total_steps=total_steps or budget["max_steps"], **train.method_options)
+    if train.compile:
+        # As in a fresh process: a compiled model built before in this process would leave its compiled code
+        # and CUDA graphs under guards on objects since freed, counting against dynamo's recompile limit.
+        torch._dynamo.reset()
+        model.compile_modules(train.compile_mode)
+    return model, data, budget
