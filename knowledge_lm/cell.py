@@ -16,13 +16,11 @@ from pathlib import Path
 from knowledge_lm.config import TrainConfig
 from knowledge_lm.errors import KlmError
 from knowledge_lm.provenance import device_record, git_commit, versions
-from knowledge_lm.results import Cell, predictions_path, write_json_atomic, write_predictions
+from knowledge_lm.results import FAILURE_FILE, LAST_CHECKPOINT, Cell, predictions_path, write_json_atomic, write_predictions
 
-LAST_CHECKPOINT = "last.ckpt"
 # cuDNN times its algorithms once per shape and keeps the fastest. Only KAM's 3×3 convolution over the attention
 # maps runs on cuDNN: few channels (heads + maps) over b × n × n maps, a shape its heuristic choice may serve poorly.
 CUDNN_BENCHMARK = True
-FAILURE_FILE = "failed.json"
 
 
 def readable_checkpoint(path: Path) -> bool:
