@@ -16,11 +16,8 @@ from pathlib import Path
 from knowledge_lm.config import TrainConfig
 from knowledge_lm.errors import KlmError
 from knowledge_lm.provenance import device_record, git_commit, versions
-from knowledge_lm.results import Cell, predictions_path, write_json_atomic, write_predictions
+from knowledge_lm.results import FAILURE_FILE, LAST_CHECKPOINT, Cell, predictions_path, write_json_atomic, write_predictions
 from knowledge_lm.trainer import build_model_and_data, build_trainer, method_dataset_options, resolve_precision
-
-LAST_CHECKPOINT = "last.ckpt"
-FAILURE_FILE = "failed.json"
 
 
 def readable_checkpoint(path: Path) -> bool:

@@ -1,4 +1,8 @@
-"""``klm``: run sweeps, show their state, regenerate leaderboards."""
+"""``klm``: run sweeps, show their state, regenerate leaderboards.
+
+The modules imported here load no torch, transformers or Lightning, so that ``klm list``, ``klm status`` and
+every argument error answer at once; a command that trains, probes or draws imports its module when it runs.
+"""
 
 import argparse
 import os
@@ -7,13 +11,20 @@ import time
 from pathlib import Path
 
 import yaml
+from rich.console import Console
+from rich.table import Table
 
+from knowledge_lm.backbones import load_tokenizer
+from knowledge_lm.config import (BENCHMARKS_DIR, COMPILE_MODES, check_data_dir, check_method_options, dataset_defaults, read_sweep_yaml,
+                                 validate_sweep)
 from knowledge_lm.errors import KlmError
+from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
+from knowledge_lm.registry import DATASETS, METHODS
+from knowledge_lm.results import Cell, write_json_atomic
+from knowledge_lm.runner import cell_state, failure_message, run_sweep, sweep_cells
 
 
 def sweep_from_args(args):
-    from knowledge_lm.config import dataset_defaults, read_sweep_yaml, validate_sweep
-
     if args.config:
         raw, where = read_sweep_yaml(args.config), args.config
         if not isinstance(raw, dict):
@@ -66,19 +77,21 @@ def add_sweep_arguments(parser):
 
 def table_configs(name: str) -> list[Path]:
     """The sweep configs that fill a paper table (``benchmarks/tables.yaml``)."""
-    from knowledge_lm.config import BENCHMARKS_DIR
-
     tables = yaml.safe_load((BENCHMARKS_DIR / "tables.yaml").read_text())
     if name not in tables:
         raise KlmError(f"unknown table {name!r}; known: {', '.join(tables)}")
     return [BENCHMARKS_DIR / f"{config}.yaml" for config in tables[name]]
 
 
-def command_bench(args):
-    from knowledge_lm.config import check_data_dir
-    from knowledge_lm.leaderboard import write_leaderboards
-    from knowledge_lm.runner import run_sweep
+def print_written_leaderboards(results_dir: Path, out_dir: Path, data_dir=None):
+    """Regenerate the leaderboards and print each file written."""
+    from knowledge_lm.leaderboard import write_leaderboards  # pandas: loaded only by the commands that write them
 
+    for path in write_leaderboards(results_dir, out_dir, data_dir):
+        print(f"wrote {path}")
+
+
+def command_bench(args):
     if args.table and (args.config or args.dataset):
         raise KlmError("--table names its own configs: drop --config/--dataset")
     configs = table_configs(args.table) if args.table else [args.config]
@@ -95,8 +108,7 @@ def command_bench(args):
         failed += run_sweep(sweep, overrides, data_dir=data_dir, results_dir=args.results_dir, runs_dir=args.runs_dir,
                             jobs=args.jobs, rerun_without_predictions=args.rerun_without_predictions)["failed"]
     if not args.no_leaderboard:
-        for path in write_leaderboards(args.results_dir, args.leaderboards_dir, data_dir):
-            print(f"wrote {path}")
+        print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir)
     return 1 if failed else 0
 
 
@@ -104,9 +116,7 @@ def command_cell(args):
     """One cell of a sweep, in this process: what a launcher (torchrun, srun) starts on every node for a cell that
     spans nodes (``--set num_nodes=N --set devices=G``); Lightning reads the launcher's environment, and global
     rank 0 writes the result."""
-    from knowledge_lm.cell import run_cell
-    from knowledge_lm.config import check_data_dir, check_method_options
-    from knowledge_lm.runner import sweep_cells
+    from knowledge_lm.cell import run_cell  # torch: loaded only when a cell runs here
 
     sweep = sweep_from_args(args)
     cells = [cell for cell in sweep_cells(sweep) if cell.variant == (args.variant or "")]
@@ -125,11 +135,6 @@ def command_cell(args):
 
 
 def command_status(args):
-    from rich.console import Console
-    from rich.table import Table
-
-    from knowledge_lm.runner import cell_state, failure_message, sweep_cells
-
     sweep = sweep_from_args(args)
     table = Table(title=f"{sweep.name}")
     for column in ("cell", "state", "detail"):
@@ -146,20 +151,11 @@ def command_status(args):
 
 
 def command_prepare(args):
-    from rich.console import Console
-
-    from knowledge_lm.backbones import load_tokenizer
-    from knowledge_lm.config import check_data_dir
-    from knowledge_lm.data.base import default_cache_dir
-    from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
-    from knowledge_lm.registry import DATASETS
-
     sweep = sweep_from_args(args)
     options = {name: getattr(args, name) for name in ("kg_dir", "linking", "annotator", "phrases", "pmi_corpus", "pmi_unigrams",
                                                       "pmi_top_k", "k_hop", "link_noise", "kg_embeddings")
                if getattr(args, name) is not None}
     data_dir = check_data_dir(args.data_dir)
-    cache_dir = args.cache_dir or default_cache_dir()
     console = Console(stderr=True)
     tokenizers = {backbone: load_tokenizer(backbone) for backbone in sorted({sweep.backbone_for(m) for m in sweep.methods})}
     for variant, tokenizer in ((variant, tokenizer) for variant in sweep.variants for tokenizer in tokenizers.values()):
@@ -169,8 +165,8 @@ def command_prepare(args):
         for task in sweep.tasks:
             started = time.time()
             data = DATASETS.get(sweep.dataset)(task=task, data_dir=data_dir, max_length=sweep.train_config(task).max_length,
-                                                cache_dir=cache_dir, **dataset_options)
-            manifest = prepare(data, tokenizer, config, cache_dir, progress=not args.quiet)
+                                                cache_dir=args.cache_dir, **dataset_options)
+            manifest = prepare(data, tokenizer, config, data.cache_dir, progress=not args.quiet)
             elapsed = time.time() - started
             coverage = ", ".join(f"{split} {stats['linked_coverage']:.1%}" for split, stats in manifest["splits"].items())
             console.print(f"{sweep.dataset}/{task}{f' [{variant}]' if variant else ''}: {elapsed:.1f} s (first build "
@@ -180,9 +176,7 @@ def command_prepare(args):
 
 
 def command_probe(args):
-    from knowledge_lm.config import check_data_dir
-    from knowledge_lm.probe import probe
-    from knowledge_lm.results import Cell, write_json_atomic
+    from knowledge_lm.probe import probe  # torch, transformers: loaded only when this command runs
 
     started = time.time()
     result = probe(args.backbone, check_data_dir(args.data_dir), args.relations.split(",") if args.relations else None)
@@ -195,7 +189,7 @@ def command_probe(args):
 
 
 def command_attention(args):
-    from knowledge_lm.attention_maps import render_attention
+    from knowledge_lm.attention_maps import render_attention  # torch, transformers: loaded only when this command runs
 
     if args.head != "mean" and not args.head.isdigit():
         raise KlmError(f"--head {args.head!r}: expected a head index or mean")
@@ -226,6 +220,7 @@ def add_attention_command(commands):
 
 
 def command_pretrain(args):
+    # Here and below, the pretraining modules (torch, transformers) load only when this command runs.
     from knowledge_lm.provenance import record_pretraining
 
     if args.method == "knowbert":
@@ -250,9 +245,7 @@ def command_pretrain(args):
 
 
 def command_speed(args):
-    from knowledge_lm.leaderboard import write_leaderboards
-    from knowledge_lm.results import write_json_atomic
-    from knowledge_lm.speed import render_speed, run_speed, speed_record_path
+    from knowledge_lm.speed import render_speed, run_speed, speed_record_path  # torch: loaded only when this command runs
 
     for name in ("batch_size", "max_length", "steps", "repeats"):
         if getattr(args, name) <= 0:
@@ -264,33 +257,24 @@ def command_speed(args):
     print(render_speed([record]))
     print(f"wrote {path}")
     if not args.no_leaderboard:
-        for written in write_leaderboards(args.results_dir, args.leaderboards_dir):
-            print(f"wrote {written}")
+        print_written_leaderboards(args.results_dir, args.leaderboards_dir)
     return 0
 
 
 def command_leaderboard(args):
-    from knowledge_lm.config import check_data_dir
-    from knowledge_lm.leaderboard import write_leaderboards
-
-    for path in write_leaderboards(args.results_dir, args.out, check_data_dir(args.data_dir)):
-        print(f"wrote {path}")
+    print_written_leaderboards(args.results_dir, args.out, check_data_dir(args.data_dir))
     return 0
 
 
 def command_list(args):
-    from knowledge_lm.registry import DATASETS, METHODS
-
     print("methods:", ", ".join(METHODS.names()))
     for name in DATASETS.names():
-        dataset = DATASETS.get(name)
-        print(f"dataset {name}: tasks {', '.join(dataset.tasks)} (default {', '.join(dataset.default_tasks or dataset.tasks)})")
+        tasks, default_tasks = DATASETS.class_attribute(name, "tasks"), DATASETS.class_attribute(name, "default_tasks")
+        print(f"dataset {name}: tasks {', '.join(tasks)} (default {', '.join(default_tasks or tasks)})")
     return 0
 
 
 def build_parser():
-    from knowledge_lm.config import COMPILE_MODES
-
     parser = argparse.ArgumentParser(prog="klm", description="knowledge-lm: knowledge-injection benchmark suite")
     commands = parser.add_subparsers(dest="command", required=True)
 

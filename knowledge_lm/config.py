@@ -171,14 +171,16 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
     for required in ("dataset", "methods"):
         if required not in raw:
             raise KlmError(f"{where}: missing key {required!r}")
-    dataset_class = DATASETS.get(raw["dataset"])
+    # Names and tasks are checked from the registries' reading of the source: no method or dataset module
+    # (nor torch) is imported to validate a sweep.
+    known_tasks = DATASETS.class_attribute(raw["dataset"], "tasks")
     methods = list(raw["methods"])
     for method in methods:
-        METHODS.get(method)
-    tasks = list(raw.get("tasks") or dataset_class.default_tasks or dataset_class.tasks)
+        METHODS.check(method)
+    tasks = list(raw.get("tasks") or DATASETS.class_attribute(raw["dataset"], "default_tasks") or known_tasks)
     for task in tasks:
-        if task not in dataset_class.tasks:
-            raise KlmError(f"{where}: unknown task {task!r} of dataset {raw['dataset']!r}; known: {', '.join(dataset_class.tasks)}")
+        if task not in known_tasks:
+            raise KlmError(f"{where}: unknown task {task!r} of dataset {raw['dataset']!r}; known: {', '.join(known_tasks)}")
     sweep = Sweep(name=raw.get("name", Path(where).stem), dataset=raw["dataset"], tasks=tasks, methods=methods,
                   fractions=parse_fractions(raw.get("fractions", [0.01, 0.1, 1.0])),
                   seeds=parse_seeds(raw.get("seeds", [1, 2, 3])), backbone=str(raw.get("backbone", "minilm")),
@@ -202,7 +204,7 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
             if not isinstance(options.get("method_options", {}), dict):
                 raise KlmError(f"{where}: variant {name}: method_options must be a mapping")
     for task in list(sweep.task_train):
-        if task not in dataset_class.tasks:
+        if task not in known_tasks:
             raise KlmError(f"{where}: task_train names unknown task {task!r}")
     for task in tasks:
         for variant in sweep.variants:

@@ -13,6 +13,9 @@ from knowledge_lm.errors import KlmError
 
 DEFAULT_RESULTS_DIR = Path("results")
 DEFAULT_RUNS_DIR = Path("runs")
+# A cell's run directory (``Cell.run_dir``) holds its newest checkpoint while it runs and its error if it failed.
+LAST_CHECKPOINT = "last.ckpt"
+FAILURE_FILE = "failed.json"
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from knowledge_lm.cell import FAILURE_FILE, LAST_CHECKPOINT
 from knowledge_lm.config import Sweep, check_method_options
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS
-from knowledge_lm.results import Cell, predictions_path, restore, supersede
+from knowledge_lm.results import FAILURE_FILE, LAST_CHECKPOINT, Cell, predictions_path, restore, supersede
 
 console = Console(stderr=True)
 

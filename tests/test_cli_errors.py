@@ -1,6 +1,11 @@
 """Bad input: one clear error line, a non-zero exit code, and no result file."""
 
 import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +90,59 @@ def test_missing_glue_data_offline(capsys, tmp_path, monkeypatch):
     (tmp_path / "empty").mkdir()
     code, err = run(capsys, tmp_path, "--dataset", "glue", "--tasks", "rte", "--data-dir", str(tmp_path / "empty"))
     assert code == 2 and "no GLUE rte data" in err[0]
+
+
+HEAVY_MODULES = ("torch", "transformers", "pytorch_lightning")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_in_fresh_process(args: list[str], cwd: Path) -> tuple[int, list[str], list[str], str]:
+    """``klm ARGS`` in a new interpreter: its exit code, which heavy modules it imported, and its stderr's lines
+    and stdout."""
+    script = ("import json, sys; from knowledge_lm.cli import main; code = main(json.loads(sys.argv[1])); "
+              f"print(json.dumps([code, [m for m in {HEAVY_MODULES!r} if m in sys.modules]]))")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(args)], cwd=cwd, env=environment, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    *printed, verdict = done.stdout.splitlines()
+    code, imported = json.loads(verdict)
+    return code, imported, done.stderr.strip().splitlines(), "\n".join(printed)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dataset", "glue", "--method", "nope"], "unknown method 'nope'; known: baseline, bert,"),
+    (["--dataset", "nope"], "unknown dataset 'nope'; known: cosmosqa, fewrel,"),
+    (["--dataset", "glue", "--tasks", "nope"], "unknown task 'nope' of dataset 'glue'; known: cola, sst2,"),
+    (["--dataset", "fewrel", "--tasks", "nope"], "unknown task 'nope' of dataset 'fewrel'; known: main, mean_pool"),
+    (["--dataset", "glue", "--fractions", "1.5"], "outside (0, 1]"),
+    (["--dataset", "glue", "--seeds", "a"], "expected integers"),
+    (["--config", "does-not-exist.yaml"], "does not exist"),
+    (["--config", "bad.yaml"], "malformed YAML"),
+])
+def test_argument_errors_import_no_torch(tmp_path, args, message):
+    (tmp_path / "bad.yaml").write_text("dataset: glue\nmethods: [baseline\n")
+    code, imported, err, _ = run_in_fresh_process(["bench", "--no-leaderboard", *args], tmp_path)
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+    assert imported == []
+
+
+def test_list_imports_no_torch(tmp_path):
+    code, imported, err, out = run_in_fresh_process(["list"], tmp_path)
+    assert code == 0 and err == [] and imported == []
+    assert "methods: baseline, bert," in out and "kam" in out
+    assert "dataset fewrel: tasks main, mean_pool (default main)" in out
+    assert "dataset glue: tasks cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (default rte, mrpc, cola, stsb, sst2)" in out
+
+
+def test_status_imports_no_torch(tmp_path):
+    from knowledge_lm.results import Cell
+
+    done = Cell("baseline", "glue", "rte", 1.0, 1, "tiny")
+    done.result_path(tmp_path / "results").parent.mkdir(parents=True)
+    done.result_path(tmp_path / "results").write_text("{}")
+    code, imported, err, out = run_in_fresh_process(["status", "--dataset", "glue", "--tasks", "rte", "--fractions", "1",
+                                                     "--seeds", "1,2", "--backbone", "tiny"], tmp_path)
+    assert code == 0 and err == [] and imported == []
+    assert out.splitlines()[-1] == "done: 1, missing: 1"
