@@ -103,6 +103,8 @@ def command_bench(args):
     overrides = parse_overrides(args.set)
     if args.devices_per_cell:
         overrides["devices"] = args.devices_per_cell
+    for sweep in sweeps:  # a table's later configs too: a typo fails before any of its cells runs
+        check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
     failed = 0
     for sweep in sweeps:
         failed += run_sweep(sweep, overrides, data_dir=data_dir, results_dir=args.results_dir, runs_dir=args.runs_dir,
