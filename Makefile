@@ -1,5 +1,5 @@
 # make bench   — create .venv, install, run the default benchmark (baseline on the generated task), write leaderboards/
-# make test    — install, run the test suite (tests marked slow excluded; make test-all runs them too)
+# make test    — install, lint (ruff), run the test suite (tests marked slow excluded; make test-all runs them too)
 PYTHON ?= python3
 VENV ?= .venv
 METHOD ?=
@@ -20,7 +20,7 @@ SWEEP_ARGS := $(if $(CONFIG),--config $(CONFIG),--dataset $(DATASET)) $(if $(MET
 	$(if $(BACKBONE),--backbone $(BACKBONE))
 BENCH_ARGS := $(SWEEP_ARGS) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) --jobs $(JOBS) $(foreach s,$(SET),--set $(s))
 
-.PHONY: install bench bench-paper status leaderboard test test-all clean
+.PHONY: install bench bench-paper status leaderboard lint test test-all clean
 
 install: $(BIN)/.installed
 
@@ -45,10 +45,14 @@ status: install
 leaderboard: install
 	$(BIN)/klm leaderboard
 
-test: install
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
 	$(BIN)/python -m pytest -q -m "not slow"
 
-test-all: install
+test-all: lint
 	$(BIN)/python -m pytest -q
 
 clean:

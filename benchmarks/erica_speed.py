@@ -43,8 +43,17 @@ def measure(objectives: str, corpus: list[dict], args) -> float:
     """Median step time in seconds of ``objectives`` pretraining."""
     model, tokenizer, _ = load_backbone(args.backbone, seed=args.seed)
     timer = StepTimer(args.warmup)
-    pretrain(corpus, model, tokenizer, args.warmup + args.steps, batch_size=args.batch_size, max_length=args.max_length,
-             seed=args.seed, objectives=objectives, callbacks=[timer])
+    pretrain(
+        corpus,
+        model,
+        tokenizer,
+        args.warmup + args.steps,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        seed=args.seed,
+        objectives=objectives,
+        callbacks=[timer],
+    )
     return statistics.median(timer.times)
 
 
@@ -66,7 +75,10 @@ def main():
     mlm = measure("erica-mlm-only", corpus, args)
     erica = measure("erica", corpus, args)
     print(f"device: {device}; backbone {args.backbone}; corpus {args.corpus} ({len(corpus)} documents, {path})")
-    print(f"batch {args.batch_size} documents, max length {args.max_length}, median of {args.steps} steps after {args.warmup}")
+    print(
+        f"batch {args.batch_size} documents, max length {args.max_length}, "
+        f"median of {args.steps} steps after {args.warmup}"
+    )
     print(f"MLM-only: {mlm * 1000:.1f} ms/step, {args.batch_size / mlm:.1f} documents/s")
     print(f"ERICA:    {erica * 1000:.1f} ms/step, {args.batch_size / erica:.1f} documents/s")
     print(f"ERICA / MLM-only step time: {erica / mlm:.2f}× (target ≤ 2× on a GPU)")

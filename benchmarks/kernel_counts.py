@@ -24,13 +24,62 @@ from torch.profiler import ProfilerActivity, profile
 
 from knowledge_lm.speed import build, trainer_for
 
-NO_KERNEL = {"aten::" + name for name in (
-    "view", "_unsafe_view", "_reshape_alias", "reshape", "as_strided", "alias", "t", "transpose", "permute", "expand",
-    "expand_as", "view_as", "slice", "select", "narrow", "unsqueeze", "squeeze", "unsqueeze_", "squeeze_", "flatten",
-    "unflatten", "split", "chunk", "unbind", "detach", "lift_fresh", "resolve_conj", "resolve_neg", "empty",
-    "empty_strided", "empty_like", "new_empty", "new_empty_strided", "resize_", "set_", "result_type", "size", "stride",
-    "contiguous", "to", "_to_copy", "linear", "matmul", "dropout", "clone", "zeros", "ones", "new_zeros", "scalar_tensor",
-    "_has_compatible_shallow_copy_type", "numpy_T")}
+NO_KERNEL = {
+    "aten::" + name
+    for name in (
+        "view",
+        "_unsafe_view",
+        "_reshape_alias",
+        "reshape",
+        "as_strided",
+        "alias",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "expand_as",
+        "view_as",
+        "slice",
+        "select",
+        "narrow",
+        "unsqueeze",
+        "squeeze",
+        "unsqueeze_",
+        "squeeze_",
+        "flatten",
+        "unflatten",
+        "split",
+        "chunk",
+        "unbind",
+        "detach",
+        "lift_fresh",
+        "resolve_conj",
+        "resolve_neg",
+        "empty",
+        "empty_strided",
+        "empty_like",
+        "new_empty",
+        "new_empty_strided",
+        "resize_",
+        "set_",
+        "result_type",
+        "size",
+        "stride",
+        "contiguous",
+        "to",
+        "_to_copy",
+        "linear",
+        "matmul",
+        "dropout",
+        "clone",
+        "zeros",
+        "ones",
+        "new_zeros",
+        "scalar_tensor",
+        "_has_compatible_shallow_copy_type",
+        "numpy_T",
+    )
+}
 
 
 def launches(method: str, backbone: str, batch_size: int, max_length: int) -> Counter:
@@ -51,8 +100,11 @@ def launches(method: str, backbone: str, batch_size: int, max_length: int) -> Co
     def computes(event) -> bool:
         return event.name.startswith("aten::") and event.name not in NO_KERNEL
 
-    return Counter(event.name for event in profiler.events()
-                   if computes(event) and not any(computes(child) for child in event.cpu_children))
+    return Counter(
+        event.name
+        for event in profiler.events()
+        if computes(event) and not any(computes(child) for child in event.cpu_children)
+    )
 
 
 def main():
@@ -60,12 +112,17 @@ def main():
     parser.add_argument("--backbone", default="minilm")
     parser.add_argument("--methods", default="knowbert,knowbert+si+sr,bert+sr,kam")
     parser.add_argument("--batch-size", type=int, default=4, help="launch counts do not depend on it")
-    parser.add_argument("--max-length", type=int, default=48, help="as benchmarks/generated.yaml, so the prepared features match")
+    parser.add_argument(
+        "--max-length", type=int, default=48, help="as benchmarks/generated.yaml, so the prepared features match"
+    )
     parser.add_argument("--top", type=int, default=0, help="also list the operators each method adds, most first")
     args = parser.parse_args()
     torch.set_num_threads(1)
     baseline = launches("baseline", args.backbone, args.batch_size, args.max_length)
-    print(f"| method | operator launches per step | × baseline |\n|---|---|---|\n| baseline | {sum(baseline.values())} | 1.00 |")
+    print(
+        "| method | operator launches per step | × baseline |\n|---|---|---|\n"
+        f"| baseline | {sum(baseline.values())} | 1.00 |"
+    )
     added = {}
     for method in [name for name in args.methods.split(",") if name != "baseline"]:
         counts = launches(method, args.backbone, args.batch_size, args.max_length)

@@ -56,23 +56,38 @@ def main(argv=None):
         start = time.perf_counter()
         sizes = [len(kg.k_hop(qid, k)) for qid in sample]
         elapsed = time.perf_counter() - start
-        rows.append((f"k_hop, k={k}", f"mean of {len(sample)} entities; mean set size {sum(sizes) / len(sizes):,.0f}",
-                     milliseconds(elapsed / len(sample))))
+        rows.append(
+            (
+                f"k_hop, k={k}",
+                f"mean of {len(sample)} entities; mean set size {sum(sizes) / len(sizes):,.0f}",
+                milliseconds(elapsed / len(sample)),
+            )
+        )
 
     for size in (5, 20):
         sets = linked_sets(kg, size, args.sets, rng)
         start = time.perf_counter()
         close = [sum(kg.close_counts(linked, k_hop=SI_K_HOP).values()) / size for linked in sets]
         elapsed = time.perf_counter() - start
-        rows.append((f"close_counts, |E|={size}", f"K_hop={SI_K_HOP}, mean of {len(sets)} sets from 2-hop neighbourhoods; "
-                     f"mean |S(e)| {sum(close) / len(close):.1f}", milliseconds(elapsed / len(sets))))
+        rows.append(
+            (
+                f"close_counts, |E|={size}",
+                f"K_hop={SI_K_HOP}, mean of {len(sets)} sets from 2-hop neighbourhoods; "
+                f"mean |S(e)| {sum(close) / len(close):.1f}",
+                milliseconds(elapsed / len(sets)),
+            )
+        )
 
     for epochs in (1, DEFAULT_HPARAMS["epochs"]):
         start = time.perf_counter()
         train_transe(kg, progress=False, **{**DEFAULT_HPARAMS, "epochs": epochs})
-        rows.append((f"TransE, {epochs} epoch{'s' if epochs != 1 else ''}",
-                     f"dim {DEFAULT_HPARAMS['dim']}, batch {DEFAULT_HPARAMS['batch_size']}, one torch thread",
-                     f"{time.perf_counter() - start:.2f} s"))
+        rows.append(
+            (
+                f"TransE, {epochs} epoch{'s' if epochs != 1 else ''}",
+                f"dim {DEFAULT_HPARAMS['dim']}, batch {DEFAULT_HPARAMS['batch_size']}, one torch thread",
+                f"{time.perf_counter() - start:.2f} s",
+            )
+        )
 
     table = Table(title=f"knowledge graph speed ({args.kg_dir})")
     for column in ("operation", "setting", "time"):

@@ -25,15 +25,27 @@ from knowledge_lm.registry import DATASETS
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kg_speed  # noqa: E402  (the KG half of this benchmark: k-hop, SI close counts, TransE)
 
-DATASETS_TO_PREPARE = [("generated", "facts", {"dev_size": 300}), ("glue", "rte", {}),
-                       ("semeval2010", "main", {}), ("openentity", "main", {})]
+DATASETS_TO_PREPARE = [
+    ("generated", "facts", {"dev_size": 300}),
+    ("glue", "rte", {}),
+    ("semeval2010", "main", {}),
+    ("openentity", "main", {}),
+]
 
 
 def prepare_costs(data_dir: Path, backbone: str, console: Console) -> Table:
     tokenizer = load_tokenizer(backbone)
     table = Table(title="klm prepare (cold cache, then a second run)")
-    for column in ("dataset", "examples", "cold s", "texts/s annotated", "second run s", "second/cold",
-                   "links", "coverage train / dev / test"):
+    for column in (
+        "dataset",
+        "examples",
+        "cold s",
+        "texts/s annotated",
+        "second run s",
+        "second/cold",
+        "links",
+        "coverage train / dev / test",
+    ):
         table.add_column(column)
     with tempfile.TemporaryDirectory() as cache:
         for dataset, task, options in DATASETS_TO_PREPARE:
@@ -46,10 +58,16 @@ def prepare_costs(data_dir: Path, backbone: str, console: Console) -> Table:
             prepare(data, tokenizer, KnowledgeConfig(), Path(cache), progress=False)
             warm = time.perf_counter() - started
             timings, splits = manifest["timings"], manifest["splits"]
-            table.add_row(f"{dataset}/{task}", str(sum(s["examples"] for s in splits.values())), f"{cold:.1f}",
-                          f"{timings['annotated_texts'] / timings['annotation_s']:.0f}", f"{warm:.2f}", f"{warm / cold:.3f}",
-                          "gold" if manifest["gold_links"] else "alias table",
-                          " / ".join(f"{s['linked_coverage']:.1%}" for s in splits.values()))
+            table.add_row(
+                f"{dataset}/{task}",
+                str(sum(s["examples"] for s in splits.values())),
+                f"{cold:.1f}",
+                f"{timings['annotated_texts'] / timings['annotation_s']:.0f}",
+                f"{warm:.2f}",
+                f"{warm / cold:.3f}",
+                "gold" if manifest["gold_links"] else "alias table",
+                " / ".join(f"{s['linked_coverage']:.1%}" for s in splits.values()),
+            )
             console.print(f"done {dataset}/{task}")
     return table
 

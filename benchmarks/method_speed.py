@@ -16,17 +16,31 @@ from knowledge_lm.speed import render_speed, run_speed
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backbone", default="minilm", help="a backbone, or bert-base-shaped (random weights, BERT-base's shape)")
+    parser.add_argument(
+        "--backbone", default="minilm", help="a backbone, or bert-base-shaped (random weights, BERT-base's shape)"
+    )
     parser.add_argument("--tokenizer", default="minilm", help="the backbone whose tokenizer bert-base-shaped uses")
     parser.add_argument("--methods", default="baseline,knowbert,knowbert+si+sr,bert+sr,kam")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-length", type=int, default=48, help="as benchmarks/generated.yaml, so the prepared features match")
+    parser.add_argument(
+        "--max-length", type=int, default=48, help="as benchmarks/generated.yaml, so the prepared features match"
+    )
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=2, help="runs of the whole method list; each method's best median counts")
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="runs of the whole method list; each method's best median counts"
+    )
     args = parser.parse_args()
-    record = run_speed(args.methods.split(","), args.backbone, args.batch_size, args.max_length, args.warmup, args.steps,
-                       args.repeats, args.tokenizer)
+    record = run_speed(
+        args.methods.split(","),
+        args.backbone,
+        args.batch_size,
+        args.max_length,
+        args.warmup,
+        args.steps,
+        args.repeats,
+        args.tokenizer,
+    )
     print(render_speed([record]))
 
 

@@ -19,8 +19,15 @@ import torch
 from knowledge_lm.errors import KlmError
 
 
-def sentence_features(text: str, tokenizer, max_length: int, kg_dir: str | None = None,
-                      pmi_corpus: str | None = None, annotator: str = "spacy", phrases: str = "noun_chunks") -> dict:
+def sentence_features(
+    text: str,
+    tokenizer,
+    max_length: int,
+    kg_dir: str | None = None,
+    pmi_corpus: str | None = None,
+    annotator: str = "spacy",
+    phrases: str = "noun_chunks",
+) -> dict:
     """The knowledge features ``klm prepare`` would store for ``text`` as a one-example dataset."""
     from knowledge_lm.data.base import TaskSpec
     from knowledge_lm.knowledge.annotate import Annotator
@@ -29,13 +36,18 @@ def sentence_features(text: str, tokenizer, max_length: int, kg_dir: str | None 
     from knowledge_lm.knowledge.prepare import KnowledgeConfig, example_features, pmi_statistics
     from knowledge_lm.tasks.base import TASK_KINDS, tokenize_with_offsets
 
-    config = KnowledgeConfig.from_dict({"kg_dir": kg_dir, "pmi_corpus": pmi_corpus, "annotator": annotator, "phrases": phrases})
+    config = KnowledgeConfig.from_dict(
+        {"kg_dir": kg_dir, "pmi_corpus": pmi_corpus, "annotator": annotator, "phrases": phrases}
+    )
     if kg_dir:
         if not Path(kg_dir).expanduser().is_dir():
             raise KlmError(f"knowledge graph directory {kg_dir} does not exist")
         kg = KnowledgeGraph.load(Path(kg_dir).expanduser())
-        linker = EntityLinker(AliasTable.from_entities(((e.qid, e.label, e.surface_forms) for e in kg.entities.values()),
-                                                       max_candidates=config.max_candidates))
+        linker = EntityLinker(
+            AliasTable.from_entities(
+                ((e.qid, e.label, e.surface_forms) for e in kg.entities.values()), max_candidates=config.max_candidates
+            )
+        )
         mentions = linker.link(text)
     else:
         kg, mentions = KnowledgeGraph([]), []
@@ -49,7 +61,8 @@ def sentence_features(text: str, tokenizer, max_length: int, kg_dir: str | None 
 
 
 def load_encoder_weights(encoder: torch.nn.Module, path: str, what: str):
-    """The ``encoder.*`` weights of a cell's checkpoint (or a bare state dict) into ``encoder``, which must fit them all."""
+    """The ``encoder.*`` weights of a cell's checkpoint (or a bare state dict) into ``encoder``, which must fit
+    them all."""
     if not Path(path).is_file():
         raise KlmError(f"{what} checkpoint {path} does not exist")
     try:
@@ -57,17 +70,21 @@ def load_encoder_weights(encoder: torch.nn.Module, path: str, what: str):
     except Exception as error:
         raise KlmError(f"{what} checkpoint {path}: unreadable ({type(error).__name__})") from None
     state = checkpoint.get("state_dict", checkpoint) if isinstance(checkpoint, dict) else {}
-    weights = {name[len("encoder."):]: value for name, value in state.items() if name.startswith("encoder.")}
+    weights = {name[len("encoder.") :]: value for name, value in state.items() if name.startswith("encoder.")}
     if not weights:
         raise KlmError(f"{what} checkpoint {path} holds no encoder weights (keys starting 'encoder.')")
     try:
         missing, unexpected = encoder.load_state_dict(weights, strict=False)
     except RuntimeError as error:  # shapes differ: another backbone, or other maps than the options name
-        raise KlmError(f"{what} checkpoint {path} does not fit the {what} model ({str(error).splitlines()[-1].strip()})") from None
+        raise KlmError(
+            f"{what} checkpoint {path} does not fit the {what} model ({str(error).splitlines()[-1].strip()})"
+        ) from None
     if missing or unexpected:
         example = (missing or unexpected)[0]
-        raise KlmError(f"{what} checkpoint {path} does not fit the {what} model: {len(missing)} weights missing, "
-                       f"{len(unexpected)} unexpected (e.g. {example})")
+        raise KlmError(
+            f"{what} checkpoint {path} does not fit the {what} model: {len(missing)} weights missing, "
+            f"{len(unexpected)} unexpected (e.g. {example})"
+        )
 
 
 def layer_attention(model_encode, attention_module, inputs, layer: int, head: int | None) -> torch.Tensor:
@@ -85,17 +102,27 @@ def layer_attention(model_encode, attention_module, inputs, layer: int, head: in
     return probabilities.mean(0) if head is None else probabilities[head]
 
 
-def render_attention(text: str, out: str | Path, backbone: str = "minilm", method: str = "kam", options: dict | None = None,
-                     layer: int = -1, head: int | None = None, baseline_checkpoint: str | None = None,
-                     kam_checkpoint: str | None = None, kg_dir: str | None = None, pmi_corpus: str | None = None,
-                     max_length: int = 128, seed: int = 0) -> Path:
+def render_attention(
+    text: str,
+    out: str | Path,
+    backbone: str = "minilm",
+    method: str = "kam",
+    options: dict | None = None,
+    layer: int = -1,
+    head: int | None = None,
+    baseline_checkpoint: str | None = None,
+    kam_checkpoint: str | None = None,
+    kg_dir: str | None = None,
+    pmi_corpus: str | None = None,
+    max_length: int = 128,
+    seed: int = 0,
+) -> Path:
     """Draw the two attention maps of ``text`` to the PNG ``out``; returns its path."""
     from matplotlib.figure import Figure
 
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.backbones import encoder_layers, load_backbone
     from knowledge_lm.data.base import TaskSpec
     from knowledge_lm.methods.kam import Kam
-    from knowledge_lm.backbones import encoder_layers
     from knowledge_lm.registry import METHODS
     from knowledge_lm.tasks.base import ENCODER_INPUTS
 
@@ -135,19 +162,27 @@ def render_attention(text: str, out: str | Path, backbone: str = "minilm", metho
         kam.load_kg(KnowledgeGraph.load(Path(kg_dir).expanduser()))
     inputs = dict(tokenizer(text, truncation=True, max_length=max_length, return_tensors="pt"))
     encoder_inputs = {name: inputs[name] for name in ENCODER_INPUTS if name in inputs}
-    plain = layer_attention(lambda batch: baseline(**batch), encoder_layers(baseline)[layer].attention.self,
-                            encoder_inputs, layer, head)
-    knowledgeable = layer_attention(kam.encode, kam.kam_layers[layer], {**encoder_inputs, "knowledge": [features]}, layer, head)
+    plain = layer_attention(
+        lambda batch: baseline(**batch), encoder_layers(baseline)[layer].attention.self, encoder_inputs, layer, head
+    )
+    knowledgeable = layer_attention(
+        kam.encode, kam.kam_layers[layer], {**encoder_inputs, "knowledge": [features]}, layer, head
+    )
 
     tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist())
-    auxiliary = [piece for word in features.get("pmi_expansion", [])[:kam.expansion_k]
-                 for piece in tokenizer.convert_ids_to_tokens(word["ids"])]
+    auxiliary = [
+        piece
+        for word in features.get("pmi_expansion", [])[: kam.expansion_k]
+        for piece in tokenizer.convert_ids_to_tokens(word["ids"])
+    ]
     which = "mean over heads" if head is None else f"head {head}"
     size = 2.0 + 0.32 * (len(tokens) + len(auxiliary))
     figure = Figure(figsize=(2 * size + 1.5, size + 0.8), layout="constrained")
     panels = figure.subplots(1, 2)
-    for panel, probabilities, title, keys in ((panels[0], plain, f"baseline ({backbone})", tokens),
-                                              (panels[1], knowledgeable, method, tokens + [f"+{p}" for p in auxiliary])):
+    for panel, probabilities, title, keys in (
+        (panels[0], plain, f"baseline ({backbone})", tokens),
+        (panels[1], knowledgeable, method, tokens + [f"+{p}" for p in auxiliary]),
+    ):
         image = panel.imshow(probabilities.float().numpy(), cmap="Blues", aspect="equal")
         panel.set_title(f"{title}: layer {layer}, {which}")
         panel.set_xticks(range(len(keys)), keys, rotation=90, fontsize=8)

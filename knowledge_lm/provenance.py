@@ -22,9 +22,14 @@ def git_commit() -> dict:
         return {"commit": os.environ["KLM_GIT_COMMIT"], "dirty": os.environ.get("KLM_GIT_DIRTY") == "1"}
     root = Path(__file__).resolve().parents[1]
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "knowledge_lm"], cwd=root,
-                                    capture_output=True, text=True).stdout.strip())
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--", "knowledge_lm"], cwd=root, capture_output=True, text=True
+            ).stdout.strip()
+        )
         return {"commit": commit, "dirty": dirty}
     except (OSError, subprocess.CalledProcessError):
         return {"commit": "unknown", "dirty": False}
@@ -44,10 +49,20 @@ def versions() -> dict:
 def device_record(precision: str, devices: int) -> dict:
     """The accelerator a cell ran on, as its result records it."""
     if torch.cuda.is_available():
-        return {"accelerator": "cuda", "name": torch.cuda.get_device_name(0), "count": devices, "precision": precision,
-                "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
-    return {"accelerator": "cpu", "name": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-            "count": 1, "precision": precision}
+        return {
+            "accelerator": "cuda",
+            "name": torch.cuda.get_device_name(0),
+            "count": devices,
+            "precision": precision,
+            "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
+    return {
+        "accelerator": "cpu",
+        "name": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "count": 1,
+        "precision": precision,
+    }
 
 
 def device_name() -> str:
@@ -62,9 +77,16 @@ def record_pretraining(checkpoint: Path, results_dir: Path, **provenance) -> Pat
     (``backbone.checksum``). A record of an earlier run under the same name is kept: the new one is then named
     ``<checkpoint name>-<time>.json``."""
     checkpoint = Path(checkpoint)
-    record = {**json.loads((checkpoint / "manifest.json").read_text()), "checkpoint": checkpoint.name,
-              "checkpoint_checksum": weights_checksum(checkpoint), "git": git_commit(), "device": device_name(),
-              "versions": versions(), "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **provenance}
+    record = {
+        **json.loads((checkpoint / "manifest.json").read_text()),
+        "checkpoint": checkpoint.name,
+        "checkpoint_checksum": weights_checksum(checkpoint),
+        "git": git_commit(),
+        "device": device_name(),
+        "versions": versions(),
+        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **provenance,
+    }
     path = Path(results_dir) / PRETRAINING_DIR / f"{checkpoint.name}.json"
     if path.is_file() and json.loads(path.read_text()).get("checkpoint_checksum") != record["checkpoint_checksum"]:
         path = path.with_name(f"{checkpoint.name}-{compact_time(record['recorded_at'])}.json")

@@ -41,9 +41,12 @@ class ModuleSource:
         self.module = module
         self.classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
         self.constants = assigned_values(tree.body)
-        self.imported = {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in tree.body
-                         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
-                         for alias in node.names}
+        self.imported = {
+            alias.asname or alias.name: f"{node.module}.{alias.name}"
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+            for alias in node.names
+        }
 
 
 def assigned_values(body: list[ast.stmt]) -> dict:
@@ -122,7 +125,9 @@ class Registry:
     def source(self, module: str) -> ModuleSource | None:
         if module not in self._sources:
             path = self.module_path(module)
-            self._sources[module] = None if path is None else ModuleSource(module, ast.parse(path.read_text(encoding="utf-8")))
+            self._sources[module] = (
+                None if path is None else ModuleSource(module, ast.parse(path.read_text(encoding="utf-8")))
+            )
         return self._sources[module]
 
     def static_table(self) -> dict[str, StaticClass]:
@@ -234,8 +239,13 @@ def static_value(node, source: ModuleSource):
         pass
     if isinstance(node, ast.Name) and node.id in source.constants:
         return static_value(source.constants[node.id], source)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in SEQUENCE_BUILDERS
-            and len(node.args) == 1 and not node.keywords):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in SEQUENCE_BUILDERS
+        and len(node.args) == 1
+        and not node.keywords
+    ):
         value = static_value(node.args[0], source)
         try:
             return UNKNOWN if value is UNKNOWN else SEQUENCE_BUILDERS[node.func.id](value)

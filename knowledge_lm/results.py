@@ -38,7 +38,9 @@ class Cell:
     @property
     def key(self) -> str:
         variant = f"{self.variant}/" if self.variant else ""
-        return f"{self.dataset}/{self.task}/{self.method}/{self.backbone_label}/{variant}f{self.fraction:g}-s{self.seed}"
+        return (
+            f"{self.dataset}/{self.task}/{self.method}/{self.backbone_label}/{variant}f{self.fraction:g}-s{self.seed}"
+        )
 
     def result_path(self, results_dir: Path) -> Path:
         return Path(results_dir) / f"{self.key}.json"
@@ -114,7 +116,7 @@ def supersede(result_path: Path, results_dir: Path) -> dict[Path, Path]:
     target.mkdir(parents=True, exist_ok=True)
     moved = {}
     for path in sorted(result_path.parent.glob(result_path.stem + ".*")):
-        moved[path] = path.rename(target / f"{result_path.stem}.{finished}{path.name[len(result_path.stem):]}")
+        moved[path] = path.rename(target / f"{result_path.stem}.{finished}{path.name[len(result_path.stem) :]}")
     return moved
 
 

@@ -20,9 +20,14 @@ console = Console(stderr=True)
 
 
 def sweep_cells(sweep: Sweep) -> list[Cell]:
-    return [Cell(method, sweep.dataset, task, fraction, seed, sweep.backbone_for(method), variant)
-            for variant in sweep.variants for method in sweep.methods for task in sweep.tasks
-            for fraction in sweep.fractions for seed in sweep.seeds]
+    return [
+        Cell(method, sweep.dataset, task, fraction, seed, sweep.backbone_for(method), variant)
+        for variant in sweep.variants
+        for method in sweep.methods
+        for task in sweep.tasks
+        for fraction in sweep.fractions
+        for seed in sweep.seeds
+    ]
 
 
 def cell_state(cell: Cell, results_dir: Path, runs_dir: Path) -> str:
@@ -41,10 +46,18 @@ def failure_message(cell: Cell, runs_dir: Path) -> str:
     return json.loads(path.read_text())["error"] if path.is_file() else ""
 
 
-def cell_command(cell: Cell, sweep: Sweep, overrides: dict, data_dir, results_dir, runs_dir, progress: bool) -> list[str]:
-    spec = {"cell": asdict(cell), "train": sweep.train_values(cell.task, overrides, cell.variant),
-            "data_dir": str(data_dir) if data_dir else None, "results_dir": str(results_dir), "runs_dir": str(runs_dir),
-            "dataset_options": sweep.variant_options(cell.variant), "progress": progress}
+def cell_command(
+    cell: Cell, sweep: Sweep, overrides: dict, data_dir, results_dir, runs_dir, progress: bool
+) -> list[str]:
+    spec = {
+        "cell": asdict(cell),
+        "train": sweep.train_values(cell.task, overrides, cell.variant),
+        "data_dir": str(data_dir) if data_dir else None,
+        "results_dir": str(results_dir),
+        "runs_dir": str(runs_dir),
+        "dataset_options": sweep.variant_options(cell.variant),
+        "progress": progress,
+    }
     return [sys.executable, "-m", "knowledge_lm.cell", json.dumps(spec)]
 
 
@@ -55,8 +68,9 @@ def visible_gpus() -> list[str]:
     if listed is not None:
         return [gpu.strip() for gpu in listed.split(",") if gpu.strip() and gpu.strip() != "-1"]
     try:
-        found = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
-                               text=True, timeout=30)
+        found = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [line.strip() for line in found.stdout.splitlines() if line.strip()] if found.returncode == 0 else []
@@ -64,7 +78,7 @@ def visible_gpus() -> list[str]:
 
 def gpu_groups(gpus: list[str], devices_per_cell: int) -> list[tuple[str, ...]]:
     """Disjoint groups of ``devices_per_cell`` GPUs: the units a cell is placed on (one cell's DDP ranks)."""
-    return [tuple(gpus[i:i + devices_per_cell]) for i in range(0, len(gpus) - devices_per_cell + 1, devices_per_cell)]
+    return [tuple(gpus[i : i + devices_per_cell]) for i in range(0, len(gpus) - devices_per_cell + 1, devices_per_cell)]
 
 
 def least_loaded(groups: list[tuple[str, ...]], load: dict) -> tuple[str, ...]:
@@ -79,9 +93,17 @@ def check_data(sweep: Sweep, data_dir) -> None:
         dataset_class(task=task, data_dir=data_dir, **sweep.dataset_options).labelled_splits()
 
 
-def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, results_dir=Path("results"),
-              runs_dir=Path("runs"), jobs: int = 1, retry_failed: bool = True, gpus: list[str] | None = None,
-              rerun_without_predictions: bool = False) -> dict[str, int]:
+def run_sweep(
+    sweep: Sweep,
+    overrides: dict | None = None,
+    data_dir=None,
+    results_dir=Path("results"),
+    runs_dir=Path("runs"),
+    jobs: int = 1,
+    retry_failed: bool = True,
+    gpus: list[str] | None = None,
+    rerun_without_predictions: bool = False,
+) -> dict[str, int]:
     """Run every unfinished cell; ``jobs`` cells at a time (each its own process), spread over ``gpus``
     (default: the visible ones) in groups of the cells' ``devices`` (DDP within a cell). With
     ``rerun_without_predictions``, finished cells that kept no predictions (results from before cells kept
@@ -89,8 +111,13 @@ def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, result
     fails). Returns counts."""
     overrides = overrides or {}
     check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
-    reruns = {cell.key for cell in sweep_cells(sweep) if rerun_without_predictions
-              and cell.result_path(results_dir).is_file() and not predictions_path(cell.result_path(results_dir)).is_file()}
+    reruns = {
+        cell.key
+        for cell in sweep_cells(sweep)
+        if rerun_without_predictions
+        and cell.result_path(results_dir).is_file()
+        and not predictions_path(cell.result_path(results_dir)).is_file()
+    }
     devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
     gpus = visible_gpus() if gpus is None else gpus
     groups = gpu_groups(gpus, devices_per_cell)
@@ -98,21 +125,41 @@ def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, result
         raise KlmError(f"a cell wants {devices_per_cell} GPUs (devices) but {len(gpus)} are visible")
     load: dict[tuple[str, ...], int] = {}
     cells = sweep_cells(sweep)
-    todo = [c for c in cells if c.key in reruns or (cell_state(c, results_dir, runs_dir) != "done"
-            and (retry_failed or cell_state(c, results_dir, runs_dir) != "failed"))]
+    todo = [
+        c
+        for c in cells
+        if c.key in reruns
+        or (
+            cell_state(c, results_dir, runs_dir) != "done"
+            and (retry_failed or cell_state(c, results_dir, runs_dir) != "failed")
+        )
+    ]
     counts = {"done_before": len(cells) - len(todo), "finished": 0, "failed": 0}
     if todo:
         check_data(sweep, data_dir)
-    console.print(f"[bold]{sweep.name}[/]: {len(cells)} cells, {counts['done_before']} already done, {len(todo)} to run")
+    console.print(
+        f"[bold]{sweep.name}[/]: {len(cells)} cells, {counts['done_before']} already done, {len(todo)} to run"
+    )
     if not todo:
         return counts
     show_cell_progress = jobs == 1 and sys.stderr.isatty()
     # Cells running side by side share the cores instead of each spinning up a thread per core.
-    env = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // jobs)), **os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // jobs)),
+        **os.environ,
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     running: dict[subprocess.Popen, tuple[Cell, object, tuple | None, dict]] = {}
     queue = list(todo)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False, disable=show_cell_progress) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+        disable=show_cell_progress,
+    ) as bar:
         overall = bar.add_task("cells", total=len(todo))
         while queue or running:
             while queue and len(running) < jobs:
@@ -126,11 +173,16 @@ def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, result
                 log = open(run_dir / "log.txt", "a")
                 if show_cell_progress:
                     console.print(f"[cyan]→ {cell.key}[/]")
-                    process = subprocess.Popen(cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, True),
-                                               env=cell_env)
+                    process = subprocess.Popen(
+                        cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, True), env=cell_env
+                    )
                 else:
-                    process = subprocess.Popen(cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, False),
-                                               env=cell_env, stdout=log, stderr=subprocess.STDOUT)
+                    process = subprocess.Popen(
+                        cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, False),
+                        env=cell_env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
                 running[process] = (cell, log, group, superseded)
             time.sleep(0.2)
             for process in [p for p in running if p.poll() is not None]:
@@ -142,8 +194,10 @@ def run_sweep(sweep: Sweep, overrides: dict | None = None, data_dir=None, result
                 else:
                     counts["failed"] += 1
                     restore(superseded)
-                    console.print(f"[red]✗ {cell.key}[/]: {failure_message(cell, runs_dir) or f'exit code {process.returncode}'}"
-                                  f" (log: {cell.run_dir(runs_dir) / 'log.txt'})")
+                    console.print(
+                        f"[red]✗ {cell.key}[/]: {failure_message(cell, runs_dir) or f'exit code {process.returncode}'}"
+                        f" (log: {cell.run_dir(runs_dir) / 'log.txt'})"
+                    )
                 bar.advance(overall)
     console.print(f"finished {counts['finished']}, failed {counts['failed']}")
     return counts

@@ -63,8 +63,15 @@ def bert_base_shaped(attn_implementation, tokenizer_from: str):
     return BertModel(config, add_pooling_layer=False), load_tokenizer(tokenizer_from)
 
 
-def build(method: str, backbone: str, batch_size: int, max_length: int, total_steps: int, tokenizer: str = "minilm",
-          compile: str | None = None):
+def build(
+    method: str,
+    backbone: str,
+    batch_size: int,
+    max_length: int,
+    total_steps: int,
+    tokenizer: str = "minilm",
+    compile: str | None = None,
+):
     """The method's model and a set-up generated-task data module, as a cell builds them."""
     from knowledge_lm.backbones import load_backbone
     from knowledge_lm.config import dataset_defaults
@@ -76,10 +83,13 @@ def build(method: str, backbone: str, batch_size: int, max_length: int, total_st
         encoder, tokenizer_object = bert_base_shaped(implementation, tokenizer)
     else:
         encoder, tokenizer_object, _ = load_backbone(backbone, implementation)
-    train = TrainConfig(batch_size=batch_size, max_length=max_length, compile=bool(compile), compile_mode=compile or "default")
+    train = TrainConfig(
+        batch_size=batch_size, max_length=max_length, compile=bool(compile), compile_mode=compile or "default"
+    )
     options = dict(dataset_defaults("generated").get("dataset_options") or {})
-    model, data, _ = build_model_and_data(method, encoder, tokenizer_object, "generated", train, dataset_options=options,
-                                          total_steps=total_steps)
+    model, data, _ = build_model_and_data(
+        method, encoder, tokenizer_object, "generated", train, dataset_options=options, total_steps=total_steps
+    )
     return model, data
 
 
@@ -104,8 +114,16 @@ def step_flops(model, data) -> float:
     return float(counter.get_total_flops())
 
 
-def measure_method(method: str, backbone: str, batch_size: int, max_length: int, warmup: int, steps: int,
-                   tokenizer: str = "minilm", compile: str | None = None) -> dict:
+def measure_method(
+    method: str,
+    backbone: str,
+    batch_size: int,
+    max_length: int,
+    warmup: int,
+    steps: int,
+    tokenizer: str = "minilm",
+    compile: str | None = None,
+) -> dict:
     model, data = build(method, backbone, batch_size, max_length, warmup + steps, tokenizer, compile)
     timer = StepTimer(warmup)
     if torch.cuda.is_available():
@@ -114,12 +132,18 @@ def measure_method(method: str, backbone: str, batch_size: int, max_length: int,
     step = statistics.median(timer.times)
     peak = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
     flops = step_flops(model, data)
-    return {"step_ms": 1000 * step, "samples_per_s": batch_size / step, "peak_mib": peak, "flops_per_step": flops,
-            "tflops": flops / step / 1e12}
+    return {
+        "step_ms": 1000 * step,
+        "samples_per_s": batch_size / step,
+        "peak_mib": peak,
+        "flops_per_step": flops,
+        "tflops": flops / step / 1e12,
+    }
 
 
-def measure_bare_loop(backbone: str, batch_size: int, max_length: int, warmup: int, steps: int,
-                      tokenizer: str = "minilm") -> dict:
+def measure_bare_loop(
+    backbone: str, batch_size: int, max_length: int, warmup: int, steps: int, tokenizer: str = "minilm"
+) -> dict:
     """The baseline's model, batches, optimiser, schedule, precision and clipping in a plain, eager PyTorch loop."""
     model, data = build("baseline", backbone, batch_size, max_length, warmup + steps, tokenizer)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -152,9 +176,18 @@ def measure_bare_loop(backbone: str, batch_size: int, max_length: int, warmup: i
     return {"step_ms": 1000 * step, "samples_per_s": batch_size / step}
 
 
-def run_speed(methods: list[str], backbone: str = "minilm", batch_size: int = 32, max_length: int = 48, warmup: int = 20,
-              steps: int = 100, repeats: int = 2, tokenizer: str = "minilm", bare_loop: bool = True,
-              compile: str | None = None) -> dict:
+def run_speed(
+    methods: list[str],
+    backbone: str = "minilm",
+    batch_size: int = 32,
+    max_length: int = 48,
+    warmup: int = 20,
+    steps: int = 100,
+    repeats: int = 2,
+    tokenizer: str = "minilm",
+    bare_loop: bool = True,
+    compile: str | None = None,
+) -> dict:
     """Measure ``methods`` (the baseline first, always) and the bare loop; the record ``klm speed`` stores.
     ``compile``: None (eager) or a torch.compile mode for the methods' layers (the bare loop stays eager)."""
     methods = ["baseline"] + [method for method in methods if method != "baseline"]
@@ -169,19 +202,37 @@ def run_speed(methods: list[str], backbone: str = "minilm", batch_size: int = 32
             row = measure_bare_loop(backbone, batch_size, max_length, warmup, steps, tokenizer)
             if bare is None or row["step_ms"] < bare["step_ms"]:
                 bare = row
-    return {"schema": 1, "device": device_name(), "backbone": backbone, "batch_size": batch_size, "max_length": max_length,
-            "warmup": warmup, "steps": steps, "repeats": repeats, "precision": "bf16-mixed" if torch.cuda.is_available() else "32-true",
-            "compiled": bool(compile), **({"compile_mode": compile} if compile else {}), "methods": rows, "bare_loop": bare, "git": git_commit(), "versions": versions(),
-            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    return {
+        "schema": 1,
+        "device": device_name(),
+        "backbone": backbone,
+        "batch_size": batch_size,
+        "max_length": max_length,
+        "warmup": warmup,
+        "steps": steps,
+        "repeats": repeats,
+        "precision": "bf16-mixed" if torch.cuda.is_available() else "32-true",
+        "compiled": bool(compile),
+        **({"compile_mode": compile} if compile else {}),
+        "methods": rows,
+        "bare_loop": bare,
+        "git": git_commit(),
+        "versions": versions(),
+        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
 
 
 def speed_record_path(results_dir, record: dict) -> Path:
     """One file per measurement (its time in the name): a later run on another host of the same card sits
     beside the earlier one instead of replacing it."""
-    slug = "".join(ch if ch.isalnum() else "-" for ch in f"{record['device']}-{Path(record['backbone']).name}").strip("-")
+    slug = "".join(ch if ch.isalnum() else "-" for ch in f"{record['device']}-{Path(record['backbone']).name}").strip(
+        "-"
+    )
     compiled = compiled_label(record, "-compiled", "-compiled-{mode}")
     when = compact_time(record["measured_at"])
-    return Path(results_dir) / SPEED_DIR / f"{slug}-b{record['batch_size']}-n{record['max_length']}{compiled}-{when}.json"
+    return (
+        Path(results_dir) / SPEED_DIR / f"{slug}-b{record['batch_size']}-n{record['max_length']}{compiled}-{when}.json"
+    )
 
 
 def compiled_label(record: dict, default_mode: str, other_mode: str) -> str:
@@ -196,25 +247,45 @@ def compiled_label(record: dict, default_mode: str, other_mode: str) -> str:
 def render_speed(records: list[dict]) -> str:
     """``leaderboards/speed.md`` from the stored speed records: one table per measurement, grouped by (device,
     backbone, shape, compilation), oldest first."""
-    lines = ["# Training speed", "", "Generated by `klm leaderboard` from `results/speed/` (`klm speed` measures); do not edit by hand.",
-             "Training step through Lightning on the generated task, same batches for every method; best of the runs' "
-             "medians. × = ratio to the baseline's step time (issue targets: " +
-             ", ".join(f"{m} ≤ {t}×" for m, t in TARGETS.items()) + "). TFLOP/s counts the forward and backward FLOPs "
-             "of one step (torch.utils.flop_counter) over the step time. The bare loop is the baseline without Lightning, "
-             "eager (also beside compiled tables). One table per measurement: where a step is bound by the host's kernel "
-             "launches (batch 32), the same card on another host gives other step times, so compare ratios within a "
-             "table, not times across tables; there a method's ratio mostly counts its extra launches, while at batch "
-             "1024 of the bert-base-shaped backbone the GPU does the work and the ratio measures the method's compute.", ""]
-    records = sorted(records, key=lambda r: (r["device"], r["backbone"], r["batch_size"], r["max_length"],
-                                             bool(r.get("compiled")), r.get("compile_mode", ""), r["measured_at"]))
+    lines = [
+        "# Training speed",
+        "",
+        "Generated by `klm leaderboard` from `results/speed/` (`klm speed` measures); do not edit by hand.",
+        "Training step through Lightning on the generated task, same batches for every method; best of the runs' "
+        "medians. × = ratio to the baseline's step time (issue targets: "
+        + ", ".join(f"{m} ≤ {t}×" for m, t in TARGETS.items())
+        + "). TFLOP/s counts the forward and backward FLOPs "
+        "of one step (torch.utils.flop_counter) over the step time. The bare loop is the baseline without Lightning, "
+        "eager (also beside compiled tables). One table per measurement: where a step is bound by the host's kernel "
+        "launches (batch 32), the same card on another host gives other step times, so compare ratios within a "
+        "table, not times across tables; there a method's ratio mostly counts its extra launches, while at batch "
+        "1024 of the bert-base-shaped backbone the GPU does the work and the ratio measures the method's compute.",
+        "",
+    ]
+    records = sorted(
+        records,
+        key=lambda r: (
+            r["device"],
+            r["backbone"],
+            r["batch_size"],
+            r["max_length"],
+            bool(r.get("compiled")),
+            r.get("compile_mode", ""),
+            r["measured_at"],
+        ),
+    )
     lines += speed_summary(records)
     for record in records:
         base = record["methods"]["baseline"]
-        lines += [f"## {shape_title(record)}",
-                  "", f"{record['precision']}; {record['repeats']} runs of {record['steps']} steps after {record['warmup']}; "
-                  f"commit {record['git']['commit'][:10]}, measured {record['measured_at']}.", "",
-                  "| method | step ms | × baseline | target | samples/s | peak MiB | × baseline | TFLOP/s |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {shape_title(record)}",
+            "",
+            f"{record['precision']}; {record['repeats']} runs of {record['steps']} steps after {record['warmup']}; "
+            f"commit {record['git']['commit'][:10]}, measured {record['measured_at']}.",
+            "",
+            "| method | step ms | × baseline | target | samples/s | peak MiB | × baseline | TFLOP/s |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         faster = unreliable_ratios(record)
         ratios = step_ratios(record)
         for method, row in record["methods"].items():
@@ -222,28 +293,44 @@ def render_speed(records: list[dict]) -> str:
             target = TARGETS.get(method)
             verdict = "" if target is None else f"≤ {target}× {'met' if ratio <= target else 'NOT met'}"
             peak = "—" if row["peak_mib"] is None else f"{row['peak_mib']:.0f}"
-            peak_ratio = "—" if row["peak_mib"] is None or not base["peak_mib"] else f"{row['peak_mib'] / base['peak_mib']:.3f}"
-            lines.append(f"| {method} | {row['step_ms']:.2f} | {ratio:.3f} | {verdict} | {row['samples_per_s']:.0f} | {peak} | "
-                         f"{peak_ratio} | {row['tflops']:.2f} |")
+            peak_ratio = (
+                "—" if row["peak_mib"] is None or not base["peak_mib"] else f"{row['peak_mib'] / base['peak_mib']:.3f}"
+            )
+            lines.append(
+                f"| {method} | {row['step_ms']:.2f} | {ratio:.3f} | {verdict} | {row['samples_per_s']:.0f} | {peak} | "
+                f"{peak_ratio} | {row['tflops']:.2f} |"
+            )
         bare = record.get("bare_loop")
         if bare:
-            lines.append(f"| bare PyTorch loop (baseline) | {bare['step_ms']:.2f} | {bare['step_ms'] / base['step_ms']:.3f} | | "
-                         f"{bare['samples_per_s']:.0f} | | | |")
+            lines.append(
+                f"| bare PyTorch loop (baseline) | {bare['step_ms']:.2f} | {bare['step_ms'] / base['step_ms']:.3f} | | "
+                f"{bare['samples_per_s']:.0f} | | | |"
+            )
         if faster:
-            lines += ["", "Unreliable: " + ", ".join(f"{m} ran at {r:.2f}×" for m, r in faster.items()) + " the baseline's "
-                      "step time though it only adds work to the baseline's step, so the baseline's runs were slowed by "
-                      "the machine and every ratio here is suspect."]
+            lines += [
+                "",
+                "Unreliable: " + ", ".join(f"{m} ran at {r:.2f}×" for m, r in faster.items()) + " the baseline's "
+                "step time though it only adds work to the baseline's step, so the baseline's runs were slowed by "
+                "the machine and every ratio here is suspect.",
+            ]
         if bare:
-            lines += ["", f"Baseline through Lightning at {bare['step_ms'] / base['step_ms']:.2f}× the bare loop's samples/s "
-                          "(issue 8's target: ≥ 1.0×)."]
+            lines += [
+                "",
+                f"Baseline through Lightning at {bare['step_ms'] / base['step_ms']:.2f}× the bare loop's samples/s "
+                "(issue 8's target: ≥ 1.0×).",
+            ]
         lines.append("")
     return "\n".join(lines)
 
 
 def shape_title(record: dict) -> str:
-    compiled = compiled_label(record, ", layers compiled (torch.compile)", ", layers compiled (torch.compile, mode {mode})")
-    return (f"{record['device']}, {Path(record['backbone']).name}, batch {record['batch_size']}, "
-            f"length ≤ {record['max_length']}{compiled}")
+    compiled = compiled_label(
+        record, ", layers compiled (torch.compile)", ", layers compiled (torch.compile, mode {mode})"
+    )
+    return (
+        f"{record['device']}, {Path(record['backbone']).name}, batch {record['batch_size']}, "
+        f"length ≤ {record['max_length']}{compiled}"
+    )
 
 
 def step_ratios(record: dict) -> dict[str, float]:
@@ -275,11 +362,18 @@ def speed_summary(records: list[dict]) -> list[str]:
         text = low if low == high else f"{low}–{high}"
         return text if target is None else f"{text} ({sum(v <= target for v in values)}/{len(values)} met)"
 
-    lines = ["## Summary", "", "Per shape, over its measurements (the tables below): each method's step time ÷ the baseline's, "
-             "lowest–highest, and in how many it met its target; last, the baseline's samples/s through Lightning ÷ the "
-             "bare loop's (target ≥ 1.0×). Tables marked unreliable are left out.", "",
-             "| shape | runs (commits) | " + " | ".join(f"{m} (≤ {t}×)" for m, t in TARGETS.items()) + " | Lightning ÷ bare loop |",
-             "|---|---|" + "---|" * len(TARGETS) + "---|"]
+    lines = [
+        "## Summary",
+        "",
+        "Per shape, over its measurements (the tables below): each method's step time ÷ the baseline's, "
+        "lowest–highest, and in how many it met its target; last, the baseline's samples/s through Lightning ÷ the "
+        "bare loop's (target ≥ 1.0×). Tables marked unreliable are left out.",
+        "",
+        "| shape | runs (commits) | "
+        + " | ".join(f"{m} (≤ {t}×)" for m, t in TARGETS.items())
+        + " | Lightning ÷ bare loop |",
+        "|---|---|" + "---|" * len(TARGETS) + "---|",
+    ]
     for title, group in shapes.items():
         cells = []
         for method, target in TARGETS.items():

@@ -36,8 +36,14 @@ def option_kinds(expected) -> str:
         return " or ".join(option_kinds(member) for member in typing.get_args(expected))
     if typing.get_origin(expected) is typing.Literal:
         return " or ".join(str(choice) for choice in typing.get_args(expected))
-    return {bool: "a boolean", int: "a whole number", float: "a number", str: "a string", type(None): "none",
-            tuple: "a list of strings"}[typing.get_origin(expected) or expected]
+    return {
+        bool: "a boolean",
+        int: "a whole number",
+        float: "a number",
+        str: "a string",
+        type(None): "none",
+        tuple: "a list of strings",
+    }[typing.get_origin(expected) or expected]
 
 
 def coerce_option(value, expected):
@@ -95,8 +101,10 @@ class MethodOptions:
         known = [option.name for option in fields(cls) if option.init]
         unknown = [name for name in values if name not in known]
         if unknown:
-            raise KlmError(f"{where}: unknown option{'s' if len(unknown) > 1 else ''} "
-                           f"{', '.join(repr(name) for name in unknown)}; known: {', '.join(known)}")
+            raise KlmError(
+                f"{where}: unknown option{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(repr(name) for name in unknown)}; known: {', '.join(known)}"
+            )
         declared = typing.get_type_hints(cls)
         checked = {}
         for name, value in values.items():
@@ -117,8 +125,18 @@ class TaskModel(pl.LightningModule):
 
     options_class: type[MethodOptions] = MethodOptions
 
-    def __init__(self, encoder, spec, eval_splits=(SELECTION_SPLIT,), lr: float = 5e-5, weight_decay: float = 0.01,
-                 warmup_ratio: float = 0.1, dropout: float = 0.1, total_steps: int = 1000, **method_options):
+    def __init__(
+        self,
+        encoder,
+        spec,
+        eval_splits=(SELECTION_SPLIT,),
+        lr: float = 5e-5,
+        weight_decay: float = 0.01,
+        warmup_ratio: float = 0.1,
+        dropout: float = 0.1,
+        total_steps: int = 1000,
+        **method_options,
+    ):
         super().__init__()
         self.options = self.options_class.from_dict(method_options, where=f"{type(self).__name__} options")
         # from_pretrained returns the encoder in eval mode, and Lightning keeps submodules' modes: without
@@ -255,5 +273,12 @@ class TaskModel(pl.LightningModule):
         self.best_outputs = checkpoint.get("best_outputs", {})
 
     def configure_optimizers(self):
-        return adamw_with_warmup(self, self.lr, self.weight_decay, self.warmup_ratio, self.total_steps,
-                                 self.new_modules(), self.new_module_lr)
+        return adamw_with_warmup(
+            self,
+            self.lr,
+            self.weight_decay,
+            self.warmup_ratio,
+            self.total_steps,
+            self.new_modules(),
+            self.new_module_lr,
+        )

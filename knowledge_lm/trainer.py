@@ -21,21 +21,43 @@ def resolve_precision(precision: str = "auto") -> str:
     return "bf16-mixed" if torch.cuda.is_available() else "32-true"
 
 
-def build_trainer(max_steps: int, *, precision: str = "auto", devices: int = 1, num_nodes: int = 1,
-                  eval_every_steps: int | None = None, callbacks=(), progress: bool = False,
-                  root_dir=None) -> pl.Trainer:
+def build_trainer(
+    max_steps: int,
+    *,
+    precision: str = "auto",
+    devices: int = 1,
+    num_nodes: int = 1,
+    eval_every_steps: int | None = None,
+    callbacks=(),
+    progress: bool = False,
+    root_dir=None,
+) -> pl.Trainer:
     """A trainer of ``max_steps`` optimiser steps, gradients clipped at 1.0, no logger and no sanity check; with
     ``eval_every_steps`` it validates every that many steps (counted across epochs), else never. More than one
     device or node trains with DDP; checkpoints only through ``callbacks``."""
-    validation = ({"val_check_interval": eval_every_steps, "check_val_every_n_epoch": None} if eval_every_steps
-                  else {"limit_val_batches": 0})
+    validation = (
+        {"val_check_interval": eval_every_steps, "check_val_every_n_epoch": None}
+        if eval_every_steps
+        else {"limit_val_batches": 0}
+    )
     return pl.Trainer(
-        max_steps=max_steps, accelerator="gpu" if torch.cuda.is_available() else "cpu", devices=devices,
-        num_nodes=num_nodes, strategy="ddp" if devices * num_nodes > 1 else "auto", precision=resolve_precision(precision),
-        gradient_clip_val=GRADIENT_CLIP, num_sanity_val_steps=0, logger=False, callbacks=list(callbacks),
+        max_steps=max_steps,
+        accelerator="gpu" if torch.cuda.is_available() else "cpu",
+        devices=devices,
+        num_nodes=num_nodes,
+        strategy="ddp" if devices * num_nodes > 1 else "auto",
+        precision=resolve_precision(precision),
+        gradient_clip_val=GRADIENT_CLIP,
+        num_sanity_val_steps=0,
+        logger=False,
+        callbacks=list(callbacks),
         enable_checkpointing=any(isinstance(callback, pl.callbacks.ModelCheckpoint) for callback in callbacks),
-        enable_model_summary=False, enable_progress_bar=progress, default_root_dir=root_dir, benchmark=CUDNN_BENCHMARK,
-        **validation)
+        enable_model_summary=False,
+        enable_progress_bar=progress,
+        default_root_dir=root_dir,
+        benchmark=CUDNN_BENCHMARK,
+        **validation,
+    )
 
 
 def method_dataset_options(method: str, dataset_options: dict | None) -> dict:
@@ -47,22 +69,47 @@ def method_dataset_options(method: str, dataset_options: dict | None) -> dict:
     return options
 
 
-def build_model_and_data(method: str, encoder, tokenizer, dataset: str, train: TrainConfig, task: str | None = None,
-                         fraction: float = 1.0, data_dir=None, dataset_options: dict | None = None,
-                         total_steps: int | None = None):
+def build_model_and_data(
+    method: str,
+    encoder,
+    tokenizer,
+    dataset: str,
+    train: TrainConfig,
+    task: str | None = None,
+    fraction: float = 1.0,
+    data_dir=None,
+    dataset_options: dict | None = None,
+    total_steps: int | None = None,
+):
     """``(model, data, budget)``: ``dataset``'s data module for ``task`` at ``fraction``, set up (a knowledge
     method's joined to its prepared features), the step budget ``train`` gives its train split, and ``method``'s
     model over ``encoder``, trained for ``total_steps`` (default: the budget's), compiled where ``train`` says."""
     method_class = METHODS.get(method)
     options = method_dataset_options(method, dataset_options)
-    data = DATASETS.get(dataset)(task=task, tokenizer=tokenizer, data_dir=data_dir, fraction=fraction,
-                                 subset_seed=train.subset_seed, batch_size=train.batch_size,
-                                 eval_batch_size=train.eval_batch_size, max_length=train.max_length, **options)
+    data = DATASETS.get(dataset)(
+        task=task,
+        tokenizer=tokenizer,
+        data_dir=data_dir,
+        fraction=fraction,
+        subset_seed=train.subset_seed,
+        batch_size=train.batch_size,
+        eval_batch_size=train.eval_batch_size,
+        max_length=train.max_length,
+        **options,
+    )
     data.setup()
     budget = train.budget(data.train_size)
-    model = method_class(encoder, data.task_spec, eval_splits=data.eval_split_names, lr=train.lr,
-                         weight_decay=train.weight_decay, warmup_ratio=train.warmup_ratio, dropout=train.dropout,
-                         total_steps=total_steps or budget["max_steps"], **train.method_options)
+    model = method_class(
+        encoder,
+        data.task_spec,
+        eval_splits=data.eval_split_names,
+        lr=train.lr,
+        weight_decay=train.weight_decay,
+        warmup_ratio=train.warmup_ratio,
+        dropout=train.dropout,
+        total_steps=total_steps or budget["max_steps"],
+        **train.method_options,
+    )
     if train.compile:
         # As in a fresh process: a compiled model built before in this process would leave its compiled code
         # and CUDA graphs under guards on objects since freed, counting against dynamo's recompile limit.

@@ -2,7 +2,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from helpers import SHARED as SHARED_DATA
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

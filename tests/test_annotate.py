@@ -22,8 +22,7 @@ from knowledge_lm.knowledge.annotate import (
 from knowledge_lm.knowledge.linking import tokenize_words
 
 SENTENCE = "Barack Obama was born in Honolulu, Hawaii."
-TRICKY = ("Café Müller met a U.S.-based lawyer who said: don't. "
-          "Pneumonoultramicroscopicsilicovolcanoconiosis!")
+TRICKY = "Café Müller met a U.S.-based lawyer who said: don't. Pneumonoultramicroscopicsilicovolcanoconiosis!"
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +45,7 @@ def annotation(annotator):
 
 
 def text_of(spans, text):
-    return [text[span[0]:span[1]] for span in spans]
+    return [text[span[0] : span[1]] for span in spans]
 
 
 def squash(text: str) -> str:
@@ -65,6 +64,7 @@ def spans_of(text, *substrings):
 
 
 # --- annotations -----------------------------------------------------------------------------------
+
 
 def test_words_are_the_tokens(annotation):
     words = text_of(annotation.words, SENTENCE)
@@ -159,11 +159,14 @@ def test_stanza_backend():
 
 def hand_parse():
     # The old man saw a big dog . (UD)
-    return Parse(words=[(0, 3), (4, 7), (8, 11), (12, 15), (16, 17), (18, 21), (22, 25), (25, 26)],
-                 heads=[2, 2, 3, None, 6, 6, 3, 3],
-                 labels=["det", "amod", "nsubj", "root", "det", "amod", "obj", "punct"],
-                 upos=["DET", "ADJ", "NOUN", "VERB", "DET", "ADJ", "NOUN", "PUNCT"],
-                 sentences=[(0, 8)], ner=[])
+    return Parse(
+        words=[(0, 3), (4, 7), (8, 11), (12, 15), (16, 17), (18, 21), (22, 25), (25, 26)],
+        heads=[2, 2, 3, None, 6, 6, 3, 3],
+        labels=["det", "amod", "nsubj", "root", "det", "amod", "obj", "punct"],
+        upos=["DET", "ADJ", "NOUN", "VERB", "DET", "ADJ", "NOUN", "PUNCT"],
+        sentences=[(0, 8)],
+        ner=[],
+    )
 
 
 def test_parse_helpers_on_a_hand_parse():
@@ -173,10 +176,18 @@ def test_parse_helpers_on_a_hand_parse():
 
 # --- sub-word alignment ----------------------------------------------------------------------------
 
+
 def test_alignment_on_tricky_text(tokenizer):
     encoding = tokenizer(TRICKY, return_offsets_mapping=True)
-    pieces = ("Café Müller", "Müller", "U.S.", "U.S.-based", "don't", "said: don't.",
-              "Pneumonoultramicroscopicsilicovolcanoconiosis")
+    pieces = (
+        "Café Müller",
+        "Müller",
+        "U.S.",
+        "U.S.-based",
+        "don't",
+        "said: don't.",
+        "Pneumonoultramicroscopicsilicovolcanoconiosis",
+    )
     spans = spans_of(TRICKY, *pieces)
     aligned = align_char_spans(encoding["offset_mapping"], spans)
     for piece, indices in zip(pieces, aligned):
@@ -247,8 +258,9 @@ def test_truncation(tokenizer):
 
 
 def test_tensor_offsets(tokenizer):
-    encoding = tokenizer([SENTENCE], return_offsets_mapping=True, return_tensors="pt", padding="max_length",
-                         max_length=32)
+    encoding = tokenizer(
+        [SENTENCE], return_offsets_mapping=True, return_tensors="pt", padding="max_length", max_length=32
+    )
     (obama,) = align_char_spans(encoding["offset_mapping"][0], spans_of(SENTENCE, "Obama"))
     assert decoded(tokenizer, encoding["input_ids"][0].tolist(), obama) == "obama"
     word_ids = word_ids_for_tokens(encoding["offset_mapping"][0], tokenize_words(SENTENCE))

@@ -21,20 +21,42 @@ def test_attention_writes_a_png_for_the_tiny_backbone(tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(["the academy of fine arts teaches painting"] * 5 + ["painting in the north"] * 5))
     out = tmp_path / "maps" / "academy.png"
-    code = main(["attention", "--text", TEXT, "--backbone", "tiny", "--out", str(out), "--layer", "0", "--head", "1",
-                 "--option", "expansion_k=2", "--pmi-corpus", str(corpus), "--kam-checkpoint", str(checkpoint)])
+    code = main(
+        [
+            "attention",
+            "--text",
+            TEXT,
+            "--backbone",
+            "tiny",
+            "--out",
+            str(out),
+            "--layer",
+            "0",
+            "--head",
+            "1",
+            "--option",
+            "expansion_k=2",
+            "--pmi-corpus",
+            str(corpus),
+            "--kam-checkpoint",
+            str(checkpoint),
+        ]
+    )
     assert code == 0 and f"wrote {out}" in capsys.readouterr().out
     assert out.stat().st_size > 1000 and out.read_bytes().startswith(PNG_SIGNATURE)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--text", "  "], "--text is empty"),
-    (["--text", TEXT, "--method", "nope"], "unknown method 'nope'"),
-    (["--text", TEXT, "--method", "baseline"], "is not a KAM method"),
-    (["--text", TEXT, "--head", "first"], "expected a head index or mean"),
-    (["--text", TEXT, "--layer", "7"], "outside the backbone's 2 layers"),
-    (["--text", TEXT, "--kam-checkpoint", "/does/not/exist.ckpt"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--text", "  "], "--text is empty"),
+        (["--text", TEXT, "--method", "nope"], "unknown method 'nope'"),
+        (["--text", TEXT, "--method", "baseline"], "is not a KAM method"),
+        (["--text", TEXT, "--head", "first"], "expected a head index or mean"),
+        (["--text", TEXT, "--layer", "7"], "outside the backbone's 2 layers"),
+        (["--text", TEXT, "--kam-checkpoint", "/does/not/exist.ckpt"], "does not exist"),
+    ],
+)
 def test_attention_bad_input(tmp_path, capsys, args, message):
     code = main(["attention", "--backbone", "tiny", "--out", str(tmp_path / "a.png"), *args])
     err = capsys.readouterr().err.strip().splitlines()

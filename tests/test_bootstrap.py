@@ -5,10 +5,21 @@ import pytest
 
 from knowledge_lm.bootstrap import additive_statistics, task_kind
 
-CASES = [("glue", "cola", "matthews"), ("glue", "mrpc", "f1"), ("glue", "mrpc", "accuracy"), ("glue", "stsb", "pearson"),
-         ("glue", "sst2", "accuracy"), ("semeval2010", "main", "semeval_macro_f1"), ("semeval2010", "mean_pool", "accuracy"),
-         ("fewrel", "main", "accuracy"), ("openentity", "main", "micro_f1"), ("openentity", "main", "loose_macro_f1"),
-         ("openentity", "main", "strict_accuracy"), ("redocred", "revised", "f1"), ("redocred", "revised", "ign_f1")]
+CASES = [
+    ("glue", "cola", "matthews"),
+    ("glue", "mrpc", "f1"),
+    ("glue", "mrpc", "accuracy"),
+    ("glue", "stsb", "pearson"),
+    ("glue", "sst2", "accuracy"),
+    ("semeval2010", "main", "semeval_macro_f1"),
+    ("semeval2010", "mean_pool", "accuracy"),
+    ("fewrel", "main", "accuracy"),
+    ("openentity", "main", "micro_f1"),
+    ("openentity", "main", "loose_macro_f1"),
+    ("openentity", "main", "strict_accuracy"),
+    ("redocred", "revised", "f1"),
+    ("redocred", "revised", "ign_f1"),
+]
 
 
 def random_outputs(kind, size: int, generator):
@@ -21,16 +32,25 @@ def random_outputs(kind, size: int, generator):
     from knowledge_lm.tasks.docre import DocumentRelationTask
 
     if isinstance(kind, DocumentRelationTask):
+
         def facts(count):
             return [[int(h), int(t), int(r)] for h, t, r in generator.integers(0, 4, (count, 3))]
-        gold = [{"facts": (answer := [list(f) for f in {tuple(f) for f in facts(generator.integers(0, 5))}]),
-                 "in_train": [bool(flag) for flag in generator.random(len(answer)) < 0.3]} for _ in range(size)]
-        predicted = [facts(generator.integers(0, 5)) + answer["facts"][:generator.integers(0, 3)] for answer in gold]
+
+        gold = [
+            {
+                "facts": (answer := [list(f) for f in {tuple(f) for f in facts(generator.integers(0, 5))}]),
+                "in_train": [bool(flag) for flag in generator.random(len(answer)) < 0.3],
+            }
+            for _ in range(size)
+        ]
+        predicted = [facts(generator.integers(0, 5)) + answer["facts"][: generator.integers(0, 3)] for answer in gold]
         return predicted, gold
     labels = len(kind.spec.labels)
     if isinstance(kind, TypingTask):
+
         def type_set():
             return sorted(set(generator.integers(0, 6, generator.integers(0, 3)).tolist()))
+
         return [type_set() for _ in range(size)], [type_set() for _ in range(size)]
     gold = generator.integers(0, labels, size)
     predicted = np.where(generator.random(size) < 0.6, gold, generator.integers(0, labels, size))

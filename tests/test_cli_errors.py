@@ -21,28 +21,45 @@ def write(path, text):
 
 
 def run(capsys, tmp_path, *args):
-    code = main(["bench", "--results-dir", str(tmp_path / "results"), "--runs-dir", str(tmp_path / "runs"),
-                 "--backbone", "tiny", "--no-leaderboard", *args])
+    code = main(
+        [
+            "bench",
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--backbone",
+            "tiny",
+            "--no-leaderboard",
+            *args,
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.json"))
     return code, err
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--dataset", "glue", "--method", "nope"], "unknown method 'nope'"),
-    (["--dataset", "nope"], "unknown dataset 'nope'"),
-    (["--dataset", "glue", "--tasks", "nope"], "unknown task 'nope'"),
-    (["--dataset", "glue", "--fractions", "0"], "outside (0, 1]"),
-    (["--dataset", "glue", "--fractions", "1.5"], "outside (0, 1]"),
-    (["--dataset", "glue", "--fractions", "ten"], "expected numbers"),
-    (["--dataset", "glue", "--seeds", "a"], "expected integers"),
-    (["--dataset", "glue", "--data-dir", "/does/not/exist"], "does not exist"),
-    (["--dataset", "glue", "--set", "lr"], "expected key=value"),
-    (["--dataset", "glue", "--set", "learning_rate=1"], "unknown training setting"),
-    (["--dataset", "glue", "--set", "compile=maybe"], "compile='maybe' is not a boolean"),
-    (["--dataset", "glue", "--set", "compile_mode=fast"], "compile_mode='fast' is not one of default, reduce-overhead"),
-    (["--config", "/does/not/exist.yaml"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--dataset", "glue", "--method", "nope"], "unknown method 'nope'"),
+        (["--dataset", "nope"], "unknown dataset 'nope'"),
+        (["--dataset", "glue", "--tasks", "nope"], "unknown task 'nope'"),
+        (["--dataset", "glue", "--fractions", "0"], "outside (0, 1]"),
+        (["--dataset", "glue", "--fractions", "1.5"], "outside (0, 1]"),
+        (["--dataset", "glue", "--fractions", "ten"], "expected numbers"),
+        (["--dataset", "glue", "--seeds", "a"], "expected integers"),
+        (["--dataset", "glue", "--data-dir", "/does/not/exist"], "does not exist"),
+        (["--dataset", "glue", "--set", "lr"], "expected key=value"),
+        (["--dataset", "glue", "--set", "learning_rate=1"], "unknown training setting"),
+        (["--dataset", "glue", "--set", "compile=maybe"], "compile='maybe' is not a boolean"),
+        (
+            ["--dataset", "glue", "--set", "compile_mode=fast"],
+            "compile_mode='fast' is not one of default, reduce-overhead",
+        ),
+        (["--config", "/does/not/exist.yaml"], "does not exist"),
+    ],
+)
 def test_bad_arguments(capsys, tmp_path, args, message):
     code, err = run(capsys, tmp_path, *args)
     assert code == 2
@@ -56,18 +73,33 @@ def test_malformed_sweep_yaml(capsys, tmp_path):
     assert code == 2 and "malformed YAML" in err[0]
 
 
-@pytest.mark.parametrize("train, dev, message", [
-    ("index\tsentence1\tsentence2\n0\ta\tb\n", RTE_HEADER + RTE_ROW, "missing column 'label'"),
-    (RTE_HEADER + "0\ta\tb\tmaybe\n", RTE_HEADER + RTE_ROW, "bad label 'maybe'"),
-    (RTE_HEADER + "0\ta\n", RTE_HEADER + RTE_ROW, "columns"),
-    (RTE_HEADER + RTE_ROW, RTE_HEADER, "empty"),
-])
+@pytest.mark.parametrize(
+    "train, dev, message",
+    [
+        ("index\tsentence1\tsentence2\n0\ta\tb\n", RTE_HEADER + RTE_ROW, "missing column 'label'"),
+        (RTE_HEADER + "0\ta\tb\tmaybe\n", RTE_HEADER + RTE_ROW, "bad label 'maybe'"),
+        (RTE_HEADER + "0\ta\n", RTE_HEADER + RTE_ROW, "columns"),
+        (RTE_HEADER + RTE_ROW, RTE_HEADER, "empty"),
+    ],
+)
 def test_malformed_data(capsys, tmp_path, train, dev, message):
     data = tmp_path / "data"
     write(data / "glue_rte" / "train.tsv", train)
     write(data / "glue_rte" / "dev.tsv", dev)
-    code, err = run(capsys, tmp_path, "--dataset", "glue", "--tasks", "rte", "--fractions", "1", "--seeds", "1",
-                    "--data-dir", str(data))
+    code, err = run(
+        capsys,
+        tmp_path,
+        "--dataset",
+        "glue",
+        "--tasks",
+        "rte",
+        "--fractions",
+        "1",
+        "--seeds",
+        "1",
+        "--data-dir",
+        str(data),
+    )
     assert code == 2
     assert len(err) == 1 and message in err[0] and "glue" in err[0]
 
@@ -79,8 +111,20 @@ def test_malformed_json(capsys, tmp_path):
         handle.write('{"0": {"text_a": "a", "text_b": "b", "label": "1"},')
     with gzip.open(data / "train_subset_powerfulpromptft_dev.json.gz", "wt") as handle:
         handle.write('{"0": {"text_a": "a", "text_b": "b", "label": "1"}}')
-    code, err = run(capsys, tmp_path, "--dataset", "glue", "--tasks", "qqp", "--fractions", "1", "--seeds", "1",
-                    "--data-dir", str(tmp_path / "data"))
+    code, err = run(
+        capsys,
+        tmp_path,
+        "--dataset",
+        "glue",
+        "--tasks",
+        "qqp",
+        "--fractions",
+        "1",
+        "--seeds",
+        "1",
+        "--data-dir",
+        str(tmp_path / "data"),
+    )
     assert code == 2 and "malformed JSON" in err[0] and "train_subset_powerfulpromptft_train" in err[0]
 
 
@@ -99,27 +143,38 @@ REPO = Path(__file__).resolve().parents[1]
 def run_in_fresh_process(args: list[str], cwd: Path) -> tuple[int, list[str], list[str], str]:
     """``klm ARGS`` in a new interpreter: its exit code, which heavy modules it imported, and its stderr's lines
     and stdout."""
-    script = ("import json, sys; from knowledge_lm.cli import main; code = main(json.loads(sys.argv[1])); "
-              f"print(json.dumps([code, [m for m in {HEAVY_MODULES!r} if m in sys.modules]]))")
+    script = (
+        "import json, sys; from knowledge_lm.cli import main; code = main(json.loads(sys.argv[1])); "
+        f"print(json.dumps([code, [m for m in {HEAVY_MODULES!r} if m in sys.modules]]))"
+    )
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(args)], cwd=cwd, env=environment, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(args)],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     *printed, verdict = done.stdout.splitlines()
     code, imported = json.loads(verdict)
     return code, imported, done.stderr.strip().splitlines(), "\n".join(printed)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--dataset", "glue", "--method", "nope"], "unknown method 'nope'; known: baseline, bert,"),
-    (["--dataset", "nope"], "unknown dataset 'nope'; known: cosmosqa, fewrel,"),
-    (["--dataset", "glue", "--tasks", "nope"], "unknown task 'nope' of dataset 'glue'; known: cola, sst2,"),
-    (["--dataset", "fewrel", "--tasks", "nope"], "unknown task 'nope' of dataset 'fewrel'; known: main, mean_pool"),
-    (["--dataset", "glue", "--fractions", "1.5"], "outside (0, 1]"),
-    (["--dataset", "glue", "--seeds", "a"], "expected integers"),
-    (["--config", "does-not-exist.yaml"], "does not exist"),
-    (["--config", "bad.yaml"], "malformed YAML"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--dataset", "glue", "--method", "nope"], "unknown method 'nope'; known: baseline, bert,"),
+        (["--dataset", "nope"], "unknown dataset 'nope'; known: cosmosqa, fewrel,"),
+        (["--dataset", "glue", "--tasks", "nope"], "unknown task 'nope' of dataset 'glue'; known: cola, sst2,"),
+        (["--dataset", "fewrel", "--tasks", "nope"], "unknown task 'nope' of dataset 'fewrel'; known: main, mean_pool"),
+        (["--dataset", "glue", "--fractions", "1.5"], "outside (0, 1]"),
+        (["--dataset", "glue", "--seeds", "a"], "expected integers"),
+        (["--config", "does-not-exist.yaml"], "does not exist"),
+        (["--config", "bad.yaml"], "malformed YAML"),
+    ],
+)
 def test_argument_errors_import_no_torch(tmp_path, args, message):
     (tmp_path / "bad.yaml").write_text("dataset: glue\nmethods: [baseline\n")
     code, imported, err, _ = run_in_fresh_process(["bench", "--no-leaderboard", *args], tmp_path)
@@ -133,7 +188,10 @@ def test_list_imports_no_torch(tmp_path):
     assert code == 0 and err == [] and imported == []
     assert "methods: baseline, bert," in out and "kam" in out
     assert "dataset fewrel: tasks main, mean_pool (default main)" in out
-    assert "dataset glue: tasks cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (default rte, mrpc, cola, stsb, sst2)" in out
+    assert (
+        "dataset glue: tasks cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli (default rte, mrpc, cola, stsb, sst2)"
+        in out
+    )
 
 
 def test_status_imports_no_torch(tmp_path):
@@ -142,7 +200,9 @@ def test_status_imports_no_torch(tmp_path):
     done = Cell("baseline", "glue", "rte", 1.0, 1, "tiny")
     done.result_path(tmp_path / "results").parent.mkdir(parents=True)
     done.result_path(tmp_path / "results").write_text("{}")
-    code, imported, err, out = run_in_fresh_process(["status", "--dataset", "glue", "--tasks", "rte", "--fractions", "1",
-                                                     "--seeds", "1,2", "--backbone", "tiny"], tmp_path)
+    code, imported, err, out = run_in_fresh_process(
+        ["status", "--dataset", "glue", "--tasks", "rte", "--fractions", "1", "--seeds", "1,2", "--backbone", "tiny"],
+        tmp_path,
+    )
     assert code == 0 and err == [] and imported == []
     assert out.splitlines()[-1] == "done: 1, missing: 1"

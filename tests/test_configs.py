@@ -7,6 +7,7 @@ from knowledge_lm.config import BENCHMARKS_DIR, check_method_options, load_sweep
 from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.results import Cell
 
+
 def prepare_knowledge(dataset_options, dataset, task, train, data_dir):
     """What `klm prepare` would do before a knowledge method's sweep (cached after the first call)."""
     from knowledge_lm.backbones import load_tokenizer
@@ -15,8 +16,16 @@ def prepare_knowledge(dataset_options, dataset, task, train, data_dir):
 
     tokenizer = load_tokenizer("tiny")
     options = {k: v for k, v in dataset_options.items() if k != "knowledge"}
-    data = DATASETS.get(dataset)(task=task, tokenizer=tokenizer, data_dir=data_dir, max_length=train.max_length, **options)
-    prepare(data, tokenizer, KnowledgeConfig.from_dict(dataset_options.get("knowledge")), default_cache_dir(), progress=False)
+    data = DATASETS.get(dataset)(
+        task=task, tokenizer=tokenizer, data_dir=data_dir, max_length=train.max_length, **options
+    )
+    prepare(
+        data,
+        tokenizer,
+        KnowledgeConfig.from_dict(dataset_options.get("knowledge")),
+        default_cache_dir(),
+        progress=False,
+    )
 
 
 def smoke_backbone(method, tmp_path_factory) -> str:
@@ -30,8 +39,17 @@ def smoke_backbone(method, tmp_path_factory) -> str:
         return "tiny"
     directory = tmp_path_factory.getbasetemp() / f"{method_class.objectives}-tiny"
     if not (directory / "manifest.json").is_file():
-        pretrain_checkpoint("generated", directory, method_class.objectives, backbone="tiny", steps=2, batch_size=2,
-                            max_length=64, min_relations=2, progress=False)
+        pretrain_checkpoint(
+            "generated",
+            directory,
+            method_class.objectives,
+            backbone="tiny",
+            steps=2,
+            batch_size=2,
+            max_length=64,
+            min_relations=2,
+            progress=False,
+        )
     return str(directory)
 
 
@@ -47,7 +65,9 @@ def costly_smoke(path) -> bool:
         return True  # `klm prepare` of a larger generated train split runs spaCy over all of it
     if sweep.dataset == "redocred" and len(sweep.methods) > 1:
         return True  # each smoke cell evaluates on all of Re-DocRED's dev and test documents (~1 min on 2 cores)
-    return sweep.dataset != "generated" and any(getattr(METHODS.get(m), "needs_knowledge", False) for m in sweep.methods)
+    return sweep.dataset != "generated" and any(
+        getattr(METHODS.get(m), "needs_knowledge", False) for m in sweep.methods
+    )
 
 
 SMOKE = [pytest.param(path, id=path.stem, marks=[pytest.mark.slow] if costly_smoke(path) else []) for path in CONFIGS]
@@ -74,21 +94,35 @@ def test_config_smoke_runs(path, tmp_path, tmp_path_factory, shared_data):
     options = sweep.variant_options(variant)
     for method in sweep.methods:
         for task in sweep.tasks:
-            cell = Cell(method, sweep.dataset, task, min(sweep.fractions), sweep.seeds[0],
-                        smoke_backbone(method, tmp_path_factory), variant)
+            cell = Cell(
+                method,
+                sweep.dataset,
+                task,
+                min(sweep.fractions),
+                sweep.seeds[0],
+                smoke_backbone(method, tmp_path_factory),
+                variant,
+            )
             train = sweep.train_config(task, {"max_steps": 2, "evaluations": 1, "batch_size": 4}, variant)
             if getattr(METHODS.get(method), "needs_knowledge", False):
                 prepare_knowledge(options, sweep.dataset, task, train, shared_data)
-            result = run_cell(cell, train, data_dir=shared_data, results_dir=tmp_path / "results",
-                              runs_dir=tmp_path / "runs", dataset_options=options, progress=False)
+            result = run_cell(
+                cell,
+                train,
+                data_dir=shared_data,
+                results_dir=tmp_path / "results",
+                runs_dir=tmp_path / "runs",
+                dataset_options=options,
+                progress=False,
+            )
             assert result["budget"]["max_steps"] == 2
             assert set(result["metrics"]) == {"train"} ^ ({"train"} | set(result["data"]["eval_sizes"]))
 
 
 def test_paper_tables_name_existing_configs_and_all_is_the_full_grid():
-    from knowledge_lm.cli import table_configs
-
     import yaml
+
+    from knowledge_lm.cli import table_configs
 
     tables = yaml.safe_load((BENCHMARKS_DIR / "tables.yaml").read_text())
     for name in tables:
@@ -108,8 +142,13 @@ def test_method_backbones_give_each_method_its_own_backbone(tmp_path):
     from knowledge_lm.errors import KlmError
     from knowledge_lm.runner import sweep_cells
 
-    raw = {"dataset": "generated", "methods": ["baseline", "erica-ed"], "fractions": [0.1], "seeds": [1],
-           "method_backbones": {"erica-ed": "checkpoints/erica-ed-minilm"}}
+    raw = {
+        "dataset": "generated",
+        "methods": ["baseline", "erica-ed"],
+        "fractions": [0.1],
+        "seeds": [1],
+        "method_backbones": {"erica-ed": "checkpoints/erica-ed-minilm"},
+    }
     backbones = {cell.method: cell.backbone for cell in sweep_cells(validate_sweep(raw, "test"))}
     assert backbones == {"baseline": "minilm", "erica-ed": "checkpoints/erica-ed-minilm"}
     with pytest.raises(KlmError, match="names method.s. erica-rd the sweep does not run"):

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import SHARED
 
 from knowledge_lm.data.redocred import LABELS, RELATIONS, DocREDDataModule, fact_keys, mark_in_train, split_documents
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS
 from knowledge_lm.tasks.docre import DocumentRelationTask, EntityPairHead, f1, ign_f1
-from helpers import SHARED
 
 needs_shared = pytest.mark.skipif(not (SHARED / "redocred").is_dir(), reason="../shared/data/redocred is not here")
 SPEC = DocREDDataModule.spec("revised")
@@ -24,10 +24,14 @@ def relation(pid: str) -> int:
 
 # -- scores -------------------------------------------------------------------------------------
 def test_f1_and_ign_f1_by_hand():
-    gold = [{"facts": [[0, 1, 1], [1, 0, 2], [0, 2, 3]], "in_train": [True, False, False]},
-            {"facts": [[0, 1, 5]], "in_train": [False]}]
-    predictions = [[[0, 1, 1], [1, 0, 2], [2, 0, 4]],  # two correct, one of them in train; one wrong
-                   [[0, 1, 5], [1, 0, 5], [0, 1, 5]]]  # one correct (predicted twice: counted once), one wrong
+    gold = [
+        {"facts": [[0, 1, 1], [1, 0, 2], [0, 2, 3]], "in_train": [True, False, False]},
+        {"facts": [[0, 1, 5]], "in_train": [False]},
+    ]
+    predictions = [
+        [[0, 1, 1], [1, 0, 2], [2, 0, 4]],  # two correct, one of them in train; one wrong
+        [[0, 1, 5], [1, 0, 5], [0, 1, 5]],
+    ]  # one correct (predicted twice: counted once), one wrong
     # 5 predictions, 4 gold, 3 correct: P = 3/5, R = 3/4.
     assert f1(predictions, gold) == pytest.approx(100 * 2 * 0.6 * 0.75 / 1.35)
     # The correct in-train fact leaves the correct count and the predictions: P = 2/4; recall stays 3/4.
@@ -41,11 +45,14 @@ def test_a_wrong_prediction_is_never_ignored():
     assert f1([[[0, 1, 1], [0, 1, 2]]], gold) == pytest.approx(100 * 2 * 0.5 * 1.0 / 1.5)
 
 
-@pytest.mark.parametrize("predictions, gold", [
-    ([[]], [{"facts": [[0, 1, 1]], "in_train": [False]}]),  # no predictions
-    ([[]], [{"facts": [], "in_train": []}]),  # nothing at all
-    ([[[0, 1, 1]]], [{"facts": [[0, 1, 1]], "in_train": [True]}]),  # every prediction ignored
-])
+@pytest.mark.parametrize(
+    "predictions, gold",
+    [
+        ([[]], [{"facts": [[0, 1, 1]], "in_train": [False]}]),  # no predictions
+        ([[]], [{"facts": [], "in_train": []}]),  # nothing at all
+        ([[[0, 1, 1]]], [{"facts": [[0, 1, 1]], "in_train": [True]}]),  # every prediction ignored
+    ],
+)
 def test_empty_counts_score_zero_not_nan(predictions, gold):
     assert ign_f1(predictions, gold) == 0.0
     assert f1(predictions, gold) in (0.0, 100.0)
@@ -61,14 +68,24 @@ def document(title: str, born=("Paris",), extra_label=None) -> dict:
     """Alice Smith, born in a city of France; the city's name is the document's own."""
     sentences = [["Alice", "Smith", "was", "born", "in", *born, "."], ["Smith", "lives", "in", "France", "."]]
     city_end = 5 + len(born)
-    labels = [{"r": "P19", "h": 0, "t": 1, "evidence": [0]}, {"r": "P27", "h": 0, "t": 2, "evidence": [0, 1]},
-              {"r": "P17", "h": 1, "t": 2, "evidence": []}]
-    return {"title": title, "sents": sentences,
-            "vertexSet": [[{"name": "Alice Smith", "sent_id": 0, "pos": [0, 2], "type": "PER"},
-                           {"name": "Smith", "sent_id": 1, "pos": [0, 1], "type": "PER"}],
-                          [{"name": " ".join(born), "sent_id": 0, "pos": [5, city_end], "type": "LOC"}],
-                          [{"name": "France", "sent_id": 1, "pos": [3, 4], "type": "LOC"}]],
-            "labels": labels + ([extra_label] if extra_label else [])}
+    labels = [
+        {"r": "P19", "h": 0, "t": 1, "evidence": [0]},
+        {"r": "P27", "h": 0, "t": 2, "evidence": [0, 1]},
+        {"r": "P17", "h": 1, "t": 2, "evidence": []},
+    ]
+    return {
+        "title": title,
+        "sents": sentences,
+        "vertexSet": [
+            [
+                {"name": "Alice Smith", "sent_id": 0, "pos": [0, 2], "type": "PER"},
+                {"name": "Smith", "sent_id": 1, "pos": [0, 1], "type": "PER"},
+            ],
+            [{"name": " ".join(born), "sent_id": 0, "pos": [5, city_end], "type": "LOC"}],
+            [{"name": "France", "sent_id": 1, "pos": [3, 4], "type": "LOC"}],
+        ],
+        "labels": labels + ([extra_label] if extra_label else []),
+    }
 
 
 def write_json(path: Path, data, compress: bool = False) -> Path:
@@ -100,10 +117,12 @@ def test_mention_spans_round_trip_to_names():
     record = DocREDDataModule().record("d", document("Paris", born=("New", "York", "City")), "here")
     assert record["text_a"] == "Alice Smith was born in New York City . Smith lives in France ."
     for entity in record["entities"]:
-        assert entity["qid"] is None and (entity["start"], entity["end"]) == (entity["mentions"][0]["start"],
-                                                                              entity["mentions"][0]["end"])
+        assert entity["qid"] is None and (entity["start"], entity["end"]) == (
+            entity["mentions"][0]["start"],
+            entity["mentions"][0]["end"],
+        )
         for mention in entity["mentions"]:
-            assert record["text_a"][mention["start"]:mention["end"]] == mention["name"]
+            assert record["text_a"][mention["start"] : mention["end"]] == mention["name"]
     assert [mention["name"] for mention in record["entities"][0]["mentions"]] == ["Alice Smith", "Smith"]
     assert record["label"] == sorted([[0, 1, relation("P19")], [0, 2, relation("P27")], [1, 2, relation("P17")]])
 
@@ -163,15 +182,18 @@ def malformed(change) -> list:
     return documents
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda d: d["vertexSet"][1][0].update(pos=[5, 9]), r"pos \[5, 9\], not a token span"),
-    (lambda d: d["vertexSet"][1][0].update(sent_id=2), "sent_id 2, outside"),
-    (lambda d: d["labels"][0].update(h=3), "h = 3 is not one of the document's 3 entities"),
-    (lambda d: d["labels"][0].update(t=-1), "t = -1"),
-    (lambda d: d["labels"][0].update(r="P9999"), "unknown relation 'P9999'"),
-    (lambda d: d.pop("vertexSet"), "missing key"),
-    (lambda d: d["vertexSet"].append([]), "entity 3: expected a non-empty list of mentions"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda d: d["vertexSet"][1][0].update(pos=[5, 9]), r"pos \[5, 9\], not a token span"),
+        (lambda d: d["vertexSet"][1][0].update(sent_id=2), "sent_id 2, outside"),
+        (lambda d: d["labels"][0].update(h=3), "h = 3 is not one of the document's 3 entities"),
+        (lambda d: d["labels"][0].update(t=-1), "t = -1"),
+        (lambda d: d["labels"][0].update(r="P9999"), "unknown relation 'P9999'"),
+        (lambda d: d.pop("vertexSet"), "missing key"),
+        (lambda d: d["vertexSet"].append([]), "entity 3: expected a non-empty list of mentions"),
+    ],
+)
 def test_malformed_documents_name_file_and_document(tmp_path, change, message):
     data_dir = revised_dir(tmp_path, [document("first")], malformed(change))
     with pytest.raises(KlmError, match=rf"test_revised\.json: document 1.*{message}"):
@@ -198,8 +220,10 @@ def encoded_batch(tokenizer, records, max_length=64):
 
 def two_documents():
     reader = DocREDDataModule()
-    records = [reader.record("a", document("a", born=("Paris",)), "here"),
-               reader.record("b", document("b", born=("Lyon",), extra_label={"r": "P131", "h": 1, "t": 2}), "here")]
+    records = [
+        reader.record("a", document("a", born=("Paris",)), "here"),
+        reader.record("b", document("b", born=("Lyon",), extra_label={"r": "P131", "h": 1, "t": 2}), "here"),
+    ]
     records[1]["entities"].append({**records[1]["entities"][2], "name": "Europe"})  # an entity in no fact
     return mark_in_train(records, set())
 
@@ -263,10 +287,18 @@ def test_reads_the_shared_redocred_files():
     assert len(set(ids)) == 1000
     assert sum(len(record["label"]) for records in splits.values() for record in records) == 17_284 + 17_448
     assert all(all(record["in_train"]) for record in splits["train"])
-    assert 0 < sum(flag for record in splits["test"] for flag in record["in_train"]) < sum(
-        len(record["label"]) for record in splits["test"])
+    assert (
+        0
+        < sum(flag for record in splits["test"] for flag in record["in_train"])
+        < sum(len(record["label"]) for record in splits["test"])
+    )
     # Mention names are DocRED's own strings: the joined tokens, up to spacing in all but a handful.
-    mentions = [(record["text_a"][m["start"]:m["end"]], m["name"])
-                for records in splits.values() for record in records for e in record["entities"] for m in e["mentions"]]
+    mentions = [
+        (record["text_a"][m["start"] : m["end"]], m["name"])
+        for records in splits.values()
+        for record in records
+        for e in record["entities"]
+        for m in e["mentions"]
+    ]
     same = sum(span.replace(" ", "") == name.replace(" ", "") for span, name in mentions)
     assert same >= 0.999 * len(mentions)

@@ -37,8 +37,11 @@ def test_ed_matches_direct_computation():
     tau = 0.05
     expected = []
     for b in range(2):
-        denominator = sum(math.exp(cos(entities[b, head[b]], entities[b, l]) / tau)
-                          for l in range(5) if mask[b, l] and l != head[b] and not ignore[b, l])
+        denominator = sum(
+            math.exp(cos(entities[b, head[b]], entities[b, other]) / tau)
+            for other in range(5)
+            if mask[b, other] and other != head[b] and not ignore[b, other]
+        )
         numerator = math.exp(cos(entities[b, head[b]], entities[b, tail[b]]) / tau)
         expected.append(-math.log(numerator / denominator))
     got = entity_discrimination_loss(entities, mask, head, tail, ignore, tau)
@@ -49,8 +52,17 @@ def test_ed_matches_direct_computation():
 def toy_pairs(seed=0):
     torch.manual_seed(seed)
     #            doc  head tail relation intra
-    rows = [(0, 0, 1, 1, True), (0, 2, 3, 1, False), (0, 0, 3, 2, True), (0, 1, 2, 0, False), (0, 3, 1, 0, True),
-            (1, 0, 1, 1, False), (1, 1, 2, 2, True), (1, 2, 0, 0, True), (1, 3, 0, 2, False)]
+    rows = [
+        (0, 0, 1, 1, True),
+        (0, 2, 3, 1, False),
+        (0, 0, 3, 2, True),
+        (0, 1, 2, 0, False),
+        (0, 3, 1, 0, True),
+        (1, 0, 1, 1, False),
+        (1, 1, 2, 2, True),
+        (1, 2, 0, 0, True),
+        (1, 3, 0, 2, False),
+    ]
     document, head, tail, relation, intra = (torch.tensor(column) for column in zip(*rows))
     return torch.randn(len(rows), 6, dtype=torch.float64), relation, document, head, tail, intra.bool()
 
@@ -84,7 +96,9 @@ def direct_rd(pairs, relation, document, head, tail, intra, terms, max_negatives
     return total
 
 
-@pytest.mark.parametrize("terms", [TERMS, [("intra", "intra")], [("cross", "cross")], [("intra", "cross"), ("cross", "intra")]])
+@pytest.mark.parametrize(
+    "terms", [TERMS, [("intra", "intra")], [("cross", "cross")], [("intra", "cross"), ("cross", "intra")]]
+)
 @pytest.mark.parametrize("max_negatives", [64, 1])
 def test_rd_matches_direct_computation(terms, max_negatives):
     args = toy_pairs()
@@ -123,7 +137,9 @@ def test_excluded_pair_does_not_affect_rd():
     base = relation_discrimination_loss(pairs, relation, document, head, tail, intra)
     moved_c, moved_d = pairs.clone(), pairs.clone()
     moved_c[2], moved_d[3] = pairs[0], pairs[0]
-    assert relation_discrimination_loss(moved_c, relation, document, head, tail, intra).item() == pytest.approx(base.item())
+    assert relation_discrimination_loss(moved_c, relation, document, head, tail, intra).item() == pytest.approx(
+        base.item()
+    )
     assert relation_discrimination_loss(moved_d, relation, document, head, tail, intra).item() > base.item() + 1e-3
     # The same four pairs in two documents: C (doc 1) is then a negative of A and B (doc 0).
     assert negative_mask(relation, torch.tensor([0, 0, 1, 0]), head, tail)[:2, 2].all()
@@ -142,8 +158,14 @@ def test_mask_tokens_never_masks_entities():
     input_ids = torch.randint(10, 1000, (4, 200))
     protected = torch.zeros(4, 200, dtype=torch.bool)
     protected[:, 20:80] = True
-    masked, labels = mask_tokens(input_ids, protected, mask_token_id=3, vocab_size=1000, probability=0.5,
-                                 generator=torch.Generator().manual_seed(0))
+    masked, labels = mask_tokens(
+        input_ids,
+        protected,
+        mask_token_id=3,
+        vocab_size=1000,
+        probability=0.5,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert torch.equal(masked[protected], input_ids[protected])
     assert (labels[protected] == -100).all()
     chosen = labels != -100
@@ -170,16 +192,27 @@ def mention(word, sentence, occurrence=0):
 
 
 def toy_document(identifier="d0"):
-    return {"id": identifier, "text": TEXT, "entities": [
-        {"qid": "Q90", "mentions": [mention("Paris", 0), mention("Paris", 3, 1)]},
-        {"qid": "Q142", "mentions": [mention("France", 0), mention("France", 2, 1)]},
-        {"qid": "Q64", "mentions": [mention("Berlin", 1), mention("Berlin", 3, 1)]},
-        {"qid": "Q183", "mentions": [mention("Germany", 1), mention("Germany", 2, 1)]},
-    ]}
+    return {
+        "id": identifier,
+        "text": TEXT,
+        "entities": [
+            {"qid": "Q90", "mentions": [mention("Paris", 0), mention("Paris", 3, 1)]},
+            {"qid": "Q142", "mentions": [mention("France", 0), mention("France", 2, 1)]},
+            {"qid": "Q64", "mentions": [mention("Berlin", 1), mention("Berlin", 3, 1)]},
+            {"qid": "Q183", "mentions": [mention("Germany", 1), mention("Germany", 2, 1)]},
+        ],
+    }
 
 
-TRIPLES = [("Q90", "P17", "Q142"), ("Q64", "P17", "Q183"), ("Q142", "P47", "Q183"), ("Q183", "P47", "Q142"),
-           ("Q142", "P36", "Q90"), ("Q183", "P36", "Q64"), ("Q90", "P17", "Q183")]
+TRIPLES = [
+    ("Q90", "P17", "Q142"),
+    ("Q64", "P17", "Q183"),
+    ("Q142", "P47", "Q183"),
+    ("Q183", "P47", "Q142"),
+    ("Q142", "P36", "Q90"),
+    ("Q183", "P36", "Q64"),
+    ("Q90", "P17", "Q183"),
+]
 
 
 def test_build_corpus_relations_and_format(tmp_path):
@@ -187,9 +220,18 @@ def test_build_corpus_relations_and_format(tmp_path):
     assert len(records) == 1
     record = records[0]
     facts = {(r["head"], r["tail"], r["relation"]) for r in record["relations"]}
-    assert facts == {(0, 1, "P17"), (2, 3, "P17"), (1, 3, "P47"), (3, 1, "P47"), (1, 0, "P36"), (3, 2, "P36"),
-                     (0, 3, "P17")}
-    assert len(record["relations"]) + len(record["no_relation"]) == 12  # each of the 12 ordered pairs once (one relation each here)
+    assert facts == {
+        (0, 1, "P17"),
+        (2, 3, "P17"),
+        (1, 3, "P47"),
+        (3, 1, "P47"),
+        (1, 0, "P36"),
+        (3, 2, "P36"),
+        (0, 3, "P17"),
+    }
+    assert (
+        len(record["relations"]) + len(record["no_relation"]) == 12
+    )  # each of the 12 ordered pairs once (one relation each here)
     by_pair = {(r["head"], r["tail"]): r for r in record["relations"]}
     assert by_pair[(0, 1)]["intra"] and by_pair[(0, 1)]["name"] == "country"
     assert not by_pair[(0, 3)]["intra"]  # Paris: sentences 0, 3; Germany: 1, 2
@@ -205,10 +247,14 @@ def test_build_corpus_filters_and_test_pairs():
     assert build_corpus([toy_document()], TRIPLES, min_relations=8) == []
     assert build_corpus([toy_document()], TRIPLES, min_entities=5) == []
     removed = build_corpus([toy_document()], TRIPLES, test_pairs={("Q90", "Q142"), ("Q142", "Q183")})[0]
-    pairs = {(r["head"], r["tail"]) for r in removed["relations"]} | {(p["head"], p["tail"]) for p in removed["no_relation"]}
+    pairs = {(r["head"], r["tail"]) for r in removed["relations"]} | {
+        (p["head"], p["tail"]) for p in removed["no_relation"]
+    }
     assert (0, 1) not in pairs and (1, 3) not in pairs and (3, 1) in pairs
     # 7 → 5 relations; with min 6 the document goes
-    assert build_corpus([toy_document()], TRIPLES, test_pairs={("Q90", "Q142"), ("Q142", "Q183")}, min_relations=6) == []
+    assert (
+        build_corpus([toy_document()], TRIPLES, test_pairs={("Q90", "Q142"), ("Q142", "Q183")}, min_relations=6) == []
+    )
 
 
 # -- pretraining --------------------------------------------------------------------------------
@@ -248,8 +294,9 @@ def test_pretraining_lowers_ed_and_rd(tmp_path):
     from knowledge_lm.methods.erica import EricaPretraining
 
     before = ed_rd(EricaPretraining(model, tokenizer, total_steps=20))
-    module = pretrain(corpus, model, tokenizer, steps=20, output_dir=tmp_path / "ckpt", batch_size=4, lr=1e-3,
-                      warmup_ratio=0.2)
+    module = pretrain(
+        corpus, model, tokenizer, steps=20, output_dir=tmp_path / "ckpt", batch_size=4, lr=1e-3, warmup_ratio=0.2
+    )
     after = ed_rd(module)
     assert after[0] < before[0] and after[1] < before[1]
     manifest = json.loads((tmp_path / "ckpt" / "manifest.json").read_text())
@@ -291,7 +338,9 @@ def test_erica_method_refuses_a_non_erica_backbone():
 
 
 # -- objective sets (ablations) -----------------------------------------------------------------
-@pytest.mark.parametrize("name", ["erica", "erica-mlm-only", "erica-ed", "erica-rd", "erica-rd-intra", "erica-rd-cross"])
+@pytest.mark.parametrize(
+    "name", ["erica", "erica-mlm-only", "erica-ed", "erica-rd", "erica-rd-intra", "erica-rd-cross"]
+)
 def test_objective_set_yields_only_its_losses(name, tmp_path):
     from knowledge_lm.backbones import load_backbone
     from knowledge_lm.methods.erica import OBJECTIVES, EricaPretraining, objective_options
@@ -344,11 +393,19 @@ def test_annotated_relations_and_name_keyed_test_pairs():
     document = toy_document()
     for entity in document["entities"]:
         entity["qid"] = None
-    document["relations"] = [{"head": 0, "tail": 1, "relation": "P17"}, {"head": 2, "tail": 3, "relation": "P17"},
-                             {"head": 1, "tail": 3, "relation": "P47"}, {"head": 3, "tail": 1, "relation": "P47"}]
+    document["relations"] = [
+        {"head": 0, "tail": 1, "relation": "P17"},
+        {"head": 2, "tail": 3, "relation": "P17"},
+        {"head": 1, "tail": 3, "relation": "P47"},
+        {"head": 3, "tail": 1, "relation": "P47"},
+    ]
     record = build_corpus([document], [], {"P17": "country"})[0]
-    assert {(r["head"], r["tail"], r["relation"]) for r in record["relations"]} == {(0, 1, "P17"), (2, 3, "P17"),
-                                                                                    (1, 3, "P47"), (3, 1, "P47")}
+    assert {(r["head"], r["tail"], r["relation"]) for r in record["relations"]} == {
+        (0, 1, "P17"),
+        (2, 3, "P17"),
+        (1, 3, "P47"),
+        (3, 1, "P47"),
+    }
     assert build_corpus([document], [], test_pairs={("name:paris", "name:france")}) == []  # 3 relations left
 
 
@@ -364,12 +421,19 @@ def test_pack_sentences_follows_shared_entities():
             position += len(word) + 1
         return {"text": text, "entities": entities}
 
-    sentences = [sentence("A knows B .", "A", "B"), sentence("C likes D .", "C", "D"), sentence("B met C .", "B", "C"),
-                 sentence("A saw E .", "A", "E")]
+    sentences = [
+        sentence("A knows B .", "A", "B"),
+        sentence("C likes D .", "C", "D"),
+        sentence("B met C .", "B", "C"),
+        sentence("A saw E .", "A", "E"),
+    ]
     documents = pack_sentences(sentences, per_document=3)
     assert [d["text"] for d in documents] == ["A knows B . A saw E . B met C .", "C likes D ."]
     a = documents[0]["entities"][0]
-    assert a["qid"] == "A" and [(m["sent_id"], documents[0]["text"][m["start"]:m["end"]]) for m in a["mentions"]] == [(0, "A"), (1, "A")]
+    assert a["qid"] == "A" and [(m["sent_id"], documents[0]["text"][m["start"] : m["end"]]) for m in a["mentions"]] == [
+        (0, "A"),
+        (1, "A"),
+    ]
 
 
 def fake_redocred(data_dir: Path, documents: int = 10):
@@ -378,20 +442,29 @@ def fake_redocred(data_dir: Path, documents: int = 10):
     def document(number):
         names = [f"Alpha{number}", f"Beta{number}", f"Gamma{number}", "Berlin", "Paris"]
         sents = [[names[0], "is", "near", names[1], "."], [names[2], "and", names[3], "and", names[4], "."]]
-        vertex = [[{"name": names[0], "sent_id": 0, "pos": [0, 1], "type": "LOC"}],
-                  [{"name": names[1], "sent_id": 0, "pos": [3, 4], "type": "LOC"}],
-                  [{"name": names[2], "sent_id": 1, "pos": [0, 1], "type": "LOC"}],
-                  [{"name": names[3], "sent_id": 1, "pos": [2, 3], "type": "LOC"}],
-                  [{"name": names[4], "sent_id": 1, "pos": [4, 5], "type": "LOC"}]]
-        labels = [{"h": 0, "t": 1, "r": "P17", "evidence": []}, {"h": 2, "t": 3, "r": "P131", "evidence": []},
-                  {"h": 0, "t": 4, "r": "P17", "evidence": []}, {"h": 3, "t": 4, "r": "P17", "evidence": []}]
+        vertex = [
+            [{"name": names[0], "sent_id": 0, "pos": [0, 1], "type": "LOC"}],
+            [{"name": names[1], "sent_id": 0, "pos": [3, 4], "type": "LOC"}],
+            [{"name": names[2], "sent_id": 1, "pos": [0, 1], "type": "LOC"}],
+            [{"name": names[3], "sent_id": 1, "pos": [2, 3], "type": "LOC"}],
+            [{"name": names[4], "sent_id": 1, "pos": [4, 5], "type": "LOC"}],
+        ]
+        labels = [
+            {"h": 0, "t": 1, "r": "P17", "evidence": []},
+            {"h": 2, "t": 3, "r": "P131", "evidence": []},
+            {"h": 0, "t": 4, "r": "P17", "evidence": []},
+            {"h": 3, "t": 4, "r": "P17", "evidence": []},
+        ]
         return {"title": f"t{number}", "sents": sents, "vertexSet": vertex, "labels": labels}
 
     half = documents // 2
     write(data_dir / "redocred" / "dev_revised.json", json.dumps([document(i) for i in range(half)]))
     write(data_dir / "redocred" / "test_revised.json", json.dumps([document(i) for i in range(half, documents)]))
     write(data_dir / "wikidata_kg" / "triples.tsv", "head_qid\trelation_pid\ttail_qid\nQ1\tP31\tQ2\n")
-    write(data_dir / "wikidata_kg" / "entities.jsonl", json.dumps({"qid": "Q90", "label": "Paris", "surface_forms": []}) + "\n")
+    write(
+        data_dir / "wikidata_kg" / "entities.jsonl",
+        json.dumps({"qid": "Q90", "label": "Paris", "surface_forms": []}) + "\n",
+    )
 
 
 def test_redocred_corpus_uses_train_documents_links_names_and_drops_test_pairs(tmp_path):
@@ -418,8 +491,13 @@ def test_user_jsonl_corpus_links_raw_text(tmp_path):
 
     kg = tmp_path / "kg"
     write(kg / "triples.tsv", "".join(f"{h}\t{p}\t{t}\n" for h, p, t in TRIPLES))
-    write(kg / "entities.jsonl", "".join(json.dumps({"qid": q, "label": label}) + "\n" for q, label in
-                                         [("Q90", "Paris"), ("Q142", "France"), ("Q64", "Berlin"), ("Q183", "Germany")]))
+    write(
+        kg / "entities.jsonl",
+        "".join(
+            json.dumps({"qid": q, "label": label}) + "\n"
+            for q, label in [("Q90", "Paris"), ("Q142", "France"), ("Q64", "Berlin"), ("Q183", "Germany")]
+        ),
+    )
     corpus = write(tmp_path / "mine.jsonl", json.dumps({"id": "x", "text": TEXT}) + "\n")
     (record,) = build_erica_corpus(str(corpus), kg_dir=kg, exclude_test=[])
     assert {e["qid"] for e in record["entities"]} == {"Q90", "Q142", "Q64", "Q183"}
@@ -447,9 +525,32 @@ def test_klm_pretrain_writes_a_checkpoint_bench_accepts(tmp_path, capsys):
     from knowledge_lm.registry import METHODS
 
     out = tmp_path / "ckpt"
-    code = main(["pretrain", "--method", "erica-rd-cross", "--corpus", "generated", "--backbone", "tiny", "--steps", "2",
-                 "--batch-size", "2", "--max-length", "64", "--min-relations", "2", "--out", str(out), "--quiet",
-                 "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "results")])
+    code = main(
+        [
+            "pretrain",
+            "--method",
+            "erica-rd-cross",
+            "--corpus",
+            "generated",
+            "--backbone",
+            "tiny",
+            "--steps",
+            "2",
+            "--batch-size",
+            "2",
+            "--max-length",
+            "64",
+            "--min-relations",
+            "2",
+            "--out",
+            str(out),
+            "--quiet",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--results-dir",
+            str(tmp_path / "results"),
+        ]
+    )
     assert code == 0
     manifest = json.loads((out / "manifest.json").read_text())
     record = json.loads((tmp_path / "results" / "pretraining" / "ckpt.json").read_text())  # the store keeps the run
@@ -462,22 +563,34 @@ def test_klm_pretrain_writes_a_checkpoint_bench_accepts(tmp_path, capsys):
     METHODS.get("erica-rd-cross")(encoder, GeneratedDataModule.spec("facts"))
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--corpus", "nope"], "unknown ERICA corpus source 'nope'"),
-    (["--corpus", "/does/not/exist.jsonl"], "does not exist"),
-    (["--corpus", "generated", "--steps", "0"], "steps > 0"),
-    (["--corpus", "generated", "--method", "erica-xx"], "unknown ERICA objectives"),
-    (["--corpus", "generated", "--objectives", "mlm"], "contradicts --method erica"),
-    (["--corpus", "generated", "--exclude-test", "squad"], "unknown test set 'squad'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--corpus", "nope"], "unknown ERICA corpus source 'nope'"),
+        (["--corpus", "/does/not/exist.jsonl"], "does not exist"),
+        (["--corpus", "generated", "--steps", "0"], "steps > 0"),
+        (["--corpus", "generated", "--method", "erica-xx"], "unknown ERICA objectives"),
+        (["--corpus", "generated", "--objectives", "mlm"], "contradicts --method erica"),
+        (["--corpus", "generated", "--exclude-test", "squad"], "unknown test set 'squad'"),
+    ],
+)
 def test_klm_pretrain_bad_input(tmp_path, capsys, args, message):
     from knowledge_lm.cli import main
 
     base = {"--steps": "2", "--backbone": "tiny"}
     for index in range(0, len(args), 2):
         base[args[index]] = args[index + 1]
-    code = main(["pretrain", "--out", str(tmp_path / "ckpt"), "--quiet", "--cache-dir", str(tmp_path / "cache"),
-                 *[part for pair in base.items() for part in pair]])
+    code = main(
+        [
+            "pretrain",
+            "--out",
+            str(tmp_path / "ckpt"),
+            "--quiet",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            *[part for pair in base.items() for part in pair],
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0] and err[0].startswith("error: ")
     assert not (tmp_path / "ckpt").exists() and not list(tmp_path.glob(".*partial*"))

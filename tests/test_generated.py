@@ -14,9 +14,13 @@ SMALL = dict(train_size=600, dev_size=200, test_size=200, num_entities=400)
 
 # Independent of the generator's own template table: what each template's claim follows in the KG.
 TEMPLATE_PATHS = {
-    "born_city": ("born_in",), "works_for": ("works_for",), "hq_city": ("headquartered_in",),
-    "city_country": ("located_in",), "river_country": ("flows_through",),
-    "born_country": ("born_in", "located_in"), "works_city": ("works_for", "headquartered_in"),
+    "born_city": ("born_in",),
+    "works_for": ("works_for",),
+    "hq_city": ("headquartered_in",),
+    "city_country": ("located_in",),
+    "river_country": ("flows_through",),
+    "born_country": ("born_in", "located_in"),
+    "works_city": ("works_for", "headquartered_in"),
     "hq_country": ("headquartered_in", "located_in"),
 }
 
@@ -44,7 +48,9 @@ def reached_from(graph, qid, path):
     """Entities reached along ``path`` (relation names) in a networkx MultiDiGraph."""
     frontier = {qid}
     for relation in path:
-        frontier = {tail for head in frontier for _, tail, name in graph.out_edges(head, data="relation") if name == relation}
+        frontier = {
+            tail for head in frontier for _, tail, name in graph.out_edges(head, data="relation") if name == relation
+        }
     return frontier
 
 
@@ -98,7 +104,9 @@ def test_redundancy(redundant):
     for records in redundant.splits.values():
         knowledge = [record for record in records if record["kind"] != "text"]
         assert abs(sum(record["redundant"] for record in knowledge) / len(knowledge) - 0.3) <= 0.03
-        assert all(record["needs_knowledge"] == (record["kind"] != "text" and not record["redundant"]) for record in records)
+        assert all(
+            record["needs_knowledge"] == (record["kind"] != "text" and not record["redundant"]) for record in records
+        )
 
 
 def test_redundant_texts_state_the_needed_facts(redundant):
@@ -126,7 +134,7 @@ def test_offsets_match_mentions(default, noisy):
     for data in (default, noisy):
         for record in all_records(data):
             for link in record["entities"]:
-                assert record["text_a"][link["start"]:link["end"]] == link["mention"]
+                assert record["text_a"][link["start"] : link["end"]] == link["mention"]
                 assert link["mention"] in data.kg.entities[link["gold_qid"]].surface_forms
 
 
@@ -184,8 +192,9 @@ def test_text_alone_is_insufficient_but_the_kg_suffices(default):
     train = default.splits["train"]
     test = [record for record in default.splits["test"] if record["needs_knowledge"]]
     vectorizer = CountVectorizer(ngram_range=(1, 2), lowercase=True)
-    model = LogisticRegression(max_iter=2000).fit(vectorizer.fit_transform([record["text_a"] for record in train]),
-                                                  [record["label"] for record in train])
+    model = LogisticRegression(max_iter=2000).fit(
+        vectorizer.fit_transform([record["text_a"] for record in train]), [record["label"] for record in train]
+    )
     predictions = model.predict(vectorizer.transform([record["text_a"] for record in test]))
     bag_of_words_accuracy = sum(int(p == record["label"]) for p, record in zip(predictions, test)) / len(test)
     assert bag_of_words_accuracy < 0.65
@@ -198,7 +207,14 @@ def test_export_round_trip(tmp_path):
     knobs = dict(seed=3, redundancy=0.2, link_noise=0.1, **SMALL)
     folder = export(tmp_path, **knobs)
     assert sorted(path.name for path in folder.iterdir()) == [
-        "dev.jsonl", "entities.jsonl", "knobs.json", "relations.tsv", "test.jsonl", "train.jsonl", "triples.tsv"]
+        "dev.jsonl",
+        "entities.jsonl",
+        "knobs.json",
+        "relations.tsv",
+        "test.jsonl",
+        "train.jsonl",
+        "triples.tsv",
+    ]
     assert (folder / "triples.tsv").read_text().splitlines()[0] == "head_qid\trelation_pid\ttail_qid"
     expected = generate(**knobs)
     module = GeneratedDataModule(data_dir=tmp_path)

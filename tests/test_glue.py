@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import SHARED
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
@@ -15,8 +16,6 @@ from knowledge_lm.data.glue import GlueDataModule
 from knowledge_lm.errors import KlmError
 from knowledge_lm.metrics import compute
 from knowledge_lm.registry import DATASETS
-from helpers import SHARED
-
 
 # task -> split -> (rows, label counts by label name or None), as the SOURCE.md files give them.
 EXPECTED = {
@@ -25,11 +24,13 @@ EXPECTED = {
     "sst2": {"train": (67349, {"1": 37569, "0": 29780}), "dev": (872, {"1": 444, "0": 428})},
     "mrpc": {"train": (3668, {"1": 2474, "0": 1194}), "dev": (408, {"1": 279, "0": 129})},
     "stsb": {"train": (5749, None), "dev": (1500, None)},
-    "qnli": {"train": (8999, None), "dev": (1000, None),
-             "test": (5463, {"entailment": 2702, "not_entailment": 2761})},
-    "mnli": {"train": (8999, None), "dev": (1000, None),
-             "test": (9815, {"entailment": 3479, "neutral": 3123, "contradiction": 3213}),
-             "test_mismatched": (9832, {"entailment": 3463, "neutral": 3129, "contradiction": 3240})},
+    "qnli": {"train": (8999, None), "dev": (1000, None), "test": (5463, {"entailment": 2702, "not_entailment": 2761})},
+    "mnli": {
+        "train": (8999, None),
+        "dev": (1000, None),
+        "test": (9815, {"entailment": 3479, "neutral": 3123, "contradiction": 3213}),
+        "test_mismatched": (9832, {"entailment": 3463, "neutral": 3129, "contradiction": 3240}),
+    },
     "qqp": {"train": (8999, {"0": 5747, "1": 3252}), "dev": (1000, {"0": 623, "1": 377})},
     "wnli": {"train": (635, None), "dev": (71, None)},
 }
@@ -99,18 +100,33 @@ def test_shared_data_first_rows():
 
 
 # -- the official GLUE layout --------------------------------------------------------------------
-RTE_TSV = ("index\tsentence1\tsentence2\tlabel\n"
-           "0\tA man sleeps.\tA person sleeps.\tentailment\n"
-           "1\tA cat runs.\tA dog sits.\tnot_entailment\n")
+RTE_TSV = (
+    "index\tsentence1\tsentence2\tlabel\n"
+    "0\tA man sleeps.\tA person sleeps.\tentailment\n"
+    "1\tA cat runs.\tA dog sits.\tnot_entailment\n"
+)
 
 
 def mnli_tsv(rows: list[tuple[str, str, str]]) -> str:
-    columns = ["index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
-               "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "label1", "gold_label"]
+    columns = [
+        "index",
+        "promptID",
+        "pairID",
+        "genre",
+        "sentence1_binary_parse",
+        "sentence2_binary_parse",
+        "sentence1_parse",
+        "sentence2_parse",
+        "sentence1",
+        "sentence2",
+        "label1",
+        "gold_label",
+    ]
     lines = ["\t".join(columns)]
     for index, (premise, hypothesis, label) in enumerate(rows):
-        lines.append("\t".join([str(index), "1", f"{index}e", "fiction", "(", "(", "(", "(",
-                                premise, hypothesis, label, label]))
+        lines.append(
+            "\t".join([str(index), "1", f"{index}e", "fiction", "(", "(", "(", "(", premise, hypothesis, label, label])
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -147,7 +163,8 @@ def test_official_layout_cola_sst2_mrpc_stsb_qqp_qnli(tmp_path):
 
     # QQP/QNLI official: the full train, 1 row in 10 (at most 1,000) held out as dev; GLUE dev is test.
     qqp = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n" + "".join(
-        f"{i}\t{2 * i}\t{2 * i + 1}\tQ{i}?\tR{i}?\t{i % 2}\n" for i in range(30))
+        f"{i}\t{2 * i}\t{2 * i + 1}\tQ{i}?\tR{i}?\t{i % 2}\n" for i in range(30)
+    )
     write(tmp_path / "QQP" / "train.tsv", qqp)
     write(tmp_path / "QQP" / "dev.tsv", qqp)
     splits = read("qqp", tmp_path)
@@ -163,13 +180,21 @@ def test_official_layout_cola_sst2_mrpc_stsb_qqp_qnli(tmp_path):
 
 
 def test_official_layout_mnli(tmp_path):
-    rows = [("P one.", "H one.", "entailment"), ("P two.", "H two.", "neutral"), ("P three.", "H three.", "contradiction")]
+    rows = [
+        ("P one.", "H one.", "entailment"),
+        ("P two.", "H two.", "neutral"),
+        ("P three.", "H three.", "contradiction"),
+    ]
     write(tmp_path / "MNLI" / "train.tsv", mnli_tsv(rows * 4))
     write(tmp_path / "MNLI" / "dev_matched.tsv", mnli_tsv(rows))
     write(tmp_path / "MNLI" / "dev_mismatched.tsv", mnli_tsv(rows[:2]), compress=True)
     splits = read("mnli", tmp_path)
     assert {split: len(records) for split, records in splits.items()} == {
-        "train": 11, "dev": 1, "test": 3, "test_mismatched": 2}
+        "train": 11,
+        "dev": 1,
+        "test": 3,
+        "test_mismatched": 2,
+    }
     assert [r["label"] for r in splits["test"]] == [0, 1, 2]
     assert splits["test"][0]["text_a"] == "P one." and splits["test"][0]["text_b"] == "H one."
 
@@ -254,7 +279,9 @@ def test_malformed_jsonl(tmp_path):
     write(folder / "validation_matched.jsonl", good + '{"premise": "p", "hypo\n', compress=True)
     with pytest.raises(KlmError, match=r"validation_matched\.jsonl\.gz:2: malformed JSON"):
         read("mnli", tmp_path)
-    write(folder / "validation_matched.jsonl", good + '{"premise": "p", "hypothesis": "h", "label": -1}\n', compress=True)
+    write(
+        folder / "validation_matched.jsonl", good + '{"premise": "p", "hypothesis": "h", "label": -1}\n', compress=True
+    )
     with pytest.raises(KlmError, match=r"validation_matched\.jsonl\.gz:2: bad label -1"):
         read("mnli", tmp_path)
 
@@ -340,20 +367,37 @@ def test_hub_fallback_maps_columns_and_splits(tmp_path, monkeypatch):
     import datasets
 
     monkeypatch.setattr("knowledge_lm.data.glue.offline", lambda: False)  # as if the hub were reachable
-    part = datasets.Dataset.from_dict({"premise": [f"p{i}" for i in range(20)],
-                                       "hypothesis": [f"h{i}" for i in range(20)], "label": [i % 3 for i in range(20)]})
+    part = datasets.Dataset.from_dict(
+        {
+            "premise": [f"p{i}" for i in range(20)],
+            "hypothesis": [f"h{i}" for i in range(20)],
+            "label": [i % 3 for i in range(20)],
+        }
+    )
     calls = []
-    monkeypatch.setattr(datasets, "load_dataset", lambda *args: calls.append(args) or {
-        "train": part, "validation_matched": part, "validation_mismatched": part.select(range(5))})
+    monkeypatch.setattr(
+        datasets,
+        "load_dataset",
+        lambda *args: (
+            calls.append(args)
+            or {"train": part, "validation_matched": part, "validation_mismatched": part.select(range(5))}
+        ),
+    )
     splits = read("mnli", tmp_path)
     assert calls == [("nyu-mll/glue", "mnli")]
     assert {split: len(records) for split, records in splits.items()} == {
-        "train": 18, "dev": 2, "test": 20, "test_mismatched": 5}
+        "train": 18,
+        "dev": 2,
+        "test": 20,
+        "test_mismatched": 5,
+    }
     assert splits["test"][2] == {"id": "mnli-test-2", "text_a": "p2", "text_b": "h2", "label": 2}
 
     def fail(*args):
         raise ConnectionError("no route\nto host")
 
     monkeypatch.setattr(datasets, "load_dataset", fail)
-    with pytest.raises(KlmError, match="no GLUE rte data under .*the hub \\(nyu-mll/glue\\) failed too: no route to host$"):
+    with pytest.raises(
+        KlmError, match="no GLUE rte data under .*the hub \\(nyu-mll/glue\\) failed too: no route to host$"
+    ):
         read("rte", tmp_path)

@@ -14,11 +14,23 @@ SIZES = {"train_size": 40, "dev_size": 10, "test_size": 12}
 
 def generated_result(dataset_options=None, backbone="tiny", **train) -> dict:
     """What a cell records that its gold depends on: a generated/facts cell on the tiny backbone."""
-    return {"cell": {"method": "baseline", "dataset": "generated", "task": "facts", "fraction": 1.0, "seed": 1,
-                     "backbone": backbone, "variant": ""},
-            "config": {"dataset_options": dict(SIZES) if dataset_options is None else dataset_options,
-                       "train": {"max_length": 32, "eval_batch_size": 8, **train}},
-            "backbone": {"name": backbone}, "report_split": "test"}
+    return {
+        "cell": {
+            "method": "baseline",
+            "dataset": "generated",
+            "task": "facts",
+            "fraction": 1.0,
+            "seed": 1,
+            "backbone": backbone,
+            "variant": "",
+        },
+        "config": {
+            "dataset_options": dict(SIZES) if dataset_options is None else dataset_options,
+            "train": {"max_length": 32, "eval_batch_size": 8, **train},
+        },
+        "backbone": {"name": backbone},
+        "report_split": "test",
+    }
 
 
 def test_gold_is_the_evaluation_loaders_gold_without_the_train_split_or_knowledge(tmp_path, monkeypatch):
@@ -31,34 +43,52 @@ def test_gold_is_the_evaluation_loaders_gold_without_the_train_split_or_knowledg
     monkeypatch.setenv("KLM_CACHE_DIR", str(tmp_path / "cache"))
     split_gold.cache_clear()
     gold = report_gold(generated_result())
-    assert [path.name.split("-")[0] for path in (tmp_path / "cache" / "tokenized" / "generated" / "facts").iterdir()] == ["test"]
+    assert [
+        path.name.split("-")[0] for path in (tmp_path / "cache" / "tokenized" / "generated" / "facts").iterdir()
+    ] == ["test"]
     [cached] = (tmp_path / "cache" / "gold" / "generated" / "facts").iterdir()
     assert json.loads(cached.read_text())["gold"] == gold
 
-    data = GeneratedDataModule(tokenizer=load_tokenizer("tiny"), max_length=32, eval_batch_size=5, cache_dir=tmp_path / "set-up", **SIZES)
+    data = GeneratedDataModule(
+        tokenizer=load_tokenizer("tiny"), max_length=32, eval_batch_size=5, cache_dir=tmp_path / "set-up", **SIZES
+    )
     data.setup()
-    assert gold == [answer for batch in data.val_dataloader()[data.eval_split_names.index("test")]
-                    for answer in data.task_kind.gold(batch)]
+    assert gold == [
+        answer
+        for batch in data.val_dataloader()[data.eval_split_names.index("test")]
+        for answer in data.task_kind.gold(batch)
+    ]
     assert len(gold) == SIZES["test_size"] and set(gold) <= {0, 1}
     split_gold.cache_clear()
     assert report_gold(generated_result({**SIZES, "knowledge": {"link_noise": 0.3}}, eval_batch_size=3)) == gold
 
 
-@pytest.mark.parametrize("dataset, task, split", [("openentity", "main", "test"), ("semeval2010", "main", "test"),
-                                                  ("glue", "stsb", "dev"), ("redocred", "revised", "test"),
-                                                  ("fewrel", "main", "test")])
+@pytest.mark.parametrize(
+    "dataset, task, split",
+    [
+        ("openentity", "main", "test"),
+        ("semeval2010", "main", "test"),
+        ("glue", "stsb", "dev"),
+        ("redocred", "revised", "test"),
+        ("fewrel", "main", "test"),
+    ],
+)
 def test_gold_of_shared_datasets_matches_a_set_up_module(shared_data, tmp_path, dataset, task, split):
     """Typing (multi-hot), relation, regression and document-level gold, from the data directory."""
     from knowledge_lm.backbones import load_tokenizer
     from knowledge_lm.gold import report_gold
     from knowledge_lm.registry import DATASETS
 
-    result = {"cell": {"dataset": dataset, "task": task, "backbone": "tiny"}, "backbone": {"name": "tiny"},
-              "config": {"dataset_options": {"knowledge": {}}, "train": {"max_length": 48, "eval_batch_size": 64}},
-              "report_split": split}
+    result = {
+        "cell": {"dataset": dataset, "task": task, "backbone": "tiny"},
+        "backbone": {"name": "tiny"},
+        "config": {"dataset_options": {"knowledge": {}}, "train": {"max_length": 48, "eval_batch_size": 64}},
+        "report_split": split,
+    }
     gold = report_gold(result, shared_data)
-    data = DATASETS.get(dataset)(task=task, tokenizer=load_tokenizer("tiny"), data_dir=shared_data, max_length=48,
-                                 cache_dir=tmp_path)
+    data = DATASETS.get(dataset)(
+        task=task, tokenizer=load_tokenizer("tiny"), data_dir=shared_data, max_length=48, cache_dir=tmp_path
+    )
     data.setup()
     assert data.report_split == split
     assert gold == [answer for batch in data.evaluation_loader(split) for answer in data.task_kind.gold(batch)]
@@ -68,8 +98,12 @@ def test_missing_data_gives_no_gold_and_one_warning(tmp_path, monkeypatch, capsy
     from knowledge_lm.gold import report_gold
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    result = {"cell": {"dataset": "glue", "task": "rte", "backbone": "tiny"}, "backbone": {"name": "tiny"},
-              "config": {"dataset_options": {}, "train": {"max_length": 32, "eval_batch_size": 8}}, "report_split": "dev"}
+    result = {
+        "cell": {"dataset": "glue", "task": "rte", "backbone": "tiny"},
+        "backbone": {"name": "tiny"},
+        "config": {"dataset_options": {}, "train": {"max_length": 32, "eval_batch_size": 8}},
+        "report_split": "dev",
+    }
     assert report_gold(result, tmp_path) is None
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("warning: no gold for glue/rte") and "no GLUE rte data" in line
@@ -84,7 +118,9 @@ def test_older_predictions_files_are_read_as_their_golds_hash_and_stripped(tmp_p
     assert strip_gold(path) and not strip_gold(path)
     with gzip.open(path, "rt") as stored:
         assert json.load(stored) == expected
-    assert gold_sha256([{"in_train": [True], "facts": [[0, 1, 2]]}]) == gold_sha256([{"facts": [[0, 1, 2]], "in_train": [True]}])
+    assert gold_sha256([{"in_train": [True], "facts": [[0, 1, 2]]}]) == gold_sha256(
+        [{"facts": [[0, 1, 2]], "in_train": [True]}]
+    )
 
 
 def test_strip_gold_command_rewrites_every_older_file(tmp_path, capsys):

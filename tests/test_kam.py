@@ -31,16 +31,24 @@ def features():
     words and two expansion words (a 2-piece one with PMI to word 0, then a 1-piece one); text 1 has a named
     entity and a linked mention that differ, each partly truncated away, and no expansion word."""
     return [
-        {"links": [{"segment": 0, "tokens": [2, 3, 4], "candidates": [["Q1", 1.0]]}],
-         "ner": [{"segment": 0, "tokens": [2, 3, 4], "label": "ORG"}],
-         "phrases": [{"segment": 0, "tokens": [1, 2, 3, 4]}],
-         "words": [{"tokens": [1]}, {"tokens": [2, 3, 4]}, {"tokens": [5]}],
-         "pmi_pairs": [[0, 2, 0.5]],
-         "pmi_expansion": [{"word": "omega", "ids": [1010, 1011], "pmi": [[0, 0.25]]},
-                           {"word": "rho", "ids": [1012], "pmi": [[2, 0.75]]}]},
-        {"links": [{"segment": 0, "tokens": [1, 40], "candidates": [["Q2", 1.0]]}],  # 40: truncated away
-         "ner": [{"segment": 0, "tokens": [2, 40], "label": "PERSON"}],
-         "phrases": [], "words": [{"tokens": [1]}], "pmi_expansion": []},
+        {
+            "links": [{"segment": 0, "tokens": [2, 3, 4], "candidates": [["Q1", 1.0]]}],
+            "ner": [{"segment": 0, "tokens": [2, 3, 4], "label": "ORG"}],
+            "phrases": [{"segment": 0, "tokens": [1, 2, 3, 4]}],
+            "words": [{"tokens": [1]}, {"tokens": [2, 3, 4]}, {"tokens": [5]}],
+            "pmi_pairs": [[0, 2, 0.5]],
+            "pmi_expansion": [
+                {"word": "omega", "ids": [1010, 1011], "pmi": [[0, 0.25]]},
+                {"word": "rho", "ids": [1012], "pmi": [[2, 0.75]]},
+            ],
+        },
+        {
+            "links": [{"segment": 0, "tokens": [1, 40], "candidates": [["Q2", 1.0]]}],  # 40: truncated away
+            "ner": [{"segment": 0, "tokens": [2, 40], "label": "PERSON"}],
+            "phrases": [],
+            "words": [{"tokens": [1]}],
+            "pmi_expansion": [],
+        },
     ]
 
 
@@ -101,7 +109,7 @@ def test_padding_does_not_leak_through_the_conv(tokenizer):
     padded = tokenizer(["alpha beta", "gamma delta epsilon zeta eta"], padding=True, return_tensors="pt")
     with torch.no_grad():
         expected = model.encode({**alone, "knowledge": [example]})[0]
-        states = model.encode({**padded, "knowledge": [example, example]})[0, :len(expected)]
+        states = model.encode({**padded, "knowledge": [example, example]})[0, : len(expected)]
     assert torch.allclose(states, expected, atol=1e-6)
 
 
@@ -135,8 +143,10 @@ def test_ablations_share_the_logit_channels_and_each_maps_weights():
             assert torch.equal(ours.conv.weight[:, :heads], theirs.conv.weight[:, :heads])
             assert torch.equal(ours.conv.bias, theirs.conv.bias)
             for name in set(DEFAULT_MAPS) & set(ablation.maps):
-                assert torch.equal(ours.conv.weight[:, heads + full.maps.index(name)],
-                                   theirs.conv.weight[:, heads + ablation.maps.index(name)])
+                assert torch.equal(
+                    ours.conv.weight[:, heads + full.maps.index(name)],
+                    theirs.conv.weight[:, heads + ablation.maps.index(name)],
+                )
     other = seeded("kam", seed=1)
     layers = full.kam_layers
     assert not torch.equal(other.kam_layers[0].conv.weight, layers[0].conv.weight)
@@ -152,7 +162,12 @@ def test_new_modules_are_the_convs_and_train_at_their_own_rate():
     assert model.new_modules() == [layer.conv for layer in model.kam_layers]
     assert kam("kam-no-conv").new_modules() == []
     optimizer = model.configure_optimizers()["optimizer"]
-    fast = {id(parameter) for group in optimizer.param_groups if group["initial_lr"] == 1e-3 for parameter in group["params"]}
+    fast = {
+        id(parameter)
+        for group in optimizer.param_groups
+        if group["initial_lr"] == 1e-3
+        for parameter in group["params"]
+    }
     assert fast == {id(parameter) for conv in model.new_modules() for parameter in conv.parameters()}
 
 
@@ -187,8 +202,10 @@ def test_zero_knowledge_runs_on_empty_knowledge(tokenizer):
     unlike the real maps'; the conv still runs, on the logits and all-zero maps."""
     model = kam(expansion_k=2).eval()
     inputs = batch(tokenizer)
-    empty = {**inputs, "knowledge": [{"links": [], "ner": [], "phrases": [], "words": [], "pmi_pairs": [],
-                                      "pmi_expansion": []}] * 2}
+    empty = {
+        **inputs,
+        "knowledge": [{"links": [], "ner": [], "phrases": [], "words": [], "pmi_pairs": [], "pmi_expansion": []}] * 2,
+    }
     with torch.no_grad():
         real = model.encode(inputs)
         without = model.encode(empty)
@@ -212,8 +229,11 @@ def test_kam_kg_adds_the_kg_map(tokenizer):
     assert model.kam_layers[0].conv.in_channels == model.encoder.config.num_attention_heads + 4
     model.load_kg(KnowledgeGraph([("Q1", "P1", "Q2")]))
     inputs = batch(tokenizer)
-    example = {"links": [{"tokens": [1], "candidates": [["Q1", 1.0]]}, {"tokens": [2], "candidates": [["Q2", 1.0]]}],
-               "words": [], "pmi_pairs": []}
+    example = {
+        "links": [{"tokens": [1], "candidates": [["Q1", 1.0]]}, {"tokens": [2], "candidates": [["Q2", 1.0]]}],
+        "words": [],
+        "pmi_pairs": [],
+    }
     seen = []
     model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: seen.append(args[0][:, -1].clone()))
     with torch.no_grad():
@@ -247,10 +267,14 @@ def test_kg_map_links_the_tokens_of_adjacent_entities():
     from knowledge_lm.knowledge.kg import KnowledgeGraph
 
     kg = KnowledgeGraph([("Q1", "P1", "Q2"), ("Q3", "P1", "Q4")])
-    example = {"links": [{"tokens": [1, 2], "candidates": [["Q1", 0.9], ["Q3", 0.1]]},
-                         {"tokens": [4], "candidates": [["Q2", 1.0]]},
-                         {"tokens": [5], "candidates": [["Q4", 1.0]]},  # adjacent to Q3, not linked top
-                         {"tokens": [6], "candidates": [["Qunknown", 1.0]]}]}
+    example = {
+        "links": [
+            {"tokens": [1, 2], "candidates": [["Q1", 0.9], ["Q3", 0.1]]},
+            {"tokens": [4], "candidates": [["Q2", 1.0]]},
+            {"tokens": [5], "candidates": [["Q4", 1.0]]},  # adjacent to Q3, not linked top
+            {"tokens": [6], "candidates": [["Qunknown", 1.0]]},
+        ]
+    }
     kg_map = knowledge_maps([example], 8, ("kg",), kg=kg)[0, 0]
     expected = torch.zeros(8, 8)
     expected[1:3, 4] = expected[4, 1:3] = 1
@@ -294,7 +318,9 @@ def test_expansion_keeps_n_outputs_and_attends_to_the_auxiliary_words(tokenizer)
     model.kam_layers[0].register_forward_hook(lambda module, args, output: seen.append(output[1].shape))
     with torch.no_grad():
         states = model.encode(inputs)
-        plain = plain_encoder()(**{k: inputs[k] for k in ("input_ids", "attention_mask", "token_type_ids")}).last_hidden_state
+        plain = plain_encoder()(
+            **{k: inputs[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+        ).last_hidden_state
         assert states.shape == plain.shape == (2, length, model.encoder.config.hidden_size)
         heads = model.encoder.config.num_attention_heads
         assert seen == [(2, heads + 3, length + 3, length + 3), (2, heads, length, length + 3)]
@@ -321,18 +347,31 @@ def prepared_cache(tmp_path_factory, tokenizer):
     return cache
 
 
-@pytest.mark.parametrize("method, options", [("kam", {}), ("kam-no-conv", {}),
-                                             ("kam+kg", {}), ("kam", {"expansion_k": 3}),
-                                             ("kam", {"zero_knowledge": True}), ("kam+si", {})])
+@pytest.mark.parametrize(
+    "method, options",
+    [
+        ("kam", {}),
+        ("kam-no-conv", {}),
+        ("kam+kg", {}),
+        ("kam", {"expansion_k": 3}),
+        ("kam", {"zero_knowledge": True}),
+        ("kam+si", {}),
+    ],
+)
 def test_kam_trains_as_a_cell(method, options, prepared_cache, tmp_path):
     from knowledge_lm.cell import run_cell
     from knowledge_lm.config import TrainConfig
     from knowledge_lm.results import Cell
 
     train = TrainConfig(batch_size=8, max_steps=3, evaluations=1, max_length=32, method_options=options)
-    result = run_cell(Cell(method, "generated", "facts", 1.0, 1, "tiny"), train, results_dir=tmp_path / "r",
-                      runs_dir=tmp_path / "runs", dataset_options={**SIZES, "cache_dir": str(prepared_cache), "knowledge": {}},
-                      progress=False)
+    result = run_cell(
+        Cell(method, "generated", "facts", 1.0, 1, "tiny"),
+        train,
+        results_dir=tmp_path / "r",
+        runs_dir=tmp_path / "runs",
+        dataset_options={**SIZES, "cache_dir": str(prepared_cache), "knowledge": {}},
+        progress=False,
+    )
     assert result["cell"]["method"] == method and "accuracy" in result["metrics"]["test"]
     if method == "kam+si":  # SI's record: the share of links kept, K_thresh from the train split's DF
         stats = result["method_stats"]
@@ -351,10 +390,16 @@ def test_kam_si_filters_the_links_in_training_only(tokenizer):
         return [{**example, "links": []} for example in knowledge]
 
     object.__setattr__(model.selective_injection, "filter_batch", drop_every_link)
-    inputs = {**batch(tokenizer), "knowledge": [{**example, "links": [{**link, "df": 1, "close": 0} for link in example["links"]]}
-                                                 for example in features()]}
+    inputs = {
+        **batch(tokenizer),
+        "knowledge": [
+            {**example, "links": [{**link, "df": 1, "close": 0} for link in example["links"]]} for example in features()
+        ],
+    }
     seen = []
-    model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: seen.append(args[0][:, -3].sum().item()))
+    model.kam_layers[0].conv.register_forward_hook(
+        lambda module, args, output: seen.append(args[0][:, -3].sum().item())
+    )
     model.train().encode(inputs)
     model.eval().encode(inputs)
     assert filtered == [2]  # called once, for the training batch

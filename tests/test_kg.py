@@ -16,8 +16,17 @@ from knowledge_lm.knowledge.kg_embeddings import EntityEmbeddings, cached_transe
 from knowledge_lm.knowledge.noise import inject_link_noise
 
 # A - B - C - D - E - F - G chain (mixed directions, a duplicate edge, a self-loop), H - I apart, J alone.
-HAND_TRIPLES = [("A", "P1", "B"), ("C", "P1", "B"), ("C", "P2", "D"), ("D", "P2", "C"), ("D", "P1", "E"),
-                ("F", "P1", "E"), ("F", "P3", "G"), ("A", "P3", "A"), ("H", "P1", "I")]
+HAND_TRIPLES = [
+    ("A", "P1", "B"),
+    ("C", "P1", "B"),
+    ("C", "P2", "D"),
+    ("D", "P2", "C"),
+    ("D", "P1", "E"),
+    ("F", "P1", "E"),
+    ("F", "P3", "G"),
+    ("A", "P3", "A"),
+    ("H", "P1", "I"),
+]
 
 
 def hand_kg() -> KnowledgeGraph:
@@ -61,7 +70,9 @@ def check_against_brute_force(kg, triples, qids):
             assert kg.distance(qid, other) == truth.get(other)
             for cutoff in (1, 2, 4):
                 expected = truth.get(other)
-                assert kg.distance(qid, other, cutoff) == (expected if expected is not None and expected <= cutoff else None)
+                assert kg.distance(qid, other, cutoff) == (
+                    expected if expected is not None and expected <= cutoff else None
+                )
 
 
 def brute_force_close_counts(triples, linked, k_hop):
@@ -74,6 +85,7 @@ def brute_force_close_counts(triples, linked, k_hop):
 
 
 # -- queries ---------------------------------------------------------------------------------
+
 
 def test_hand_made_graph_distances():
     kg = hand_kg()
@@ -112,8 +124,12 @@ def test_networkx_view_and_adjacency():
 
 def test_unknown_ids_are_rejected_by_name():
     kg = hand_kg()
-    for query in (lambda: kg.neighbours("Q404"), lambda: kg.k_hop("Q404", 2), lambda: kg.distance("A", "Q404"),
-                  lambda: kg.close_counts(["A", "Q404"])):
+    for query in (
+        lambda: kg.neighbours("Q404"),
+        lambda: kg.k_hop("Q404", 2),
+        lambda: kg.distance("A", "Q404"),
+        lambda: kg.close_counts(["A", "Q404"]),
+    ):
         with pytest.raises(KlmError, match="Q404"):
             query()
 
@@ -124,6 +140,7 @@ def test_document_frequency_counts_documents():
 
 
 # -- loaders ---------------------------------------------------------------------------------
+
 
 def write(path, text):
     if path.suffix == ".gz":
@@ -136,9 +153,17 @@ def write(path, text):
 def test_plain_format(tmp_path):
     write(tmp_path / "triples.tsv", "head_qid\trelation_pid\ttail_qid\textra\nQ1\tR1\tQ2\tx\nQ2\tR2\tQ3\n\n")
     write(tmp_path / "relations.tsv", "pid\tname\nR1\tborn_in\nR9\tunused\n")
-    write(tmp_path / "entities.jsonl", "\n".join(json.dumps(record) for record in [
-        {"qid": "Q1", "label": "Ada", "surface_forms": ["Ada", "A. L."], "type": "person"},
-        {"qid": "Q2", "label": None, "type": "city"}]) + "\n")
+    write(
+        tmp_path / "entities.jsonl",
+        "\n".join(
+            json.dumps(record)
+            for record in [
+                {"qid": "Q1", "label": "Ada", "surface_forms": ["Ada", "A. L."], "type": "person"},
+                {"qid": "Q2", "label": None, "type": "city"},
+            ]
+        )
+        + "\n",
+    )
     kg = KnowledgeGraph.load(tmp_path)
     assert kg.triples == [("Q1", "R1", "Q2"), ("Q2", "R2", "Q3")]
     assert kg.relations == {"R1": "born_in", "R2": "R2"}
@@ -148,11 +173,21 @@ def test_plain_format(tmp_path):
 
 
 def test_wikidata_layout_gzipped_with_instance_of_types(tmp_path):
-    write(tmp_path / "triples.tsv.gz", "head_qid\trelation_pid\ttail_qid\tsources\n"
-          "Q1\tP31\tQ5\tlama\nQ2\tP31\tQ5\tlama\nQ2\tP31\tQ6\tlama\nQ3\tP31\tQ6\tlama\nQ1\tP19\tQ3\tfewrel\n")
+    write(
+        tmp_path / "triples.tsv.gz",
+        "head_qid\trelation_pid\ttail_qid\tsources\n"
+        "Q1\tP31\tQ5\tlama\nQ2\tP31\tQ5\tlama\nQ2\tP31\tQ6\tlama\nQ3\tP31\tQ6\tlama\nQ1\tP19\tQ3\tfewrel\n",
+    )
     write(tmp_path / "entities.jsonl.gz", json.dumps({"qid": "Q1", "label": "Ada", "surface_forms": ["Ada"]}) + "\n")
-    write(tmp_path / "properties_P_info.json.gz", json.dumps([{"id": "P31", "name": "instance of", "alias": [], "desc": "",
-                                                               "type": "Item"}, {"id": "P19", "name": "place of birth"}]))
+    write(
+        tmp_path / "properties_P_info.json.gz",
+        json.dumps(
+            [
+                {"id": "P31", "name": "instance of", "alias": [], "desc": "", "type": "Item"},
+                {"id": "P19", "name": "place of birth"},
+            ]
+        ),
+    )
     kg = KnowledgeGraph.load(tmp_path)
     assert kg.relations == {"P31": "instance of", "P19": "place of birth"}
     assert [kg.entities[qid].type for qid in ("Q1", "Q2", "Q3", "Q5")] == ["Q5", "Q5", "Q6", None]
@@ -168,8 +203,9 @@ def test_generated_kg_round_trip(tmp_path):
     assert {kg.entities[qid].type for qid in kg.qids} == {entity.type for entity in generated.entities.values()}
 
 
-@pytest.mark.parametrize("line, problem", [("Q1\tP1", "got 2 columns"), ("Q1\t\tQ2", "empty id"),
-                                           ("Q1 P1 Q2", "got 1 column")])
+@pytest.mark.parametrize(
+    "line, problem", [("Q1\tP1", "got 2 columns"), ("Q1\t\tQ2", "empty id"), ("Q1 P1 Q2", "got 1 column")]
+)
 def test_malformed_triple_lines_name_file_and_line(tmp_path, line, problem):
     write(tmp_path / "triples.tsv.gz", f"head_qid\trelation_pid\ttail_qid\nQ1\tP1\tQ2\n{line}\n")
     with pytest.raises(KlmError, match=rf"triples\.tsv\.gz:3: .*{problem}"):
@@ -188,6 +224,7 @@ def test_missing_files_are_named(tmp_path):
 
 
 # -- TransE ----------------------------------------------------------------------------------
+
 
 def tiny_world_triples():
     rng = random.Random(1)
@@ -242,6 +279,7 @@ def test_fallback_embedding_is_deterministic_and_not_zero():
 
 # -- link noise ------------------------------------------------------------------------------
 
+
 def typed_kg(untyped=3) -> KnowledgeGraph:
     types = ["person"] * 10 + ["city"] * 5 + ["river"] * 3 + [None] * untyped
     entities = [Entity(f"Q{number}", type=entity_type) for number, entity_type in enumerate(types)]
@@ -277,6 +315,7 @@ def test_link_noise_without_types_replaces_by_another_entity():
 
 
 # -- the shared Wikidata KG ------------------------------------------------------------------
+
 
 def test_shared_wikidata_kg_loads(shared_data):
     folder = shared_data / "wikidata_kg"

@@ -22,12 +22,26 @@ SIZES = {"train_size": 40, "dev_size": 10, "test_size": 10}
 
 
 def small_kg() -> KgFacts:
-    entities = [Entity("Q1", "Zorba Alto", ["Zorba Alto", "Zorba"], "person"), Entity("Q2", "Kelmar", [], "city"),
-                Entity("Q3", "Tranu", [], "country"), Entity("Q4", "Acme", [], "company"),
-                Entity("Q5", "Bo", [], "person"), Entity("Q6", "Mira", [], "city"),
-                Entity("Q7", "Ada"), Entity("Q8", "human")]
-    triples = [("Q1", "R1", "Q2"), ("Q2", "R2", "Q3"), ("Q1", "R3", "Q4"), ("Q4", "R4", "Q2"), ("Q5", "R1", "Q2"),
-               ("Q6", "R2", "Q3"), ("Q7", "P31", "Q8"), ("Q7", "R1", "Q2")]
+    entities = [
+        Entity("Q1", "Zorba Alto", ["Zorba Alto", "Zorba"], "person"),
+        Entity("Q2", "Kelmar", [], "city"),
+        Entity("Q3", "Tranu", [], "country"),
+        Entity("Q4", "Acme", [], "company"),
+        Entity("Q5", "Bo", [], "person"),
+        Entity("Q6", "Mira", [], "city"),
+        Entity("Q7", "Ada"),
+        Entity("Q8", "human"),
+    ]
+    triples = [
+        ("Q1", "R1", "Q2"),
+        ("Q2", "R2", "Q3"),
+        ("Q1", "R3", "Q4"),
+        ("Q4", "R4", "Q2"),
+        ("Q5", "R1", "Q2"),
+        ("Q6", "R2", "Q3"),
+        ("Q7", "P31", "Q8"),
+        ("Q7", "R1", "Q2"),
+    ]
     relations = {"R1": "born_in", "R2": "located_in", "R3": "works_for", "R4": "headquartered_in", "P31": "instance of"}
     return KgFacts(KnowledgeGraph(triples, entities, relations))
 
@@ -42,8 +56,10 @@ def test_facts_between_linked_entities_come_first_then_1_hop_then_2_hop():
     linked = linked_entities(row)
     assert linked == ["Q1", "Q3"]
     assert list(verbalise(linked, surface_forms(row, record), small_kg())) == [
-        "Zorba born in Kelmar.", "Kelmar located in Tranu.",  # the path joining the two linked entities
-        "Zorba is a person.", "Tranu is a country.",  # types
+        "Zorba born in Kelmar.",
+        "Kelmar located in Tranu.",  # the path joining the two linked entities
+        "Zorba is a person.",
+        "Tranu is a country.",  # types
         "Zorba works for Acme.",  # outgoing (born in Kelmar: said already)
         "Acme headquartered in Kelmar.",  # 2-hop from Zorba (Kelmar located in Tranu: said already)
         "Mira located in Tranu.",  # incoming; Bo born in Kelmar is an edge of no linked entity
@@ -142,8 +158,13 @@ def test_bad_options_are_refused():
 @pytest.fixture(scope="module")
 def prepared_cache(tmp_path_factory, tokenizer):
     cache = tmp_path_factory.mktemp("kg-text-cache")
-    prepare(GeneratedDataModule(tokenizer=tokenizer, cache_dir=cache, max_length=32, **SIZES), tokenizer,
-            KnowledgeConfig(), cache, progress=False)
+    prepare(
+        GeneratedDataModule(tokenizer=tokenizer, cache_dir=cache, max_length=32, **SIZES),
+        tokenizer,
+        KnowledgeConfig(),
+        cache,
+        progress=False,
+    )
     return cache
 
 
@@ -162,10 +183,11 @@ def test_attach_verbalises_the_generated_task_with_the_texts_names(prepared_cach
         subject, claimed = (link["mention"] for link in record["entities"])
         kg = data.knowledge_graph
         head, tail = (link["qid"] for link in record["entities"])
-        relation = kg.relations[next(pid for triple_head, pid, triple_tail in kg.triples
-                                     if (triple_head, triple_tail) == (head, tail))].replace("_", " ")
+        relation = kg.relations[
+            next(pid for triple_head, pid, triple_tail in kg.triples if (triple_head, triple_tail) == (head, tail))
+        ].replace("_", " ")
         first_fact = tokenizer(f"{subject} {relation} {claimed}.", add_special_tokens=False)["input_ids"]
-        assert data.knowledge_features[start + offset][FACT_IDS][:len(first_fact)] == first_fact
+        assert data.knowledge_features[start + offset][FACT_IDS][: len(first_fact)] == first_fact
         checked += 1
     assert checked
     batch = next(iter(data.val_dataloader()[0]))
@@ -180,9 +202,14 @@ def test_kg_text_trains_as_a_cell(prepared_cache, tmp_path):
     from knowledge_lm.results import Cell
 
     train = TrainConfig(batch_size=8, max_steps=3, evaluations=1, max_length=32)
-    result = run_cell(Cell("kg-text", "generated", "facts", 1.0, 1, "tiny"), train, results_dir=tmp_path / "r",
-                      runs_dir=tmp_path / "runs", progress=False,
-                      dataset_options={**SIZES, "cache_dir": str(prepared_cache), "knowledge": {}})
+    result = run_cell(
+        Cell("kg-text", "generated", "facts", 1.0, 1, "tiny"),
+        train,
+        results_dir=tmp_path / "r",
+        runs_dir=tmp_path / "runs",
+        progress=False,
+        dataset_options={**SIZES, "cache_dir": str(prepared_cache), "knowledge": {}},
+    )
     assert result["cell"]["method"] == "kg-text" and "accuracy" in result["metrics"]["test"]
     assert result["method_stats"]["examples_with_facts"] > 0
     assert set(result["metrics_by_group"]) <= {"text", "type", "one_hop", "two_hop"}

@@ -1,8 +1,7 @@
 """KnowBERT-KAR: the round trip, what δ cuts off, gradients to every new parameter, and cells that train."""
 
-from dataclasses import replace
-
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -21,7 +20,9 @@ QIDS = [f"Q{i}" for i in range(1, 9)]
 
 
 def table(seed: int = 0, dim: int = 100) -> EntityEmbeddings:
-    matrix = torch.nn.functional.normalize(torch.randn(len(QIDS), dim, generator=torch.Generator().manual_seed(seed)), dim=1)
+    matrix = torch.nn.functional.normalize(
+        torch.randn(len(QIDS), dim, generator=torch.Generator().manual_seed(seed)), dim=1
+    )
     return EntityEmbeddings(QIDS, matrix, [], torch.zeros(0, dim), {"dim": dim})
 
 
@@ -44,10 +45,30 @@ def batch_with_links(tokenizer):
     texts = ["alpha beta gamma delta epsilon", "zeta eta theta iota kappa lambda", "no links here at all"]
     encoded = tokenizer(texts, padding=True, return_tensors="pt")
     knowledge = [
-        {"links": [{"segment": 0, "tokens": [1, 2], "candidates": [["Q1", 0.6], ["Q2", 0.3], ["Q3", 0.1]], "df": 1, "close": 0},
-                   {"segment": 0, "tokens": [4], "candidates": [["Q4", 1.0]], "df": 1, "close": 0}]},  # a gold link
-        {"links": [{"segment": 0, "tokens": [2, 3, 4], "candidates": [["Q5", 0.5], ["Q99", 0.5]], "df": 1, "close": 0},
-                   {"segment": 0, "tokens": [6], "candidates": [["Qunknown", 1.0], ["Qunknown2", 0.0]], "df": 1, "close": 0}]},
+        {
+            "links": [
+                {
+                    "segment": 0,
+                    "tokens": [1, 2],
+                    "candidates": [["Q1", 0.6], ["Q2", 0.3], ["Q3", 0.1]],
+                    "df": 1,
+                    "close": 0,
+                },
+                {"segment": 0, "tokens": [4], "candidates": [["Q4", 1.0]], "df": 1, "close": 0},
+            ]
+        },  # a gold link
+        {
+            "links": [
+                {"segment": 0, "tokens": [2, 3, 4], "candidates": [["Q5", 0.5], ["Q99", 0.5]], "df": 1, "close": 0},
+                {
+                    "segment": 0,
+                    "tokens": [6],
+                    "candidates": [["Qunknown", 1.0], ["Qunknown2", 0.0]],
+                    "df": 1,
+                    "close": 0,
+                },
+            ]
+        },
         {"links": []},
     ]
     return {**encoded, "knowledge": knowledge}
@@ -81,8 +102,9 @@ def test_projection_round_trip_is_identity_when_the_entity_dim_is_larger():
 
 
 def plain_states(model, batch):
-    return model.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                         token_type_ids=batch["token_type_ids"]).last_hidden_state
+    return model.encoder(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"]
+    ).last_hidden_state
 
 
 def test_with_every_candidate_below_delta_the_states_are_the_backbones():
@@ -109,8 +131,10 @@ def test_null_mode_keeps_unlinked_spans_with_the_null_embedding():
     with torch.no_grad():
         first = model.encode(batch)
         model.kar.entities.load(table(seed=1), {"Q99": "another label"})
-        shuffled = [{"links": [{**link, "candidates": [["Q7", 0.9], ["Q8", 0.1]]} for link in example["links"]]}
-                    for example in batch["knowledge"]]
+        shuffled = [
+            {"links": [{**link, "candidates": [["Q7", 0.9], ["Q8", 0.1]]} for link in example["links"]]}
+            for example in batch["knowledge"]
+        ]
         second = model.encode({**batch, "knowledge": shuffled})
         plain = plain_states(model, batch)
     assert torch.equal(first, second)  # independent of the entity table and the candidates
@@ -129,12 +153,15 @@ def test_gradients_reach_every_new_parameter(unlinked_spans):
     model = knowbert(threshold=-1e4, linking_margin=2e4, unlinked_spans=unlinked_spans).train()
     hidden = model.encode(batch)
     losses = model.extra_losses(batch, hidden[:, 0])
-    ((hidden ** 2).mean() + losses["linking"]).backward()
+    ((hidden**2).mean() + losses["linking"]).backward()
     # The span pooling's score bias shifts every logit of a softmax alike: its gradient is zero by mathematics
     # (up to rounding), so it is only required to be reached.
     shift_invariant = {"span_pooling.score.bias"}
-    missing = [name for name, parameter in model.kar.named_parameters() if parameter.grad is None
-               or (name not in shift_invariant and not parameter.grad.abs().sum() > 0)]
+    missing = [
+        name
+        for name, parameter in model.kar.named_parameters()
+        if parameter.grad is None or (name not in shift_invariant and not parameter.grad.abs().sum() > 0)
+    ]
     assert not missing, missing
     assert (model.kar.null_embedding is None) == (unlinked_spans == "skip")
     assert model.kar.entities.index["Q99"] > len(QIDS)  # the label fallback got its own row
@@ -183,10 +210,16 @@ def test_linking_loss_is_the_margin_ranking_of_gold_links_against_delta():
     from knowledge_lm.methods.knowbert import KnowledgeTensors, linking_loss
 
     scores = torch.tensor([[[0.5, float("-inf")], [0.1, 0.3]]])  # one text: a gold span, an alias span
-    tensors = KnowledgeTensors(span_mask=torch.ones(1, 2, 4, dtype=torch.bool), span_valid=torch.ones(1, 2, dtype=torch.bool),
-                               candidate_ids=torch.tensor([[[1, 0], [2, 3]]]), priors=torch.tensor([[[1.0, 0], [0.5, 0.5]]]),
-                               candidate_mask=torch.tensor([[[True, False], [True, True]]]), gold=torch.tensor([[True, False]]),
-                               df=torch.zeros(1, 2, dtype=torch.long), close=torch.zeros(1, 2, dtype=torch.long))
+    tensors = KnowledgeTensors(
+        span_mask=torch.ones(1, 2, 4, dtype=torch.bool),
+        span_valid=torch.ones(1, 2, dtype=torch.bool),
+        candidate_ids=torch.tensor([[[1, 0], [2, 3]]]),
+        priors=torch.tensor([[[1.0, 0], [0.5, 0.5]]]),
+        candidate_mask=torch.tensor([[[True, False], [True, True]]]),
+        gold=torch.tensor([[True, False]]),
+        df=torch.zeros(1, 2, dtype=torch.long),
+        close=torch.zeros(1, 2, dtype=torch.long),
+    )
     # Only the gold span counts: max(0, 0.2 − (0.5 − δ)) with δ = 0.4.
     assert linking_loss(scores, tensors, threshold=0.4, margin=0.2).item() == pytest.approx(0.1)
     assert linking_loss(scores, tensors, threshold=0.0, margin=0.2).item() == 0.0
@@ -208,10 +241,14 @@ def test_knowbert_trains_as_a_cell(method, prepared_cache, tmp_path):
     from knowledge_lm.results import Cell
 
     train = TrainConfig(batch_size=8, max_steps=3, evaluations=1, max_length=32, method_options={"kar_layer": 0})
-    result = run_cell(Cell(method, "generated", "facts", 1.0, 1, "tiny"), train, results_dir=tmp_path / "r",
-                      runs_dir=tmp_path / "runs", dataset_options={**SIZES, "cache_dir": str(prepared_cache),
-                                                                   "knowledge": {"kg_embeddings": True}},
-                      progress=False)
+    result = run_cell(
+        Cell(method, "generated", "facts", 1.0, 1, "tiny"),
+        train,
+        results_dir=tmp_path / "r",
+        runs_dir=tmp_path / "runs",
+        dataset_options={**SIZES, "cache_dir": str(prepared_cache), "knowledge": {"kg_embeddings": True}},
+        progress=False,
+    )
     assert result["cell"]["method"] == method and "accuracy" in result["metrics"]["test"]
     if method != "knowbert":  # SI's record: the share of links kept, K_thresh from the train split's DF
         stats = result["method_stats"]
@@ -221,7 +258,9 @@ def test_knowbert_trains_as_a_cell(method, prepared_cache, tmp_path):
 
         from knowledge_lm.results import predictions_path
 
-        with gzip.open(predictions_path(Cell(method, "generated", "facts", 1.0, 1, "tiny").result_path(tmp_path / "r")), "rt") as kept:
+        with gzip.open(
+            predictions_path(Cell(method, "generated", "facts", 1.0, 1, "tiny").result_path(tmp_path / "r")), "rt"
+        ) as kept:
             frequencies = json.load(kept)["entity_frequency"]
         assert len(frequencies) == SIZES["test_size"] and all(f is None or f >= 0 for f in frequencies)
 
@@ -235,18 +274,40 @@ def test_knowledge_pretraining_checkpoint_starts_a_knowbert_cell(prepared_cache,
     from knowledge_lm.methods.knowbert import pretrain_checkpoint
     from knowledge_lm.results import Cell
 
-    out = pretrain_checkpoint("generated", tmp_path / "knowbert-tiny", backbone="tiny", steps=3, batch_size=8, max_length=32,
-                              cache_dir=prepared_cache, dataset_options=SIZES, progress=False, kar_layer=0, entity_dim=100)
+    out = pretrain_checkpoint(
+        "generated",
+        tmp_path / "knowbert-tiny",
+        backbone="tiny",
+        steps=3,
+        batch_size=8,
+        max_length=32,
+        cache_dir=prepared_cache,
+        dataset_options=SIZES,
+        progress=False,
+        kar_layer=0,
+        entity_dim=100,
+    )
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["kar"]["kar_layer"] == 0 and manifest["steps"] == 3 and set(manifest["final_losses"]) == {"mlm", "linking"}
+    assert (
+        manifest["kar"]["kar_layer"] == 0
+        and manifest["steps"] == 3
+        and set(manifest["final_losses"]) == {"mlm", "linking"}
+    )
     saved = torch.load(out / "kar.pt")
     encoder, _, _ = load_backbone(str(out))
     model = KnowBert(encoder, backbone()[2])  # no KAR options: the checkpoint's shape and weights
-    assert model.kar_layer == 0 and all(torch.equal(value, model.kar.state_dict()[name]) for name, value in saved.items())
+    assert model.kar_layer == 0 and all(
+        torch.equal(value, model.kar.state_dict()[name]) for name, value in saved.items()
+    )
     train = TrainConfig(batch_size=8, max_steps=2, evaluations=1, max_length=32)
-    result = run_cell(Cell("knowbert", "generated", "facts", 1.0, 1, str(out)), train, results_dir=tmp_path / "r",
-                      runs_dir=tmp_path / "runs", dataset_options={**SIZES, "cache_dir": str(prepared_cache), "knowledge": {}},
-                      progress=False)
+    result = run_cell(
+        Cell("knowbert", "generated", "facts", 1.0, 1, str(out)),
+        train,
+        results_dir=tmp_path / "r",
+        runs_dir=tmp_path / "runs",
+        dataset_options={**SIZES, "cache_dir": str(prepared_cache), "knowledge": {}},
+        progress=False,
+    )
     assert "accuracy" in result["metrics"]["test"] and result["backbone"]["pretrained_from"] == "tiny"
 
 

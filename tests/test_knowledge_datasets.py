@@ -5,14 +5,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers import SHARED, needs_shared, write
 
 from knowledge_lm.data.openentity import ENTITY_TYPES, OpenEntityDataModule
 from knowledge_lm.data.semeval import RELATION_LABELS, SemEvalDataModule
 from knowledge_lm.data.subsets import fraction_subset
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS
-from helpers import SHARED, needs_shared, write
-
 
 
 # -- SemEval-2010 Task 8 ----------------------------------------------------------------------
@@ -20,11 +19,13 @@ def semeval_block(number: int, sentence: str, label: str, comment: str = "") -> 
     return f'{number}\t"{sentence}"\n{label}\nComment:{comment}\n\n'
 
 
-GOOD_TRAIN = "".join([
-    semeval_block(1, "The <e1>child</e1> was wrapped into the <e2>cradle</e2>.", "Other"),
-    semeval_block(2, 'A "quoted" <e1>author</e1> uses a <e2>disassembler</e2>.', "Instrument-Agency(e2,e1)", " x"),
-    semeval_block(3, "<e1>Audits</e1> were about <e2>waste and recycling</e2>", "Message-Topic(e1,e2)"),
-])
+GOOD_TRAIN = "".join(
+    [
+        semeval_block(1, "The <e1>child</e1> was wrapped into the <e2>cradle</e2>.", "Other"),
+        semeval_block(2, 'A "quoted" <e1>author</e1> uses a <e2>disassembler</e2>.', "Instrument-Agency(e2,e1)", " x"),
+        semeval_block(3, "<e1>Audits</e1> were about <e2>waste and recycling</e2>", "Message-Topic(e1,e2)"),
+    ]
+)
 GOOD_TEST = semeval_block(8001, "The <e1>company</e1> fabricates plastic <e2>chairs</e2>.", "Product-Producer(e2,e1)")
 
 
@@ -56,25 +57,30 @@ def test_semeval_reads_the_release_format(tmp_path, layout, compress):
     quoted = records["semeval2010-2"]
     assert quoted["text_a"] == 'A "quoted" author uses a disassembler.' and quoted["text_b"] is None
     assert quoted["label"] == RELATION_LABELS.index("Instrument-Agency(e2,e1)")
-    assert quoted["entities"] == [{"start": 11, "end": 17, "mention": "author", "role": "e1"},
-                                  {"start": 25, "end": 37, "mention": "disassembler", "role": "e2"}]
+    assert quoted["entities"] == [
+        {"start": 11, "end": 17, "mention": "author", "role": "e1"},
+        {"start": 25, "end": 37, "mention": "disassembler", "role": "e2"},
+    ]
     assert records["semeval2010-3"]["entities"][1]["mention"] == "waste and recycling"
     assert records["semeval2010-8001"]["text_a"] == "The company fabricates plastic chairs."
 
 
-@pytest.mark.parametrize("bad_block, line, message", [
-    ('4\t"No tags at all."\nOther\nComment:\n\n', 13, "missing or unclosed entity tag"),
-    ('4\t"Only <e1>one</e1> tag."\nOther\nComment:\n\n', 13, "e2"),
-    ('4\t"<e1>a <e2>b</e2></e1>."\nOther\nComment:\n\n', 13, "opened inside"),
-    ('4\t"<e1>a</e1> <e2>b</e2> </e1>"\nOther\nComment:\n\n', 13, "without a matching"),
-    ('4\t"<e1>a</e1> <e2>b</e2>\nOther\nComment:\n\n', 13, "double quotes"),
-    ('4\t<e1>a</e1> <e2>b</e2>\nOther\nComment:\n\n', 13, "double quotes"),
-    ('4 "<e1>a</e1> <e2>b</e2>"\nOther\nComment:\n\n', 13, "double quotes"),
-    ('4\t"<e1>a</e1> <e2>b</e2>"\nCause-Effect(e3,e1)\nComment:\n\n', 14, "bad label"),
-    ('4\t"<e1>a</e1> <e2>b</e2>"\n\n', 13, "no label line"),
-    ('4\t"<e1>a</e1> <e2>b</e2>"\nOther\nComment:\n5\t"<e1>c</e1> <e2>d</e2>"\n\n', 16, "blank line"),
-    ('1\t"<e1>a</e1> <e2>b</e2>"\nOther\nComment:\n\n', 13, "appears twice"),
-])
+@pytest.mark.parametrize(
+    "bad_block, line, message",
+    [
+        ('4\t"No tags at all."\nOther\nComment:\n\n', 13, "missing or unclosed entity tag"),
+        ('4\t"Only <e1>one</e1> tag."\nOther\nComment:\n\n', 13, "e2"),
+        ('4\t"<e1>a <e2>b</e2></e1>."\nOther\nComment:\n\n', 13, "opened inside"),
+        ('4\t"<e1>a</e1> <e2>b</e2> </e1>"\nOther\nComment:\n\n', 13, "without a matching"),
+        ('4\t"<e1>a</e1> <e2>b</e2>\nOther\nComment:\n\n', 13, "double quotes"),
+        ("4\t<e1>a</e1> <e2>b</e2>\nOther\nComment:\n\n", 13, "double quotes"),
+        ('4 "<e1>a</e1> <e2>b</e2>"\nOther\nComment:\n\n', 13, "double quotes"),
+        ('4\t"<e1>a</e1> <e2>b</e2>"\nCause-Effect(e3,e1)\nComment:\n\n', 14, "bad label"),
+        ('4\t"<e1>a</e1> <e2>b</e2>"\n\n', 13, "no label line"),
+        ('4\t"<e1>a</e1> <e2>b</e2>"\nOther\nComment:\n5\t"<e1>c</e1> <e2>d</e2>"\n\n', 16, "blank line"),
+        ('1\t"<e1>a</e1> <e2>b</e2>"\nOther\nComment:\n\n', 13, "appears twice"),
+    ],
+)
 def test_semeval_rejects_malformed_blocks(tmp_path, bad_block, line, message):
     train = write(tmp_path / "semeval2010_task8" / "TRAIN_FILE.TXT", GOOD_TRAIN + bad_block)
     write(tmp_path / "semeval2010_task8" / "TEST_FILE_FULL.TXT", GOOD_TEST)
@@ -106,7 +112,7 @@ def test_semeval_shared_data():
             assert "<e1>" not in record["text_a"] and "</e2>" not in record["text_a"]
             assert [entity["role"] for entity in record["entities"]] == ["e1", "e2"]
             for entity in record["entities"]:
-                assert record["text_a"][entity["start"]:entity["end"]] == entity["mention"] != ""
+                assert record["text_a"][entity["start"] : entity["end"]] == entity["mention"] != ""
     first = next(record for record in splits["train"] + splits["dev"] if record["id"] == "semeval2010-1")
     assert [entity["mention"] for entity in first["entities"]] == ["configuration", "elements"]
     assert first["label"] == RELATION_LABELS.index("Component-Whole(e2,e1)")
@@ -122,8 +128,13 @@ def test_semeval_tokenizes_through_the_base(tokenizer, tmp_path):
 
 # -- Open Entity ------------------------------------------------------------------------------
 def openentity_item(**changes) -> dict:
-    item = {"sent": "Tushar Gandhi said he would visit Bombay .", "start": 19, "end": 21,
-            "labels": ["person", "entity"], "ents": [["Q5625256", 0, 13, 0.56], ["Q1156", 34, 40, 0.34]]}
+    item = {
+        "sent": "Tushar Gandhi said he would visit Bombay .",
+        "start": 19,
+        "end": 21,
+        "labels": ["person", "entity"],
+        "ents": [["Q5625256", 0, 13, 0.56], ["Q1156", 34, 40, 0.34]],
+    }
     item.update(changes)
     return item
 
@@ -147,32 +158,39 @@ def test_openentity_registered_as_typing():
 
 @pytest.mark.parametrize("layout", ["openentity", "OpenEntity", "."])
 def test_openentity_reads_ernie_layout(tmp_path, layout):
-    write_openentity(tmp_path / layout, [openentity_item(), openentity_item(labels=[], ents=[])],
-                     compress=layout == "openentity")
+    write_openentity(
+        tmp_path / layout, [openentity_item(), openentity_item(labels=[], ents=[])], compress=layout == "openentity"
+    )
     splits = read_openentity(tmp_path)
     assert [len(splits[split]) for split in ("train", "dev", "test")] == [2, 1, 1]
     record, unlabelled = splits["train"]
     assert record["id"] == "openentity-train-0" and record["text_b"] is None
     assert record["label"] == [ENTITY_TYPES.index("entity"), ENTITY_TYPES.index("person")]
-    assert record["text_a"][record["mention"]["start"]:record["mention"]["end"]] == "he"
-    assert [record["text_a"][entity["start"]:entity["end"]] for entity in record["entities"]] == ["Tushar Gandhi", "Bombay"]
+    assert record["text_a"][record["mention"]["start"] : record["mention"]["end"]] == "he"
+    assert [record["text_a"][entity["start"] : entity["end"]] for entity in record["entities"]] == [
+        "Tushar Gandhi",
+        "Bombay",
+    ]
     assert record["entities"][0] == {"qid": "Q5625256", "start": 0, "end": 13, "score": 0.56}
     assert unlabelled["label"] == [] and unlabelled["entities"] == []
 
 
-@pytest.mark.parametrize("bad_item, message", [
-    ({"sent": "x", "start": 0, "end": 1, "labels": []}, "missing key.*ents"),
-    (openentity_item(end=99), "mention offsets"),
-    (openentity_item(start=5, end=5), "mention offsets"),
-    (openentity_item(start="19"), "mention offsets"),
-    (openentity_item(labels=["person", "animal"]), "bad label 'animal'"),
-    (openentity_item(labels="person"), "'labels' must be a list"),
-    (openentity_item(labels=[["person"]]), "'labels' must be a list of types"),
-    (openentity_item(ents=[["Q1", 30, 50, 0.1]]), "linked entity Q1 offsets"),
-    (openentity_item(ents=[["Q1", 0, 4]]), "bad linked entity"),
-    (openentity_item(sent=""), "non-empty string"),
-    ("not an object", "expected an object"),
-])
+@pytest.mark.parametrize(
+    "bad_item, message",
+    [
+        ({"sent": "x", "start": 0, "end": 1, "labels": []}, "missing key.*ents"),
+        (openentity_item(end=99), "mention offsets"),
+        (openentity_item(start=5, end=5), "mention offsets"),
+        (openentity_item(start="19"), "mention offsets"),
+        (openentity_item(labels=["person", "animal"]), "bad label 'animal'"),
+        (openentity_item(labels="person"), "'labels' must be a list"),
+        (openentity_item(labels=[["person"]]), "'labels' must be a list of types"),
+        (openentity_item(ents=[["Q1", 30, 50, 0.1]]), "linked entity Q1 offsets"),
+        (openentity_item(ents=[["Q1", 0, 4]]), "bad linked entity"),
+        (openentity_item(sent=""), "non-empty string"),
+        ("not an object", "expected an object"),
+    ],
+)
 def test_openentity_rejects_malformed_records(tmp_path, bad_item, message):
     write_openentity(tmp_path / "openentity", [openentity_item(), bad_item])
     with pytest.raises(KlmError, match=message) as error:
@@ -204,8 +222,8 @@ def test_openentity_shared_data():
             assert record["label"] == sorted(set(record["label"]))
             assert 0 <= record["mention"]["start"] < record["mention"]["end"] <= len(record["text_a"])
     first = splits["train"][0]
-    assert first["text_a"][first["mention"]["start"]:first["mention"]["end"]] == "Web users"
-    assert [first["text_a"][entity["start"]:entity["end"]] for entity in first["entities"]][-1] == "Google Maps"
+    assert first["text_a"][first["mention"]["start"] : first["mention"]["end"]] == "Web users"
+    assert [first["text_a"][entity["start"] : entity["end"]] for entity in first["entities"]][-1] == "Google Maps"
 
 
 @needs_shared

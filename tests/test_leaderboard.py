@@ -10,19 +10,48 @@ from knowledge_lm.leaderboard import write_leaderboards
 from knowledge_lm.registry import DATASETS
 from knowledge_lm.results import Cell, write_json_atomic
 
-KNOWN_METRICS = {"accuracy", "f1", "matthews", "pearson", "spearman", "micro_f1", "macro_f1", "strict_accuracy",
-                 "loose_macro_f1", "loose_micro_f1", "ign_f1", "precision_at_1", "exact_match", "semeval_macro_f1"}
+KNOWN_METRICS = {
+    "accuracy",
+    "f1",
+    "matthews",
+    "pearson",
+    "spearman",
+    "micro_f1",
+    "macro_f1",
+    "strict_accuracy",
+    "loose_macro_f1",
+    "loose_micro_f1",
+    "ign_f1",
+    "precision_at_1",
+    "exact_match",
+    "semeval_macro_f1",
+}
 
 
 def fake_result(results, method, task, fraction, seed, value):
     cell = Cell(method, "glue", task, fraction, seed, "minilm")
     metric = {"rte": "accuracy", "cola": "matthews"}[task]
-    write_json_atomic(cell.result_path(results), {
-        "cell": {"method": method, "dataset": "glue", "task": task, "fraction": fraction, "seed": seed, "backbone": "minilm"},
-        "report_split": "dev", "metrics": {"dev": {metric: value}},
-        "device": {"name": "Test GPU"}, "backbone": {"checksum": "abc", "path": None}, "git": {"commit": "0123456789abcdef"},
-        "wall_time_s": 60.0, "data": {"subset_hash": "h", "train_size": 100}, "budget": {"max_steps": 10, "per_device_batch_size": 32},
-    })
+    write_json_atomic(
+        cell.result_path(results),
+        {
+            "cell": {
+                "method": method,
+                "dataset": "glue",
+                "task": task,
+                "fraction": fraction,
+                "seed": seed,
+                "backbone": "minilm",
+            },
+            "report_split": "dev",
+            "metrics": {"dev": {metric: value}},
+            "device": {"name": "Test GPU"},
+            "backbone": {"checksum": "abc", "path": None},
+            "git": {"commit": "0123456789abcdef"},
+            "wall_time_s": 60.0,
+            "data": {"subset_hash": "h", "train_size": 100},
+            "budget": {"max_steps": 10, "per_device_batch_size": 32},
+        },
+    )
 
 
 def test_table_mean_std_n_best_and_missing(tmp_path):
@@ -63,9 +92,14 @@ def test_rows_of_a_dataset_not_here_show_with_the_one_named():
 
 
 def test_lama_probe_table_names_the_checkpoint(tmp_path):
-    probe = {"backbone": {"name": "erica-ckpt", "path": "/ckpt/erica", "checksum": "ab" * 32},
-             "corpus_means": {"TREx": 30.0, "Google_RE": None}, "mean_precision_at_1": 25.5, "kept": 90, "facts": 100,
-             "relations": {}}
+    probe = {
+        "backbone": {"name": "erica-ckpt", "path": "/ckpt/erica", "checksum": "ab" * 32},
+        "corpus_means": {"TREx": 30.0, "Google_RE": None},
+        "mean_precision_at_1": 25.5,
+        "kept": 90,
+        "facts": 100,
+        "relations": {},
+    }
     write_json_atomic(tmp_path / "results" / "probes" / "lama-erica-ckpt.json", probe)
     paths = write_leaderboards(tmp_path / "results", tmp_path / "out")
     text = (tmp_path / "out" / "lama.md").read_text()
@@ -77,29 +111,63 @@ def test_variants_are_their_own_cells_and_rows(tmp_path):
     from knowledge_lm.config import validate_sweep
     from knowledge_lm.runner import sweep_cells
 
-    sweep = validate_sweep({"dataset": "generated", "methods": ["knowbert"], "fractions": [1.0], "seeds": [1],
-                            "dataset_options": {"dev_size": 30, "knowledge": {"k_hop": 3}},
-                            "variants": {"noise0": {}, "noise20": {"knowledge": {"link_noise": 0.2}}}}, "test")
+    sweep = validate_sweep(
+        {
+            "dataset": "generated",
+            "methods": ["knowbert"],
+            "fractions": [1.0],
+            "seeds": [1],
+            "dataset_options": {"dev_size": 30, "knowledge": {"k_hop": 3}},
+            "variants": {"noise0": {}, "noise20": {"knowledge": {"link_noise": 0.2}}},
+        },
+        "test",
+    )
     cells = sweep_cells(sweep)
-    assert [cell.key for cell in cells] == ["generated/facts/knowbert/minilm/noise0/f1-s1",
-                                            "generated/facts/knowbert/minilm/noise20/f1-s1"]
+    assert [cell.key for cell in cells] == [
+        "generated/facts/knowbert/minilm/noise0/f1-s1",
+        "generated/facts/knowbert/minilm/noise20/f1-s1",
+    ]
     assert sweep.variant_options("noise20") == {"dev_size": 30, "knowledge": {"k_hop": 3, "link_noise": 0.2}}
-    alphas = validate_sweep({"dataset": "generated", "methods": ["kam"], "train": {"method_options": {"skip": False}},
-                             "variants": {"alpha0": {"method_options": {"alpha": 0.0}}}}, "test")
+    alphas = validate_sweep(
+        {
+            "dataset": "generated",
+            "methods": ["kam"],
+            "train": {"method_options": {"skip": False}},
+            "variants": {"alpha0": {"method_options": {"alpha": 0.0}}},
+        },
+        "test",
+    )
     assert alphas.train_config("facts", variant="alpha0").method_options == {"skip": False, "alpha": 0.0}
     assert alphas.variant_options("alpha0") == {}
     results = tmp_path / "results"
     for cell, value in zip(cells, (70.0, 60.0)):
-        write_json_atomic(cell.result_path(results), {
-            "cell": {"method": "knowbert", "dataset": "generated", "task": "facts", "fraction": 1.0, "seed": 1,
-                     "backbone": "minilm", "variant": cell.variant},
-            "report_split": "test", "metrics": {"test": {"accuracy": value}},
-            "device": {"name": "Test GPU"}, "backbone": {"checksum": "abc", "path": None}, "git": {"commit": "0123456789"},
-            "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 100},
-            "budget": {"max_steps": 10, "per_device_batch_size": 32}})
+        write_json_atomic(
+            cell.result_path(results),
+            {
+                "cell": {
+                    "method": "knowbert",
+                    "dataset": "generated",
+                    "task": "facts",
+                    "fraction": 1.0,
+                    "seed": 1,
+                    "backbone": "minilm",
+                    "variant": cell.variant,
+                },
+                "report_split": "test",
+                "metrics": {"test": {"accuracy": value}},
+                "device": {"name": "Test GPU"},
+                "backbone": {"checksum": "abc", "path": None},
+                "git": {"commit": "0123456789"},
+                "wall_time_s": 1.0,
+                "data": {"subset_hash": "h", "train_size": 100},
+                "budget": {"max_steps": 10, "per_device_batch_size": 32},
+            },
+        )
     [path] = write_leaderboards(results, tmp_path / "leaderboards")
     text = path.read_text()
-    assert "| method | fraction | noise0 | noise20 |" in text and "| knowbert | 100% | 70.0 (n=1) | 60.0 (n=1) |" in text
+    assert (
+        "| method | fraction | noise0 | noise20 |" in text and "| knowbert | 100% | 70.0 (n=1) | 60.0 (n=1) |" in text
+    )
 
 
 def test_malformed_variants_are_one_error():
@@ -117,13 +185,28 @@ def test_variant_references_stand_beside_the_variants(tmp_path):
     results = tmp_path / "results"
     for alpha, value in (("alpha0", 40.0), ("alpha0.2", 45.0)):
         cell = Cell("kam", "glue", "cola", 1.0, 1, "minilm", alpha)
-        write_json_atomic(cell.result_path(results), {
-            "cell": {"method": "kam", "dataset": "glue", "task": "cola", "fraction": 1.0, "seed": 1, "backbone": "minilm",
-                     "variant": alpha},
-            "report_split": "dev", "metrics": {"dev": {"matthews": value}},
-            "device": {"name": "Test GPU"}, "backbone": {"checksum": "abc", "path": None}, "git": {"commit": "0123456789"},
-            "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 100},
-            "budget": {"max_steps": 10, "per_device_batch_size": 32}})
+        write_json_atomic(
+            cell.result_path(results),
+            {
+                "cell": {
+                    "method": "kam",
+                    "dataset": "glue",
+                    "task": "cola",
+                    "fraction": 1.0,
+                    "seed": 1,
+                    "backbone": "minilm",
+                    "variant": alpha,
+                },
+                "report_split": "dev",
+                "metrics": {"dev": {"matthews": value}},
+                "device": {"name": "Test GPU"},
+                "backbone": {"checksum": "abc", "path": None},
+                "git": {"commit": "0123456789"},
+                "wall_time_s": 1.0,
+                "data": {"subset_hash": "h", "train_size": 100},
+                "budget": {"max_steps": 10, "per_device_batch_size": 32},
+            },
+        )
     [path] = write_leaderboards(results, tmp_path / "leaderboards")
     lines = path.read_text().splitlines()
     assert "| † kam [paper 001 Table 4, bert-base, split not stated] | 100% | 51.2 | 53.7 |" in lines
@@ -163,12 +246,27 @@ def test_runs_from_a_pretraining_checkpoint_stand_beside_their_base_backbones_ba
     for seed in (1, 2):
         fake_result(results, "baseline", "rte", 1.0, seed, 60.0)
         cell = Cell("erica", "glue", "rte", 1.0, seed, "erica-minilm")
-        write_json_atomic(cell.result_path(results), {
-            "cell": {"method": "erica", "dataset": "glue", "task": "rte", "fraction": 1.0, "seed": seed, "backbone": "erica-minilm"},
-            "report_split": "dev", "metrics": {"dev": {"accuracy": 63.0 + seed}},
-            "device": {"name": "Test GPU"}, "backbone": {"checksum": "def", "path": "/ckpt/erica-minilm", "pretrained_from": "minilm"},
-            "git": {"commit": "0123456789"}, "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 100},
-            "budget": {"max_steps": 10, "per_device_batch_size": 32}})
+        write_json_atomic(
+            cell.result_path(results),
+            {
+                "cell": {
+                    "method": "erica",
+                    "dataset": "glue",
+                    "task": "rte",
+                    "fraction": 1.0,
+                    "seed": seed,
+                    "backbone": "erica-minilm",
+                },
+                "report_split": "dev",
+                "metrics": {"dev": {"accuracy": 63.0 + seed}},
+                "device": {"name": "Test GPU"},
+                "backbone": {"checksum": "def", "path": "/ckpt/erica-minilm", "pretrained_from": "minilm"},
+                "git": {"commit": "0123456789"},
+                "wall_time_s": 1.0,
+                "data": {"subset_hash": "h", "train_size": 100},
+                "budget": {"max_steps": 10, "per_device_batch_size": 32},
+            },
+        )
     [path] = write_leaderboards(results, tmp_path / "leaderboards")
     text = path.read_text()
     assert text.count("## Backbone:") == 1 and "| erica ⟨erica-minilm⟩ | **64.5 ± 0.7 (n=2)** |" in text
@@ -183,9 +281,15 @@ def kept_result(results, method, seed, value, predicted, variant="", fraction=1.
     from knowledge_lm.gold import report_gold
     from knowledge_lm.results import predictions_path, write_predictions
 
-    result = {**generated_result(), "metrics": {"test": {"accuracy": value}}, "device": {"name": "Test CPU"},
-              "git": {"commit": "0123456789abcdef"}, "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 40},
-              "budget": {"max_steps": 10, "per_device_batch_size": 8}}
+    result = {
+        **generated_result(),
+        "metrics": {"test": {"accuracy": value}},
+        "device": {"name": "Test CPU"},
+        "git": {"commit": "0123456789abcdef"},
+        "wall_time_s": 1.0,
+        "data": {"subset_hash": "h", "train_size": 40},
+        "budget": {"max_steps": 10, "per_device_batch_size": 8},
+    }
     result["cell"].update(method=method, seed=seed, variant=variant, fraction=fraction)
     result["backbone"].update(checksum=None, path=None)
     path = Cell(method, "generated", "facts", fraction, seed, "tiny", variant).result_path(results)
@@ -211,17 +315,27 @@ def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
     runs = {"baseline": (half_wrong, 50.0), "same": (half_wrong, 50.0), "better": (list, 100.0)}
     files = {}
     for method, (predicted, value) in runs.items():
-        files[method] = [predictions_path(kept_result(results, method, seed, value + seed, predicted)) for seed in (1, 2, 3)]
-    gold = report_gold(json.loads(Cell("baseline", "generated", "facts", 1.0, 1, "tiny").result_path(results).read_text()))
+        files[method] = [
+            predictions_path(kept_result(results, method, seed, value + seed, predicted)) for seed in (1, 2, 3)
+        ]
+    gold = report_gold(
+        json.loads(Cell("baseline", "generated", "facts", 1.0, 1, "tiny").result_path(results).read_text())
+    )
     same = paired_bootstrap("generated", "facts", "accuracy", gold, files["same"], files["baseline"], replicates=50)
     assert same["delta_interval"] == [0.0, 0.0] and same["p_not_better"] == 1.0
     better = paired_bootstrap("generated", "facts", "accuracy", gold, files["better"], files["baseline"], replicates=50)
     assert better["delta_interval"][0] > 0 and better["p_not_better"] == 0.0
-    assert paired_bootstrap("generated", "facts", "accuracy", [1 - g for g in gold], files["better"], files["baseline"],
-                            replicates=40) is None  # another gold than the files were kept of
+    assert (
+        paired_bootstrap(
+            "generated", "facts", "accuracy", [1 - g for g in gold], files["better"], files["baseline"], replicates=40
+        )
+        is None
+    )  # another gold than the files were kept of
     [page] = write_leaderboards(results, tmp_path / "leaderboards")
     text = page.read_text()
-    assert any(line.startswith("| better | 100% | +50.0 ± 0.0 | 3 |") and "| 0.000 |" in line for line in text.splitlines())
+    assert any(
+        line.startswith("| better | 100% | +50.0 ± 0.0 | 3 |") and "| 0.000 |" in line for line in text.splitlines()
+    )
     import shutil
 
     from knowledge_lm.data.base import default_cache_dir
@@ -268,7 +382,9 @@ def test_spectra_kept_with_predictions_draw_the_sr_figure(tmp_path):
     results = tmp_path / "results"
     for method, scale in (("baseline", 1.0), ("bert+sr", 0.5)):
         for seed in (1, 2):
-            kept_result(results, method, seed, 60.0 + seed, list, singular_values=[scale * value for value in (9.0, 3.0, 1.0)])
+            kept_result(
+                results, method, seed, 60.0 + seed, list, singular_values=[scale * value for value in (9.0, 3.0, 1.0)]
+            )
     [page] = write_leaderboards(results, tmp_path / "leaderboards")
     assert "(figures/generated-facts-tiny-spectrum.png)" in page.read_text()
     assert (tmp_path / "leaderboards" / "figures" / "generated-facts-tiny-spectrum.png").is_file()
@@ -278,8 +394,10 @@ def test_entity_frequency_buckets_score_every_method_on_the_same_examples(tmp_pa
     """papers/000 Fig. 1a/5a: frequencies kept by one method's cells bucket the split for every method."""
     results = tmp_path / "results"
     frequency = [None, None, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
-    runs = {"baseline": (lambda gold: [1 - g for g in gold[:6]] + gold[6:], {}),  # right only on the frequent half
-            "knowbert": (lambda gold: gold[:6] + [1 - g for g in gold[6:]], {"entity_frequency": frequency})}
+    runs = {
+        "baseline": (lambda gold: [1 - g for g in gold[:6]] + gold[6:], {}),  # right only on the frequent half
+        "knowbert": (lambda gold: gold[:6] + [1 - g for g in gold[6:]], {"entity_frequency": frequency}),
+    }
     for method, (predicted, kept) in runs.items():
         for seed in (1, 2):
             kept_result(results, method, seed, 50.0, predicted, **kept)
@@ -311,12 +429,27 @@ def test_checkpoint_rows_bring_their_methods_paper_rows(tmp_path):
     """'erica ⟨erica-minilm⟩' (a method fine-tuned from a pretraining checkpoint) stands beside ERICA_BERT."""
     results = tmp_path / "results"
     cell = Cell("erica", "semeval2010", "mean_pool", 0.1, 1, "erica-minilm")
-    write_json_atomic(cell.result_path(results), {
-        "cell": {"method": "erica", "dataset": "semeval2010", "task": "mean_pool", "fraction": 0.1, "seed": 1,
-                 "backbone": "erica-minilm"},
-        "report_split": "test", "metrics": {"test": {"semeval_macro_f1": 56.0}}, "device": {"name": "Test GPU"},
-        "backbone": {"checksum": "abc", "path": None, "pretrained_from": "minilm"}, "git": {"commit": "0123456789"},
-        "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 100}, "budget": {"max_steps": 10, "per_device_batch_size": 32}})
+    write_json_atomic(
+        cell.result_path(results),
+        {
+            "cell": {
+                "method": "erica",
+                "dataset": "semeval2010",
+                "task": "mean_pool",
+                "fraction": 0.1,
+                "seed": 1,
+                "backbone": "erica-minilm",
+            },
+            "report_split": "test",
+            "metrics": {"test": {"semeval_macro_f1": 56.0}},
+            "device": {"name": "Test GPU"},
+            "backbone": {"checksum": "abc", "path": None, "pretrained_from": "minilm"},
+            "git": {"commit": "0123456789"},
+            "wall_time_s": 1.0,
+            "data": {"subset_hash": "h", "train_size": 100},
+            "budget": {"max_steps": 10, "per_device_batch_size": 32},
+        },
+    )
     [path] = write_leaderboards(results, tmp_path / "leaderboards")
     lines = path.read_text().splitlines()
     assert "| erica ⟨erica-minilm⟩ | 56.0 (n=1) |" in lines

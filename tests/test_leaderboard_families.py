@@ -12,8 +12,16 @@ from knowledge_lm.results import Cell, write_json_atomic
 def test_groups_are_the_reported_splits_statement_families():
     gold, groups = report_gold(generated_result()), report_groups(generated_result())
     assert len(groups) == len(gold) and set(groups) == {"text", "type", "one_hop", "two_hop"}
-    assert report_groups({**generated_result({}), "cell": {**generated_result()["cell"], "dataset": "glue", "task": "rte"},
-                          "report_split": "dev"}) is None  # a dataset without groups
+    assert (
+        report_groups(
+            {
+                **generated_result({}),
+                "cell": {**generated_result()["cell"], "dataset": "glue", "task": "rte"},
+                "report_split": "dev",
+            }
+        )
+        is None
+    )  # a dataset without groups
 
 
 def right_on(families):
@@ -37,14 +45,24 @@ def test_families_open_the_page_with_intervals_chance_marks_and_the_kg_verdict(t
     for method, families in runs.items():
         for seed in (1, 2):
             kept_result(results, method, seed, accuracy_on(families), right_on(families))
-    recorded = {**generated_result(), "metrics": {"test": {"accuracy": 60.0}}, "device": {"name": "Test CPU"},
-                "git": {"commit": "0123456789"}, "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 40},
-                "budget": {"max_steps": 10, "per_device_batch_size": 8},
-                "metrics_by_group": {group: {"examples": report_groups(generated_result()).count(group), "accuracy": 75.0}
-                                     for group in ("text", "type", "one_hop", "two_hop")}}
+    recorded = {
+        **generated_result(),
+        "metrics": {"test": {"accuracy": 60.0}},
+        "device": {"name": "Test CPU"},
+        "git": {"commit": "0123456789"},
+        "wall_time_s": 1.0,
+        "data": {"subset_hash": "h", "train_size": 40},
+        "budget": {"max_steps": 10, "per_device_batch_size": 8},
+        "metrics_by_group": {
+            group: {"examples": report_groups(generated_result()).count(group), "accuracy": 75.0}
+            for group in ("text", "type", "one_hop", "two_hop")
+        },
+    }
     recorded["cell"].update(method="recorded")
     recorded["backbone"].update(checksum=None, path=None)
-    write_json_atomic(Cell("recorded", "generated", "facts", 1.0, 1, "tiny").result_path(results), recorded)  # no predictions
+    write_json_atomic(
+        Cell("recorded", "generated", "facts", 1.0, 1, "tiny").result_path(results), recorded
+    )  # no predictions
     kept_result(results, "knower", 1, 50.0, right_on({"text"}), fraction=0.1)
     [page] = write_leaderboards(results, tmp_path / "leaderboards")
     text = page.read_text()
@@ -59,7 +77,7 @@ def test_families_open_the_page_with_intervals_chance_marks_and_the_kg_verdict(t
     assert table_row(lines, "typer")[6] == "only type"
     assert table_row(lines, "recorded")[1:7] == ["1"] + ["75.0"] * 4 + ["—"]  # metrics_by_group alone: no interval
     assert "<details><summary>Other fractions: 10%</summary>" in lines
-    later = lines[lines.index("**10%**"):]
+    later = lines[lines.index("**10%**") :]
     assert table_row(later, "knower")[1:3] == ["1", "100.0 [100.0, 100.0] ✓"]
     assert "knowledge used (accuracy, against" not in text  # no knowledge-used table of its own on a page with families
 
@@ -81,7 +99,9 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
     assert knowbert[8].startswith(f"shuffled: {whole:+.1f} [") and knowbert[8].endswith("] ✓ |")
     assert table_row(lines, "knowbert [shuffled]")[7:] == ["(control)", "(control) |"]
     assert table_row(lines, "kam")[7:] == ["—", "— |"]  # no control cells
-    assert table_row(lines, "kam [t20k]")[7] == "zeroed: +100.0 [+100.0, +100.0] ✓"  # a variant's control: <variant>-zeroed
+    assert (
+        table_row(lines, "kam [t20k]")[7] == "zeroed: +100.0 [+100.0, +100.0] ✓"
+    )  # a variant's control: <variant>-zeroed
     assert table_row(lines, "kam [t20k-zeroed]")[7:] == ["(control)", "(control) |"]
     assert any(line.startswith("Knowledge used = the method's accuracy minus") for line in lines)
 
@@ -90,13 +110,27 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
         fake_result(glue, "baseline", "rte", 1.0, seed, 60.0)
         for method, value in (("erica", 66.0), ("erica-mlm-only", 63.0)):
             cell = Cell(method, "glue", "rte", 1.0, seed, f"{method}-minilm")
-            write_json_atomic(cell.result_path(glue), {
-                "cell": {"method": method, "dataset": "glue", "task": "rte", "fraction": 1.0, "seed": seed,
-                         "backbone": f"{method}-minilm"},
-                "report_split": "dev", "metrics": {"dev": {"accuracy": value + seed}}, "device": {"name": "Test GPU"},
-                "backbone": {"checksum": "def", "path": f"/ckpt/{method}-minilm", "pretrained_from": "minilm"},
-                "git": {"commit": "0123456789"}, "wall_time_s": 1.0, "data": {"subset_hash": "h", "train_size": 100},
-                "budget": {"max_steps": 10, "per_device_batch_size": 32}})
+            write_json_atomic(
+                cell.result_path(glue),
+                {
+                    "cell": {
+                        "method": method,
+                        "dataset": "glue",
+                        "task": "rte",
+                        "fraction": 1.0,
+                        "seed": seed,
+                        "backbone": f"{method}-minilm",
+                    },
+                    "report_split": "dev",
+                    "metrics": {"dev": {"accuracy": value + seed}},
+                    "device": {"name": "Test GPU"},
+                    "backbone": {"checksum": "def", "path": f"/ckpt/{method}-minilm", "pretrained_from": "minilm"},
+                    "git": {"commit": "0123456789"},
+                    "wall_time_s": 1.0,
+                    "data": {"subset_hash": "h", "train_size": 100},
+                    "budget": {"max_steps": 10, "per_device_batch_size": 32},
+                },
+            )
     [page] = write_leaderboards(glue, tmp_path / "glue-leaderboards")
     lines = page.read_text().splitlines()
     assert "### rte: knowledge used (accuracy, against each method's control)" in lines

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+from helpers import SHARED
 
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.linking import (
@@ -11,7 +12,6 @@ from knowledge_lm.knowledge.linking import (
     gold_mentions,
     tokenize_words,
 )
-from helpers import SHARED
 
 RECORDS = [
     ("Q1", "Paris", ["Paris", "City of Light"]),
@@ -101,8 +101,11 @@ def test_knowbert_prior_file_hand_count(tmp_path):
     path = tmp_path / "priors.txt"
     path.write_text("Paris\t100\t1,0.6,Paris\t2,0.3,Paris_Hilton\t3,0.1,Paris,_Texas\n")
     table = AliasTable.from_knowbert_priors(path)
-    assert table.candidates("Paris") == [("Paris", pytest.approx(0.6)), ("Paris_Hilton", pytest.approx(0.3)),
-                                         ("Paris,_Texas", pytest.approx(0.1))]
+    assert table.candidates("Paris") == [
+        ("Paris", pytest.approx(0.6)),
+        ("Paris_Hilton", pytest.approx(0.3)),
+        ("Paris,_Texas", pytest.approx(0.1)),
+    ]
     path.write_text("Paris\tmany\t1,0.6,Paris\n")
     with pytest.raises(KlmError, match="priors.txt:1"):
         AliasTable.from_knowbert_priors(path)
@@ -112,8 +115,11 @@ def test_merge_weights_sources_equally(table, tmp_path):
     path = tmp_path / "priors.txt"
     path.write_text("Paris\t1000\t1,1.0,Paris\n")
     merged = table.merge(AliasTable.from_knowbert_priors(path))
-    assert merged.candidates("Paris") == [("Paris", pytest.approx(1 / 2)), ("Q1", pytest.approx(1 / 3)),
-                                          ("Q2", pytest.approx(1 / 6))]
+    assert merged.candidates("Paris") == [
+        ("Paris", pytest.approx(1 / 2)),
+        ("Q1", pytest.approx(1 / 3)),
+        ("Q2", pytest.approx(1 / 6)),
+    ]
     assert merged.candidates("Hilton") == [("Q2", 1.0)]
 
 
@@ -164,8 +170,10 @@ def test_fallback_stop_words(table):
 def test_gold_mentions():
     text = "Barack Obama was born in Honolulu"
     mentions = gold_mentions(text, [("Q18094", 25, 33), ("Q76", 0, 12), ("Q76", 0, 12), ("Q531178", 25, 33)])
-    assert mentions == [Mention(0, 12, "Barack Obama", [("Q76", 1.0)]),
-                        Mention(25, 33, "Honolulu", [("Q18094", 0.5), ("Q531178", 0.5)])]
+    assert mentions == [
+        Mention(0, 12, "Barack Obama", [("Q76", 1.0)]),
+        Mention(25, 33, "Honolulu", [("Q18094", 0.5), ("Q531178", 0.5)]),
+    ]
     with pytest.raises(KlmError, match="outside"):
         gold_mentions(text, [("Q1", 30, 40)])
 

@@ -31,8 +31,19 @@ def write_sweep(tmp_path, top: str = "", variant: str = "alpha: 0.1"):
 
 
 def klm(capsys, tmp_path, command: str, config, *args) -> tuple[int, list[str]]:
-    code = main([command, "--config", str(config), "--results-dir", str(tmp_path / "results"),
-                 "--runs-dir", str(tmp_path / "runs"), *args] + (["--no-leaderboard"] if command == "bench" else []))
+    code = main(
+        [
+            command,
+            "--config",
+            str(config),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            *args,
+        ]
+        + (["--no-leaderboard"] if command == "bench" else [])
+    )
     return code, capsys.readouterr().err.strip().splitlines()
 
 
@@ -53,22 +64,30 @@ def test_variants_take_their_own_defaults():
 
 def test_values_are_coerced_to_their_declared_types():
     options = METHODS.get("kam+si").options_class.from_dict(
-        {"alpha": "0.1", "skip": "false", "maps": "entity", "si_k_thresh": "100", "si_seed": None}, "test")
+        {"alpha": "0.1", "skip": "false", "maps": "entity", "si_k_thresh": "100", "si_seed": None}, "test"
+    )
     assert options.alpha == pytest.approx(0.1) and options.skip is False and options.maps == ("entity",)
     assert options.si_k_thresh == pytest.approx(100) and options.si_seed is None
     assert METHODS.get("kam+si").options_class.from_dict({"si_k_thresh": "auto"}, "test").si_k_thresh == "auto"
 
 
-@pytest.mark.parametrize("method, options, message", [
-    ("kam", {"alpha": "high"}, "test: option alpha='high' is not a number"),
-    ("kam", {"expansion_k": 1.5}, "test: option expansion_k=1.5 is not a whole number"),
-    ("kam", {"skip": "maybe"}, "test: option skip='maybe' is not a boolean"),
-    ("kam", {"entity_source": "spans"}, "test: option entity_source='spans' is not ner or links"),
-    ("kam", {"maps": ["entity", "dependency"]}, "test: unknown map 'dependency'"),
-    ("knowbert+si", {"si_k_thresh": "high"}, "test: option si_k_thresh='high' is not a number or auto"),
-    ("kg-text", {"fact_tokens": True}, "test: option fact_tokens=True is not a whole number"),
-    ("baseline", {"alpha": 0.1, "skip": True}, "test: unknown options 'alpha', 'skip'; known: new_module_lr, zero_knowledge"),
-])
+@pytest.mark.parametrize(
+    "method, options, message",
+    [
+        ("kam", {"alpha": "high"}, "test: option alpha='high' is not a number"),
+        ("kam", {"expansion_k": 1.5}, "test: option expansion_k=1.5 is not a whole number"),
+        ("kam", {"skip": "maybe"}, "test: option skip='maybe' is not a boolean"),
+        ("kam", {"entity_source": "spans"}, "test: option entity_source='spans' is not ner or links"),
+        ("kam", {"maps": ["entity", "dependency"]}, "test: unknown map 'dependency'"),
+        ("knowbert+si", {"si_k_thresh": "high"}, "test: option si_k_thresh='high' is not a number or auto"),
+        ("kg-text", {"fact_tokens": True}, "test: option fact_tokens=True is not a whole number"),
+        (
+            "baseline",
+            {"alpha": 0.1, "skip": True},
+            "test: unknown options 'alpha', 'skip'; known: new_module_lr, zero_knowledge",
+        ),
+    ],
+)
 def test_a_bad_option_is_one_line(method, options, message):
     with pytest.raises(KlmError) as raised:
         METHODS.get(method).options_class.from_dict(options, "test")
@@ -84,12 +103,18 @@ def test_a_method_built_with_an_unknown_option_refuses_it():
         METHODS.get("baseline")(encoder, GeneratedDataModule.spec("facts"), alpah=0.1)
 
 
-@pytest.mark.parametrize("top, variant, message", [
-    (", alpah: 0.1", "alpha: 0.1", "method kam, variant a0: unknown option 'alpah'; known: new_module_lr, zero_knowledge, "
-                                   "alpha, skip"),
-    ("", "alpah: 0.1", "method kam, variant a1: unknown option 'alpah'; known: new_module_lr"),
-    ("", "alpha: high", "method kam, variant a1: option alpha='high' is not a number"),
-])
+@pytest.mark.parametrize(
+    "top, variant, message",
+    [
+        (
+            ", alpah: 0.1",
+            "alpha: 0.1",
+            "method kam, variant a0: unknown option 'alpah'; known: new_module_lr, zero_knowledge, alpha, skip",
+        ),
+        ("", "alpah: 0.1", "method kam, variant a1: unknown option 'alpah'; known: new_module_lr"),
+        ("", "alpha: high", "method kam, variant a1: option alpha='high' is not a number"),
+    ],
+)
 @pytest.mark.parametrize("command", ["bench", "cell"])
 def test_a_bad_option_in_a_sweep_fails_before_any_cell_starts(capsys, tmp_path, command, top, variant, message):
     config = write_sweep(tmp_path, top, variant)

@@ -23,6 +23,7 @@ def random_texts(kg: KnowledgeGraph, seed: int = 5) -> list[list[str]]:
 
 # -- link noise ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("ratio", [0.0, 0.1, 0.37, 1.0])
 def test_noisy_links_rank_a_wrong_entity_first_and_keep_the_linked_one(ratio):
     kg = typed_kg()
@@ -61,6 +62,7 @@ def test_noisy_links_in_a_small_kg_take_the_distractors_it_has():
 
 # -- shuffled links --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("share", [0.0, 0.37, 0.5, 1.0])
 def test_shuffled_links_keep_the_type_and_one_replacement_per_text_and_entity(share):
     kg = typed_kg()
@@ -77,8 +79,11 @@ def test_shuffled_links_keep_the_type_and_one_replacement_per_text_and_entity(sh
             assert new != gold and kg.entities[new].type == kg.entities[gold].type
             assert replacements.setdefault((text, gold), new) == new
     assert len(replacements) == round(share * len(pairs))
-    assert all(was == ((text, gold) in replacements) for text, (qids, mask) in enumerate(zip(linked, relinked))
-               for gold, was in zip(qids, mask))
+    assert all(
+        was == ((text, gold) in replacements)
+        for text, (qids, mask) in enumerate(zip(linked, relinked))
+        for gold, was in zip(qids, mask)
+    )
 
 
 def test_shuffled_links_reproduce_with_their_seed():

@@ -106,8 +106,18 @@ def test_load_rejects_other_files(tmp_path):
 def test_cache_key_and_cached(tmp_path):
     key = cache_key(CORPUS, min_count=1)
     assert key == cache_key(list(CORPUS), min_count=1)
-    assert len({key, cache_key(CORPUS, min_count=2), cache_key(CORPUS, min_count=1, window=3),
-                cache_key(CORPUS[:3], min_count=1), cache_key(CORPUS, min_count=1, unigram_counts={"the": 1})}) == 5
+    assert (
+        len(
+            {
+                key,
+                cache_key(CORPUS, min_count=2),
+                cache_key(CORPUS, min_count=1, window=3),
+                cache_key(CORPUS[:3], min_count=1),
+                cache_key(CORPUS, min_count=1, unigram_counts={"the": 1}),
+            }
+        )
+        == 5
+    )
     first = CorpusStatistics.cached(CORPUS, tmp_path, min_count=1)
     assert (tmp_path / f"pmi-{key}.json.gz").is_file()
     assert CorpusStatistics.cached(CORPUS, tmp_path, min_count=1).pair_pmi == first.pair_pmi

@@ -88,7 +88,9 @@ print("ok")
 
 def test_training_batches_carry_knowledge_without_spacy(prepared):
     cache, _ = prepared
-    out = subprocess.run([sys.executable, "-c", TRAINING_SIDE, str(cache), json.dumps(SIZES)], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", TRAINING_SIDE, str(cache), json.dumps(SIZES)], capture_output=True, text=True
+    )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
@@ -98,16 +100,23 @@ def test_other_config_or_tokenizer_length_needs_its_own_prepare(prepared, tokeni
     with pytest.raises(KlmError, match="run `klm prepare --dataset generated"):
         data.setup()
     with pytest.raises(KlmError, match="run `klm prepare"):
-        load_prepared(GeneratedDataModule(tokenizer=tokenizer, cache_dir=cache, max_length=48, **SIZES),
-                      tokenizer, KnowledgeConfig(pmi_top_k=3), cache)
+        load_prepared(
+            GeneratedDataModule(tokenizer=tokenizer, cache_dir=cache, max_length=48, **SIZES),
+            tokenizer,
+            KnowledgeConfig(pmi_top_k=3),
+            cache,
+        )
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"linker": "gold"}, "unknown knowledge option"),
-    ({"linking": "psychic"}, "expected one of"),
-    ({"shuffle_links": 1.5}, "shuffle_links: expected a share within"),
-    ({"link_noise": -0.1}, "link_noise: expected a share within"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"linker": "gold"}, "unknown knowledge option"),
+        ({"linking": "psychic"}, "expected one of"),
+        ({"shuffle_links": 1.5}, "shuffle_links: expected a share within"),
+        ({"link_noise": -0.1}, "link_noise: expected a share within"),
+    ],
+)
 def test_bad_knowledge_options(options, message):
     with pytest.raises(KlmError, match=message):
         KnowledgeConfig.from_dict(options)
@@ -122,8 +131,19 @@ def test_gold_linking_on_a_dataset_without_links(tmp_path, tokenizer, shared_dat
 
 
 def test_cli_prepare_missing_kg_dir(capsys, tmp_path):
-    code = main(["prepare", "--dataset", "generated", "--backbone", "tiny", "--kg-dir", str(tmp_path / "nope"),
-                 "--cache-dir", str(tmp_path)])
+    code = main(
+        [
+            "prepare",
+            "--dataset",
+            "generated",
+            "--backbone",
+            "tiny",
+            "--kg-dir",
+            str(tmp_path / "nope"),
+            "--cache-dir",
+            str(tmp_path),
+        ]
+    )
     assert code == 2 and "does not exist" in capsys.readouterr().err
 
 
@@ -131,7 +151,10 @@ def gold_mask(row: dict) -> list[bool]:
     """KnowBERT's reading of a prepared example: which of its links count as gold for the linking loss."""
     from knowledge_lm.methods.knowbert import knowledge_tensors
 
-    index = {qid: number for number, qid in enumerate(sorted({qid for link in row["links"] for qid, _ in link["candidates"]}), 1)}
+    index = {
+        qid: number
+        for number, qid in enumerate(sorted({qid for link in row["links"] for qid, _ in link["candidates"]}), 1)
+    }
     tensors = knowledge_tensors([row], 48, index)
     assert len(row["links"]) == tensors.gold.shape[1] and all(link["tokens"] for link in row["links"])
     return tensors.gold[0].tolist()
@@ -143,7 +166,11 @@ def noisy_prepared(tmp_path, tokenizer, **options):
     data = GeneratedDataModule(tokenizer=tokenizer, cache_dir=tmp_path, max_length=48, **SIZES)
     config = KnowledgeConfig(**options)
     manifest = prepare(data, tokenizer, config, tmp_path, progress=False)
-    return data.labelled_splits(), load_prepared(data, tokenizer, config, tmp_path), KnowledgeGraph.load(manifest["kg_dir"])
+    return (
+        data.labelled_splits(),
+        load_prepared(data, tokenizer, config, tmp_path),
+        KnowledgeGraph.load(manifest["kg_dir"]),
+    )
 
 
 def test_noisy_links_rank_a_wrong_entity_of_another_type_first_and_are_not_gold(tmp_path, tokenizer):
@@ -160,7 +187,11 @@ def test_noisy_links_rank_a_wrong_entity_of_another_type_first_and_are_not_gold(
                 qids, priors = [qid for qid, _ in link["candidates"]], [prior for _, prior in link["candidates"]]
                 assert qids[1] == gold["qid"] and len(qids) > 2 and not is_gold
                 assert kg.entities[qids[0]].type != kg.entities[gold["qid"]].type
-                assert sum(priors) == pytest.approx(1.0, abs=1e-5) and priors == sorted(priors, reverse=True) and priors[0] < 1.0
+                assert (
+                    sum(priors) == pytest.approx(1.0, abs=1e-5)
+                    and priors == sorted(priors, reverse=True)
+                    and priors[0] < 1.0
+                )
         assert noisy == round(0.25 * total)
 
 
@@ -172,7 +203,7 @@ def test_shuffled_links_keep_the_type_and_the_form_of_gold_links(tmp_path, token
             assert all(gold_mask(row))
             for link, gold in zip(row["links"], record["entities"]):
                 pairs.add((number, gold["qid"]))
-                (qid, prior), = link["candidates"]
+                ((qid, prior),) = link["candidates"]
                 assert prior == 1.0 and kg.entities[qid].type == kg.entities[gold["qid"]].type
                 if qid != gold["qid"]:
                     assert replacements.setdefault((number, gold["qid"]), qid) == qid
@@ -181,7 +212,13 @@ def test_shuffled_links_keep_the_type_and_the_form_of_gold_links(tmp_path, token
 
 def test_every_corruption_level_and_seed_has_its_own_features(tmp_path, tokenizer):
     data = GeneratedDataModule(tokenizer=tokenizer, cache_dir=tmp_path, max_length=48, **SIZES)
-    options = [{}, {"shuffle_links": 0.5}, {"shuffle_links": 1.0}, {"link_noise": 0.2}, {"link_noise": 0.2, "noise_seed": 1}]
+    options = [
+        {},
+        {"shuffle_links": 0.5},
+        {"shuffle_links": 1.0},
+        {"link_noise": 0.2},
+        {"link_noise": 0.2, "noise_seed": 1},
+    ]
     folders = {split_keys(data, tokenizer, KnowledgeConfig(**option), tmp_path)[2] for option in options}
     assert len(folders) == len(options)
 

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from helpers import SHARED, needs_shared, write
 from torch import nn
 
 from knowledge_lm import probe as probe_module
@@ -26,8 +27,6 @@ from knowledge_lm.tasks.extractive_qa import (
     token_f1,
 )
 from knowledge_lm.tasks.multiple_choice import MultipleChoiceTask
-from helpers import SHARED, needs_shared, write
-
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +92,13 @@ QA_SPEC = SquadFormatDataModule.spec("squad")
 
 
 def qa_record(question: str, context: str, answer: str, key: str = "q") -> dict:
-    return {"id": key, "text_a": question, "text_b": context, "label": 0,
-            "answers": [{"text": answer, "start": context.index(answer)}]}
+    return {
+        "id": key,
+        "text_a": question,
+        "text_b": context,
+        "label": 0,
+        "answers": [{"text": answer, "start": context.index(answer)}],
+    }
 
 
 def test_encode_finds_the_answer_tokens_and_decoding_cuts_text_by_offsets(tokenizer):
@@ -104,7 +108,7 @@ def test_encode_finds_the_answer_tokens_and_decoding_cuts_text_by_offsets(tokeni
     batch = kind.collate(rows(kind.encode([record], tokenizer, 64), 1), tokenizer)
     first, last = int(batch["start_positions"][0]), int(batch["end_positions"][0])
     assert 0 < first <= last
-    assert tokenizer.decode(batch["input_ids"][0, first:last + 1]).replace(" ", "") == "paris,france"
+    assert tokenizer.decode(batch["input_ids"][0, first : last + 1]).replace(" ", "") == "paris,france"
 
     logits = torch.zeros(1, batch["input_ids"].shape[1], 2)
     logits[0, first, 0] = logits[0, last, 1] = 10.0
@@ -124,10 +128,20 @@ def test_answers_cut_off_by_truncation_train_towards_cls(tokenizer):
 
 # -- multiple choice -----------------------------------------------------------------------------
 MC_RECORDS = [
-    {"id": "a", "text_a": "I left my umbrella at home and it rained all day .", "text_b": "What happened to me ?",
-     "choices": ["I got wet .", "I stayed dry .", "I flew away .", "None of the above choices ."], "label": 0},
-    {"id": "b", "text_a": "long context " * 60, "text_b": "Why ?",
-     "choices": ["Because .", "No reason .", "It was late .", "word " * 80], "label": 2},
+    {
+        "id": "a",
+        "text_a": "I left my umbrella at home and it rained all day .",
+        "text_b": "What happened to me ?",
+        "choices": ["I got wet .", "I stayed dry .", "I flew away .", "None of the above choices ."],
+        "label": 0,
+    },
+    {
+        "id": "b",
+        "text_a": "long context " * 60,
+        "text_b": "Why ?",
+        "choices": ["Because .", "No reason .", "It was late .", "word " * 80],
+        "label": 2,
+    },
 ]
 
 
@@ -138,7 +152,7 @@ def test_multiple_choice_encodes_one_pair_per_choice_and_collates_flat(tokenizer
     assert all(len(ids) <= 48 for choices in encoded["input_ids"] for ids in choices)
     # only_first: the long context is cut, question + choice stay whole at the end
     ending = tokenizer("Why ? Because .", add_special_tokens=False)["input_ids"]
-    assert len(encoded["input_ids"][1][0]) == 48 and encoded["input_ids"][1][0][-len(ending) - 1:-1] == ending
+    assert len(encoded["input_ids"][1][0]) == 48 and encoded["input_ids"][1][0][-len(ending) - 1 : -1] == ending
     batch = kind.collate(rows(encoded, 2), tokenizer)
     assert batch["input_ids"].shape == batch["attention_mask"].shape == (8, 48)
     assert batch["num_choices"] == 4 and batch["labels"].tolist() == [0, 2]
@@ -165,8 +179,9 @@ COSMOS_HEADER = "id,context,question,answer0,answer1,answer2,answer3,label\n"
 
 
 def cosmos_rows(count: int, paragraphs: int, prefix: str = "r") -> str:
-    return "".join(f'{prefix}{i},"Paragraph {i % paragraphs} , said ""hi"" .",Why {i} ?,a,b,c,d,{i % 4}\n'
-                   for i in range(count))
+    return "".join(
+        f'{prefix}{i},"Paragraph {i % paragraphs} , said ""hi"" .",Why {i} ?,a,b,c,d,{i % 4}\n' for i in range(count)
+    )
 
 
 def test_cosmosqa_registered():
@@ -210,11 +225,20 @@ def test_cosmosqa_official_layout_holds_out_dev_and_tests_on_valid(tmp_path):
     assert all(r["id"].startswith("v") for r in splits["test"])
 
 
-@pytest.mark.parametrize("body, message", [
-    ("id,context,question,answer0,answer1,answer2,label\nx,c,q,a,b,c,0\n", r"valid.csv:1: missing column\(s\) answer3"),
-    (COSMOS_HEADER + 'a,"two\nlines",q,a,b,c,d,0\nb,c,q,a,b,c,0\n', r"valid.csv:4: expected 8 comma-separated columns, got 7"),
-    (COSMOS_HEADER + 'a,c,q,a,b,c,d,1\nb,"two\nlines",q,a,b,c,d,4\n', r"valid.csv:3: bad label '4'"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (
+            "id,context,question,answer0,answer1,answer2,label\nx,c,q,a,b,c,0\n",
+            r"valid.csv:1: missing column\(s\) answer3",
+        ),
+        (
+            COSMOS_HEADER + 'a,"two\nlines",q,a,b,c,d,0\nb,c,q,a,b,c,0\n',
+            r"valid.csv:4: expected 8 comma-separated columns, got 7",
+        ),
+        (COSMOS_HEADER + 'a,c,q,a,b,c,d,1\nb,"two\nlines",q,a,b,c,d,4\n', r"valid.csv:3: bad label '4'"),
+    ],
+)
 def test_cosmosqa_malformed_rows_name_file_and_line(tmp_path, body, message):
     write(tmp_path / "cosmosqa" / "valid.csv", body)
     with pytest.raises(KlmError, match=message):
@@ -228,9 +252,19 @@ def test_cosmosqa_missing_file(tmp_path):
 
 # -- SQuAD-format datasets -----------------------------------------------------------------------
 def squad_file(qas: list[tuple[str, str, list[str]]]) -> str:
-    paragraphs = [{"context": context, "qas": [{"id": f"q{i}", "question": question,
-                                                "answers": [{"text": a, "answer_start": context.find(a)} for a in answers]}]}
-                  for i, (question, context, answers) in enumerate(qas)]
+    paragraphs = [
+        {
+            "context": context,
+            "qas": [
+                {
+                    "id": f"q{i}",
+                    "question": question,
+                    "answers": [{"text": a, "answer_start": context.find(a)} for a in answers],
+                }
+            ],
+        }
+        for i, (question, context, answers) in enumerate(qas)
+    ]
     return json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]})
 
 
@@ -246,8 +280,9 @@ def test_squad_format_reads_and_trains_forward_backward(tmp_path, tiny_backbone)
     encoder, tokenizer = tiny_backbone
     write(tmp_path / "searchqa" / "train.json", squad_file(SQUAD_QAS), compress=True)
     write(tmp_path / "searchqa" / "dev.json", squad_file(SQUAD_QAS[:2]))
-    data = SquadFormatDataModule(task="searchqa", tokenizer=tokenizer, data_dir=tmp_path, batch_size=4,
-                                 eval_batch_size=4, max_length=64)
+    data = SquadFormatDataModule(
+        task="searchqa", tokenizer=tokenizer, data_dir=tmp_path, batch_size=4, eval_batch_size=4, max_length=64
+    )
     data.setup()
     assert set(data.splits) == {"train", "dev"} and data.report_split == "dev"
     assert data.splits["dev"][1]["answers"] == [{"text": "1815", "start": 35}, {"text": "in 1815", "start": 32}]
@@ -265,8 +300,10 @@ def test_squad_format_reads_and_trains_forward_backward(tmp_path, tiny_backbone)
 
 def test_squad_format_relocates_a_misplaced_answer_start(tmp_path):
     data = json.loads(squad_file(SQUAD_QAS[:1]))
-    data["data"][0]["paragraphs"][0]["qas"][0]["answers"] = [{"text": "London", "answer_start": 3},
-                                                             {"text": "Paris", "answer_start": 0}]
+    data["data"][0]["paragraphs"][0]["qas"][0]["answers"] = [
+        {"text": "London", "answer_start": 3},
+        {"text": "Paris", "answer_start": 0},
+    ]
     write(tmp_path / "squad" / "train.json", json.dumps(data))
     write(tmp_path / "squad" / "dev.json", json.dumps(data))
     write(tmp_path / "squad" / "test.json", json.dumps(data))
@@ -295,8 +332,12 @@ def test_squad_format_malformed_or_missing_files(tmp_path):
 
 # -- LAMA probing --------------------------------------------------------------------------------
 LAMA_TREX = {
-    "P19": [("Ada Lovelace", "London"), ("Alan Turing", "London"), ("Marie Curie", "Warsaw"),
-            ("Someone", "Xyzzyplugh Quuxville")],
+    "P19": [
+        ("Ada Lovelace", "London"),
+        ("Alan Turing", "London"),
+        ("Marie Curie", "Warsaw"),
+        ("Someone", "Xyzzyplugh Quuxville"),
+    ],
     "P20": [("Isaac Newton", "London"), ("Nobody", "Qwrtzpfl")],
 }
 LAMA_GOOGLE = [("Albert Einstein", "Ulm")]
@@ -305,18 +346,34 @@ LAMA_SQUAD = [("Newton discovered [MASK] .", "gravity"), ("[MASK] and [MASK] are
 
 def write_lama(root: Path) -> Path:
     folder = root / "lama"
-    write(folder / "relations.jsonl", "".join(json.dumps(r) + "\n" for r in [
-        {"relation": "P19", "template": "[X] was born in [Y] ."},
-        {"relation": "P20", "template": "[X] died in [Y] ."},
-        {"relation": "P36", "template": "The capital of [X] is [Y] ."}]), compress=True)
+    write(
+        folder / "relations.jsonl",
+        "".join(
+            json.dumps(r) + "\n"
+            for r in [
+                {"relation": "P19", "template": "[X] was born in [Y] ."},
+                {"relation": "P20", "template": "[X] died in [Y] ."},
+                {"relation": "P36", "template": "The capital of [X] is [Y] ."},
+            ]
+        ),
+        compress=True,
+    )
     for relation, facts in LAMA_TREX.items():
-        write(folder / "TREx" / f"{relation}.jsonl",
-              "".join(json.dumps({"sub_label": s, "obj_label": o, "predicate_id": relation}) + "\n" for s, o in facts),
-              compress=True)
-    write(folder / "Google_RE" / "place_of_birth_test.jsonl",
-          "".join(json.dumps({"sub_label": s, "obj_label": o, "masked_sentences": ["x"]}) + "\n" for s, o in LAMA_GOOGLE))
-    write(folder / "Squad" / "test.jsonl",
-          "".join(json.dumps({"masked_sentences": [m], "obj_label": o, "sub_label": "Squad"}) + "\n" for m, o in LAMA_SQUAD))
+        write(
+            folder / "TREx" / f"{relation}.jsonl",
+            "".join(json.dumps({"sub_label": s, "obj_label": o, "predicate_id": relation}) + "\n" for s, o in facts),
+            compress=True,
+        )
+    write(
+        folder / "Google_RE" / "place_of_birth_test.jsonl",
+        "".join(json.dumps({"sub_label": s, "obj_label": o, "masked_sentences": ["x"]}) + "\n" for s, o in LAMA_GOOGLE),
+    )
+    write(
+        folder / "Squad" / "test.jsonl",
+        "".join(
+            json.dumps({"masked_sentences": [m], "obj_label": o, "sub_label": "Squad"}) + "\n" for m, o in LAMA_SQUAD
+        ),
+    )
     return root
 
 
@@ -336,11 +393,15 @@ def masked_lm_dir(tmp_path_factory):
 
 def expected_sentences(tokenizer) -> dict[str, list[tuple[str, str]]]:
     """relation -> (sentence, object) of the facts the probe should keep: one-token objects, one mask."""
-    facts = {relation: [(f"{s} was born in [MASK] ." if relation == "P19" else f"{s} died in [MASK] .", o)
-                        for s, o in pairs] for relation, pairs in LAMA_TREX.items()}
+    facts = {
+        relation: [(f"{s} was born in [MASK] ." if relation == "P19" else f"{s} died in [MASK] .", o) for s, o in pairs]
+        for relation, pairs in LAMA_TREX.items()
+    }
     facts["place_of_birth"] = [(f"{s} was born in [MASK] .", o) for s, o in LAMA_GOOGLE]
     facts["squad"] = [(m, o) for m, o in LAMA_SQUAD if m.count("[MASK]") == 1]
-    return {relation: [(m, o) for m, o in pairs if len(tokenizer.tokenize(o)) == 1] for relation, pairs in facts.items()}
+    return {
+        relation: [(m, o) for m, o in pairs if len(tokenizer.tokenize(o)) == 1] for relation, pairs in facts.items()
+    }
 
 
 def test_lama_probe_bookkeeping_with_a_random_masked_lm(tmp_path, masked_lm_dir, tokenizer):
@@ -375,8 +436,11 @@ class GoldModel(nn.Module):
         self.config = SimpleNamespace(max_position_embeddings=512)
         self.vocab_size = len(tokenizer)
         self.mask_id = tokenizer.mask_token_id
-        self.gold = {tuple(tokenizer(sentence)["input_ids"]): tokenizer.convert_tokens_to_ids(tokenizer.tokenize(obj))[0]
-                     for pairs in facts.values() for sentence, obj in pairs}
+        self.gold = {
+            tuple(tokenizer(sentence)["input_ids"]): tokenizer.convert_tokens_to_ids(tokenizer.tokenize(obj))[0]
+            for pairs in facts.values()
+            for sentence, obj in pairs
+        }
 
     def forward(self, input_ids, attention_mask, **unused):
         logits = torch.zeros(*input_ids.shape, self.vocab_size)

@@ -9,8 +9,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from helpers import write
+
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS, METHODS
 
@@ -22,13 +22,19 @@ def test_the_source_tables_match_what_importing_registers():
 
     for registry in (METHODS, DATASETS, TASK_KINDS):
         read = {name: f"{found.module}:{found.name}" for name, found in registry.static_table().items()}
-        registered = {name: f"{cls.__module__}:{cls.__qualname__}" for name, cls in registry.import_all().items()
-                      if cls.__module__.startswith(f"{registry.package}.")}
+        registered = {
+            name: f"{cls.__module__}:{cls.__qualname__}"
+            for name, cls in registry.import_all().items()
+            if cls.__module__.startswith(f"{registry.package}.")
+        }
         assert read == registered
         assert len(read) >= 9
     for name, found in DATASETS.static_table().items():
         for attribute in ("tasks", "default_tasks"):
-            assert DATASETS.static_attribute(found, attribute) == getattr(DATASETS.get(name), attribute), (name, attribute)
+            assert DATASETS.static_attribute(found, attribute) == getattr(DATASETS.get(name), attribute), (
+                name,
+                attribute,
+            )
 
 
 def test_reading_the_registries_imports_no_method_or_dataset_module():
@@ -57,11 +63,16 @@ def things(tmp_path, monkeypatch):
     classes with literal attributes (``plain``), inherited or built from a constant ones (``keys``), computed
     ones (``computed``) and a name that is no literal (``dynamic``)."""
     package = f"klm_fake_{uuid.uuid4().hex[:12]}"
-    write(tmp_path / package / "__init__.py", "from knowledge_lm.registry import Registry\n\n"
-          "THINGS = Registry('thing', __name__ + '.things')\nregister_thing = THINGS.register\n")
+    write(
+        tmp_path / package / "__init__.py",
+        "from knowledge_lm.registry import Registry\n\n"
+        "THINGS = Registry('thing', __name__ + '.things')\nregister_thing = THINGS.register\n",
+    )
     write(tmp_path / package / "bases.py", "class Base:\n    tasks = ('inherited',)\n    default_tasks = ()\n")
     write(tmp_path / package / "things" / "__init__.py", "")
-    write(tmp_path / package / "things" / "plain.py", f"""from {package} import register_thing
+    write(
+        tmp_path / package / "things" / "plain.py",
+        f"""from {package} import register_thing
 from {package}.bases import Base
 
 KINDS = {{"x": 1, "y": 2}}
@@ -75,15 +86,21 @@ class Plain(Base):
 @register_thing("keys")
 class Keys(Base):
     tasks = tuple(KINDS)
-""")
-    write(tmp_path / package / "things" / "computed.py", f"""from {package} import register_thing
+""",
+    )
+    write(
+        tmp_path / package / "things" / "computed.py",
+        f"""from {package} import register_thing
 
 
 @register_thing("computed")
 class Computed:
     tasks = tuple(sorted({{"b", "a"}}))
-""")
-    write(tmp_path / package / "things" / "dynamic.py", f"""from {package} import register_thing
+""",
+    )
+    write(
+        tmp_path / package / "things" / "dynamic.py",
+        f"""from {package} import register_thing
 
 NAME = "dyn" + "amic"
 
@@ -91,7 +108,8 @@ NAME = "dyn" + "amic"
 @register_thing(NAME)
 class Dynamic:
     tasks = ("d",)
-""")
+""",
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     yield importlib.import_module(package).THINGS
     for module in [m for m in sys.modules if m.split(".")[0] == package]:

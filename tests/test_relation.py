@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import SHARED, needs_shared
 from sklearn.metrics import f1_score
 
 from knowledge_lm.data.base import TaskSpec
@@ -29,8 +30,6 @@ from knowledge_lm.tasks.relation import (
     semeval_macro_f1,
     tacred_micro_scores,
 )
-from helpers import SHARED, needs_shared
-
 
 CE12, CE21, CW21, MT12 = "Cause-Effect(e1,e2)", "Cause-Effect(e2,e1)", "Component-Whole(e2,e1)", "Message-Topic(e1,e2)"
 
@@ -38,6 +37,7 @@ CE12, CE21, CW21, MT12 = "Cause-Effect(e1,e2)", "Cause-Effect(e2,e1)", "Componen
 # -- scorers ----------------------------------------------------------------------------------
 def perl_official_score(predicted, gold):
     """A line-by-line port of semeval2010_task8_scorer-v1.2.pl's (9+1)-way evaluation with direction."""
+
     def no_direction(label):
         return re.sub(r"\(e[12],e[12]\)$", "", label)
 
@@ -95,8 +95,16 @@ def test_tacred_micro_scores():
     # A no_relation hit counts nowhere: adding many changes nothing.
     assert tacred_micro_scores(predicted + ["no_relation"] * 50, gold + ["no_relation"] * 50) == scores
     # Predicting no_relation everywhere: the scorer's P = 1 and F1 = 0, never NaN.
-    assert tacred_micro_scores(["no_relation"] * 5, gold) == {"micro_precision": 1.0, "micro_recall": 0.0, "micro_f1": 0.0}
-    assert tacred_micro_scores(["no_relation"], ["no_relation"]) == {"micro_precision": 1.0, "micro_recall": 0.0, "micro_f1": 0.0}
+    assert tacred_micro_scores(["no_relation"] * 5, gold) == {
+        "micro_precision": 1.0,
+        "micro_recall": 0.0,
+        "micro_f1": 0.0,
+    }
+    assert tacred_micro_scores(["no_relation"], ["no_relation"]) == {
+        "micro_precision": 1.0,
+        "micro_recall": 0.0,
+        "micro_f1": 0.0,
+    }
 
 
 def test_macro_f1_is_sklearns_over_the_labels_seen():
@@ -125,7 +133,9 @@ def record(text, head, tail, head_role="e1", tail_role="e2", label=0, **entity_f
     entities = []
     for mention, role in ((head, head_role), (tail, tail_role)):
         start = text.index(mention)
-        entities.append({"start": start, "end": start + len(mention), "mention": mention, "role": role, **entity_fields})
+        entities.append(
+            {"start": start, "end": start + len(mention), "mention": mention, "role": role, **entity_fields}
+        )
     return {"id": f"r-{len(text)}-{head}", "text_a": text, "text_b": None, "label": label, "entities": entities}
 
 
@@ -142,7 +152,10 @@ TRICKY = [
 def test_markers_keep_entity_text_and_positions(example, tokenizer):
     head, tail = head_and_tail(example)
     marked = insert_markers(example["text_a"], head, tail)
-    for entity, marker_position, marker in ((head, marked.opening_markers[0], "@"), (tail, marked.opening_markers[1], "#")):
+    for entity, marker_position, marker in (
+        (head, marked.opening_markers[0], "@"),
+        (tail, marked.opening_markers[1], "#"),
+    ):
         assert marked.text[marker_position] == marker
         start, end = marked.span(entity["start"], entity["end"])
         assert marked.text[start:end] == entity["mention"]
@@ -154,9 +167,13 @@ def test_markers_keep_entity_text_and_positions(example, tokenizer):
     encoded = kind.encode([example], tokenizer, 64)
     tokens = tokenizer.convert_ids_to_tokens(encoded["input_ids"][0])
     (head_start, head_end), (tail_start, tail_end) = encoded["entity_spans"][0]
-    assert (tokens[head_start], tokens[tail_start]) == ("@", "#") and head_end == head_start + 1 and tail_end == tail_start + 1
+    assert (
+        (tokens[head_start], tokens[tail_start]) == ("@", "#")
+        and head_end == head_start + 1
+        and tail_end == tail_start + 1
+    )
     if "type" in head:
-        assert tokens[head_start:head_start + 5] == ["@", "*", "natural", "event", "*"]
+        assert tokens[head_start : head_start + 5] == ["@", "*", "natural", "event", "*"]
         assert marked.text.startswith("A @ * natural event * storm @ caused # ^ natural event ^ damage #")
     else:
         first_head_token = tokenizer.tokenize(head["mention"])[0]
@@ -176,8 +193,10 @@ def test_markers_map_knowledge_spans():
 
 def test_mean_pool_takes_exactly_the_entity_tokens(tokenizer):
     kind = MeanPoolRelationTask(SemEvalDataModule.spec("mean_pool"))
-    examples = [record("The disassembler was written by an author", "author", "disassembler"),
-                record("Unbelievably long-winded explanations bored everyone", "long-winded explanations", "everyone")]
+    examples = [
+        record("The disassembler was written by an author", "author", "disassembler"),
+        record("Unbelievably long-winded explanations bored everyone", "long-winded explanations", "everyone"),
+    ]
     assert kind.texts(examples)[0] == [example["text_a"] for example in examples]
     encoded = kind.encode(examples, tokenizer, 64)
     for example, ids, spans in zip(examples, encoded["input_ids"], encoded["entity_spans"]):
@@ -187,10 +206,15 @@ def test_mean_pool_takes_exactly_the_entity_tokens(tokenizer):
 
 def test_truncated_entities(tokenizer):
     example = record("a b c d e f g h i j k l m n o p Paris", "a b", "Paris")
-    for kind in (MarkerRelationTask(SemEvalDataModule.spec("main")), MeanPoolRelationTask(SemEvalDataModule.spec("mean_pool"))):
+    for kind in (
+        MarkerRelationTask(SemEvalDataModule.spec("main")),
+        MeanPoolRelationTask(SemEvalDataModule.spec("mean_pool")),
+    ):
         head_span, tail_span = kind.encode([example], tokenizer, 8)["entity_spans"][0]
         assert head_span[0] > 0 and tail_span == [0, 1]  # cut off: [CLS]
-    cut = MeanPoolRelationTask(SemEvalDataModule.spec("mean_pool")).encode([record("x y z a b c d e f", "x", "c d e f")], tokenizer, 8)
+    cut = MeanPoolRelationTask(SemEvalDataModule.spec("mean_pool")).encode(
+        [record("x y z a b c d e f", "x", "c d e f")], tokenizer, 8
+    )
     assert cut["entity_spans"][0][1] == [6, 7]  # "c d e f" cut in the middle keeps "c"
 
 
@@ -203,18 +227,41 @@ def test_entity_roles_are_checked():
 
 # -- TACRED -------------------------------------------------------------------------------------
 def tacred_item(index, tokens, subj, obj, relation, subj_type="PERSON", obj_type="ORGANIZATION"):
-    return {"id": f"t{index}", "docid": "d", "token": tokens, "subj_start": subj[0], "subj_end": subj[1],
-            "obj_start": obj[0], "obj_end": obj[1], "subj_type": subj_type, "obj_type": obj_type, "relation": relation}
+    return {
+        "id": f"t{index}",
+        "docid": "d",
+        "token": tokens,
+        "subj_start": subj[0],
+        "subj_end": subj[1],
+        "obj_start": obj[0],
+        "obj_end": obj[1],
+        "subj_type": subj_type,
+        "obj_type": obj_type,
+        "relation": relation,
+    }
 
 
 def write_tacred(folder: Path):
     folder.mkdir(parents=True)
     items = [
-        tacred_item(0, ["Bill", "Gates", "-LRB-", "born", "1955", "-RRB-", "founded", "Microsoft", "."], (0, 1), (7, 7), "org:founded_by"),
+        tacred_item(
+            0,
+            ["Bill", "Gates", "-LRB-", "born", "1955", "-RRB-", "founded", "Microsoft", "."],
+            (0, 1),
+            (7, 7),
+            "org:founded_by",
+        ),
         tacred_item(1, ["Ann", "works", "at", "Acme", "Corp", "."], (0, 0), (3, 4), "per:employee_of"),
         tacred_item(2, ["Ann", "met", "Bob", "."], (0, 0), (2, 2), "no_relation", obj_type="PERSON"),
-        tacred_item(3, ["Acme", "is", "in", "Ohio"], (0, 0), (3, 3), "org:stateorprovince_of_headquarters",
-                    subj_type="ORGANIZATION", obj_type="STATE_OR_PROVINCE"),
+        tacred_item(
+            3,
+            ["Acme", "is", "in", "Ohio"],
+            (0, 0),
+            (3, 3),
+            "org:stateorprovince_of_headquarters",
+            subj_type="ORGANIZATION",
+            obj_type="STATE_OR_PROVINCE",
+        ),
     ]
     for split in ("train", "dev", "test"):
         (folder / f"{split}.json").write_text(json.dumps(items))
@@ -240,10 +287,14 @@ def test_tacred_reads_the_official_json(tmp_path):
     first = splits["train"][0]
     assert first["text_a"] == "Bill Gates ( born 1955 ) founded Microsoft ."
     assert first["label"] == TACRED_LABELS.index("org:founded_by") and first["id"] == "tacred-t0"
-    assert first["entities"] == [{"start": 0, "end": 10, "mention": "Bill Gates", "role": "head", "type": "PERSON"},
-                                 {"start": 33, "end": 42, "mention": "Microsoft", "role": "tail", "type": "ORGANIZATION"}]
+    assert first["entities"] == [
+        {"start": 0, "end": 10, "mention": "Bill Gates", "role": "head", "type": "PERSON"},
+        {"start": 33, "end": 42, "mention": "Microsoft", "role": "tail", "type": "ORGANIZATION"},
+    ]
     last = splits["test"][3]
-    assert MarkerRelationTask(spec).texts([last])[0][0] == "@ * organization * Acme @ is in # ^ state or province ^ Ohio #"
+    assert (
+        MarkerRelationTask(spec).texts([last])[0][0] == "@ * organization * Acme @ is in # ^ state or province ^ Ohio #"
+    )
 
 
 def test_tacred_rejects_bad_records(tmp_path):
@@ -279,9 +330,12 @@ def test_head_trains_through_the_task_model(tmp_path, task):
     for row, spans in enumerate(batch["entity_spans"].tolist()):
         for slot, (start, end) in enumerate(spans):
             expected = hidden[row, start:end].mean(0)
-            assert torch.allclose(features[row, slot * size:(slot + 1) * size], expected, atol=1e-6)
+            assert torch.allclose(features[row, slot * size : (slot + 1) * size], expected, atol=1e-6)
             if task == "main":
-                assert end == start + 1 and tokenizer.convert_ids_to_tokens(int(batch["input_ids"][row, start])) == "@#"[slot]
+                assert (
+                    end == start + 1
+                    and tokenizer.convert_ids_to_tokens(int(batch["input_ids"][row, start])) == "@#"[slot]
+                )
     loss = model.kind.loss(model(batch)[0], batch)
     loss.backward()
     assert model.head.classifier.dense.weight.grad.abs().sum() > 0
@@ -316,7 +370,10 @@ def test_fewrel_shared_data():
     assert FewRelDataModule(data_dir=SHARED).labelled_splits() == splits
     for example in splits["dev"]:
         head, tail = head_and_tail(example)
-        assert all(example["text_a"][e["start"]:e["end"]] == e["mention"] and re.fullmatch(r"Q\d+", e["qid"]) for e in (head, tail))
+        assert all(
+            example["text_a"][e["start"] : e["end"]] == e["mention"] and re.fullmatch(r"Q\d+", e["qid"])
+            for e in (head, tail)
+        )
     first = next(r for r in splits["train"] + splits["dev"] + splits["test"] if r["id"] == "fewrel-P177-0")
     assert [e["mention"] for e in first["entities"]] == ["Cape Girardeau Bridge", "Mississippi River"]
     assert [e["qid"] for e in first["entities"]] == ["Q5034838", "Q1497"]
@@ -325,14 +382,21 @@ def test_fewrel_shared_data():
 @needs_shared
 def test_semeval_markers_on_every_shared_sentence(tokenizer):
     spec = SemEvalDataModule.spec("main")
-    assert spec.kind == "relation" and spec.main_metric == "semeval_macro_f1" and SemEvalDataModule.spec("mean_pool").kind == "relation_mean"
+    assert (
+        spec.kind == "relation"
+        and spec.main_metric == "semeval_macro_f1"
+        and SemEvalDataModule.spec("mean_pool").kind == "relation_mean"
+    )
     splits = SemEvalDataModule(data_dir=SHARED).labelled_splits()
     kind = MarkerRelationTask(spec)
     for records in splits.values():
         for example in records:
             head, tail = head_and_tail(example)
             marked = insert_markers(example["text_a"], head, tail)
-            assert [marked.text[slice(*marked.span(e["start"], e["end"]))] for e in (head, tail)] == [head["mention"], tail["mention"]]
+            assert [marked.text[slice(*marked.span(e["start"], e["end"]))] for e in (head, tail)] == [
+                head["mention"],
+                tail["mention"],
+            ]
     encoded = kind.encode(splits["dev"], tokenizer, 128)
     for ids, (head_span, tail_span) in zip(encoded["input_ids"], encoded["entity_spans"]):
         assert tokenizer.convert_ids_to_tokens([ids[head_span[0]], ids[tail_span[0]]]) == ["@", "#"]

@@ -11,19 +11,30 @@ from knowledge_lm.runner import cell_command, cell_state, run_sweep, sweep_cells
 
 
 def small_sweep(**train):
-    return validate_sweep({
-        "name": "resume", "dataset": "generated", "methods": ["baseline"], "fractions": [1.0], "seeds": [1, 2],
-        "backbone": "tiny", "dataset_options": {"train_size": 160, "dev_size": 40, "test_size": 40},
-        "train": {"batch_size": 8, "epochs": 1, "min_steps": 1, "evaluations": 6, "max_length": 48, **train},
-    }, "test")
+    return validate_sweep(
+        {
+            "name": "resume",
+            "dataset": "generated",
+            "methods": ["baseline"],
+            "fractions": [1.0],
+            "seeds": [1, 2],
+            "backbone": "tiny",
+            "dataset_options": {"train_size": 160, "dev_size": 40, "test_size": 40},
+            "train": {"batch_size": 8, "epochs": 1, "min_steps": 1, "evaluations": 6, "max_length": 48, **train},
+        },
+        "test",
+    )
 
 
 def test_killed_cell_resumes_and_nothing_runs_twice(tmp_path):
     results, runs = tmp_path / "results", tmp_path / "runs"
     sweep = small_sweep(epochs=8, checkpoint_every_steps=7)
     killed = sweep_cells(sweep)[0]
-    process = subprocess.Popen(cell_command(killed, sweep, {}, None, results, runs, False),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        cell_command(killed, sweep, {}, None, results, runs, False),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     checkpoint = killed.run_dir(runs) / "last.ckpt"
     deadline = time.time() + 180
     while not checkpoint.is_file() and process.poll() is None and time.time() < deadline:
@@ -66,9 +77,19 @@ def launched_on(tmp_path, monkeypatch, gpus, jobs, overrides=None, seeds=(1, 2, 
             return 1
 
     monkeypatch.setattr(runner.subprocess, "Popen", Process)
-    sweep = validate_sweep({"dataset": "generated", "methods": ["baseline"], "fractions": [1.0], "seeds": list(seeds),
-                            "dataset_options": {"train_size": 40, "dev_size": 10, "test_size": 10}}, "test")
-    runner.run_sweep(sweep, overrides, results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", jobs=jobs, gpus=gpus)
+    sweep = validate_sweep(
+        {
+            "dataset": "generated",
+            "methods": ["baseline"],
+            "fractions": [1.0],
+            "seeds": list(seeds),
+            "dataset_options": {"train_size": 40, "dev_size": 10, "test_size": 10},
+        },
+        "test",
+    )
+    runner.run_sweep(
+        sweep, overrides, results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", jobs=jobs, gpus=gpus
+    )
     return launched
 
 
@@ -80,8 +101,10 @@ def test_cells_spread_evenly_over_the_gpus(tmp_path, monkeypatch):
 def test_ddp_cells_get_disjoint_gpu_groups(tmp_path, monkeypatch):
     from knowledge_lm.errors import KlmError
 
-    assert launched_on(tmp_path, monkeypatch, ["0", "1", "2", "3"], jobs=2, overrides={"devices": 2},
-                       seeds=(1, 2)) == ["0,1", "2,3"]
+    assert launched_on(tmp_path, monkeypatch, ["0", "1", "2", "3"], jobs=2, overrides={"devices": 2}, seeds=(1, 2)) == [
+        "0,1",
+        "2,3",
+    ]
     with pytest.raises(KlmError, match="wants 2 GPUs"):
         launched_on(tmp_path, monkeypatch, ["0"], jobs=1, overrides={"devices": 2}, seeds=(1,))
 
@@ -95,9 +118,14 @@ def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
     from knowledge_lm.results import Cell, gold_sha256, load_results, predictions_path
 
     cell = Cell("baseline", "generated", "facts", 1.0, 1, "tiny")
-    result = run_cell(cell, TrainConfig(batch_size=8, max_steps=4, evaluations=2, max_length=32),
-                      results_dir=tmp_path / "results", runs_dir=tmp_path / "runs",
-                      dataset_options={"train_size": 40, "dev_size": 10, "test_size": 12}, progress=False)
+    result = run_cell(
+        cell,
+        TrainConfig(batch_size=8, max_steps=4, evaluations=2, max_length=32),
+        results_dir=tmp_path / "results",
+        runs_dir=tmp_path / "runs",
+        dataset_options={"train_size": 40, "dev_size": 10, "test_size": 12},
+        progress=False,
+    )
     with gzip.open(predictions_path(cell.result_path(tmp_path / "results")), "rt") as stored:
         predictions = json.load(stored)
     assert predictions["split"] == result["report_split"] == "test"
@@ -118,8 +146,19 @@ def test_klm_cell_runs_one_cell_in_process_and_refuses_a_wider_selection(tmp_pat
     from knowledge_lm.config import TrainConfig
     from knowledge_lm.results import load_results
 
-    common = ["cell", "--dataset", "generated", "--method", "baseline", "--backbone", "tiny",
-              "--results-dir", str(tmp_path / "results"), "--runs-dir", str(tmp_path / "runs")]
+    common = [
+        "cell",
+        "--dataset",
+        "generated",
+        "--method",
+        "baseline",
+        "--backbone",
+        "tiny",
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+    ]
     assert main(common) == 2 and "the selection has 6" in capsys.readouterr().err
     assert main(common + ["--fractions", "0.01", "--seeds", "1", "--set", "max_steps=2", "--set", "evaluations=1"]) == 0
     [result] = load_results(tmp_path / "results")
@@ -183,5 +222,8 @@ def test_training_losses_are_logged_every_log_every_n_steps():
     from knowledge_lm.task_model import logs_this_step
 
     every_50 = SimpleNamespace(log_every_n_steps=50)
-    assert [step for step in range(120) if logs_this_step(SimpleNamespace(_trainer=every_50, global_step=step))] == [49, 99]
+    assert [step for step in range(120) if logs_this_step(SimpleNamespace(_trainer=every_50, global_step=step))] == [
+        49,
+        99,
+    ]
     assert logs_this_step(SimpleNamespace(_trainer=None, global_step=3))  # outside a trainer: always

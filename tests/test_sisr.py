@@ -16,7 +16,7 @@ def test_spectral_penalty_matches_svd(shape, k_from_rank):
     torch.manual_seed(0)
     features = torch.randn(*shape, dtype=torch.float64).float()
     singular = torch.linalg.svdvals(features.double())
-    for k in ((1, 3) if k_from_rank is None else (min(shape) + k_from_rank,)):
+    for k in (1, 3) if k_from_rank is None else (min(shape) + k_from_rank,):
         expected = (singular.flip(0)[:k] ** 2).sum()
         assert spectral_penalty(features, k).double().item() == pytest.approx(expected.item(), rel=1e-3, abs=1e-3)
 
@@ -97,8 +97,15 @@ def draw(si, links, trials, seed=0, entities=None):
 def test_selective_injection_frequencies_follow_eq4():
     si = SelectiveInjection(k_thresh=100)
     # A hand-built text: rare and frequent entities, some close to the others in the KG, some isolated.
-    links = [{"df": 3, "close": 25}, {"df": 500, "close": 0}, {"df": 50, "close": 8},
-             {"df": 1000, "close": 12}, {"df": 10, "close": 1}, {"df": 250, "close": 19}, {"df": 99, "close": 6}]
+    links = [
+        {"df": 3, "close": 25},
+        {"df": 500, "close": 0},
+        {"df": 50, "close": 8},
+        {"df": 1000, "close": 12},
+        {"df": 10, "close": 1},
+        {"df": 250, "close": 19},
+        {"df": 99, "close": 6},
+    ]
     df, close = (torch.tensor([link[key] for link in links]) for key in ("df", "close"))
     scores = si.score(df, close).tolist()
     assert scores == [1 + 0.5 * 20, 0.5 * 5, 1 + 0.5 * 8, 0.5 * 12, 1 + 0.5 * 5, 0.5 * 19, 1 + 0.5 * 6]
@@ -123,7 +130,7 @@ def test_equal_scores_keep_each_entity_with_probability_0_87(entities):
     kept = draw(SelectiveInjection(k_thresh=100), [{"df": 1, "close": 7}] * entities, trials)
     assert within(kept.double().mean().item(), KEPT_AT_EQUAL_SCORES, trials * entities)
     fully_kept = kept.all(-1).double().mean().item()
-    assert within(fully_kept, KEPT_AT_EQUAL_SCORES ** entities, trials)
+    assert within(fully_kept, KEPT_AT_EQUAL_SCORES**entities, trials)
 
 
 def test_the_entity_is_the_unit():
@@ -131,8 +138,12 @@ def test_the_entity_is_the_unit():
     trials = 4000
     kept = draw(SelectiveInjection(k_thresh=100), [{"df": 1, "close": 7}] * 7, trials, entities=[4, 9, 4, 0, 0, 9, 4])
     assert (kept[:, 0] == kept[:, 2]).all() and (kept[:, 0] == kept[:, 6]).all() and (kept[:, 1] == kept[:, 5]).all()
-    assert within((kept[:, 0] != kept[:, 1]).double().mean().item(), 2 * KEPT_AT_EQUAL_SCORES * (1 - KEPT_AT_EQUAL_SCORES), trials)
-    assert within((kept[:, 3] != kept[:, 4]).double().mean().item(), 2 * KEPT_AT_EQUAL_SCORES * (1 - KEPT_AT_EQUAL_SCORES), trials)
+    assert within(
+        (kept[:, 0] != kept[:, 1]).double().mean().item(), 2 * KEPT_AT_EQUAL_SCORES * (1 - KEPT_AT_EQUAL_SCORES), trials
+    )
+    assert within(
+        (kept[:, 3] != kept[:, 4]).double().mean().item(), 2 * KEPT_AT_EQUAL_SCORES * (1 - KEPT_AT_EQUAL_SCORES), trials
+    )
     assert within(kept[:, 0].double().mean().item(), KEPT_AT_EQUAL_SCORES, trials)
 
 
@@ -141,10 +152,13 @@ def test_the_score_ratio_is_over_the_text_s_entities():
     si = SelectiveInjection(k_thresh=100, keep_probability=0.0)
     trials = 8000
     links = [{"df": 1, "close": 20}, {"df": 500, "close": 5}, {"df": 500, "close": 5}]
-    kept = si.keep_mask(torch.tensor([[1, 500, 500], [500, 0, 0]]).repeat(trials, 1),
-                        torch.tensor([[20, 5, 5], [5, 0, 0]]).repeat(trials, 1),
-                        torch.tensor([[True, True, True], [True, False, False]]).repeat(trials, 1),
-                        torch.tensor([[1, 2, 2], [2, 0, 0]]).repeat(trials, 1), torch.Generator().manual_seed(3))
+    kept = si.keep_mask(
+        torch.tensor([[1, 500, 500], [500, 0, 0]]).repeat(trials, 1),
+        torch.tensor([[20, 5, 5], [5, 0, 0]]).repeat(trials, 1),
+        torch.tensor([[True, True, True], [True, False, False]]).repeat(trials, 1),
+        torch.tensor([[1, 2, 2], [2, 0, 0]]).repeat(trials, 1),
+        torch.Generator().manual_seed(3),
+    )
     first, second = kept[0::2], kept[1::2]
     scores = si.score(torch.tensor([link["df"] for link in links]), torch.tensor([link["close"] for link in links]))
     assert within(first[:, 1].double().mean().item(), 0.85 * (scores[1] / scores[0]).item(), trials)
@@ -175,7 +189,10 @@ def test_a_restored_state_draws_on_where_the_saved_one_stopped():
 
 def test_filter_batch_keeps_every_mention_of_an_entity_together_and_other_features():
     si = SelectiveInjection(k_thresh=100)
-    links = [{"df": 1, "close": 5, "tokens": [t], "candidates": [[qid, 1.0]]} for t, qid in enumerate(["Q1", "Q2", "Q1", "Q3"])]
+    links = [
+        {"df": 1, "close": 5, "tokens": [t], "candidates": [[qid, 1.0]]}
+        for t, qid in enumerate(["Q1", "Q2", "Q1", "Q3"])
+    ]
     knowledge = [{"links": links, "ner": ["x"]}, {"links": [], "ner": []}] * 300
     filtered = si.filter_batch(knowledge, torch.Generator().manual_seed(0))
     assert filtered[0]["ner"] == ["x"] and all(not example["links"] for example in filtered[1::2])
@@ -189,8 +206,12 @@ def test_kept_share_counts_links_over_every_batch():
     valid = torch.tensor([[True, True, False], [True, False, False]])
     total_kept = 0
     for _ in range(50):
-        kept = si.keep_mask(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long), valid,
-                            torch.tensor([[1, 2, 0], [1, 0, 0]]))
+        kept = si.keep_mask(
+            torch.ones(2, 3, dtype=torch.long),
+            torch.ones(2, 3, dtype=torch.long),
+            valid,
+            torch.tensor([[1, 2, 0], [1, 0, 0]]),
+        )
         total_kept += int(kept.sum())
     stats = si.stats()
     assert stats["si_valid_links"] == 150 and stats["si_kept_links"] == total_kept
@@ -203,15 +224,22 @@ def test_k_thresh_auto_is_the_90th_percentile_of_the_train_split_s_entity_df():
     def row(*entities):
         return {"links": [{"df": df, "close": 0, "candidates": [[qid, 1.0]]} for qid, df in entities]}
 
-    train = [row(("Q1", 1), ("Q2", 2), ("Q1", 1)), row(("Q3", 3), ("Q4", 4), ("Q5", 5)),
-             row(("Q6", 6), ("Q7", 7), ("Q8", 8)), row(("Q9", 40), ("Q10", 100)), {"links": []}]
+    train = [
+        row(("Q1", 1), ("Q2", 2), ("Q1", 1)),
+        row(("Q3", 3), ("Q4", 4), ("Q5", 5)),
+        row(("Q6", 6), ("Q7", 7), ("Q8", 8)),
+        row(("Q9", 40), ("Q10", 100)),
+        {"links": []},
+    ]
     dev = [row(("Q11", 10000))]
     data = SimpleNamespace(knowledge_features=dev + train + dev, knowledge_spans={"dev": (0, 1), "train": (1, 6)})
     si = SelectiveInjection()
     with pytest.raises(KlmError, match="auto"):
         si.score(torch.ones(1), torch.ones(1))
     si.set_k_thresh_from(train_knowledge_rows(data))
-    expected = torch.quantile(torch.tensor([1, 2, 3, 4, 5, 6, 7, 8, 40, 100], dtype=torch.float64), 0.9).item()  # each entity once
+    expected = torch.quantile(
+        torch.tensor([1, 2, 3, 4, 5, 6, 7, 8, 40, 100], dtype=torch.float64), 0.9
+    ).item()  # each entity once
     assert si.k_thresh == pytest.approx(expected) and si.k_thresh_source == "quantile 0.9 of train DF"
     assert si.stats()["si_rare_share"] == pytest.approx(0.9)
     given = SelectiveInjection(k_thresh=250)
@@ -229,9 +257,14 @@ def test_bert_sr_trains_as_a_cell(tmp_path):
     from knowledge_lm.results import Cell
 
     train = TrainConfig(batch_size=8, max_steps=3, evaluations=1, max_length=32, method_options={"sr_weight": 0.01})
-    result = run_cell(Cell("bert+sr", "generated", "facts", 1.0, 1, "tiny"), train, results_dir=tmp_path / "r",
-                      runs_dir=tmp_path / "runs", dataset_options={"train_size": 40, "dev_size": 10, "test_size": 10},
-                      progress=False)
+    result = run_cell(
+        Cell("bert+sr", "generated", "facts", 1.0, 1, "tiny"),
+        train,
+        results_dir=tmp_path / "r",
+        runs_dir=tmp_path / "runs",
+        dataset_options={"train_size": 40, "dev_size": 10, "test_size": 10},
+        progress=False,
+    )
     assert result["cell"]["method"] == "bert+sr" and "accuracy" in result["metrics"]["test"]
 
 
@@ -244,7 +277,9 @@ def test_replayed_eigenvectors_match_the_eager_ones_for_every_new_input():
             features = torch.randn(16, 40, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).cuda()
             gram = features @ features.T
             eager, replayed = smallest_eigenvectors(gram, k), replayed_smallest_eigenvectors(gram, k)
-            assert torch.allclose((eager.T @ replayed).abs(), torch.eye(k, dtype=torch.float64, device="cuda"), atol=1e-6)
+            assert torch.allclose(
+                (eager.T @ replayed).abs(), torch.eye(k, dtype=torch.float64, device="cuda"), atol=1e-6
+            )
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

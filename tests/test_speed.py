@@ -11,8 +11,30 @@ from knowledge_lm.results import load_results
 
 def test_speed_record_and_table(tmp_path, capsys):
     results, boards = tmp_path / "results", tmp_path / "leaderboards"
-    assert main(["speed", "--backbone", "tiny", "--methods", "baseline,bert+sr", "--steps", "2", "--warmup", "1",
-                 "--repeats", "1", "--batch-size", "8", "--results-dir", str(results), "--leaderboards-dir", str(boards)]) == 0
+    assert (
+        main(
+            [
+                "speed",
+                "--backbone",
+                "tiny",
+                "--methods",
+                "baseline,bert+sr",
+                "--steps",
+                "2",
+                "--warmup",
+                "1",
+                "--repeats",
+                "1",
+                "--batch-size",
+                "8",
+                "--results-dir",
+                str(results),
+                "--leaderboards-dir",
+                str(boards),
+            ]
+        )
+        == 0
+    )
     [record_path] = (results / "speed").glob("*.json")
     record = json.loads(record_path.read_text())
     assert set(record["methods"]) == {"baseline", "bert+sr"} and record["bare_loop"]["step_ms"] > 0
@@ -33,8 +55,31 @@ def test_speed_refuses_bad_shapes(capsys):
 def test_compiled_speed_record_is_its_own_table(tmp_path):
     """--compile (the training setting ``compile``): the record says so, gets its own file and heading."""
     results, boards = tmp_path / "results", tmp_path / "leaderboards"
-    assert main(["speed", "--backbone", "tiny", "--methods", "bert+sr", "--steps", "2", "--warmup", "2", "--repeats", "1",
-                 "--batch-size", "8", "--compile", "--results-dir", str(results), "--leaderboards-dir", str(boards)]) == 0
+    assert (
+        main(
+            [
+                "speed",
+                "--backbone",
+                "tiny",
+                "--methods",
+                "bert+sr",
+                "--steps",
+                "2",
+                "--warmup",
+                "2",
+                "--repeats",
+                "1",
+                "--batch-size",
+                "8",
+                "--compile",
+                "--results-dir",
+                str(results),
+                "--leaderboards-dir",
+                str(boards),
+            ]
+        )
+        == 0
+    )
     [record_path] = (results / "speed").glob("*.json")
     assert "-compiled-" in record_path.name and json.loads(record_path.read_text())["compiled"] is True
     assert "layers compiled (torch.compile)" in (boards / "speed.md").read_text()
@@ -45,16 +90,29 @@ def test_compile_mode_names_the_record_and_its_table():
     from knowledge_lm.speed import render_speed, speed_record_path
 
     row = {"step_ms": 10.0, "samples_per_s": 3200.0, "peak_mib": None, "tflops": 1.0}
-    base = {"device": "GPU X", "backbone": "minilm", "batch_size": 32, "max_length": 48, "precision": "bf16-mixed",
-            "repeats": 1, "steps": 10, "warmup": 2, "git": {"commit": "abc"}, "measured_at": "2026-11-26T15:35:39+00:00",
-            "methods": {"baseline": row}, "bare_loop": None}
+    base = {
+        "device": "GPU X",
+        "backbone": "minilm",
+        "batch_size": 32,
+        "max_length": 48,
+        "precision": "bf16-mixed",
+        "repeats": 1,
+        "steps": 10,
+        "warmup": 2,
+        "git": {"commit": "abc"},
+        "measured_at": "2026-11-26T15:35:39+00:00",
+        "methods": {"baseline": row},
+        "bare_loop": None,
+    }
     old, graphs = {**base, "compiled": True}, {**base, "compiled": True, "compile_mode": "reduce-overhead"}
     assert speed_record_path("r", old).name == "GPU-X-minilm-b32-n48-compiled-20261126T153539.json"
     assert speed_record_path("r", graphs).name == "GPU-X-minilm-b32-n48-compiled-reduce-overhead-20261126T153539.json"
     text = render_speed([graphs, old, {**base, "compiled": False}])
     headings = [line for line in text.splitlines() if line.startswith("## GPU X")]
-    assert [heading.endswith(end) for heading, end in zip(headings, ("length ≤ 48", "(torch.compile)", "mode reduce-overhead)"))] \
-        == [True] * 3
+    assert [
+        heading.endswith(end)
+        for heading, end in zip(headings, ("length ≤ 48", "(torch.compile)", "mode reduce-overhead)"))
+    ] == [True] * 3
 
 
 def test_step_timer_counts_steps_across_epochs():
@@ -73,14 +131,26 @@ def test_a_method_faster_than_the_baseline_flags_the_table():
     from knowledge_lm.speed import render_speed
 
     row = lambda ms: {"step_ms": ms, "samples_per_s": 1.0, "peak_mib": None, "tflops": 1.0}  # noqa: E731
-    record = {"device": "GPU X", "backbone": "minilm", "batch_size": 32, "max_length": 48, "precision": "bf16-mixed",
-              "repeats": 1, "steps": 10, "warmup": 2, "git": {"commit": "abc"}, "measured_at": "2026-11-26T15:35:39+00:00",
-              "methods": {"baseline": row(50.0), "bert+sr": row(40.0)}, "bare_loop": None}
+    record = {
+        "device": "GPU X",
+        "backbone": "minilm",
+        "batch_size": 32,
+        "max_length": 48,
+        "precision": "bf16-mixed",
+        "repeats": 1,
+        "steps": 10,
+        "warmup": 2,
+        "git": {"commit": "abc"},
+        "measured_at": "2026-11-26T15:35:39+00:00",
+        "methods": {"baseline": row(50.0), "bert+sr": row(40.0)},
+        "bare_loop": None,
+    }
     assert "Unreliable: bert+sr ran at 0.80×" in render_speed([record])
     record["bare_loop"] = row(45.0)  # the bare loop's row stays in the table, above the note
     lines = render_speed([record]).splitlines()
-    assert lines.index(next(line for line in lines if line.startswith("| bare PyTorch loop"))) \
-        < lines.index(next(line for line in lines if line.startswith("Unreliable")))
+    assert lines.index(next(line for line in lines if line.startswith("| bare PyTorch loop"))) < lines.index(
+        next(line for line in lines if line.startswith("Unreliable"))
+    )
     record["bare_loop"] = None
     record["methods"]["bert+sr"] = row(49.0)
     assert "Unreliable" not in render_speed([record])
@@ -93,8 +163,10 @@ def test_summary_gives_each_shape_the_spread_of_its_ratios():
 
     row = lambda ms: {"step_ms": ms, "samples_per_s": 1.0, "peak_mib": None, "tflops": 1.0}  # noqa: E731
     base = {"device": "GPU X", "backbone": "minilm", "batch_size": 32, "max_length": 48, "git": {"commit": "abcdef12"}}
-    records = [{**base, "methods": {"baseline": row(10.0), "kam": row(12.0)}, "bare_loop": row(11.0)},
-               {**base, "methods": {"baseline": row(10.0), "kam": row(14.0)}, "bare_loop": row(9.0)},
-               {**base, "methods": {"baseline": row(10.0), "kam": row(9.0)}, "bare_loop": None}]
+    records = [
+        {**base, "methods": {"baseline": row(10.0), "kam": row(12.0)}, "bare_loop": row(11.0)},
+        {**base, "methods": {"baseline": row(10.0), "kam": row(14.0)}, "bare_loop": row(9.0)},
+        {**base, "methods": {"baseline": row(10.0), "kam": row(9.0)}, "bare_loop": None},
+    ]
     [line] = [line for line in speed_summary(records) if line.startswith("| GPU X")]
     assert "| 2 (abcdef1) |" in line and "1.20–1.40 (1/2 met)" in line and line.endswith("| 0.90–1.10 |")

@@ -21,8 +21,9 @@ from knowledge_lm.tasks.typing import (
     typing_scores,
 )
 
-SCORE_NAMES = {f"{average}_{part}" for average in ("loose_macro", "loose_micro", "micro")
-               for part in ("precision", "recall", "f1")} | {"strict_accuracy"}
+SCORE_NAMES = {
+    f"{average}_{part}" for average in ("loose_macro", "loose_micro", "micro") for part in ("precision", "recall", "f1")
+} | {"strict_accuracy"}
 
 
 def typing_kind(kind: str = "typing", labels=("a", "b", "c", "d")) -> TypingTask:
@@ -41,10 +42,17 @@ def test_scores_by_hand():
     macro_precision, macro_recall = (1 + 1 / 2 + 0 + 0) / 4, (1 + 1 + 0 + 0 / 2) / 4
     assert scores["loose_macro_precision"] == pytest.approx(100 * macro_precision)
     assert scores["loose_macro_recall"] == pytest.approx(100 * macro_recall)
-    assert scores["loose_macro_f1"] == pytest.approx(100 * 2 * macro_precision * macro_recall / (macro_precision + macro_recall))
+    assert scores["loose_macro_f1"] == pytest.approx(
+        100 * 2 * macro_precision * macro_recall / (macro_precision + macro_recall)
+    )
     # Micro: 2 correct (mention, type) pairs of 4 predicted and 4 gold.
     for average in ("loose_micro", "micro"):
-        assert scores[f"{average}_precision"] == scores[f"{average}_recall"] == scores[f"{average}_f1"] == pytest.approx(50)
+        assert (
+            scores[f"{average}_precision"]
+            == scores[f"{average}_recall"]
+            == scores[f"{average}_f1"]
+            == pytest.approx(50)
+        )
 
 
 def test_micro_scores_match_sklearn():
@@ -56,17 +64,22 @@ def test_micro_scores_match_sklearn():
     binarizer = MultiLabelBinarizer(classes=range(4)).fit([])
     predicted_matrix, gold_matrix = binarizer.transform(predicted), binarizer.transform(gold)
     scores = typing_scores(predicted, gold)
-    assert scores["micro_precision"] == pytest.approx(100 * precision_score(gold_matrix, predicted_matrix, average="micro"))
+    assert scores["micro_precision"] == pytest.approx(
+        100 * precision_score(gold_matrix, predicted_matrix, average="micro")
+    )
     assert scores["micro_recall"] == pytest.approx(100 * recall_score(gold_matrix, predicted_matrix, average="micro"))
     assert scores["micro_f1"] == pytest.approx(100 * f1_score(gold_matrix, predicted_matrix, average="micro"))
 
 
-@pytest.mark.parametrize("predicted, gold, strict", [
-    ([[], []], [[], []], 100.0),  # nothing to find, nothing found
-    ([[], []], [[0], [1, 2]], 0.0),  # nothing predicted
-    ([[0], [1]], [[], []], 0.0),  # nothing to find
-    ([], [], 0.0),  # an empty split
-])
+@pytest.mark.parametrize(
+    "predicted, gold, strict",
+    [
+        ([[], []], [[], []], 100.0),  # nothing to find, nothing found
+        ([[], []], [[0], [1, 2]], 0.0),  # nothing predicted
+        ([[0], [1]], [[], []], 0.0),  # nothing to find
+        ([], [], 0.0),  # an empty split
+    ],
+)
 def test_empty_sets_give_zero_not_nan(predicted, gold, strict):
     scores = typing_scores(predicted, gold)
     assert scores["strict_accuracy"] == strict
@@ -86,9 +99,7 @@ def test_score_reports_the_specs_metrics():
 
 
 # -- decoding -----------------------------------------------------------------------------------
-LOGITS = torch.tensor([[2.0, -1.0, 0.5, -4.0],
-                       [-3.0, -0.5, -2.0, -1.0],
-                       [0.0, -1.0, -1.0, -0.2]])
+LOGITS = torch.tensor([[2.0, -1.0, 0.5, -4.0], [-3.0, -0.5, -2.0, -1.0], [0.0, -1.0, -1.0, -0.2]])
 
 
 def test_decode_threshold_without_fallback():
@@ -141,11 +152,15 @@ def test_mention_tokens_are_exactly_the_mentions(tokenizer, text, mention):
 
 
 def test_collate_pads_a_batch(tokenizer):
-    records = [{"text_a": text, "label": [], "mention": {"start": text.index(m), "end": text.index(m) + len(m)}}
-               for text, m in TRICKY]
+    records = [
+        {"text_a": text, "label": [], "mention": {"start": text.index(m), "end": text.index(m) + len(m)}}
+        for text, m in TRICKY
+    ]
     kind = typing_kind()
     encoded = kind.encode(records, tokenizer, max_length=64)
-    batch = kind.collate([{name: values[i] for name, values in encoded.items()} for i in range(len(records))], tokenizer)
+    batch = kind.collate(
+        [{name: values[i] for name, values in encoded.items()} for i in range(len(records))], tokenizer
+    )
     assert batch["labels"].dtype == torch.float32 and batch["labels"].shape == (5, 4)
     assert batch["mention_mask"].shape == batch["input_ids"].shape
     assert (batch["mention_mask"] <= batch["attention_mask"]).all()
@@ -164,7 +179,9 @@ def test_baseline_trains_on_openentity(shared_data, tmp_path):
     from knowledge_lm.methods.baseline import Baseline
 
     encoder, tokenizer, _ = load_backbone("tiny")
-    data = OpenEntityDataModule(tokenizer=tokenizer, data_dir=shared_data, fraction=0.01, batch_size=8, cache_dir=tmp_path)
+    data = OpenEntityDataModule(
+        tokenizer=tokenizer, data_dir=shared_data, fraction=0.01, batch_size=8, cache_dir=tmp_path
+    )
     data.setup()
     batch = next(iter(data.train_dataloader()))
     assert batch["labels"].shape == (8, len(ENTITY_TYPES)) and batch["labels"].dtype == torch.float32
@@ -223,9 +240,11 @@ def test_figer_missing_data_names_the_files(tmp_path):
 
 @pytest.mark.parametrize("layout", ["figer", "FIGER", "."])
 def test_figer_reads_a_hand_written_release(tmp_path, tokenizer, layout):
-    train = [figer_item(ents=[["Q392", 0, 9, 0.9]]),
-             figer_item(start=20, end=26, labels=["/location/city", "/location"]),
-             figer_item(sent="Duluth is cold .", start=0, end=6, labels=["/location"])]
+    train = [
+        figer_item(ents=[["Q392", 0, 9, 0.9]]),
+        figer_item(start=20, end=26, labels=["/location/city", "/location"]),
+        figer_item(sent="Duluth is cold .", start=0, end=6, labels=["/location"]),
+    ]
     write_figer(tmp_path / layout, train, dev=[figer_item(labels=["/person"])])
     data = FigerDataModule(tokenizer=tokenizer, data_dir=tmp_path, cache_dir=tmp_path / "cache")
     splits = data.labelled_splits()
@@ -235,7 +254,7 @@ def test_figer_reads_a_hand_written_release(tmp_path, tokenizer, layout):
     first, city, _ = splits["train"]
     assert first["id"] == "figer-train-0" and first["label"] == [2, 3]
     assert first["entities"] == [{"qid": "Q392", "start": 0, "end": 9, "score": 0.9}]
-    assert city["text_a"][city["mention"]["start"]:city["mention"]["end"]] == "Duluth" and city["label"] == [0, 1]
+    assert city["text_a"][city["mention"]["start"] : city["mention"]["end"]] == "Duluth" and city["label"] == [0, 1]
     assert splits["dev"][0]["label"] == [2]
 
     data.setup()

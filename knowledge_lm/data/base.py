@@ -56,8 +56,10 @@ def hold_out(records: list[dict], rows: int, seed: int = 0) -> tuple[list[dict],
     least one) becomes dev, so model selection never sees the reported split."""
     size = min(rows, max(1, len(records) // 10))
     chosen = set(random.Random(seed).sample(range(len(records)), size))
-    return ([record for index, record in enumerate(records) if index not in chosen],
-            [record for index, record in enumerate(records) if index in chosen])
+    return (
+        [record for index, record in enumerate(records) if index not in chosen],
+        [record for index, record in enumerate(records) if index in chosen],
+    )
 
 
 def default_cache_dir() -> Path:
@@ -76,9 +78,20 @@ class TaskDataModule(pl.LightningDataModule):
     tasks: ClassVar[tuple[str, ...]]
     default_tasks: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, task: str | None = None, tokenizer=None, data_dir=None, fraction: float = 1.0,
-                 subset_seed: int = 0, batch_size: int = 32, eval_batch_size: int = 128,
-                 max_length: int = 128, cache_dir=None, num_workers: int = 0, knowledge: dict | None = None):
+    def __init__(
+        self,
+        task: str | None = None,
+        tokenizer=None,
+        data_dir=None,
+        fraction: float = 1.0,
+        subset_seed: int = 0,
+        batch_size: int = 32,
+        eval_batch_size: int = 128,
+        max_length: int = 128,
+        cache_dir=None,
+        num_workers: int = 0,
+        knowledge: dict | None = None,
+    ):
         super().__init__()
         self.task = task or self.tasks[0]
         if self.task not in self.tasks:
@@ -201,12 +214,18 @@ class TaskDataModule(pl.LightningDataModule):
         self.encoded = encoded
 
     def _collate(self, features):
-        knowledge = ([self.knowledge_features[feature.pop("knowledge")] for feature in features]
-                     if "knowledge" in features[0] else None)
+        knowledge = (
+            [self.knowledge_features[feature.pop("knowledge")] for feature in features]
+            if "knowledge" in features[0]
+            else None
+        )
         batch = self.task_kind.collate(features, self.tokenizer)
         if knowledge is not None:
-            batch["knowledge"] = (self.knowledge_batch(knowledge, batch["input_ids"].shape[-1])
-                                  if self.knowledge_batch is not None else knowledge)
+            batch["knowledge"] = (
+                self.knowledge_batch(knowledge, batch["input_ids"].shape[-1])
+                if self.knowledge_batch is not None
+                else knowledge
+            )
         return batch
 
     def entity_frequencies(self, split: str) -> list[int | None] | None:
@@ -215,8 +234,10 @@ class TaskDataModule(pl.LightningDataModule):
         if split not in self.knowledge_spans:
             return None
         start, end = self.knowledge_spans[split]
-        return [max((link.get("df", 0) for link in row.get("links") or []), default=None)
-                for row in self.knowledge_features[start:end]]
+        return [
+            max((link.get("df", 0) for link in row.get("links") or []), default=None)
+            for row in self.knowledge_features[start:end]
+        ]
 
     def example_groups(self, split: str) -> list[str] | None:
         """Per example of ``split``: the group it is scored in besides the whole split (the generated task's
@@ -237,8 +258,9 @@ class TaskDataModule(pl.LightningDataModule):
             yield from rows
 
     def _loader(self, dataset, shuffle: bool, batch_size: int):
-        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=self._collate,
-                          num_workers=self.num_workers)
+        return DataLoader(
+            dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=self._collate, num_workers=self.num_workers
+        )
 
     def train_dataloader(self):
         return self._loader(self.encoded["train"], True, self.batch_size)

@@ -50,9 +50,15 @@ def read_cosmosqa_csv(path, spec: TaskSpec = SPEC) -> list[dict]:
             if len(fields) != len(header):
                 raise KlmError(f"{where}: expected {len(header)} comma-separated columns, got {len(fields)}")
             row = {column: fields[position] for column, position in index.items()}
-            records.append({"id": row["id"], "text_a": row["context"], "text_b": row["question"],
-                            "choices": [row[column] for column in CHOICE_COLUMNS],
-                            "label": spec.label_id(row["label"], where)})
+            records.append(
+                {
+                    "id": row["id"],
+                    "text_a": row["context"],
+                    "text_b": row["question"],
+                    "choices": [row[column] for column in CHOICE_COLUMNS],
+                    "label": spec.label_id(row["label"], where),
+                }
+            )
     return records
 
 
@@ -91,8 +97,10 @@ class CosmosQADataModule(TaskDataModule):
         folder = self.data_dir / "cosmosqa" if self.data_dir else None
         valid = find_file(folder, "valid.csv")
         if valid is None:
-            raise KlmError(f"no Cosmos QA data: expected valid.csv (and optionally train.csv), plain or .gz, "
-                           f"in {folder or '<data_dir>/cosmosqa'} (set --data-dir or DATA_DIR)")
+            raise KlmError(
+                f"no Cosmos QA data: expected valid.csv (and optionally train.csv), plain or .gz, "
+                f"in {folder or '<data_dir>/cosmosqa'} (set --data-dir or DATA_DIR)"
+            )
         train = find_file(folder, "train.csv")
         if train is None:
             return split_by_paragraph(read_cosmosqa_csv(valid, self.task_spec))

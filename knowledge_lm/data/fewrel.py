@@ -59,22 +59,31 @@ def split_instances(counts: dict[str, int], seed: int = SPLIT_SEED) -> dict[str,
     for relation in sorted(counts):
         order = rng.sample(range(counts[relation]), counts[relation])
         dev_size, test_size = round(DEV_SHARE * len(order)), round(TEST_SHARE * len(order))
-        splits[relation] = {"test": sorted(order[:test_size]), "dev": sorted(order[test_size:test_size + dev_size]),
-                            "train": sorted(order[test_size + dev_size:])}
+        splits[relation] = {
+            "test": sorted(order[:test_size]),
+            "dev": sorted(order[test_size : test_size + dev_size]),
+            "train": sorted(order[test_size + dev_size :]),
+        }
     return splits
 
 
 def token_span(entity, tokens: list[str], starts: list[int], role: str, where: str) -> dict:
     """The entity ``[name, QID, [[token indices], ...]]`` as a char span of the space-joined tokens."""
-    if not (isinstance(entity, list) and len(entity) == 3 and isinstance(entity[2], list) and entity[2]
-            and isinstance(entity[2][0], list) and entity[2][0]):
+    if not (
+        isinstance(entity, list)
+        and len(entity) == 3
+        and isinstance(entity[2], list)
+        and entity[2]
+        and isinstance(entity[2][0], list)
+        and entity[2][0]
+    ):
         raise KlmError(f"{where}: the {role} entity is not [name, QID, [[token indices], ...]]")
     indices = entity[2][0]
     if not all(isinstance(index, int) and 0 <= index < len(tokens) for index in indices):
         raise KlmError(f"{where}: the {role} entity's token indices {indices} are outside the {len(tokens)} tokens")
     first, last = min(indices), max(indices)
     start, end = starts[first], starts[last] + len(tokens[last])
-    return {"start": start, "end": end, "mention": " ".join(tokens[first:last + 1]), "role": role, "qid": entity[1]}
+    return {"start": start, "end": end, "mention": " ".join(tokens[first : last + 1]), "role": role, "qid": entity[1]}
 
 
 @register_dataset("fewrel")
@@ -87,13 +96,17 @@ class FewRelDataModule(RelationTasks, TaskDataModule):
         data = read_json(path)
         if not isinstance(data, dict) or set(data) != set(RELATIONS):
             found = sorted(data) if isinstance(data, dict) else type(data).__name__
-            raise KlmError(f"{path}: expected FewRel 1.0 val_wiki, an object of the 16 relations "
-                           f"{', '.join(RELATIONS)}; found {found}")
+            raise KlmError(
+                f"{path}: expected FewRel 1.0 val_wiki, an object of the 16 relations "
+                f"{', '.join(RELATIONS)}; found {found}"
+            )
         splits = {"train": [], "dev": [], "test": []}
         for relation, chosen in split_instances({relation: len(data[relation]) for relation in RELATIONS}).items():
             for split, indices in chosen.items():
-                splits[split] += [self.record(relation, index, data[relation][index], f"{path}: {relation} instance {index}")
-                                  for index in indices]
+                splits[split] += [
+                    self.record(relation, index, data[relation][index], f"{path}: {relation} instance {index}")
+                    for index in indices
+                ]
         return splits
 
     def find_file(self):
@@ -102,8 +115,10 @@ class FewRelDataModule(RelationTasks, TaskDataModule):
                 path = find_file(self.data_dir / folder, FILE)
                 if path is not None:
                     return path
-        raise KlmError(f"no FewRel data under {self.data_dir or 'any data directory'}: expected fewrel/{FILE} "
-                       f"(plain or .gz; set --data-dir or DATA_DIR)")
+        raise KlmError(
+            f"no FewRel data under {self.data_dir or 'any data directory'}: expected fewrel/{FILE} "
+            f"(plain or .gz; set --data-dir or DATA_DIR)"
+        )
 
     def record(self, relation: str, index: int, item, where: str) -> dict:
         if not isinstance(item, dict) or not {"tokens", "h", "t"} <= set(item):
@@ -115,6 +130,14 @@ class FewRelDataModule(RelationTasks, TaskDataModule):
         for token in tokens:
             starts.append(position)
             position += len(token) + 1
-        entities = [token_span(item["h"], tokens, starts, "head", where), token_span(item["t"], tokens, starts, "tail", where)]
-        return {"id": f"fewrel-{relation}-{index}", "text_a": " ".join(tokens), "text_b": None,
-                "label": RELATIONS.index(relation), "entities": entities}
+        entities = [
+            token_span(item["h"], tokens, starts, "head", where),
+            token_span(item["t"], tokens, starts, "tail", where),
+        ]
+        return {
+            "id": f"fewrel-{relation}-{index}",
+            "text_a": " ".join(tokens),
+            "text_b": None,
+            "label": RELATIONS.index(relation),
+            "entities": entities,
+        }

@@ -20,8 +20,9 @@ from knowledge_lm.data.base import TaskSpec
 from knowledge_lm.data.openentity import ErnieTypingDataModule, check_item
 from knowledge_lm.registry import register_dataset
 
-SCORING = TaskSpec("main", "typing_at_least_one", (), ("strict_accuracy", "loose_macro_f1", "loose_micro_f1"),
-                   "strict_accuracy")
+SCORING = TaskSpec(
+    "main", "typing_at_least_one", (), ("strict_accuracy", "loose_macro_f1", "loose_micro_f1"), "strict_accuracy"
+)
 
 
 @register_dataset("figer")
@@ -43,5 +44,9 @@ class FigerDataModule(ErnieTypingDataModule):
         types = tuple(sorted({name.strip() for item in train_items for name in item["labels"]}))
         self.task_spec = dataclasses.replace(SCORING, labels=types)
         self._task_kind = None
-        return {split: [self.record(split, index, item, f"{path}: record {index}") for index, item in enumerate(split_items)]
-                for split, (path, split_items) in items.items()}
+        return {
+            split: [
+                self.record(split, index, item, f"{path}: record {index}") for index, item in enumerate(split_items)
+            ]
+            for split, (path, split_items) in items.items()
+        }

@@ -134,8 +134,10 @@ class KnowledgeGraph:
         return [entity for entity in self.entities.values() if entity.type == entity_type]
 
     def entity_records(self) -> list[dict]:
-        return [{"qid": entity.qid, "label": entity.label, "surface_forms": entity.surface_forms, "type": entity.type}
-                for entity in self.entities.values()]
+        return [
+            {"qid": entity.qid, "label": entity.label, "surface_forms": entity.surface_forms, "type": entity.type}
+            for entity in self.entities.values()
+        ]
 
     def to_networkx(self):
         """A MultiDiGraph: nodes are qids (with label, type, surface_forms), edges keyed by pid."""
@@ -173,7 +175,9 @@ class KnowledgeGraph:
         for line_number, record in read_jsonl(paths["entities.jsonl"]):
             try:
                 label, surface_forms = record["label"], record.get("surface_forms") or [record["label"]]
-                entities.append(Entity(record["qid"], label, record["type"], [form for form in surface_forms if form != label]))
+                entities.append(
+                    Entity(record["qid"], label, record["type"], [form for form in surface_forms if form != label])
+                )
             except KeyError as error:
                 raise KlmError(f"{paths['entities.jsonl']}:{line_number}: missing field {error}") from None
         known = {entity.qid for entity in entities}
@@ -181,12 +185,15 @@ class KnowledgeGraph:
         triples = []
         for line_number, (head, pid, tail, *_) in triple_rows:
             if pid not in relations or head not in known or tail not in known:
-                raise KlmError(f"{paths['triples.tsv']}:{line_number}: unknown relation or entity in {head} {pid} {tail}")
+                raise KlmError(
+                    f"{paths['triples.tsv']}:{line_number}: unknown relation or entity in {head} {pid} {tail}"
+                )
             triples.append((head, pid, tail))
         return cls(entities, relations, triples)
 
 
 # -- statement templates ---------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class FactTemplate:
@@ -219,15 +226,32 @@ class TextTemplate:
 FACT_TEMPLATES = (
     FactTemplate("born_city", "one_hop", ("born_in",), "{s} was born in {o}.", "{s} is a native of {t}."),
     FactTemplate("works_for", "one_hop", ("works_for",), "{s} works for {o}.", "{s} is employed by {t}."),
-    FactTemplate("hq_city", "one_hop", ("headquartered_in",), "{s} is based in {o}.", "{s} has its headquarters in {t}."),
+    FactTemplate(
+        "hq_city", "one_hop", ("headquartered_in",), "{s} is based in {o}.", "{s} has its headquarters in {t}."
+    ),
     FactTemplate("city_country", "one_hop", ("located_in",), "{s} is located in {o}.", "{s} lies within {t}."),
     FactTemplate("river_country", "one_hop", ("flows_through",), "{s} flows through {o}.", "{s} runs through {t}."),
-    FactTemplate("born_country", "two_hop", ("born_in", "located_in"), "{s} was born in {o}.",
-                 "{s} is a native of {b}. {b} lies within {t}."),
-    FactTemplate("works_city", "two_hop", ("works_for", "headquartered_in"), "{s} works in {o}.",
-                 "{s} is employed by {b}. {b} has its headquarters in {t}."),
-    FactTemplate("hq_country", "two_hop", ("headquartered_in", "located_in"), "{s} is based in {o}.",
-                 "{s} has its headquarters in {b}. {b} lies within {t}."),
+    FactTemplate(
+        "born_country",
+        "two_hop",
+        ("born_in", "located_in"),
+        "{s} was born in {o}.",
+        "{s} is a native of {b}. {b} lies within {t}.",
+    ),
+    FactTemplate(
+        "works_city",
+        "two_hop",
+        ("works_for", "headquartered_in"),
+        "{s} works in {o}.",
+        "{s} is employed by {b}. {b} has its headquarters in {t}.",
+    ),
+    FactTemplate(
+        "hq_country",
+        "two_hop",
+        ("headquartered_in", "located_in"),
+        "{s} is based in {o}.",
+        "{s} has its headquarters in {b}. {b} lies within {t}.",
+    ),
 )
 TYPE_TEMPLATE = FactTemplate("entity_type", "type", (), "{s} is a {o}.", "{s} is listed as a {t}.")
 TEXT_TEMPLATES = (
@@ -237,16 +261,44 @@ TEXT_TEMPLATES = (
 )
 KNOWLEDGE_KINDS = ("type", "one_hop", "two_hop")
 
-TEMPLATE_WORDS = sorted({word for template in (*FACT_TEMPLATES, TYPE_TEMPLATE)
-                         for word in re.findall(r"[a-z]+", template.claim + " " + template.statement)}
-                        | {word for template in TEXT_TEMPLATES for word in re.findall(r"[a-z]+", template.text)}
-                        | set(ENTITY_TYPES))
+TEMPLATE_WORDS = sorted(
+    {
+        word
+        for template in (*FACT_TEMPLATES, TYPE_TEMPLATE)
+        for word in re.findall(r"[a-z]+", template.claim + " " + template.statement)
+    }
+    | {word for template in TEXT_TEMPLATES for word in re.findall(r"[a-z]+", template.text)}
+    | set(ENTITY_TYPES)
+)
 
 
 # -- names ------------------------------------------------------------------------------------
 
-ONSETS = ("b", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z",
-          "br", "dr", "gr", "kr", "st", "tr", "sh", "th")
+ONSETS = (
+    "b",
+    "d",
+    "f",
+    "g",
+    "h",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "z",
+    "br",
+    "dr",
+    "gr",
+    "kr",
+    "st",
+    "tr",
+    "sh",
+    "th",
+)
 VOWELS = ("a", "e", "i", "o", "u", "a", "e", "o", "ai", "ei", "ou")
 FINAL_CODAS = ("", "", "", "", "n", "l", "r", "s", "m")
 
@@ -300,7 +352,9 @@ def build_knowledge_graph(num_entities: int, rng: random.Random) -> KnowledgeGra
     for index, entity_type in enumerate(types, start=1):
         label, aliases = names.make()
         entities.append(Entity(f"G{index}", label, entity_type, aliases))
-    by_type = {entity_type: [entity.qid for entity in entities if entity.type == entity_type] for entity_type in ENTITY_TYPES}
+    by_type = {
+        entity_type: [entity.qid for entity in entities if entity.type == entity_type] for entity_type in ENTITY_TYPES
+    }
     pid = {relation.name: relation.pid for relation in RELATIONS}
     triples = []
     countries, cities, companies = by_type["country"], by_type["city"], by_type["company"]
@@ -320,6 +374,7 @@ def build_knowledge_graph(num_entities: int, rng: random.Random) -> KnowledgeGra
 
 
 # -- examples ---------------------------------------------------------------------------------
+
 
 @dataclass
 class Draft:
@@ -345,11 +400,14 @@ class SplitWorld:
     def __init__(self, kg: KnowledgeGraph, home_splits: dict[str, str], split: str):
         self.kg = kg
         mentionable_splits = ("train", split)
-        self.subjects = {entity_type: [entity for entity in kg.of_type(entity_type) if home_splits[entity.qid] == split]
-                         for entity_type in ENTITY_TYPES}
-        self.mentionable = {entity_type: [entity for entity in kg.of_type(entity_type)
-                                          if home_splits[entity.qid] in mentionable_splits]
-                            for entity_type in ENTITY_TYPES}
+        self.subjects = {
+            entity_type: [entity for entity in kg.of_type(entity_type) if home_splits[entity.qid] == split]
+            for entity_type in ENTITY_TYPES
+        }
+        self.mentionable = {
+            entity_type: [entity for entity in kg.of_type(entity_type) if home_splits[entity.qid] in mentionable_splits]
+            for entity_type in ENTITY_TYPES
+        }
         self._mentionable_qids = {entity.qid for entities in self.mentionable.values() for entity in entities}
         self._fact_candidates = {}
 
@@ -380,12 +438,21 @@ def fact_pair(world: SplitWorld, template: FactTemplate, rng: random.Random) -> 
     if not false_candidates:
         raise too_few_entities(f"false {template.name} claims")
     other, other_reached = rng.choice(false_candidates)
-    return [fact_draft(world.kg, template, subject, reached, claimed, 1, rng),
-            fact_draft(world.kg, template, other, other_reached, claimed, 0, rng)]
+    return [
+        fact_draft(world.kg, template, subject, reached, claimed, 1, rng),
+        fact_draft(world.kg, template, other, other_reached, claimed, 0, rng),
+    ]
 
 
-def fact_draft(kg: KnowledgeGraph, template: FactTemplate, subject: Entity, reached: list[list[str]],
-               claimed: str, label: int, rng: random.Random) -> Draft:
+def fact_draft(
+    kg: KnowledgeGraph,
+    template: FactTemplate,
+    subject: Entity,
+    reached: list[list[str]],
+    claimed: str,
+    label: int,
+    rng: random.Random,
+) -> Draft:
     stated = claimed if label else rng.choice(reached[-1])
     slots = {"s": subject, "o": kg.entities[claimed], "t": kg.entities[stated]}
     if len(reached) == 2:
@@ -395,12 +462,16 @@ def fact_draft(kg: KnowledgeGraph, template: FactTemplate, subject: Entity, reac
 
 def type_pair(world: SplitWorld, rng: random.Random) -> list[Draft]:
     claimed_type = rng.choice(ENTITY_TYPES)
-    others = [entity for entity_type in ENTITY_TYPES if entity_type != claimed_type for entity in world.subjects[entity_type]]
+    others = [
+        entity for entity_type in ENTITY_TYPES if entity_type != claimed_type for entity in world.subjects[entity_type]
+    ]
     if not world.subjects[claimed_type] or not others:
         raise too_few_entities("type claims")
     subject, other = rng.choice(world.subjects[claimed_type]), rng.choice(others)
-    return [Draft(TYPE_TEMPLATE, 1, {"s": subject, "o": claimed_type, "t": subject.type}),
-            Draft(TYPE_TEMPLATE, 0, {"s": other, "o": claimed_type, "t": other.type})]
+    return [
+        Draft(TYPE_TEMPLATE, 1, {"s": subject, "o": claimed_type, "t": subject.type}),
+        Draft(TYPE_TEMPLATE, 0, {"s": other, "o": claimed_type, "t": other.type}),
+    ]
 
 
 def text_pair(world: SplitWorld, rng: random.Random) -> list[Draft]:
@@ -410,8 +481,10 @@ def text_pair(world: SplitWorld, rng: random.Random) -> list[Draft]:
         raise too_few_entities(f"the {template.name} template")
     same = rng.choice(places)
     first, second = rng.sample(places, 2)
-    return [Draft(template, 1, {"s": rng.choice(people), "x": same, "y": same}),
-            Draft(template, 0, {"s": rng.choice(people), "x": first, "y": second})]
+    return [
+        Draft(template, 1, {"s": rng.choice(people), "x": same, "y": same}),
+        Draft(template, 0, {"s": rng.choice(people), "x": first, "y": second}),
+    ]
 
 
 def draft_split(world: SplitWorld, size: int, knobs: "GeneratorKnobs", rng: random.Random) -> list[Draft]:
@@ -422,7 +495,9 @@ def draft_split(world: SplitWorld, size: int, knobs: "GeneratorKnobs", rng: rand
         if kind == "type":
             drafts += type_pair(world, rng)
         else:
-            drafts += fact_pair(world, rng.choice([template for template in FACT_TEMPLATES if template.kind == kind]), rng)
+            drafts += fact_pair(
+                world, rng.choice([template for template in FACT_TEMPLATES if template.kind == kind]), rng
+            )
     knowledge_drafts = list(drafts)
     for _ in range(math.ceil((size - len(drafts)) / 2)):
         drafts += text_pair(world, rng)
@@ -448,8 +523,15 @@ def render(draft: Draft, rng: random.Random) -> tuple[str, list[dict]]:
         value = draft.slots[slot]
         if isinstance(value, Entity):
             mention = surfaces[value.qid]
-            links.append({"start": len(text), "end": len(text) + len(mention), "mention": mention,
-                          "qid": value.qid, "gold_qid": value.qid})
+            links.append(
+                {
+                    "start": len(text),
+                    "end": len(text) + len(mention),
+                    "mention": mention,
+                    "qid": value.qid,
+                    "gold_qid": value.qid,
+                }
+            )
             text += mention
         else:
             text += value
@@ -460,7 +542,12 @@ def add_link_noise(records: list[dict], world: SplitWorld, share: float, rng: ra
     links = [link for record in records for link in record["entities"]]
     for link in rng.sample(links, round(share * len(links))):
         gold_type = world.kg.entities[link["gold_qid"]].type
-        wrong = [entity for entity_type in ENTITY_TYPES if entity_type != gold_type for entity in world.mentionable[entity_type]]
+        wrong = [
+            entity
+            for entity_type in ENTITY_TYPES
+            if entity_type != gold_type
+            for entity in world.mentionable[entity_type]
+        ]
         link["qid"] = rng.choice(wrong).qid
 
 
@@ -469,10 +556,19 @@ def make_split(world: SplitWorld, split: str, size: int, knobs: "GeneratorKnobs"
     for index, draft in enumerate(draft_split(world, size, knobs, rng)):
         text, links = render(draft, rng)
         kind = draft.template.kind
-        records.append({"id": f"{split}-{index:05d}", "text_a": text, "text_b": None, "label": draft.label,
-                        "kind": kind, "template": draft.template.name,
-                        "needs_knowledge": kind != "text" and not draft.redundant,
-                        "redundant": draft.redundant, "entities": links})
+        records.append(
+            {
+                "id": f"{split}-{index:05d}",
+                "text_a": text,
+                "text_b": None,
+                "label": draft.label,
+                "kind": kind,
+                "template": draft.template.name,
+                "needs_knowledge": kind != "text" and not draft.redundant,
+                "redundant": draft.redundant,
+                "entities": links,
+            }
+        )
     add_link_noise(records, world, knobs.link_noise, rng)
     return records
 
@@ -486,11 +582,14 @@ def assign_home_splits(kg: KnowledgeGraph, rng: random.Random) -> dict[str, str]
         dev_count = max(1, round(SPLIT_SHARES["dev"] * len(qids)))
         test_count = max(1, round(SPLIT_SHARES["test"] * len(qids)))
         for position, qid in enumerate(qids):
-            home_splits[qid] = "dev" if position < dev_count else "test" if position < dev_count + test_count else "train"
+            home_splits[qid] = (
+                "dev" if position < dev_count else "test" if position < dev_count + test_count else "train"
+            )
     return home_splits
 
 
 # -- the generator ----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GeneratorKnobs:
@@ -523,7 +622,9 @@ class GeneratorKnobs:
             if isinstance(value, bool) or (kind is int and not number.is_integer()):
                 raise ValueError
         except (TypeError, ValueError):
-            raise KlmError(f"generated: {name} must be a{'n integer' if kind is int else ' number'}, got {value!r}") from None
+            raise KlmError(
+                f"generated: {name} must be a{'n integer' if kind is int else ' number'}, got {value!r}"
+            ) from None
         object.__setattr__(self, name, kind(number))
         return kind(number)
 
@@ -548,9 +649,12 @@ def generate(**knobs) -> GeneratedData:
     knobs = GeneratorKnobs(**knobs)
     kg = build_knowledge_graph(knobs.num_entities, random_stream(knobs.seed, "kg"))
     home_splits = assign_home_splits(kg, random_stream(knobs.seed, "home splits"))
-    splits = {split: make_split(SplitWorld(kg, home_splits, split), split, knobs.size(split), knobs,
-                                random_stream(knobs.seed, split))
-              for split in SPLITS}
+    splits = {
+        split: make_split(
+            SplitWorld(kg, home_splits, split), split, knobs.size(split), knobs, random_stream(knobs.seed, split)
+        )
+        for split in SPLITS
+    }
     return GeneratedData(knobs, kg, splits)
 
 
@@ -607,6 +711,7 @@ def read_record(record: dict, spec: TaskSpec, where: str) -> dict:
 
 # -- the data module --------------------------------------------------------------------------
 
+
 @register_dataset("generated")
 class GeneratedDataModule(TaskDataModule):
     """The generated facts: read from ``<data_dir>/generated/`` where a frozen version lies, else generated.
@@ -619,13 +724,33 @@ class GeneratedDataModule(TaskDataModule):
     tasks = ("facts",)
     default_tasks = ("facts",)
 
-    def __init__(self, task: str | None = None, tokenizer=None, data_dir=None, *, knowledge_share=None,
-                 redundancy=None, link_noise=None, train_size=None, dev_size=None, test_size=None,
-                 num_entities=None, seed=None, **base_options):
+    def __init__(
+        self,
+        task: str | None = None,
+        tokenizer=None,
+        data_dir=None,
+        *,
+        knowledge_share=None,
+        redundancy=None,
+        link_noise=None,
+        train_size=None,
+        dev_size=None,
+        test_size=None,
+        num_entities=None,
+        seed=None,
+        **base_options,
+    ):
         super().__init__(task, tokenizer, data_dir, **base_options)
-        given = dict(knowledge_share=knowledge_share, redundancy=redundancy, link_noise=link_noise,
-                     train_size=train_size, dev_size=dev_size, test_size=test_size,
-                     num_entities=num_entities, seed=seed)
+        given = dict(
+            knowledge_share=knowledge_share,
+            redundancy=redundancy,
+            link_noise=link_noise,
+            train_size=train_size,
+            dev_size=dev_size,
+            test_size=test_size,
+            num_entities=num_entities,
+            seed=seed,
+        )
         self.requested_knobs = {name: value for name, value in given.items() if value is not None}
         GeneratorKnobs(**self.requested_knobs)  # bad values fail here rather than at setup
         self._generated = None
@@ -649,8 +774,10 @@ class GeneratedDataModule(TaskDataModule):
         for name in self.requested_knobs:
             if frozen is None or getattr(frozen, name) != getattr(requested, name):
                 recorded = "unrecorded" if frozen is None else getattr(frozen, name)
-                raise KlmError(f"{folder} holds a frozen version with {name}={recorded}, not {getattr(requested, name)}; "
-                               f"drop the option or point data_dir elsewhere")
+                raise KlmError(
+                    f"{folder} holds a frozen version with {name}={recorded}, not {getattr(requested, name)}; "
+                    f"drop the option or point data_dir elsewhere"
+                )
 
     @property
     def knowledge_graph(self) -> KnowledgeGraph:

@@ -14,7 +14,6 @@ Files are looked for, in order, in ``<data_dir>/glue_<task>/`` (the shared layou
 writes), each file plain or gzip-compressed; with none of them, ``nyu-mll/glue`` on the hub unless offline.
 """
 
-
 from knowledge_lm.backbones import offline
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
 from knowledge_lm.data.io import column_index, find_file, read_json, read_jsonl, read_tsv
@@ -35,8 +34,17 @@ SPECS = {
     "wnli": TaskSpec("wnli", "classification", BINARY),
 }
 
-TASK_DIRS = {"cola": "CoLA", "sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "qqp": "QQP",
-             "mnli": "MNLI", "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI"}
+TASK_DIRS = {
+    "cola": "CoLA",
+    "sst2": "SST-2",
+    "mrpc": "MRPC",
+    "stsb": "STS-B",
+    "qqp": "QQP",
+    "mnli": "MNLI",
+    "qnli": "QNLI",
+    "rte": "RTE",
+    "wnli": "WNLI",
+}
 
 # Columns (text_a, text_b, label) of the official GLUE TSVs, by header name; CoLA has no header: indices.
 TSV_COLUMNS = {
@@ -51,10 +59,17 @@ TSV_COLUMNS = {
     "wnli": ("sentence1", "sentence2", "label"),
 }
 # Text columns of nyu-mll/glue on the hub (its label column is "label", an index into the spec's labels).
-HUB_COLUMNS = {"cola": ("sentence", None), "sst2": ("sentence", None), "mrpc": ("sentence1", "sentence2"),
-               "stsb": ("sentence1", "sentence2"), "qqp": ("question1", "question2"),
-               "mnli": ("premise", "hypothesis"), "qnli": ("question", "sentence"),
-               "rte": ("sentence1", "sentence2"), "wnli": ("sentence1", "sentence2")}
+HUB_COLUMNS = {
+    "cola": ("sentence", None),
+    "sst2": ("sentence", None),
+    "mrpc": ("sentence1", "sentence2"),
+    "stsb": ("sentence1", "sentence2"),
+    "qqp": ("question1", "question2"),
+    "mnli": ("premise", "hypothesis"),
+    "qnli": ("question", "sentence"),
+    "rte": ("sentence1", "sentence2"),
+    "wnli": ("sentence1", "sentence2"),
+}
 
 # split -> file name (without .gz) in each layout, and split -> hub split; the reader follows the suffix.
 # A task whose files give no "dev" gets one held out of its train split (HELD_OUT_TASKS only).
@@ -108,9 +123,11 @@ class GlueDataModule(TaskDataModule):
         if self.data_dir is None:
             return None
         task_dir = TASK_DIRS[self.task]
-        layouts = [(self.data_dir / f"glue_{self.task}", SHARED_FILES.get(self.task, SMALL_FILES)),
-                   (self.data_dir / task_dir, OFFICIAL_FILES.get(self.task, SMALL_FILES)),
-                   (self.data_dir / "glue_data" / task_dir, OFFICIAL_FILES.get(self.task, SMALL_FILES))]
+        layouts = [
+            (self.data_dir / f"glue_{self.task}", SHARED_FILES.get(self.task, SMALL_FILES)),
+            (self.data_dir / task_dir, OFFICIAL_FILES.get(self.task, SMALL_FILES)),
+            (self.data_dir / "glue_data" / task_dir, OFFICIAL_FILES.get(self.task, SMALL_FILES)),
+        ]
         for root, names in layouts:
             if not root.is_dir():
                 continue
@@ -122,13 +139,19 @@ class GlueDataModule(TaskDataModule):
         return None
 
     def missing_data_message(self) -> str:
-        return (f"no GLUE {self.task} data under {self.data_dir or 'any data directory'}: expected "
-                f"glue_{self.task}/ or the official {TASK_DIRS[self.task]}/ layout (set --data-dir or DATA_DIR)")
+        return (
+            f"no GLUE {self.task} data under {self.data_dir or 'any data directory'}: expected "
+            f"glue_{self.task}/ or the official {TASK_DIRS[self.task]}/ layout (set --data-dir or DATA_DIR)"
+        )
 
     # -- reading ----------------------------------------------------------------------------
     def record(self, split: str, key, text_a, text_b, raw_label, where: str) -> dict:
-        return {"id": f"{self.task}-{split}-{key}", "text_a": text_a, "text_b": text_b,
-                "label": self.task_spec.label_id(raw_label, where)}
+        return {
+            "id": f"{self.task}-{split}-{key}",
+            "text_a": text_a,
+            "text_b": text_b,
+            "label": self.task_spec.label_id(raw_label, where),
+        }
 
     def hub_label(self, raw):
         """The spec's label name for a hub-style integer label (other values go on to fail label_id)."""
@@ -157,8 +180,16 @@ class GlueDataModule(TaskDataModule):
         for line, fields in rows:
             if len(fields) < needed:
                 raise KlmError(f"{path}:{line}: expected at least {needed} tab-separated columns, got {len(fields)}")
-            records.append(self.record(split, line, fields[text_a], None if text_b is None else fields[text_b],
-                                       fields[label], f"{path}:{line}"))
+            records.append(
+                self.record(
+                    split,
+                    line,
+                    fields[text_a],
+                    None if text_b is None else fields[text_b],
+                    fields[label],
+                    f"{path}:{line}",
+                )
+            )
         return records
 
     def read_sample_json(self, split: str, path) -> list[dict]:
@@ -183,8 +214,11 @@ class GlueDataModule(TaskDataModule):
             where = f"{path}:{line}"
             if not isinstance(row, dict) or not set(wanted) <= row.keys():
                 raise KlmError(f"{where}: expected an object with {', '.join(wanted)}")
-            records.append(self.record(split, line, row[text_a], row[text_b] if text_b else None,
-                                       self.hub_label(row["label"]), where))
+            records.append(
+                self.record(
+                    split, line, row[text_a], row[text_b] if text_b else None, self.hub_label(row["label"]), where
+                )
+            )
         return records
 
     def read_hub(self) -> dict[str, list[dict]]:
@@ -202,7 +236,15 @@ class GlueDataModule(TaskDataModule):
         for hub_split, split in HUB_SPLITS.get(self.task, {"train": "train", "validation": "dev"}).items():
             part = dataset[hub_split]
             seconds = part[text_b] if text_b else [None] * len(part)
-            splits[split] = [self.record(split, index, first, second, self.hub_label(label),
-                                         f"nyu-mll/glue {self.task} {hub_split} row {index}")
-                             for index, (first, second, label) in enumerate(zip(part[text_a], seconds, part["label"]))]
+            splits[split] = [
+                self.record(
+                    split,
+                    index,
+                    first,
+                    second,
+                    self.hub_label(label),
+                    f"nyu-mll/glue {self.task} {hub_split} row {index}",
+                )
+                for index, (first, second, label) in enumerate(zip(part[text_a], seconds, part["label"]))
+            ]
         return splits

@@ -37,8 +37,13 @@ def find_file(data_dir: Path | None, *candidates: str) -> Path | None:
     return None
 
 
-def find_split_files(data_dir: Path | None, folders: tuple[str, ...], title: str, note: str = "",
-                     splits: tuple[str, ...] = ("train", "dev", "test")) -> dict[str, Path]:
+def find_split_files(
+    data_dir: Path | None,
+    folders: tuple[str, ...],
+    title: str,
+    note: str = "",
+    splits: tuple[str, ...] = ("train", "dev", "test"),
+) -> dict[str, Path]:
     """``<split>.json`` (plain or .gz) for every split, from the first of ``folders`` under ``data_dir`` that
     holds a train file; the error names what was expected."""
     if data_dir is not None:
@@ -52,8 +57,10 @@ def find_split_files(data_dir: Path | None, folders: tuple[str, ...], title: str
                 return found
     names = [f"{split}.json" for split in splits]
     expected = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
-    raise KlmError(f"no {title} data under {data_dir or 'any data directory'}: expected {folders[0]}/ holding {expected}"
-                   f"{note} (set --data-dir or DATA_DIR)")
+    raise KlmError(
+        f"no {title} data under {data_dir or 'any data directory'}: expected {folders[0]}/ holding {expected}"
+        f"{note} (set --data-dir or DATA_DIR)"
+    )
 
 
 def open_text(path: Path):
@@ -64,7 +71,9 @@ def open_text(path: Path):
     return open(path, encoding="utf-8-sig", newline="")
 
 
-def read_tsv(path: Path, header: bool = True, min_columns: int = 1) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
+def read_tsv(
+    path: Path, header: bool = True, min_columns: int = 1
+) -> tuple[list[str] | None, list[tuple[int, list[str]]]]:
     """Rows of a TSV as ``(line_number, fields)``; GLUE's TSVs hold unbalanced quotes, so no quoting."""
     rows = []
     with open_text(path) as handle:
@@ -77,7 +86,9 @@ def read_tsv(path: Path, header: bool = True, min_columns: int = 1) -> tuple[lis
                 names = fields
                 continue
             if len(fields) < min_columns:
-                raise KlmError(f"{path}:{line_number}: expected at least {min_columns} tab-separated columns, got {len(fields)}")
+                raise KlmError(
+                    f"{path}:{line_number}: expected at least {min_columns} tab-separated columns, got {len(fields)}"
+                )
             rows.append((line_number, fields))
     return names, rows
 

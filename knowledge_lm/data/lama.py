@@ -109,8 +109,10 @@ def load_lama(folder: Path, relations: list[str] | None = None) -> list[Relation
     """The relations named (all present, by default) with their facts, from a LAMA folder."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise KlmError(f"no LAMA data: {folder} does not exist (expected LAMA's data.zip layout: "
-                       "relations.jsonl, TREx/, Google_RE/, Squad/)")
+        raise KlmError(
+            f"no LAMA data: {folder} does not exist (expected LAMA's data.zip layout: "
+            "relations.jsonl, TREx/, Google_RE/, Squad/)"
+        )
     found = available_relations(folder)
     if not found:
         raise KlmError(f"{folder}: no LAMA relation files (TREx/P*.jsonl, Google_RE/*_test.jsonl, Squad/test.jsonl)")

@@ -22,8 +22,13 @@ from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import register_dataset
 
 ENTITY_TYPES = ("entity", "event", "group", "location", "object", "organization", "person", "place", "time")
-SPEC = TaskSpec("main", "typing", ENTITY_TYPES,
-                ("micro_f1", "micro_precision", "micro_recall", "strict_accuracy", "loose_macro_f1"), "micro_f1")
+SPEC = TaskSpec(
+    "main",
+    "typing",
+    ENTITY_TYPES,
+    ("micro_f1", "micro_precision", "micro_recall", "strict_accuracy", "loose_macro_f1"),
+    "micro_f1",
+)
 
 SPLITS = ("train", "dev", "test")
 REQUIRED_KEYS = ("sent", "start", "end", "labels", "ents")
@@ -35,8 +40,9 @@ def is_int(value) -> bool:
 
 def check_span(start, end, text: str, what: str, where: str):
     if not (is_int(start) and is_int(end) and 0 <= start < end <= len(text)):
-        raise KlmError(f"{where}: {what} offsets [{start!r}, {end!r}) are not a span of the "
-                       f"{len(text)}-character sentence")
+        raise KlmError(
+            f"{where}: {what} offsets [{start!r}, {end!r}) are not a span of the {len(text)}-character sentence"
+        )
 
 
 class ErnieTypingDataModule(TaskDataModule):
@@ -58,7 +64,10 @@ class ErnieTypingDataModule(TaskDataModule):
         return data
 
     def read_file(self, split: str, path) -> list[dict]:
-        return [self.record(split, index, item, f"{path}: record {index}") for index, item in enumerate(self.read_items(path))]
+        return [
+            self.record(split, index, item, f"{path}: record {index}")
+            for index, item in enumerate(self.read_items(path))
+        ]
 
     def record(self, split: str, index: int, item, where: str) -> dict:
         check_item(item, where)
@@ -66,14 +75,25 @@ class ErnieTypingDataModule(TaskDataModule):
         type_ids = sorted({self.task_spec.label_id(name, where) for name in item["labels"]})
         entities = []
         for link in item["ents"]:
-            if not (isinstance(link, list) and len(link) == 4 and isinstance(link[0], str)
-                    and isinstance(link[3], (int, float)) and not isinstance(link[3], bool)):
+            if not (
+                isinstance(link, list)
+                and len(link) == 4
+                and isinstance(link[0], str)
+                and isinstance(link[3], (int, float))
+                and not isinstance(link[3], bool)
+            ):
                 raise KlmError(f"{where}: bad linked entity {link!r} (expected [qid, start, end, score])")
             qid, start, end, score = link
             check_span(start, end, sentence, f"linked entity {qid}", where)
             entities.append({"qid": qid, "start": start, "end": end, "score": float(score)})
-        return {"id": f"{self.name}-{split}-{index}", "text_a": sentence, "text_b": None, "label": type_ids,
-                "mention": {"start": item["start"], "end": item["end"]}, "entities": entities}
+        return {
+            "id": f"{self.name}-{split}-{index}",
+            "text_a": sentence,
+            "text_b": None,
+            "label": type_ids,
+            "mention": {"start": item["start"], "end": item["end"]},
+            "entities": entities,
+        }
 
 
 def check_item(item, where: str):

@@ -27,25 +27,40 @@ from knowledge_lm.registry import register_dataset
 from knowledge_lm.tasks.relation import RelationTasks
 
 RELATION_LABELS = (
-    "Cause-Effect(e1,e2)", "Cause-Effect(e2,e1)",
-    "Component-Whole(e1,e2)", "Component-Whole(e2,e1)",
-    "Content-Container(e1,e2)", "Content-Container(e2,e1)",
-    "Entity-Destination(e1,e2)", "Entity-Destination(e2,e1)",
-    "Entity-Origin(e1,e2)", "Entity-Origin(e2,e1)",
-    "Instrument-Agency(e1,e2)", "Instrument-Agency(e2,e1)",
-    "Member-Collection(e1,e2)", "Member-Collection(e2,e1)",
-    "Message-Topic(e1,e2)", "Message-Topic(e2,e1)",
+    "Cause-Effect(e1,e2)",
+    "Cause-Effect(e2,e1)",
+    "Component-Whole(e1,e2)",
+    "Component-Whole(e2,e1)",
+    "Content-Container(e1,e2)",
+    "Content-Container(e2,e1)",
+    "Entity-Destination(e1,e2)",
+    "Entity-Destination(e2,e1)",
+    "Entity-Origin(e1,e2)",
+    "Entity-Origin(e2,e1)",
+    "Instrument-Agency(e1,e2)",
+    "Instrument-Agency(e2,e1)",
+    "Member-Collection(e1,e2)",
+    "Member-Collection(e2,e1)",
+    "Message-Topic(e1,e2)",
+    "Message-Topic(e2,e1)",
     "Other",
-    "Product-Producer(e1,e2)", "Product-Producer(e2,e1)",
+    "Product-Producer(e1,e2)",
+    "Product-Producer(e2,e1)",
 )
 SPEC = TaskSpec("main", "relation", RELATION_LABELS, ("semeval_macro_f1", "accuracy"), "semeval_macro_f1")
 
 FOLDERS = ("semeval2010_task8", ".")
 FILES = {
-    "train": ("TRAIN_FILE.TXT", "SemEval2010_task8_training/TRAIN_FILE.TXT",
-              "SemEval2010_task8_all_data/SemEval2010_task8_training/TRAIN_FILE.TXT"),
-    "test": ("TEST_FILE_FULL.TXT", "SemEval2010_task8_testing_keys/TEST_FILE_FULL.TXT",
-             "SemEval2010_task8_all_data/SemEval2010_task8_testing_keys/TEST_FILE_FULL.TXT"),
+    "train": (
+        "TRAIN_FILE.TXT",
+        "SemEval2010_task8_training/TRAIN_FILE.TXT",
+        "SemEval2010_task8_all_data/SemEval2010_task8_training/TRAIN_FILE.TXT",
+    ),
+    "test": (
+        "TEST_FILE_FULL.TXT",
+        "SemEval2010_task8_testing_keys/TEST_FILE_FULL.TXT",
+        "SemEval2010_task8_all_data/SemEval2010_task8_testing_keys/TEST_FILE_FULL.TXT",
+    ),
 }
 DEV_SIZE = 800
 DEV_SEED = 0
@@ -77,7 +92,7 @@ def strip_entity_tags(tagged: str, where: str) -> tuple[str, list[dict]]:
     pieces, opened, spans = [], {}, {}
     length, position = 0, 0
     for tag in ENTITY_TAG.finditer(tagged):
-        pieces.append(tagged[position:tag.start()])
+        pieces.append(tagged[position : tag.start()])
         length += tag.start() - position
         position = tag.end()
         closing, role = tag.group(1) == "/", tag.group(2)
@@ -125,8 +140,10 @@ class SemEvalDataModule(RelationTasks, TaskDataModule):
                 if any(found.values()):
                     missing = [FILES[split][0] for split, path in found.items() if path is None]
                     raise KlmError(f"{root}: missing SemEval-2010 Task 8 file {', '.join(missing)} (plain or .gz)")
-        raise KlmError(f"no SemEval-2010 Task 8 data under {self.data_dir or 'any data directory'}: expected "
-                       f"semeval2010_task8/ holding TRAIN_FILE.TXT and TEST_FILE_FULL.TXT (set --data-dir or DATA_DIR)")
+        raise KlmError(
+            f"no SemEval-2010 Task 8 data under {self.data_dir or 'any data directory'}: expected "
+            f"semeval2010_task8/ holding TRAIN_FILE.TXT and TEST_FILE_FULL.TXT (set --data-dir or DATA_DIR)"
+        )
 
     def read_file(self, path) -> list[dict]:
         records, seen_ids = [], set()
@@ -134,8 +151,9 @@ class SemEvalDataModule(RelationTasks, TaskDataModule):
             where = f"{path}:{first_line}"
             sentence = SENTENCE_LINE.match(lines[0])
             if sentence is None:
-                raise KlmError(f'{where}: expected id<TAB>"sentence" with the sentence in double quotes, '
-                               f"got {lines[0][:60]!r}")
+                raise KlmError(
+                    f'{where}: expected id<TAB>"sentence" with the sentence in double quotes, got {lines[0][:60]!r}'
+                )
             if len(lines) < 2:
                 raise KlmError(f"{where}: the block has no label line")
             if len(lines) > 3 or (len(lines) == 3 and not lines[2].startswith("Comment")):
@@ -147,8 +165,15 @@ class SemEvalDataModule(RelationTasks, TaskDataModule):
             seen_ids.add(sentence_id)
             text, entities = strip_entity_tags(sentence.group(2), where)
             label = SPEC.label_id(lines[1].strip(), f"{path}:{first_line + 1}")
-            records.append({"id": f"semeval2010-{sentence_id}", "text_a": text, "text_b": None,
-                            "label": label, "entities": entities})
+            records.append(
+                {
+                    "id": f"semeval2010-{sentence_id}",
+                    "text_a": text,
+                    "text_b": None,
+                    "label": label,
+                    "entities": entities,
+                }
+            )
         if not records:
             raise KlmError(f"{path}: no examples")
         return records

@@ -21,7 +21,7 @@ OPTIONAL_SPLITS = ("test",)
 
 def located_start(context: str, text: str, start) -> int:
     """``start`` when the context holds ``text`` there, else its first occurrence, else -1."""
-    if isinstance(start, int) and context[start:start + len(text)] == text:
+    if isinstance(start, int) and context[start : start + len(text)] == text:
         return start
     return context.find(text)
 
@@ -38,8 +38,12 @@ def read_squad_json(path, task: str, split: str) -> list[dict]:
     records = []
     for article_index, article in enumerate(expect(data.get("data"), list, f"{path}: data", "a list")):
         article_where = f"{path}: data[{article_index}]"
-        paragraphs = expect(expect(article, dict, article_where, "an object").get("paragraphs"), list,
-                            f"{article_where}.paragraphs", "a list")
+        paragraphs = expect(
+            expect(article, dict, article_where, "an object").get("paragraphs"),
+            list,
+            f"{article_where}.paragraphs",
+            "a list",
+        )
         for paragraph_index, paragraph in enumerate(paragraphs):
             paragraph_where = f"{article_where}.paragraphs[{paragraph_index}]"
             expect(paragraph, dict, paragraph_where, "an object")
@@ -58,8 +62,9 @@ def read_squad_json(path, task: str, split: str) -> list[dict]:
                     text = expect(answer.get("text"), str, f"{answer_where}.text", "a string")
                     gold.append({"text": text, "start": located_start(context, text, answer.get("answer_start"))})
                 key = qa.get("id", f"{article_index}-{paragraph_index}-{qa_index}")
-                records.append({"id": f"{task}-{split}-{key}", "text_a": question, "text_b": context,
-                                "answers": gold, "label": 0})
+                records.append(
+                    {"id": f"{task}-{split}-{key}", "text_a": question, "text_b": context, "answers": gold, "label": 0}
+                )
     return records
 
 
@@ -79,6 +84,8 @@ class SquadFormatDataModule(TaskDataModule):
         found = {split: find_file(folder, name) for split, name in FILES.items()}
         missing = [FILES[split] for split, path in found.items() if path is None and split not in OPTIONAL_SPLITS]
         if missing:
-            raise KlmError(f"no {self.task} data: expected {', '.join(missing)} (plain or .gz; test.json optional) "
-                           f"in {folder or f'<data_dir>/{self.task}'} (set --data-dir or DATA_DIR)")
+            raise KlmError(
+                f"no {self.task} data: expected {', '.join(missing)} (plain or .gz; test.json optional) "
+                f"in {folder or f'<data_dir>/{self.task}'} (set --data-dir or DATA_DIR)"
+            )
         return {split: read_squad_json(path, self.task, split) for split, path in found.items() if path is not None}

@@ -12,7 +12,6 @@ character offsets, with their NER types, which the marker kind writes as typed m
 TACRED's official micro P/R/F1 over the relations other than no_relation (main: micro_f1).
 """
 
-
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
 from knowledge_lm.data.io import find_split_files, read_json
 from knowledge_lm.errors import KlmError
@@ -21,16 +20,47 @@ from knowledge_lm.tasks.relation import RelationTasks
 
 RELATION_LABELS = (
     "no_relation",
-    "org:alternate_names", "org:city_of_headquarters", "org:country_of_headquarters", "org:dissolved",
-    "org:founded", "org:founded_by", "org:member_of", "org:members", "org:number_of_employees/members",
-    "org:parents", "org:political/religious_affiliation", "org:shareholders",
-    "org:stateorprovince_of_headquarters", "org:subsidiaries", "org:top_members/employees", "org:website",
-    "per:age", "per:alternate_names", "per:cause_of_death", "per:charges", "per:children",
-    "per:cities_of_residence", "per:city_of_birth", "per:city_of_death", "per:countries_of_residence",
-    "per:country_of_birth", "per:country_of_death", "per:date_of_birth", "per:date_of_death",
-    "per:employee_of", "per:origin", "per:other_family", "per:parents", "per:religion",
-    "per:schools_attended", "per:siblings", "per:spouse", "per:stateorprovince_of_birth",
-    "per:stateorprovince_of_death", "per:stateorprovinces_of_residence", "per:title",
+    "org:alternate_names",
+    "org:city_of_headquarters",
+    "org:country_of_headquarters",
+    "org:dissolved",
+    "org:founded",
+    "org:founded_by",
+    "org:member_of",
+    "org:members",
+    "org:number_of_employees/members",
+    "org:parents",
+    "org:political/religious_affiliation",
+    "org:shareholders",
+    "org:stateorprovince_of_headquarters",
+    "org:subsidiaries",
+    "org:top_members/employees",
+    "org:website",
+    "per:age",
+    "per:alternate_names",
+    "per:cause_of_death",
+    "per:charges",
+    "per:children",
+    "per:cities_of_residence",
+    "per:city_of_birth",
+    "per:city_of_death",
+    "per:countries_of_residence",
+    "per:country_of_birth",
+    "per:country_of_death",
+    "per:date_of_birth",
+    "per:date_of_death",
+    "per:employee_of",
+    "per:origin",
+    "per:other_family",
+    "per:parents",
+    "per:religion",
+    "per:schools_attended",
+    "per:siblings",
+    "per:spouse",
+    "per:stateorprovince_of_birth",
+    "per:stateorprovince_of_death",
+    "per:stateorprovinces_of_residence",
+    "per:title",
 )
 SPEC = TaskSpec("main", "relation", RELATION_LABELS, ("micro_f1", "micro_precision", "micro_recall"), "micro_f1")
 
@@ -49,8 +79,13 @@ class TacredDataModule(RelationTasks, TaskDataModule):
         return {split: self.read_file(path) for split, path in self.find_files().items()}
 
     def find_files(self) -> dict:
-        return find_split_files(self.data_dir, FOLDERS, "TACRED", splits=SPLITS,
-                                note=", the official JSON of LDC2018T24 (TACRED needs an LDC licence and is not in the shared data)")
+        return find_split_files(
+            self.data_dir,
+            FOLDERS,
+            "TACRED",
+            splits=SPLITS,
+            note=", the official JSON of LDC2018T24 (TACRED needs an LDC licence and is not in the shared data)",
+        )
 
     def read_file(self, path) -> list[dict]:
         data = read_json(path)
@@ -76,8 +111,22 @@ class TacredDataModule(RelationTasks, TaskDataModule):
         for prefix, role in (("subj", "head"), ("obj", "tail")):
             first, last = item[f"{prefix}_start"], item[f"{prefix}_end"]
             if not (isinstance(first, int) and isinstance(last, int) and 0 <= first <= last < len(tokens)):
-                raise KlmError(f"{where}: {prefix} tokens [{first!r}, {last!r}] are not a span of the {len(tokens)} tokens")
-            entities.append({"start": starts[first], "end": starts[last] + len(tokens[last]),
-                             "mention": " ".join(tokens[first:last + 1]), "role": role, "type": item[f"{prefix}_type"]})
-        return {"id": f"tacred-{item['id']}", "text_a": " ".join(tokens), "text_b": None,
-                "label": SPEC.label_id(item["relation"], where), "entities": entities}
+                raise KlmError(
+                    f"{where}: {prefix} tokens [{first!r}, {last!r}] are not a span of the {len(tokens)} tokens"
+                )
+            entities.append(
+                {
+                    "start": starts[first],
+                    "end": starts[last] + len(tokens[last]),
+                    "mention": " ".join(tokens[first : last + 1]),
+                    "role": role,
+                    "type": item[f"{prefix}_type"],
+                }
+            )
+        return {
+            "id": f"tacred-{item['id']}",
+            "text_a": " ".join(tokens),
+            "text_b": None,
+            "label": SPEC.label_id(item["relation"], where),
+            "entities": entities,
+        }

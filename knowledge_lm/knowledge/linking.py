@@ -37,7 +37,8 @@ MAX_CANDIDATES = 30
 MAX_SPAN_WORDS = 5
 
 # Used only when spaCy is not installed; spaCy's list (326 words plus contractions) is preferred.
-FALLBACK_STOP_WORDS = frozenset("""
+FALLBACK_STOP_WORDS = frozenset(
+    """
 a about above after again against all also am an and any are as at be because been before being
 below between both but by can could did do does doing down during each either else ever every few
 for from further had has have having he her here hers herself him himself his how however i if in
@@ -48,7 +49,8 @@ than that the their theirs them themselves then there these they this those thou
 too under until up upon us very via was we well were what whatever when where whether which while
 who whoever whom whose why will with within without would yet you your yours yourself yourselves
 's 'd 'll 'm 're 've n't ’s ’d ’ll ’m ’re ’ve n’t
-""".split())
+""".split()
+)
 
 # KnowBERT's span filter rejects spaCy's punctuation, quotes, ellipses and currency symbols but lets
 # hyphens, periods and ampersands through, which keeps "St. Louis", "U.S." and "Coca-Cola" linkable.
@@ -96,8 +98,12 @@ class Mention:
 
     @classmethod
     def from_dict(cls, record: dict) -> "Mention":
-        return cls(record["start"], record["end"], record["surface"],
-                   [(entity_id, float(prior)) for entity_id, prior in record["candidates"]])
+        return cls(
+            record["start"],
+            record["end"],
+            record["surface"],
+            [(entity_id, float(prior)) for entity_id, prior in record["candidates"]],
+        )
 
 
 def normalise_surface(surface: str) -> str:
@@ -130,8 +136,9 @@ class AliasTable:
         self._casefolded = None
 
     @classmethod
-    def from_entities(cls, records: Iterable, weighting: str = "rank",
-                      max_candidates: int = MAX_CANDIDATES) -> "AliasTable":
+    def from_entities(
+        cls, records: Iterable, weighting: str = "rank", max_candidates: int = MAX_CANDIDATES
+    ) -> "AliasTable":
         """From ``(qid, label, surface_forms)`` tuples or dicts with those keys (label may be None)."""
         if weighting not in ("rank", "uniform"):
             raise KlmError(f"alias weighting must be 'rank' or 'uniform', not {weighting!r}")
@@ -152,8 +159,9 @@ class AliasTable:
         return table
 
     @classmethod
-    def from_entities_file(cls, path: str | Path, weighting: str = "rank",
-                           max_candidates: int = MAX_CANDIDATES) -> "AliasTable":
+    def from_entities_file(
+        cls, path: str | Path, weighting: str = "rank", max_candidates: int = MAX_CANDIDATES
+    ) -> "AliasTable":
         """From ``entities.jsonl(.gz)``: one ``{qid, label, surface_forms}`` object per line."""
         path = Path(path)
         if not path.is_file():
@@ -175,8 +183,13 @@ class AliasTable:
         return cls.from_entities(records(), weighting, max_candidates)
 
     @classmethod
-    def from_knowbert_priors(cls, path: str | Path, id_field: str = "title", id_map: Mapping[str, str] | None = None,
-                             max_candidates: int = MAX_CANDIDATES) -> "AliasTable":
+    def from_knowbert_priors(
+        cls,
+        path: str | Path,
+        id_field: str = "title",
+        id_map: Mapping[str, str] | None = None,
+        max_candidates: int = MAX_CANDIDATES,
+    ) -> "AliasTable":
         """From KnowBERT's ``mention<TAB>count<TAB>id,prior,title<TAB>...`` file.
 
         Entities are named by ``id_field`` ("title" or "page_id"), Wikipedia's names, not QIDs; pass
@@ -251,8 +264,13 @@ class AliasTable:
 class EntityLinker:
     """Candidate mention spans of a text, with their candidates and priors from an ``AliasTable``."""
 
-    def __init__(self, alias_table: AliasTable, max_span_words: int = MAX_SPAN_WORDS,
-                 stop_words: Iterable[str] | None = None, longest_only: bool = False):
+    def __init__(
+        self,
+        alias_table: AliasTable,
+        max_span_words: int = MAX_SPAN_WORDS,
+        stop_words: Iterable[str] | None = None,
+        longest_only: bool = False,
+    ):
         self.alias_table = alias_table
         self.max_span_words = max_span_words
         stop_words = stop_words if stop_words is not None else default_stop_words()
@@ -273,7 +291,7 @@ class EntityLinker:
         mentions = []
         for first in range(len(words)):
             for last in range(first, min(first + self.max_span_words, len(words))):
-                if not self._allowed_span(words[first:last + 1]):
+                if not self._allowed_span(words[first : last + 1]):
                     continue
                 start, end = word_spans[first][0], word_spans[last][1]
                 surface = text[start:end]
@@ -310,8 +328,10 @@ def gold_mentions(text: str, links: Iterable[tuple[str, int, int]]) -> list[Ment
         entities = entities_per_span.setdefault((start, end), [])
         if entity_id not in entities:
             entities.append(entity_id)
-    return [Mention(start, end, text[start:end], [(entity_id, 1.0 / len(entities)) for entity_id in entities])
-            for (start, end), entities in sorted(entities_per_span.items())]
+    return [
+        Mention(start, end, text[start:end], [(entity_id, 1.0 / len(entities)) for entity_id in entities])
+        for (start, end), entities in sorted(entities_per_span.items())
+    ]
 
 
 def coverage(mentions_per_example: Iterable[list[Mention]]) -> float:

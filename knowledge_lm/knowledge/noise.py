@@ -70,7 +70,9 @@ def replace_by_other_types(linked: list[list[str]], kg, ratio: float, rng: rando
     for text, link in chosen:
         gold = linked[text][link]
         gold_type = kg.entities[gold].type if gold in kg.entities else None
-        block_start, block_end = (bisect_left(types, gold_type), bisect_right(types, gold_type)) if gold_type is not None else (0, 0)
+        block_start, block_end = (
+            (bisect_left(types, gold_type), bisect_right(types, gold_type)) if gold_type is not None else (0, 0)
+        )
         other_types = len(typed_qids) - (block_end - block_start)
         if other_types:
             draw = rng.randrange(other_types)
@@ -87,7 +89,9 @@ def replace_by_other_types(linked: list[list[str]], kg, ratio: float, rng: rando
     return noisy, replaced
 
 
-def noisy_link_candidates(linked: list[list[str]], kg, ratio: float, seed: int) -> list[list[list[tuple[str, float]] | None]]:
+def noisy_link_candidates(
+    linked: list[list[str]], kg, ratio: float, seed: int
+) -> list[list[list[tuple[str, float]] | None]]:
     """Per text, per link: the candidates ``[(qid, prior)]`` of a noisy link (see the module docstring),
     None for a link left as it is. The links made noisy are those ``inject_link_noise`` replaces."""
     rng = random.Random(seed)

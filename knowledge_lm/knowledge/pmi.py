@@ -61,13 +61,21 @@ def load_unigram_counts(path: str | os.PathLike) -> dict[str, int]:
     return counts
 
 
-def cache_key(texts: Iterable[str], min_count: int = 5, window: int | None = None,
-              tokenize: Callable[[str], list[str]] = tokenize_words,
-              unigram_counts: Mapping[str, int] | None = None) -> str:
+def cache_key(
+    texts: Iterable[str],
+    min_count: int = 5,
+    window: int | None = None,
+    tokenize: Callable[[str], list[str]] = tokenize_words,
+    unigram_counts: Mapping[str, int] | None = None,
+) -> str:
     """A hash of the texts and every option that changes the statistics (the tokenizer by its name)."""
     digest = hashlib.sha256()
-    options = {"version": FORMAT_VERSION, "min_count": min_count, "window": window,
-               "tokenize": f"{tokenize.__module__}.{tokenize.__qualname__}"}
+    options = {
+        "version": FORMAT_VERSION,
+        "min_count": min_count,
+        "window": window,
+        "tokenize": f"{tokenize.__module__}.{tokenize.__qualname__}",
+    }
     digest.update(json.dumps(options, sort_keys=True).encode())
     for text in texts:
         digest.update(text.encode())
@@ -82,16 +90,27 @@ def cache_key(texts: Iterable[str], min_count: int = 5, window: int | None = Non
 def units_of(words: list[str], window: int | None) -> list[list[str]]:
     if window is None or len(words) <= window:
         return [words]
-    return [words[start:start + window] for start in range(len(words) - window + 1)]
+    return [words[start : start + window] for start in range(len(words) - window + 1)]
 
 
 class CorpusStatistics:
     """Word and word-pair counts of a corpus and the PMI they give; build with :meth:`from_texts`."""
 
-    def __init__(self, *, min_count: int, window: int | None, num_texts: int, num_units: int, num_unit_words: int,
-                 unigram_counts: dict[str, int], document_counts: dict[str, int], unit_counts: dict[str, int],
-                 pair_counts: dict[tuple[str, str], int], marginal_counts: dict[str, int] | None = None,
-                 marginal_total: int | None = None):
+    def __init__(
+        self,
+        *,
+        min_count: int,
+        window: int | None,
+        num_texts: int,
+        num_units: int,
+        num_unit_words: int,
+        unigram_counts: dict[str, int],
+        document_counts: dict[str, int],
+        unit_counts: dict[str, int],
+        pair_counts: dict[tuple[str, str], int],
+        marginal_counts: dict[str, int] | None = None,
+        marginal_total: int | None = None,
+    ):
         self.min_count = min_count
         self.window = window
         self.num_texts = num_texts
@@ -103,8 +122,11 @@ class CorpusStatistics:
         self.pair_counts = pair_counts
         self.marginal_counts = marginal_counts
         self.marginal_total = marginal_total
-        self.pair_pmi = {pair: value for pair, count in pair_counts.items()
-                         if count >= min_count and (value := self._pmi_from_counts(*pair, count)) is not None}
+        self.pair_pmi = {
+            pair: value
+            for pair, count in pair_counts.items()
+            if count >= min_count and (value := self._pmi_from_counts(*pair, count)) is not None
+        }
         self.max_pmi = max(self.pair_pmi.values(), default=0.0)
         self.neighbours: dict[str, dict[str, float]] = defaultdict(dict)
         for (first, second), value in self.pair_pmi.items():
@@ -113,9 +135,14 @@ class CorpusStatistics:
 
     # -- building -----------------------------------------------------------------------------
     @classmethod
-    def from_texts(cls, texts: Iterable[str], min_count: int = 5, window: int | None = None,
-                   tokenize: Callable[[str], list[str]] = tokenize_words,
-                   unigram_counts: Mapping[str, int] | None = None) -> "CorpusStatistics":
+    def from_texts(
+        cls,
+        texts: Iterable[str],
+        min_count: int = 5,
+        window: int | None = None,
+        tokenize: Callable[[str], list[str]] = tokenize_words,
+        unigram_counts: Mapping[str, int] | None = None,
+    ) -> "CorpusStatistics":
         if min_count < 1:
             raise KlmError(f"min_count must be at least 1, got {min_count}")
         if window is not None and window < 2:
@@ -139,12 +166,19 @@ class CorpusStatistics:
         if unigram_counts is not None:
             marginal_counts = {word: int(unigram_counts[word]) for word in vocabulary if word in unigram_counts}
             marginal_total = int(sum(unigram_counts.values()))
-        return cls(min_count=min_count, window=window, num_texts=len(tokenized), num_units=num_units,
-                   num_unit_words=num_unit_words,
-                   unigram_counts={word: all_counts[word] for word in vocabulary},
-                   document_counts=dict(document_counts), unit_counts=dict(unit_counts),
-                   pair_counts={pair: count for pair, count in pair_counts.items() if count >= min_count},
-                   marginal_counts=marginal_counts, marginal_total=marginal_total)
+        return cls(
+            min_count=min_count,
+            window=window,
+            num_texts=len(tokenized),
+            num_units=num_units,
+            num_unit_words=num_unit_words,
+            unigram_counts={word: all_counts[word] for word in vocabulary},
+            document_counts=dict(document_counts),
+            unit_counts=dict(unit_counts),
+            pair_counts={pair: count for pair, count in pair_counts.items() if count >= min_count},
+            marginal_counts=marginal_counts,
+            marginal_total=marginal_total,
+        )
 
     @classmethod
     def cached(cls, texts: list[str], cache_dir: str | os.PathLike, **options) -> "CorpusStatistics":
@@ -211,12 +245,20 @@ class CorpusStatistics:
 
     # -- saving -------------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {"format_version": FORMAT_VERSION, "min_count": self.min_count, "window": self.window,
-                "num_texts": self.num_texts, "num_units": self.num_units, "num_unit_words": self.num_unit_words,
-                "unigram_counts": self.unigram_counts, "document_counts": self.document_counts,
-                "unit_counts": self.unit_counts,
-                "pair_counts": [[first, second, count] for (first, second), count in sorted(self.pair_counts.items())],
-                "marginal_counts": self.marginal_counts, "marginal_total": self.marginal_total}
+        return {
+            "format_version": FORMAT_VERSION,
+            "min_count": self.min_count,
+            "window": self.window,
+            "num_texts": self.num_texts,
+            "num_units": self.num_units,
+            "num_unit_words": self.num_unit_words,
+            "unigram_counts": self.unigram_counts,
+            "document_counts": self.document_counts,
+            "unit_counts": self.unit_counts,
+            "pair_counts": [[first, second, count] for (first, second), count in sorted(self.pair_counts.items())],
+            "marginal_counts": self.marginal_counts,
+            "marginal_total": self.marginal_total,
+        }
 
     def save(self, path: str | os.PathLike) -> Path:
         """JSON, gzip-compressed when ``path`` ends in .gz; written atomically."""
@@ -239,11 +281,18 @@ class CorpusStatistics:
         if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
             raise KlmError(f"{path}: not a PMI statistics file of format version {FORMAT_VERSION}")
         try:
-            return cls(min_count=data["min_count"], window=data["window"], num_texts=data["num_texts"],
-                       num_units=data["num_units"], num_unit_words=data["num_unit_words"],
-                       unigram_counts=data["unigram_counts"], document_counts=data["document_counts"],
-                       unit_counts=data["unit_counts"],
-                       pair_counts={(first, second): count for first, second, count in data["pair_counts"]},
-                       marginal_counts=data["marginal_counts"], marginal_total=data["marginal_total"])
+            return cls(
+                min_count=data["min_count"],
+                window=data["window"],
+                num_texts=data["num_texts"],
+                num_units=data["num_units"],
+                num_unit_words=data["num_unit_words"],
+                unigram_counts=data["unigram_counts"],
+                document_counts=data["document_counts"],
+                unit_counts=data["unit_counts"],
+                pair_counts={(first, second): count for first, second, count in data["pair_counts"]},
+                marginal_counts=data["marginal_counts"],
+                marginal_total=data["marginal_total"],
+            )
         except (KeyError, TypeError, ValueError) as error:
             raise KlmError(f"{path}: malformed PMI statistics ({type(error).__name__}: {error})") from None

@@ -5,7 +5,8 @@ links where it has them, else alias-table candidates), NER spans, phrase segment
 PMI neighbours; every character span also as the indices of the backbone's sub-word tokens (the same
 tokenization, truncation included, that training uses). KAM's PMI features: the pairwise PMI of the
 sentence's words (``pmi_pairs``) and its expansion words (``pmi_expansion``: the ``pmi_top_k`` words absent
-from it with the highest mean PMI, each with its sub-word ids and its PMI with the sentence's words). Per linked entity, what selective injection
+from it with the highest mean PMI, each with its sub-word ids and its PMI with the sentence's words). Per linked
+entity, what selective injection
 needs: its document frequency over the train split and its number of other linked entities within
 ``k_hop`` in the KG. Training reads these files only: no spaCy, no KG walk, so GPU runs carry the cache.
 
@@ -98,7 +99,9 @@ def knowledge_graph_dir(data_module, config: KnowledgeConfig, cache_dir: Path) -
             os.replace(staging, folder)
         return folder
     if data_module.data_dir is None or not (data_module.data_dir / DEFAULT_KG).is_dir():
-        raise KlmError(f"no knowledge graph for {data_module.name}: pass --kg-dir or put {DEFAULT_KG}/ under the data directory")
+        raise KlmError(
+            f"no knowledge graph for {data_module.name}: pass --kg-dir or put {DEFAULT_KG}/ under the data directory"
+        )
     return data_module.data_dir / DEFAULT_KG
 
 
@@ -134,7 +137,10 @@ def split_keys(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path)
     kg_dir = knowledge_graph_dir(data_module, config, cache_dir)
     kg_id = files_fingerprint(kg_dir)
     tokenizer_id = tokenizer_fingerprint(tokenizer)
-    keys = {split: split_key(records, tokenizer_id, data_module.max_length, config, kg_id) for split, records in splits.items()}
+    keys = {
+        split: split_key(records, tokenizer_id, data_module.max_length, config, kg_id)
+        for split, records in splits.items()
+    }
     combined = hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:16]
     return splits, kg_dir, prepared_dir(cache_dir, data_module) / combined
 
@@ -167,8 +173,15 @@ def relink(examples: list[list[list]], candidates: list[list | None]) -> list[li
     relinked = []
     for example, new in zip(examples, candidates):
         new = iter(new)
-        relinked.append([[m if c is None else Mention(m.start, m.end, m.surface, c) for m, c in zip(segment, islice(new, len(segment)))]
-                         for segment in example])
+        relinked.append(
+            [
+                [
+                    m if c is None else Mention(m.start, m.end, m.surface, c)
+                    for m, c in zip(segment, islice(new, len(segment)))
+                ]
+                for segment in example
+            ]
+        )
     return relinked
 
 
@@ -184,9 +197,13 @@ def shuffle_links(linked: dict[str, list[list[list]]], kg, config: KnowledgeConf
     from knowledge_lm.knowledge.noise import shuffle_entities
 
     for offset, (split, examples) in enumerate(sorted(linked.items())):
-        shuffled, relinked = shuffle_entities(linked_entities(examples), kg, config.shuffle_links, config.noise_seed + offset)
-        linked[split] = relink(examples, [[[(qid, 1.0)] if was else None for qid, was in zip(qids, mask)]
-                                          for qids, mask in zip(shuffled, relinked)])
+        shuffled, relinked = shuffle_entities(
+            linked_entities(examples), kg, config.shuffle_links, config.noise_seed + offset
+        )
+        linked[split] = relink(
+            examples,
+            [[[(qid, 1.0)] if was else None for qid, was in zip(qids, mask)] for qids, mask in zip(shuffled, relinked)],
+        )
 
 
 def add_link_noise(linked: dict[str, list[list[list]]], kg, config: KnowledgeConfig):
@@ -195,8 +212,10 @@ def add_link_noise(linked: dict[str, list[list[list]]], kg, config: KnowledgeCon
     from knowledge_lm.knowledge.noise import noisy_link_candidates
 
     for offset, (split, examples) in enumerate(sorted(linked.items())):
-        linked[split] = relink(examples, noisy_link_candidates(linked_entities(examples), kg, config.link_noise,
-                                                               config.noise_seed + offset))
+        linked[split] = relink(
+            examples,
+            noisy_link_candidates(linked_entities(examples), kg, config.link_noise, config.noise_seed + offset),
+        )
 
 
 def pmi_statistics(config: KnowledgeConfig, train_records: list[dict]):
@@ -212,8 +231,9 @@ def pmi_statistics(config: KnowledgeConfig, train_records: list[dict]):
     return CorpusStatistics.from_texts(texts, min_count=config.pmi_min_count, unigram_counts=unigrams)
 
 
-def example_features(record, mentions_by_segment, annotations_by_segment, encoding, pmi, df, kg, config, task_kind,
-                     tokenizer) -> dict:
+def example_features(
+    record, mentions_by_segment, annotations_by_segment, encoding, pmi, df, kg, config, task_kind, tokenizer
+) -> dict:
     from knowledge_lm.knowledge.annotate import align_char_spans
     from knowledge_lm.knowledge.pmi import tokenize_words
 
@@ -229,34 +249,62 @@ def example_features(record, mentions_by_segment, annotations_by_segment, encodi
     close = kg.close_counts([qid for qid in set(linked_entities) if qid in kg], config.k_hop)
     for segment, mentions in enumerate(mentions_by_segment):
         for mention, span_tokens in zip(mentions, tokens(segment, [(m.start, m.end) for m in mentions])):
-            features["links"].append({"segment": segment, "start": mention.start, "end": mention.end,
-                                      "candidates": [[qid, round(prior, 6)] for qid, prior in mention.candidates],
-                                      "tokens": span_tokens, "df": df.get(top_entity(mention), 0),
-                                      "close": close.get(top_entity(mention), 0)})
+            features["links"].append(
+                {
+                    "segment": segment,
+                    "start": mention.start,
+                    "end": mention.end,
+                    "candidates": [[qid, round(prior, 6)] for qid, prior in mention.candidates],
+                    "tokens": span_tokens,
+                    "df": df.get(top_entity(mention), 0),
+                    "close": close.get(top_entity(mention), 0),
+                }
+            )
     for segment, annotation in enumerate(annotations_by_segment):
         word_offset = len(features["words"])
         word_tokens = tokens(segment, annotation.words)
-        features["words"] += [{"segment": segment, "start": s, "end": e, "tokens": t} for (s, e), t in zip(annotation.words, word_tokens)]
-        features["ner"] += [{"segment": segment, "start": s, "end": e, "label": label, "tokens": t}
-                            for (s, e, label), t in zip(annotation.ner, tokens(segment, [(s, e) for s, e, _ in annotation.ner]))]
-        features["phrases"] += [{"segment": segment, "start": s, "end": e, "tokens": t}
-                                for (s, e), t in zip(annotation.phrases, tokens(segment, annotation.phrases))]
-        features["dependencies"] += [[head + word_offset, dependent + word_offset, label] for head, dependent, label in annotation.dependencies]
+        features["words"] += [
+            {"segment": segment, "start": s, "end": e, "tokens": t} for (s, e), t in zip(annotation.words, word_tokens)
+        ]
+        features["ner"] += [
+            {"segment": segment, "start": s, "end": e, "label": label, "tokens": t}
+            for (s, e, label), t in zip(annotation.ner, tokens(segment, [(s, e) for s, e, _ in annotation.ner]))
+        ]
+        features["phrases"] += [
+            {"segment": segment, "start": s, "end": e, "tokens": t}
+            for (s, e), t in zip(annotation.phrases, tokens(segment, annotation.phrases))
+        ]
+        features["dependencies"] += [
+            [head + word_offset, dependent + word_offset, label] for head, dependent, label in annotation.dependencies
+        ]
     words = [w for _, text in text_segments(record) for w in tokenize_words(text)]
     neighbours = pmi.top_k_neighbours(words, config.pmi_top_k)
     features["pmi_neighbours"] = neighbours
     # KAM's PMI map, kept sparse: [i, j, max(0, PMI)/Z] over pairs of the annotated words (i < j, value > 0).
     texts = dict(text_segments(record))
-    word_texts = [texts[word["segment"]][word["start"]:word["end"]].lower() for word in features["words"]]
+    word_texts = [texts[word["segment"]][word["start"] : word["end"]].lower() for word in features["words"]]
     matrix = pmi.normalised_pmi_matrix(word_texts + neighbours) if word_texts or neighbours else []
-    features["pmi_pairs"] = [[i, j, round(float(matrix[i][j]), 4)] for i in range(len(word_texts))
-                             for j in range(i + 1, len(word_texts)) if matrix[i][j] > 0 and word_texts[i] != word_texts[j]]
+    features["pmi_pairs"] = [
+        [i, j, round(float(matrix[i][j]), 4)]
+        for i in range(len(word_texts))
+        for j in range(i + 1, len(word_texts))
+        if matrix[i][j] > 0 and word_texts[i] != word_texts[j]
+    ]
     # KAM's PMI expansion: the neighbours as the backbone's sub-words, with their PMI to the sentence's words.
     pieces = tokenizer(neighbours, add_special_tokens=False)["input_ids"] if neighbours else []
     features["pmi_expansion"] = [
-        {"word": word, "ids": ids, "pmi": [[i, round(float(matrix[len(word_texts) + k][i]), 4)]
-                                           for i in range(len(word_texts)) if matrix[len(word_texts) + k][i] > 0]}
-        for k, (word, ids) in enumerate(zip(neighbours, pieces)) if ids]
+        {
+            "word": word,
+            "ids": ids,
+            "pmi": [
+                [i, round(float(matrix[len(word_texts) + k][i]), 4)]
+                for i in range(len(word_texts))
+                if matrix[len(word_texts) + k][i] > 0
+            ],
+        }
+        for k, (word, ids) in enumerate(zip(neighbours, pieces))
+        if ids
+    ]
     return features
 
 
@@ -290,8 +338,15 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
     gold = config.linking == "gold" or (config.linking == "auto" and has_gold_links(splits["train"]))
     if config.linking == "gold" and not has_gold_links(splits["train"]):
         raise KlmError(f"{data_module.name}/{data_module.task} has no gold entity links: use linking=alias or auto")
-    linker = None if gold else EntityLinker(AliasTable.from_entities(
-        ((e.qid, e.label, e.surface_forms) for e in kg.entities.values()), max_candidates=config.max_candidates))
+    linker = (
+        None
+        if gold
+        else EntityLinker(
+            AliasTable.from_entities(
+                ((e.qid, e.label, e.surface_forms) for e in kg.entities.values()), max_candidates=config.max_candidates
+            )
+        )
+    )
     annotator = Annotator(backend=config.annotator, phrases=config.phrases)
     timings["load_s"] = time.time() - clock
 
@@ -330,21 +385,49 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
     stats = {}
     for split, records in splits.items():
         first, second = data_module.task_kind.texts(records)
-        encoded = tokenizer(first, second, truncation=True, max_length=data_module.max_length, return_offsets_mapping=True)
+        encoded = tokenizer(
+            first, second, truncation=True, max_length=data_module.max_length, return_offsets_mapping=True
+        )
         rows = []
         for index in track(range(len(records)), description=f"features {split}", disable=not progress):
             encoding = {"offset_mapping": encoded["offset_mapping"][index], "sequence_ids": encoded.sequence_ids(index)}
-            rows.append({"id": records[index]["id"], **example_features(records[index], linked[split][index], annotations[split][index],
-                                                                           encoding, pmi, df, kg, config, data_module.task_kind,
-                                                                           tokenizer)})
+            rows.append(
+                {
+                    "id": records[index]["id"],
+                    **example_features(
+                        records[index],
+                        linked[split][index],
+                        annotations[split][index],
+                        encoding,
+                        pmi,
+                        df,
+                        kg,
+                        config,
+                        data_module.task_kind,
+                        tokenizer,
+                    ),
+                }
+            )
         write_jsonl_gz(folder / f"{split}.jsonl.gz", rows)
-        stats[split] = {"examples": len(records), "linked_coverage": coverage([sum(segments, []) for segments in linked[split]]),
-                        "mentions_per_example": sum(len(r["links"]) for r in rows) / len(rows)}
+        stats[split] = {
+            "examples": len(records),
+            "linked_coverage": coverage([sum(segments, []) for segments in linked[split]]),
+            "mentions_per_example": sum(len(r["links"]) for r in rows) / len(rows),
+        }
     timings["features_s"] = time.time() - clock
-    manifest = {"dataset": data_module.name, "task": data_module.task, "config": asdict(config), "kg_dir": str(kg_dir),
-                "gold_links": gold, "kg_embeddings": embeddings_path, "max_length": data_module.max_length, "splits": stats,
-                "entities_with_df": len(df), "timings": {k: round(v, 3) for k, v in timings.items()},
-                "total_s": round(time.time() - started, 3)}
+    manifest = {
+        "dataset": data_module.name,
+        "task": data_module.task,
+        "config": asdict(config),
+        "kg_dir": str(kg_dir),
+        "gold_links": gold,
+        "kg_embeddings": embeddings_path,
+        "max_length": data_module.max_length,
+        "splits": stats,
+        "entities_with_df": len(df),
+        "timings": {k: round(v, 3) for k, v in timings.items()},
+        "total_s": round(time.time() - started, 3),
+    }
     staging = manifest_path.with_name(f"manifest.json.tmp{os.getpid()}")
     staging.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     os.replace(staging, manifest_path)
@@ -357,12 +440,17 @@ def load_prepared(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Pa
 
     splits, _, folder = split_keys(data_module, tokenizer, config, cache_dir)
     if not (folder / "manifest.json").is_file():
-        raise KlmError(f"no prepared knowledge for {data_module.name}/{data_module.task} with this tokenizer, "
-                       f"max_length and knowledge config: run `klm prepare --dataset {data_module.name} --tasks {data_module.task}` first")
+        raise KlmError(
+            f"no prepared knowledge for {data_module.name}/{data_module.task} with this tokenizer, "
+            f"max_length and knowledge config: run "
+            f"`klm prepare --dataset {data_module.name} --tasks {data_module.task}` first"
+        )
     features = {}
     for split, records in splits.items():
         rows = [row for _, row in read_jsonl(folder / f"{split}.jsonl.gz")]
         if [row["id"] for row in rows] != [record["id"] for record in records]:
-            raise KlmError(f"{folder / f'{split}.jsonl.gz'}: features do not match the {split} split; run `klm prepare` again")
+            raise KlmError(
+                f"{folder / f'{split}.jsonl.gz'}: features do not match the {split} split; run `klm prepare` again"
+            )
         features[split] = rows
     return features

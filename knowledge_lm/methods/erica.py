@@ -69,8 +69,13 @@ OBJECTIVES = {
     "erica-rd-intra": (("rd", "mlm"), (("intra", "intra"),)),
     "erica-rd-cross": (("rd", "mlm"), (("cross", "cross"),)),
 }
-OBJECTIVE_WORDS = {"mlm": ({"mlm"}, ()), "ed": ({"ed"}, ()), "rd": ({"rd"}, TERMS),
-                   "rd-intra": ({"rd"}, (("intra", "intra"),)), "rd-cross": ({"rd"}, (("cross", "cross"),))}
+OBJECTIVE_WORDS = {
+    "mlm": ({"mlm"}, ()),
+    "ed": ({"ed"}, ()),
+    "rd": ({"rd"}, TERMS),
+    "rd-intra": ({"rd"}, (("intra", "intra"),)),
+    "rd-cross": ({"rd"}, (("cross", "cross"),)),
+}
 
 
 def objective_set(spec: str) -> str:
@@ -82,15 +87,19 @@ def objective_set(spec: str) -> str:
     words = [word.strip() for word in spec.split(",") if word.strip()]
     unknown = [word for word in words if word not in OBJECTIVE_WORDS]
     if unknown or not words:
-        raise KlmError(f"unknown ERICA objectives {spec!r}: give one of {', '.join(OBJECTIVES)} or a comma list of "
-                       f"{', '.join(OBJECTIVE_WORDS)}")
+        raise KlmError(
+            f"unknown ERICA objectives {spec!r}: give one of {', '.join(OBJECTIVES)} or a comma list of "
+            f"{', '.join(OBJECTIVE_WORDS)}"
+        )
     losses = set().union(*(OBJECTIVE_WORDS[word][0] for word in words))
     terms = tuple(term for term in TERMS if any(term in OBJECTIVE_WORDS[word][1] for word in words))
     for name, (named_losses, named_terms) in OBJECTIVES.items():
         if set(named_losses) == losses and tuple(named_terms) == terms:
             return name
-    raise KlmError(f"ERICA objectives {spec!r} are none of the named sets: "
-                   + "; ".join(f"{name} = {'+'.join(OBJECTIVES[name][0])}" for name in OBJECTIVES))
+    raise KlmError(
+        f"ERICA objectives {spec!r} are none of the named sets: "
+        + "; ".join(f"{name} = {'+'.join(OBJECTIVES[name][0])}" for name in OBJECTIVES)
+    )
 
 
 def objective_options(name: str) -> dict:
@@ -107,8 +116,14 @@ def unit_vectors(vectors: torch.Tensor) -> torch.Tensor:
     return F.normalize(vectors.float(), dim=-1, eps=1e-8)
 
 
-def entity_discrimination_loss(entities: torch.Tensor, entity_mask: torch.Tensor, head: torch.Tensor,
-                               tail: torch.Tensor, ignore: torch.Tensor | None = None, tau: float = TAU) -> torch.Tensor:
+def entity_discrimination_loss(
+    entities: torch.Tensor,
+    entity_mask: torch.Tensor,
+    head: torch.Tensor,
+    tail: torch.Tensor,
+    ignore: torch.Tensor | None = None,
+    tau: float = TAU,
+) -> torch.Tensor:
     """ED (Eq. 2), averaged over the batch's sampled triples (the paper sums)::
 
         L_ED = -mean_b log [ exp(cos(e_h, e_t)/τ) / Σ_{l ≠ h, l valid, l not ignored} exp(cos(e_h, e_l)/τ) ]
@@ -131,8 +146,13 @@ def entity_discrimination_loss(entities: torch.Tensor, entity_mask: torch.Tensor
     return F.cross_entropy(logits, tail)
 
 
-def negative_mask(relation: torch.Tensor, document: torch.Tensor, head: torch.Tensor, tail: torch.Tensor,
-                  max_negatives: int = MAX_NEGATIVES) -> torch.Tensor:
+def negative_mask(
+    relation: torch.Tensor,
+    document: torch.Tensor,
+    head: torch.Tensor,
+    tail: torch.Tensor,
+    max_negatives: int = MAX_NEGATIVES,
+) -> torch.Tensor:
     """P×P bool: ``[A, C]`` true when C is a negative of anchor A in RD.
 
     C is a negative when r_C ≠ r_A (no_relation pairs included), C is not a pair of A's document sharing
@@ -150,10 +170,17 @@ def negative_mask(relation: torch.Tensor, document: torch.Tensor, head: torch.Te
     return mask
 
 
-def relation_discrimination_loss(pairs: torch.Tensor, relation: torch.Tensor, document: torch.Tensor,
-                                 head: torch.Tensor, tail: torch.Tensor, intra: torch.Tensor,
-                                 terms: Iterable[tuple[str, str]] = TERMS, max_negatives: int = MAX_NEGATIVES,
-                                 tau: float = TAU) -> torch.Tensor:
+def relation_discrimination_loss(
+    pairs: torch.Tensor,
+    relation: torch.Tensor,
+    document: torch.Tensor,
+    head: torch.Tensor,
+    tail: torch.Tensor,
+    intra: torch.Tensor,
+    terms: Iterable[tuple[str, str]] = TERMS,
+    max_negatives: int = MAX_NEGATIVES,
+    tau: float = TAU,
+) -> torch.Tensor:
     """RD (Eq. 3): the sum over the enabled terms of each term's mean over its (t_A, t_B) pairs::
 
         L^{T1,T2} = -mean_{t_A ∈ T1, t_B ∈ T2, B ≠ A, r_B = r_A} log exp(s_AB) / (exp(s_AB) + Σ_{C ∈ N(A)} exp(s_AC))
@@ -188,13 +215,19 @@ def relation_discrimination_loss(pairs: torch.Tensor, relation: torch.Tensor, do
 def entity_keys(entity: dict, text: str) -> set[str]:
     """What names an entity when matching test-set pairs: its qid, and ``name:<casefolded surface>`` of its
     name and of every mention (so that unlinked entities, e.g. Re-DocRED's, are matched by name)."""
-    surfaces = {entity.get("name") or ""} | {text[m["start"]:m["end"]] for m in entity.get("mentions", ())}
+    surfaces = {entity.get("name") or ""} | {text[m["start"] : m["end"]] for m in entity.get("mentions", ())}
     keys = {f"name:{' '.join(surface.split()).casefold()}" for surface in surfaces if surface.strip()}
     return keys | ({entity["qid"]} if entity.get("qid") else set())
 
 
-def build_corpus(documents: Iterable[dict], triples: Iterable[tuple[str, str, str]], relation_names: dict | None = None,
-                 test_pairs: set[tuple[str, str]] = frozenset(), min_entities: int = 4, min_relations: int = 4) -> list[dict]:
+def build_corpus(
+    documents: Iterable[dict],
+    triples: Iterable[tuple[str, str, str]],
+    relation_names: dict | None = None,
+    test_pairs: set[tuple[str, str]] = frozenset(),
+    min_entities: int = 4,
+    min_relations: int = 4,
+) -> list[dict]:
     """Distantly supervised ERICA records (the JSONL format of the module docstring).
 
     ``documents``: dicts with ``text`` (or ``text_a``), ``entities`` each with ``qid`` (may be null),
@@ -221,9 +254,16 @@ def build_corpus(documents: Iterable[dict], triples: Iterable[tuple[str, str, st
         for index in kept:
             entity = document["entities"][index]
             first = entity["mentions"][0]
-            entities.append({"qid": entity.get("qid"), "name": entity.get("name") or text[first["start"]:first["end"]],
-                             "mentions": [{"start": m["start"], "end": m["end"], "sent_id": m.get("sent_id", 0)}
-                                          for m in entity["mentions"]]})
+            entities.append(
+                {
+                    "qid": entity.get("qid"),
+                    "name": entity.get("name") or text[first["start"] : first["end"]],
+                    "mentions": [
+                        {"start": m["start"], "end": m["end"], "sent_id": m.get("sent_id", 0)}
+                        for m in entity["mentions"]
+                    ],
+                }
+            )
         annotated: dict[tuple[int, int], list[str]] = {}
         for fact in document.get("relations") or ():
             if fact["head"] in renumber and fact["tail"] in renumber:
@@ -237,13 +277,21 @@ def build_corpus(documents: Iterable[dict], triples: Iterable[tuple[str, str, st
                 intra = bool({m["sent_id"] for m in head["mentions"]} & {m["sent_id"] for m in tail["mentions"]})
                 pids = facts.get((head["qid"], tail["qid"]), []) if head["qid"] and tail["qid"] else []
                 pids = list(dict.fromkeys(pids + annotated.get((h, t), [])))
-                relations += [{"head": h, "tail": t, "relation": pid, "name": names.get(pid, pid), "intra": intra}
-                              for pid in pids]
+                relations += [
+                    {"head": h, "tail": t, "relation": pid, "name": names.get(pid, pid), "intra": intra} for pid in pids
+                ]
                 if not pids:
                     no_relation.append({"head": h, "tail": t, "intra": intra})
         if len(entities) >= min_entities and len(relations) >= min_relations:
-            corpus.append({"id": str(document.get("id", number)), "text": text, "entities": entities,
-                           "relations": relations, "no_relation": no_relation})
+            corpus.append(
+                {
+                    "id": str(document.get("id", number)),
+                    "text": text,
+                    "entities": entities,
+                    "relations": relations,
+                    "no_relation": no_relation,
+                }
+            )
     return corpus
 
 
@@ -278,8 +326,15 @@ class EricaCollator:
     Each document gives all its relational pairs and up to ``max_negatives`` sampled no_relation pairs;
     the ED view samples one triple per document (other valid tails of (head, relation) are ignored)."""
 
-    def __init__(self, tokenizer, relations: dict[str, int], max_length: int = 512, max_negatives: int = MAX_NEGATIVES,
-                 mlm_probability: float = 0.15, seed: int = 0):
+    def __init__(
+        self,
+        tokenizer,
+        relations: dict[str, int],
+        max_length: int = 512,
+        max_negatives: int = MAX_NEGATIVES,
+        mlm_probability: float = 0.15,
+        seed: int = 0,
+    ):
         if not getattr(tokenizer, "is_fast", False):
             raise KlmError("ERICA needs a fast tokenizer (character offsets of every token)")
         self.tokenizer, self.relations, self.max_length = tokenizer, relations, max_length
@@ -288,8 +343,15 @@ class EricaCollator:
         self.generator = torch.Generator().manual_seed(seed)
 
     def encode(self, texts: list[str], records: list[dict], shifts: list[int]):
-        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=True,
-                                 return_offsets_mapping=True, return_special_tokens_mask=True, return_tensors="pt")
+        encoded = self.tokenizer(
+            texts,
+            truncation=True,
+            max_length=self.max_length,
+            padding=True,
+            return_offsets_mapping=True,
+            return_special_tokens_mask=True,
+            return_tensors="pt",
+        )
         size, length = encoded["input_ids"].shape
         most_mentions = max(1, max(sum(len(e["mentions"]) for e in r["entities"]) for r in records))
         most_entities = max(1, max(len(r["entities"]) for r in records))
@@ -303,32 +365,48 @@ class EricaCollator:
                 for m in entity["mentions"]:
                     span = token_span(offsets, m["start"] + shift, m["end"] + shift)
                     if span is not None:
-                        mention_mask[row, mention, span[0]:span[1]] = 1
+                        mention_mask[row, mention, span[0] : span[1]] = 1
                         entity_mentions[row, index, mention] = 1
                         entity_mask[row, index] = True
                     mention += 1
         view = {name: encoded[name] for name in ("input_ids", "attention_mask", "token_type_ids") if name in encoded}
-        view.update(mention_mask=mention_mask, entity_mentions=entity_mentions, entity_mask=entity_mask,
-                    special_tokens_mask=encoded["special_tokens_mask"].bool())
+        view.update(
+            mention_mask=mention_mask,
+            entity_mentions=entity_mentions,
+            entity_mask=entity_mask,
+            special_tokens_mask=encoded["special_tokens_mask"].bool(),
+        )
         return view
 
     def __call__(self, records: list[dict]) -> dict:
         rd = self.encode([r["text"] for r in records], records, [0] * len(records))
         protected = rd.pop("special_tokens_mask") | (rd["attention_mask"] == 0) | (rd["mention_mask"].sum(1) > 0)
-        rd["input_ids"], rd["mlm_labels"] = mask_tokens(rd["input_ids"], protected, self.tokenizer.mask_token_id,
-                                                        len(self.tokenizer), self.mlm_probability, self.generator)
+        rd["input_ids"], rd["mlm_labels"] = mask_tokens(
+            rd["input_ids"],
+            protected,
+            self.tokenizer.mask_token_id,
+            len(self.tokenizer),
+            self.mlm_probability,
+            self.generator,
+        )
         columns = {name: [] for name in ("pair_document", "pair_head", "pair_tail", "pair_relation", "pair_intra")}
         for row, record in enumerate(records):
-            pairs = [(p["head"], p["tail"], self.relations.get(p["relation"], NO_RELATION), p["intra"])
-                     for p in record["relations"]]
+            pairs = [
+                (p["head"], p["tail"], self.relations.get(p["relation"], NO_RELATION), p["intra"])
+                for p in record["relations"]
+            ]
             unrelated = [(p["head"], p["tail"], NO_RELATION, p["intra"]) for p in record["no_relation"]]
             pairs += self.random.sample(unrelated, min(len(unrelated), self.max_negatives))
             self.random.shuffle(pairs)
             for head, tail, relation, intra in pairs:
                 for name, value in zip(columns, (row, head, tail, relation, intra)):
                     columns[name].append(value)
-        rd.update({name: torch.tensor(values, dtype=torch.bool if name == "pair_intra" else torch.long)
-                   for name, values in columns.items()})
+        rd.update(
+            {
+                name: torch.tensor(values, dtype=torch.bool if name == "pair_intra" else torch.long)
+                for name, values in columns.items()
+            }
+        )
 
         texts, shifts, heads, tails, ignores = [], [], [], [], []
         for record in records:
@@ -338,8 +416,15 @@ class EricaCollator:
             shifts.append(len(prefix))
             heads.append(triple["head"])
             tails.append(triple["tail"])
-            ignores.append({p["tail"] for p in record["relations"] if p["head"] == triple["head"]
-                            and p["relation"] == triple["relation"] and p["tail"] != triple["tail"]})
+            ignores.append(
+                {
+                    p["tail"]
+                    for p in record["relations"]
+                    if p["head"] == triple["head"]
+                    and p["relation"] == triple["relation"]
+                    and p["tail"] != triple["tail"]
+                }
+            )
         ed = self.encode(texts, records, shifts)
         ed.pop("special_tokens_mask")
         ed["head"], ed["tail"] = torch.tensor(heads), torch.tensor(tails)
@@ -353,13 +438,29 @@ class EricaPretraining(pl.LightningModule):
     """Backbone + MLM head trained on L = L_ED + L_RD + L_MLM (Eq. 4); each loss can be switched off
     (``use_ed``, ``use_rd``, ``use_mlm``, ``rd_terms``) for the paper's ablations."""
 
-    def __init__(self, backbone, tokenizer, total_steps: int, lr: float = LR, weight_decay: float = WEIGHT_DECAY,
-                 warmup_ratio: float = WARMUP_RATIO, tau: float = TAU, use_ed: bool = True, use_rd: bool = True,
-                 use_mlm: bool = True, rd_terms=TERMS, max_negatives: int = MAX_NEGATIVES, corpus_hash: str | None = None):
+    def __init__(
+        self,
+        backbone,
+        tokenizer,
+        total_steps: int,
+        lr: float = LR,
+        weight_decay: float = WEIGHT_DECAY,
+        warmup_ratio: float = WARMUP_RATIO,
+        tau: float = TAU,
+        use_ed: bool = True,
+        use_rd: bool = True,
+        use_mlm: bool = True,
+        rd_terms=TERMS,
+        max_negatives: int = MAX_NEGATIVES,
+        corpus_hash: str | None = None,
+    ):
         super().__init__()
         self.backbone, self.tokenizer = backbone, tokenizer
-        self.mlm_head = MLMHead(backbone.get_input_embeddings(), backbone.config.hidden_size,
-                                getattr(backbone.config, "layer_norm_eps", 1e-12))
+        self.mlm_head = MLMHead(
+            backbone.get_input_embeddings(),
+            backbone.config.hidden_size,
+            getattr(backbone.config, "layer_norm_eps", 1e-12),
+        )
         self.total_steps, self.lr, self.weight_decay, self.warmup_ratio = total_steps, lr, weight_decay, warmup_ratio
         self.tau, self.use_ed, self.use_rd, self.use_mlm = tau, use_ed, use_rd, use_mlm
         self.rd_terms, self.max_negatives, self.corpus_hash = tuple(rd_terms), max_negatives, corpus_hash
@@ -371,16 +472,24 @@ class EricaPretraining(pl.LightningModule):
         names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in views[0]]
         length = max(view["input_ids"].shape[1] for view in views)
         padding = {"input_ids": self.tokenizer.pad_token_id or 0}
-        inputs = {name: torch.cat([F.pad(view[name], (0, length - view[name].shape[1]), value=padding.get(name, 0))
-                                   for view in views]) for name in names}
+        inputs = {
+            name: torch.cat(
+                [F.pad(view[name], (0, length - view[name].shape[1]), value=padding.get(name, 0)) for view in views]
+            )
+            for name in names
+        }
         hidden = self.backbone(**inputs).last_hidden_state
         encoded, start = [], 0
         for view in views:
             size, view_length = view["input_ids"].shape
-            view_hidden = hidden[start:start + size, :view_length]
+            view_hidden = hidden[start : start + size, :view_length]
             start += size
-            encoded.append((view_hidden, mean_pool_spans(mean_pool_spans(view_hidden, view["mention_mask"]),
-                                                         view["entity_mentions"])))
+            encoded.append(
+                (
+                    view_hidden,
+                    mean_pool_spans(mean_pool_spans(view_hidden, view["mention_mask"]), view["entity_mentions"]),
+                )
+            )
         return encoded
 
     def losses(self, batch) -> dict[str, torch.Tensor]:
@@ -394,17 +503,28 @@ class EricaPretraining(pl.LightningModule):
                 logits = self.mlm_head(hidden)
                 labels = rd["mlm_labels"]
                 # A sum over the masked tokens and a division, not the mean: no host sync, 0 without masked tokens.
-                losses["mlm"] = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=IGNORE,
-                                                reduction="sum") / (labels != IGNORE).sum().clamp(min=1)
+                losses["mlm"] = F.cross_entropy(
+                    logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=IGNORE, reduction="sum"
+                ) / (labels != IGNORE).sum().clamp(min=1)
             if self.use_rd:
                 document, head, tail = rd["pair_document"], rd["pair_head"], rd["pair_tail"]
                 pairs = torch.cat([entities[document, head], entities[document, tail]], dim=-1)
-                losses["rd"] = relation_discrimination_loss(pairs, rd["pair_relation"], document, head, tail,
-                                                            rd["pair_intra"], self.rd_terms, self.max_negatives, self.tau)
+                losses["rd"] = relation_discrimination_loss(
+                    pairs,
+                    rd["pair_relation"],
+                    document,
+                    head,
+                    tail,
+                    rd["pair_intra"],
+                    self.rd_terms,
+                    self.max_negatives,
+                    self.tau,
+                )
         if self.use_ed:
             _, entities = encoded[-1]
-            losses["ed"] = entity_discrimination_loss(entities, ed["entity_mask"], ed["head"], ed["tail"],
-                                                      ed["ignore"], self.tau)
+            losses["ed"] = entity_discrimination_loss(
+                entities, ed["entity_mask"], ed["head"], ed["tail"], ed["ignore"], self.tau
+            )
         return losses
 
     def training_step(self, batch, batch_idx):
@@ -423,8 +543,14 @@ class EricaPretraining(pl.LightningModule):
         """The :data:`OBJECTIVES` name of the switched-on losses (None for a set without a name)."""
         losses = {name for name, on in (("ed", self.use_ed), ("rd", self.use_rd), ("mlm", self.use_mlm)) if on}
         terms = tuple(term for term in TERMS if term in self.rd_terms) if self.use_rd else ()
-        return next((name for name, (named, named_terms) in OBJECTIVES.items()
-                     if set(named) == losses and tuple(named_terms) == terms), None)
+        return next(
+            (
+                name
+                for name, (named, named_terms) in OBJECTIVES.items()
+                if set(named) == losses and tuple(named_terms) == terms
+            ),
+            None,
+        )
 
     def save_checkpoint(self, directory, extra: dict | None = None) -> Path:
         """A ``save_pretrained`` directory (encoder + tokenizer; ``--backbone DIR`` loads it) + ``manifest.json``
@@ -433,19 +559,37 @@ class EricaPretraining(pl.LightningModule):
         directory.mkdir(parents=True, exist_ok=True)
         self.backbone.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
-        manifest = {"method": self.objectives or "erica-custom", "corpus_hash": self.corpus_hash, "steps": int(self.global_step) if self._trainer else 0,
-                    "final_losses": {name: float(value) for name, value in self.final_losses.items()},
-                    "tau": self.tau, "lr": self.lr, "weight_decay": self.weight_decay,
-                    "warmup_ratio": self.warmup_ratio, "losses": [n for n, on in (("ed", self.use_ed), ("rd", self.use_rd),
-                                                                                  ("mlm", self.use_mlm)) if on],
-                    "rd_terms": [list(term) for term in self.rd_terms], **(extra or {})}
+        manifest = {
+            "method": self.objectives or "erica-custom",
+            "corpus_hash": self.corpus_hash,
+            "steps": int(self.global_step) if self._trainer else 0,
+            "final_losses": {name: float(value) for name, value in self.final_losses.items()},
+            "tau": self.tau,
+            "lr": self.lr,
+            "weight_decay": self.weight_decay,
+            "warmup_ratio": self.warmup_ratio,
+            "losses": [n for n, on in (("ed", self.use_ed), ("rd", self.use_rd), ("mlm", self.use_mlm)) if on],
+            "rd_terms": [list(term) for term in self.rd_terms],
+            **(extra or {}),
+        }
         (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         return directory
 
 
-def pretrain(corpus: list[dict], backbone, tokenizer, steps: int, output_dir=None, batch_size: int = 8,
-             max_length: int = 512, seed: int = 0, objectives: str = "erica", progress: bool = False,
-             callbacks=(), **options) -> EricaPretraining:
+def pretrain(
+    corpus: list[dict],
+    backbone,
+    tokenizer,
+    steps: int,
+    output_dir=None,
+    batch_size: int = 8,
+    max_length: int = 512,
+    seed: int = 0,
+    objectives: str = "erica",
+    progress: bool = False,
+    callbacks=(),
+    **options,
+) -> EricaPretraining:
     """Run ``steps`` optimiser steps of ERICA on ``corpus`` (records of :func:`build_corpus`); save if asked.
 
     ``objectives``: a name of :data:`OBJECTIVES` (or its words); explicit ``use_*``/``rd_terms`` options win."""
@@ -457,10 +601,12 @@ def pretrain(corpus: list[dict], backbone, tokenizer, steps: int, output_dir=Non
         raise KlmError(f"ERICA pretraining needs steps > 0, got {steps}")
     options = {**objective_options(objectives), **options}
     pl.seed_everything(seed, workers=True)
-    collator = EricaCollator(tokenizer, relation_vocabulary(corpus), max_length,
-                             options.get("max_negatives", MAX_NEGATIVES), seed=seed)
-    loader = DataLoader(corpus, batch_size=batch_size, shuffle=True, collate_fn=collator,
-                        generator=torch.Generator().manual_seed(seed))
+    collator = EricaCollator(
+        tokenizer, relation_vocabulary(corpus), max_length, options.get("max_negatives", MAX_NEGATIVES), seed=seed
+    )
+    loader = DataLoader(
+        corpus, batch_size=batch_size, shuffle=True, collate_fn=collator, generator=torch.Generator().manual_seed(seed)
+    )
     module = EricaPretraining(backbone, tokenizer, steps, corpus_hash=corpus_hash(corpus), **options)
     module.train()  # from_pretrained gives a model in eval mode (dropout off); Lightning keeps module modes
     trainer = build_trainer(steps, callbacks=callbacks, progress=progress)
@@ -496,11 +642,15 @@ class EricaFineTuning(Baseline):
         found = checkpoint_objectives(directory)
         if found != self.objectives:
             losses, terms = OBJECTIVES[self.objectives]
-            wanted = "+".join(losses) + (f" (RD terms {', '.join('/'.join(term) for term in terms)})" if "rd" in losses else "")
+            wanted = "+".join(losses) + (
+                f" (RD terms {', '.join('/'.join(term) for term in terms)})" if "rd" in losses else ""
+            )
             got = f"pretrained as {found!r}" if found else f"{str(directory) or '(unnamed)'!r}, not an ERICA checkpoint"
-            raise KlmError(f"method {self.objectives!r} needs --backbone DIR of an ERICA checkpoint pretrained with "
-                           f"{wanted} (DIR/manifest.json with method {self.objectives!r}; klm pretrain --method "
-                           f"{self.objectives}); got {got}")
+            raise KlmError(
+                f"method {self.objectives!r} needs --backbone DIR of an ERICA checkpoint pretrained with "
+                f"{wanted} (DIR/manifest.json with method {self.objectives!r}; klm pretrain --method "
+                f"{self.objectives}); got {got}"
+            )
         super().__init__(encoder, spec, **options)
 
 

@@ -78,8 +78,10 @@ class WikidataKG:
 
     def require(self, source: str):
         if self.directory is None or find_file(self.directory, "triples.tsv") is None:
-            raise KlmError(f"ERICA corpus source {source!r} needs a Wikidata KG (triples.tsv[.gz]); none under "
-                           f"{self.directory or 'the data directory'} (give --kg-dir or --data-dir holding wikidata_kg/)")
+            raise KlmError(
+                f"ERICA corpus source {source!r} needs a Wikidata KG (triples.tsv[.gz]); none under "
+                f"{self.directory or 'the data directory'} (give --kg-dir or --data-dir holding wikidata_kg/)"
+            )
         return self
 
     @property
@@ -141,7 +143,9 @@ def sentence_ids(text: str, entities: list[dict]) -> None:
 
 
 # -- packing sentences into documents ---------------------------------------------------------
-def pack_sentences(sentences: list[dict], per_document: int = SENTENCES_PER_DOCUMENT, prefix: str = "doc") -> list[dict]:
+def pack_sentences(
+    sentences: list[dict], per_document: int = SENTENCES_PER_DOCUMENT, prefix: str = "doc"
+) -> list[dict]:
     """Sentences ``{"text", "entities": [{"qid", "start", "end"}]}`` → documents of ≤ ``per_document``
     sentences, each next one sharing an entity with the document so far (see the module docstring)."""
     by_entity: dict[str, list[int]] = defaultdict(list)
@@ -175,8 +179,12 @@ def join_sentences(sentences: list[dict], identifier: str) -> dict:
         shift = len(text) + (1 if text else 0)
         text = f"{text} {sentence['text']}" if text else sentence["text"]
         for entity in sentence["entities"]:
-            record = entities.setdefault(entity["qid"], {"qid": entity["qid"], "name": entity.get("name"), "mentions": []})
-            record["mentions"].append({"start": entity["start"] + shift, "end": entity["end"] + shift, "sent_id": sent_id})
+            record = entities.setdefault(
+                entity["qid"], {"qid": entity["qid"], "name": entity.get("name"), "mentions": []}
+            )
+            record["mentions"].append(
+                {"start": entity["start"] + shift, "end": entity["end"] + shift, "sent_id": sent_id}
+            )
     return {"id": identifier, "text": text, "entities": list(entities.values())}
 
 
@@ -186,9 +194,17 @@ def redocred_documents(data_dir, kg: WikidataKG) -> list[dict]:
 
     documents = []
     for record in DocREDDataModule(task="revised", data_dir=data_dir).read_splits()["train"]:
-        entities = [{"qid": kg.link_entity({m["name"] for m in entity["mentions"]}) if kg.available else None,
-                     "name": entity["name"], "mentions": entity["mentions"]} for entity in record["entities"]]
-        relations = [{"head": head, "tail": tail, "relation": LABELS[relation]} for head, tail, relation in record["label"]]
+        entities = [
+            {
+                "qid": kg.link_entity({m["name"] for m in entity["mentions"]}) if kg.available else None,
+                "name": entity["name"],
+                "mentions": entity["mentions"],
+            }
+            for entity in record["entities"]
+        ]
+        relations = [
+            {"head": head, "tail": tail, "relation": LABELS[relation]} for head, tail, relation in record["label"]
+        ]
         documents.append({"id": record["id"], "text": record["text_a"], "entities": entities, "relations": relations})
     return documents
 
@@ -196,9 +212,16 @@ def redocred_documents(data_dir, kg: WikidataKG) -> list[dict]:
 def fewrel_documents(data_dir, per_document: int) -> list[dict]:
     from knowledge_lm.data.fewrel import FewRelDataModule
 
-    sentences = [{"text": record["text_a"], "entities": [{"qid": e["qid"], "name": e["mention"], "start": e["start"],
-                                                           "end": e["end"]} for e in record["entities"]]}
-                 for record in FewRelDataModule(task="main", data_dir=data_dir).read_splits()["train"]]
+    sentences = [
+        {
+            "text": record["text_a"],
+            "entities": [
+                {"qid": e["qid"], "name": e["mention"], "start": e["start"], "end": e["end"]}
+                for e in record["entities"]
+            ],
+        }
+        for record in FewRelDataModule(task="main", data_dir=data_dir).read_splits()["train"]
+    ]
     return pack_sentences(sentences, per_document, "fewrel")
 
 
@@ -208,7 +231,9 @@ def lama_documents(data_dir, per_document: int) -> list[dict]:
     folder = Path(data_dir) / "lama" / "TREx" if data_dir else None
     paths = sorted(folder.glob("P*.jsonl*")) if folder and folder.is_dir() else []
     if not paths:
-        raise KlmError(f"ERICA corpus source 'lama' needs LAMA's TREx/P*.jsonl[.gz] under {folder or 'a data directory'}")
+        raise KlmError(
+            f"ERICA corpus source 'lama' needs LAMA's TREx/P*.jsonl[.gz] under {folder or 'a data directory'}"
+        )
     sentences = []
     for path in paths:
         for _, fact in read_jsonl(path):
@@ -221,9 +246,25 @@ def lama_documents(data_dir, per_document: int) -> list[dict]:
             sub_start = text.find(sub) if sub else -1
             if sub_start < 0 or obj_start < sub_start + len(sub) and sub_start < obj_start + len(obj):
                 continue  # subject not found, or it overlaps the object
-            sentences.append({"text": text, "entities": [
-                {"qid": fact["sub_uri"], "name": fact.get("sub_label"), "start": sub_start, "end": sub_start + len(sub)},
-                {"qid": fact["obj_uri"], "name": fact.get("obj_label"), "start": obj_start, "end": obj_start + len(obj)}]})
+            sentences.append(
+                {
+                    "text": text,
+                    "entities": [
+                        {
+                            "qid": fact["sub_uri"],
+                            "name": fact.get("sub_label"),
+                            "start": sub_start,
+                            "end": sub_start + len(sub),
+                        },
+                        {
+                            "qid": fact["obj_uri"],
+                            "name": fact.get("obj_label"),
+                            "start": obj_start,
+                            "end": obj_start + len(obj),
+                        },
+                    ],
+                }
+            )
     return pack_sentences(sentences, per_document, "lama")
 
 
@@ -234,15 +275,25 @@ def generated_data(data_dir):
 
 
 def generated_documents(data, per_document: int) -> list[dict]:
-    sentences = [{"text": record["text_a"], "entities": [{"qid": link.get("gold_qid") or link["qid"], "start": link["start"],
-                                                           "end": link["end"]} for link in record["entities"]]}
-                 for record in data.splits["train"] if record["label"] in (1, "true") and record["entities"]]
+    sentences = [
+        {
+            "text": record["text_a"],
+            "entities": [
+                {"qid": link.get("gold_qid") or link["qid"], "start": link["start"], "end": link["end"]}
+                for link in record["entities"]
+            ],
+        }
+        for record in data.splits["train"]
+        if record["label"] in (1, "true") and record["entities"]
+    ]
     return pack_sentences(sentences, per_document, "generated")
 
 
 def user_documents(path: Path, kg: WikidataKG) -> list[dict]:
     if not path.is_file():
-        raise KlmError(f"ERICA corpus file {path} does not exist (a source is one of {', '.join(SOURCES)} or a .jsonl path)")
+        raise KlmError(
+            f"ERICA corpus file {path} does not exist (a source is one of {', '.join(SOURCES)} or a .jsonl path)"
+        )
     documents = []
     with open_text(path) as handle:
         for line_number, line in enumerate(handle, start=1):
@@ -260,17 +311,29 @@ def user_documents(path: Path, kg: WikidataKG) -> list[dict]:
                 entities = kg.link_text(text)
             for entity in entities:
                 spans = entity.get("mentions") if isinstance(entity, dict) else None
-                if not isinstance(spans, list) or not all(isinstance(m, dict) and isinstance(m.get("start"), int)
-                                                           and isinstance(m.get("end"), int)
-                                                           and 0 <= m["start"] < m["end"] <= len(text) for m in spans):
-                    raise KlmError(f"{path}:{line_number}: every entity needs 'mentions' of integer character spans "
-                                   f"[start, end) inside the text")
+                if not isinstance(spans, list) or not all(
+                    isinstance(m, dict)
+                    and isinstance(m.get("start"), int)
+                    and isinstance(m.get("end"), int)
+                    and 0 <= m["start"] < m["end"] <= len(text)
+                    for m in spans
+                ):
+                    raise KlmError(
+                        f"{path}:{line_number}: every entity needs 'mentions' of integer character spans "
+                        f"[start, end) inside the text"
+                    )
                 if not entity.get("qid"):
-                    surfaces = {text[m["start"]:m["end"]] for m in spans} | {entity.get("name") or ""}
+                    surfaces = {text[m["start"] : m["end"]] for m in spans} | {entity.get("name") or ""}
                     entity["qid"] = kg.link_entity({surface for surface in surfaces if surface.strip()})
             sentence_ids(text, entities)
-            documents.append({"id": str(document.get("id", f"{path.stem}-{line_number}")), "text": text,
-                              "entities": entities, "relations": document.get("relations") or []})
+            documents.append(
+                {
+                    "id": str(document.get("id", f"{path.stem}-{line_number}")),
+                    "text": text,
+                    "entities": entities,
+                    "relations": document.get("relations") or [],
+                }
+            )
     return documents
 
 
@@ -287,8 +350,10 @@ def test_pairs(name: str, data_dir, kg: WikidataKG, generated=None) -> set[tuple
         from knowledge_lm.data.redocred import DocREDDataModule
 
         for record in DocREDDataModule(task="revised", data_dir=data_dir).read_splits()["test"]:
-            entities = [dict(entity, qid=kg.link_entity({m["name"] for m in entity["mentions"]}) if kg.available else None)
-                        for entity in record["entities"]]
+            entities = [
+                dict(entity, qid=kg.link_entity({m["name"] for m in entity["mentions"]}) if kg.available else None)
+                for entity in record["entities"]
+            ]
             for head, tail, _ in record["label"]:
                 pairs |= pair_keys(entities[head], entities[tail], record["text_a"])
     elif name == "fewrel":
@@ -313,14 +378,23 @@ def parse_sources(corpus: str | list[str]) -> list[str]:
         raise KlmError("no ERICA corpus source given: name some of " + ", ".join(SOURCES) + " or a .jsonl path")
     for source in sources:
         if source not in SOURCES and not source.endswith(".jsonl") and not source.endswith(".jsonl.gz"):
-            raise KlmError(f"unknown ERICA corpus source {source!r}; known: {', '.join(SOURCES)}, or a path to a .jsonl file")
+            raise KlmError(
+                f"unknown ERICA corpus source {source!r}; known: {', '.join(SOURCES)}, or a path to a .jsonl file"
+            )
         if source not in SOURCES and not Path(source).expanduser().is_file():
             raise KlmError(f"ERICA corpus file {source} does not exist")
     return sources
 
 
-def build_erica_corpus(corpus, data_dir=None, kg_dir=None, exclude_test=None, min_entities: int = 4,
-                       min_relations: int = 4, sentences_per_document: int = SENTENCES_PER_DOCUMENT) -> list[dict]:
+def build_erica_corpus(
+    corpus,
+    data_dir=None,
+    kg_dir=None,
+    exclude_test=None,
+    min_entities: int = 4,
+    min_relations: int = 4,
+    sentences_per_document: int = SENTENCES_PER_DOCUMENT,
+) -> list[dict]:
     """ERICA records from ``corpus`` (source names and/or JSONL paths, a list or a comma string).
 
     ``kg_dir``: the Wikidata KG (default ``<data_dir>/wikidata_kg``); ``exclude_test``: test-set names
@@ -339,8 +413,12 @@ def build_erica_corpus(corpus, data_dir=None, kg_dir=None, exclude_test=None, mi
     records = []
     for source in sources:
         if source == "generated":
-            records += build_corpus(generated_documents(generated, sentences_per_document), generated.kg.triples,
-                                    generated.kg.relations, **filters)
+            records += build_corpus(
+                generated_documents(generated, sentences_per_document),
+                generated.kg.triples,
+                generated.kg.relations,
+                **filters,
+            )
             continue
         if source == "redocred":
             documents = redocred_documents(data_dir, kg)
@@ -367,23 +445,44 @@ def source_fingerprint(source: str, data_dir) -> str:
     return ";".join(f"{path}:{path.stat().st_size}:{path.stat().st_mtime_ns}" for path in files if path.is_file())
 
 
-def cached_corpus(corpus, cache_dir, data_dir=None, kg_dir=None, exclude_test=None, min_entities: int = 4,
-                  min_relations: int = 4, sentences_per_document: int = SENTENCES_PER_DOCUMENT) -> tuple[list[dict], Path]:
+def cached_corpus(
+    corpus,
+    cache_dir,
+    data_dir=None,
+    kg_dir=None,
+    exclude_test=None,
+    min_entities: int = 4,
+    min_relations: int = 4,
+    sentences_per_document: int = SENTENCES_PER_DOCUMENT,
+) -> tuple[list[dict], Path]:
     """:func:`build_erica_corpus`, read from ``<cache_dir>/erica/<key>.jsonl`` when built before."""
     from knowledge_lm.data.io import resolve_data_dir
 
     sources = parse_sources(corpus)
     data_dir = resolve_data_dir(data_dir)
     kg_folder = Path(kg_dir) if kg_dir else (data_dir / "wikidata_kg" if data_dir else None)
-    key = json.dumps({"version": CORPUS_VERSION, "sources": {s: source_fingerprint(s, data_dir) for s in sources},
-                      "kg": sorted(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in kg_folder.iterdir()
-                                   if p.is_file()) if kg_folder and kg_folder.is_dir() else None,
-                      "exclude_test": exclude_test, "min_entities": min_entities, "min_relations": min_relations,
-                      "sentences_per_document": sentences_per_document}, sort_keys=True)
+    key = json.dumps(
+        {
+            "version": CORPUS_VERSION,
+            "sources": {s: source_fingerprint(s, data_dir) for s in sources},
+            "kg": sorted(
+                f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in kg_folder.iterdir() if p.is_file()
+            )
+            if kg_folder and kg_folder.is_dir()
+            else None,
+            "exclude_test": exclude_test,
+            "min_entities": min_entities,
+            "min_relations": min_relations,
+            "sentences_per_document": sentences_per_document,
+        },
+        sort_keys=True,
+    )
     path = Path(cache_dir) / "erica" / f"corpus-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsonl"
     if path.is_file():
         return read_corpus(path), path
-    records = build_erica_corpus(sources, data_dir, kg_dir, exclude_test, min_entities, min_relations, sentences_per_document)
+    records = build_erica_corpus(
+        sources, data_dir, kg_dir, exclude_test, min_entities, min_relations, sentences_per_document
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
     write_corpus(records, partial)
@@ -393,16 +492,35 @@ def cached_corpus(corpus, cache_dir, data_dir=None, kg_dir=None, exclude_test=No
 
 def corpus_statistics(records: list[dict]) -> dict:
     relations = [relation for record in records for relation in record["relations"]]
-    return {"documents": len(records), "entities": sum(len(record["entities"]) for record in records),
-            "relations": len(relations), "intra": sum(relation["intra"] for relation in relations),
-            "relation_types": len({relation["relation"] for relation in relations})}
+    return {
+        "documents": len(records),
+        "entities": sum(len(record["entities"]) for record in records),
+        "relations": len(relations),
+        "intra": sum(relation["intra"] for relation in relations),
+        "relation_types": len({relation["relation"] for relation in relations}),
+    }
 
 
 # -- klm pretrain -----------------------------------------------------------------------------
-def pretrain_checkpoint(corpus, out, method: str = "erica", objectives: str | None = None, backbone: str = "minilm",
-                        steps: int = 1000, batch_size: int = 8, data_dir=None, kg_dir=None, exclude_test=None,
-                        min_entities: int = 4, min_relations: int = 4, max_length: int = 512, seed: int = 0,
-                        cache_dir=None, progress: bool = True, **options) -> Path:
+def pretrain_checkpoint(
+    corpus,
+    out,
+    method: str = "erica",
+    objectives: str | None = None,
+    backbone: str = "minilm",
+    steps: int = 1000,
+    batch_size: int = 8,
+    data_dir=None,
+    kg_dir=None,
+    exclude_test=None,
+    min_entities: int = 4,
+    min_relations: int = 4,
+    max_length: int = 512,
+    seed: int = 0,
+    cache_dir=None,
+    progress: bool = True,
+    **options,
+) -> Path:
     """What ``klm pretrain`` does: build (or reuse) the corpus, pretrain ``backbone`` for ``steps`` steps with
     the objective set of ``method`` (or ``objectives``, which must agree), save the checkpoint at ``out``.
 
@@ -424,14 +542,41 @@ def pretrain_checkpoint(corpus, out, method: str = "erica", objectives: str | No
             raise KlmError(f"ERICA pretraining needs {option} > 0, got {value}")
     out = free_output_dir(out)
     sources = parse_sources(corpus)
-    records, corpus_path = cached_corpus(sources, cache_dir or default_cache_dir(), data_dir, kg_dir, exclude_test,
-                                         min_entities, min_relations)
+    records, corpus_path = cached_corpus(
+        sources, cache_dir or default_cache_dir(), data_dir, kg_dir, exclude_test, min_entities, min_relations
+    )
     statistics = corpus_statistics(records)
-    print(f"ERICA corpus {', '.join(sources)}: {statistics['documents']} documents, {statistics['relations']} relations "
-          f"({statistics['intra']} intra-sentence) of {statistics['relation_types']} types; {corpus_path}", file=sys.stderr)
+    print(
+        f"ERICA corpus {', '.join(sources)}: {statistics['documents']} documents, {statistics['relations']} relations "
+        f"({statistics['intra']} intra-sentence) of {statistics['relation_types']} types; {corpus_path}",
+        file=sys.stderr,
+    )
     model, tokenizer, info = load_backbone(backbone, seed=seed)
-    module = pretrain(records, model, tokenizer, steps, batch_size=batch_size, max_length=max_length, seed=seed,
-                      objectives=name, progress=progress, **options)
-    return write_dir_atomic(out, lambda folder: module.save_checkpoint(folder, {
-        "corpus": sources, "corpus_file": str(corpus_path), "corpus_statistics": statistics, "exclude_test": exclude_test,
-        "backbone": info.to_dict(), "batch_size": batch_size, "max_length": max_length, "seed": seed}))
+    module = pretrain(
+        records,
+        model,
+        tokenizer,
+        steps,
+        batch_size=batch_size,
+        max_length=max_length,
+        seed=seed,
+        objectives=name,
+        progress=progress,
+        **options,
+    )
+    return write_dir_atomic(
+        out,
+        lambda folder: module.save_checkpoint(
+            folder,
+            {
+                "corpus": sources,
+                "corpus_file": str(corpus_path),
+                "corpus_statistics": statistics,
+                "exclude_test": exclude_test,
+                "backbone": info.to_dict(),
+                "batch_size": batch_size,
+                "max_length": max_length,
+                "seed": seed,
+            },
+        ),
+    )

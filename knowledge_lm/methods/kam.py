@@ -66,8 +66,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from knowledge_lm.errors import KlmError
 from knowledge_lm.backbones import encoder_layers
+from knowledge_lm.errors import KlmError
 from knowledge_lm.methods.sisr import SelectiveInjection, SelectiveInjectionOptions, SelectivelyInjected
 from knowledge_lm.registry import register_method
 from knowledge_lm.task_model import MethodOptions, TaskModel
@@ -101,8 +101,10 @@ def expansion_words(example: dict, expansion_k: int) -> list[dict]:
         return []
     stored = example.get("pmi_expansion")
     if stored is None:
-        raise KlmError("kam: the prepared features have no PMI expansion words (pmi_expansion); "
-                       "run `klm prepare` again or set expansion_k=0")
+        raise KlmError(
+            "kam: the prepared features have no PMI expansion words (pmi_expansion); "
+            "run `klm prepare` again or set expansion_k=0"
+        )
     return stored[:expansion_k]
 
 
@@ -132,14 +134,20 @@ class KamKnowledge:
     def to(self, device, non_blocking: bool = False) -> "KamKnowledge":
         """On ``device`` (Lightning's batch transfer calls this)."""
         move = lambda tensor: tensor.to(device, non_blocking=non_blocking)  # noqa: E731
-        return KamKnowledge(move(self.entries), move(self.values), self.size, move(self.auxiliary_ids),
-                            move(self.auxiliary_real))
+        return KamKnowledge(
+            move(self.entries), move(self.values), self.size, move(self.auxiliary_ids), move(self.auxiliary_real)
+        )
 
     @classmethod
     def empty(cls, batch_size: int, length: int) -> "KamKnowledge":
         """No map entries and no expansion words: what ``zero_knowledge`` runs on."""
-        return cls(torch.zeros(4, 0, dtype=torch.long), torch.zeros(0), length, torch.zeros(batch_size, 0, dtype=torch.long),
-                   torch.zeros(batch_size, 0, dtype=torch.bool))
+        return cls(
+            torch.zeros(4, 0, dtype=torch.long),
+            torch.zeros(0),
+            length,
+            torch.zeros(batch_size, 0, dtype=torch.long),
+            torch.zeros(batch_size, 0, dtype=torch.bool),
+        )
 
     def maps(self, batch_size: int, num_maps: int) -> torch.Tensor:
         dense = torch.zeros(batch_size, num_maps, self.size, self.size, device=self.values.device)
@@ -147,16 +155,34 @@ class KamKnowledge:
         return dense.index_put_(tuple(self.entries), self.values)
 
 
-def knowledge_maps(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, device=None,
-                   missing_pmi: str = "zeros", kg=None, expansion_k: int = 0, entity_source: str = "ner") -> torch.Tensor:
+def knowledge_maps(
+    knowledge: list[dict],
+    length: int,
+    maps=DEFAULT_MAPS,
+    device=None,
+    missing_pmi: str = "zeros",
+    kg=None,
+    expansion_k: int = 0,
+    entity_source: str = "ner",
+) -> torch.Tensor:
     """``b × k × (n+K) × (n+K)`` float maps in [0, 1] (see the module docstring), densified on ``device``;
     K = 0 without expansion."""
-    return map_entries(knowledge, length, maps, missing_pmi, kg, expansion_k,
-                       entity_source).to(device).maps(len(knowledge), len(maps))
+    return (
+        map_entries(knowledge, length, maps, missing_pmi, kg, expansion_k, entity_source)
+        .to(device)
+        .maps(len(knowledge), len(maps))
+    )
 
 
-def map_entries(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, missing_pmi: str = "zeros", kg=None,
-                expansion_k: int = 0, entity_source: str = "ner") -> KamKnowledge:
+def map_entries(
+    knowledge: list[dict],
+    length: int,
+    maps=DEFAULT_MAPS,
+    missing_pmi: str = "zeros",
+    kg=None,
+    expansion_k: int = 0,
+    entity_source: str = "ner",
+) -> KamKnowledge:
     """The nonzero entries of every map of ``knowledge`` (the per-example features of a batch padded to
     ``length``), and its expansion sub-words."""
     if entity_source not in ENTITY_SOURCES:
@@ -165,8 +191,10 @@ def map_entries(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, missing_p
         if name not in MAP_NAMES:
             raise KlmError(f"kam: unknown map {name!r}; known: {', '.join(MAP_NAMES)}")
         if name == "kg" and kg is None:
-            raise KlmError("kam: the kg map needs the prepared knowledge graph (run under a Trainer with a "
-                           "prepared data module, or call load_kg)")
+            raise KlmError(
+                "kam: the kg map needs the prepared knowledge graph (run under a Trainer with a "
+                "prepared data module, or call load_kg)"
+            )
     expansions = [expansion_words(example, expansion_k) for example in knowledge]
     size = length + max((len(ids) for ids in auxiliary_ids(knowledge, expansion_k)), default=0)
     batch, channel, rows, cols, values = [], [], [], [], []
@@ -189,8 +217,10 @@ def map_entries(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, missing_p
                 pairs = example.get("pmi_pairs")
                 if pairs is None:
                     if missing_pmi == "error":
-                        raise KlmError("kam: the prepared features have no pairwise PMI (pmi_pairs); "
-                                       "use kam-no-pmi or prepare them with pairwise PMI")
+                        raise KlmError(
+                            "kam: the prepared features have no pairwise PMI (pmi_pairs); "
+                            "use kam-no-pmi or prepare them with pairwise PMI"
+                        )
                     # Python's default filter shows this once per call site, not once per batch.
                     warnings.warn("kam: prepared features have no pmi_pairs; the PMI map is all zeros", stacklevel=2)
                 else:
@@ -209,23 +239,34 @@ def map_entries(knowledge: list[dict], length: int, maps=DEFAULT_MAPS, missing_p
                             add(b, c, *_pair_entries(words[index], pieces, value))
                             add(b, c, *_pair_entries(pieces, words[index], value))
             elif name == "kg":
-                mentions = [(link["candidates"][0][0], _in_range(link.get("tokens") or [], length))
-                            for link in example.get("links") or [] if link.get("candidates")]
+                mentions = [
+                    (link["candidates"][0][0], _in_range(link.get("tokens") or [], length))
+                    for link in example.get("links") or []
+                    if link.get("candidates")
+                ]
                 for first, first_tokens in mentions:
                     if first not in kg:
                         continue
                     adjacent = kg.neighbours(first)
                     for second, second_tokens in mentions:
                         if second in adjacent:  # neighbours are undirected: ``second`` adds the reverse pairs
-                            add(b, c, [t for t in first_tokens for _ in second_tokens],
-                                [u for _ in first_tokens for u in second_tokens])
+                            add(
+                                b,
+                                c,
+                                [t for t in first_tokens for _ in second_tokens],
+                                [u for _ in first_tokens for u in second_tokens],
+                            )
     ids = auxiliary_ids(knowledge, expansion_k)
     width = max((len(row) for row in ids), default=0)
-    return KamKnowledge(torch.tensor([batch, channel, rows, cols], dtype=torch.long).view(4, -1),
-                        torch.tensor(values, dtype=torch.float), size,
-                        torch.tensor([row + [0] * (width - len(row)) for row in ids], dtype=torch.long).view(len(ids), width),
-                        torch.tensor([[True] * len(row) + [False] * (width - len(row)) for row in ids],
-                                     dtype=torch.bool).view(len(ids), width))
+    return KamKnowledge(
+        torch.tensor([batch, channel, rows, cols], dtype=torch.long).view(4, -1),
+        torch.tensor(values, dtype=torch.float),
+        size,
+        torch.tensor([row + [0] * (width - len(row)) for row in ids], dtype=torch.long).view(len(ids), width),
+        torch.tensor([[True] * len(row) + [False] * (width - len(row)) for row in ids], dtype=torch.bool).view(
+            len(ids), width
+        ),
+    )
 
 
 # -- the attention -------------------------------------------------------------------------------
@@ -264,8 +305,9 @@ def initialise_conv(conv: nn.Conv2d, maps, seed: int, layer: int):
         conv.weight[:, :heads].copy_(torch.empty(heads, heads, 3, 3).uniform_(-bound, bound, generator=logits))
         conv.bias.copy_(torch.empty(heads).uniform_(-bound, bound, generator=logits))
         for channel, name in enumerate(maps, start=heads):
-            conv.weight[:, channel].copy_(torch.empty(heads, 3, 3).normal_(0.0, MAP_INIT_STD,
-                                                                          generator=channel_generator(seed, layer, name)))
+            conv.weight[:, channel].copy_(
+                torch.empty(heads, 3, 3).normal_(0.0, MAP_INIT_STD, generator=channel_generator(seed, layer, name))
+            )
 
 
 class KamSelfAttention(nn.Module):
@@ -273,8 +315,17 @@ class KamSelfAttention(nn.Module):
     attention_mask=None, ...) -> (output b×n×(m·d), probabilities)``); ``layer`` and ``seed`` pick the
     conv's initial weights."""
 
-    def __init__(self, original: nn.Module, state: KamState, maps=DEFAULT_MAPS, alpha: float = 0.2, skip: bool = True,
-                 use_conv: bool = True, seed: int = 0, layer: int = 0):
+    def __init__(
+        self,
+        original: nn.Module,
+        state: KamState,
+        maps=DEFAULT_MAPS,
+        alpha: float = 0.2,
+        skip: bool = True,
+        use_conv: bool = True,
+        seed: int = 0,
+        layer: int = 0,
+    ):
         super().__init__()
         for name in ("query", "key", "value"):
             if not isinstance(getattr(original, name, None), nn.Linear):
@@ -284,20 +335,23 @@ class KamSelfAttention(nn.Module):
         self.config = getattr(original, "config", None)
         self.num_attention_heads = original.num_attention_heads
         self.attention_head_size = original.attention_head_size
-        self.scaling = getattr(original, "scaling", self.attention_head_size ** -0.5)
+        self.scaling = getattr(original, "scaling", self.attention_head_size**-0.5)
         self.kam_state, self.num_maps, self.alpha, self.skip = state, len(maps), alpha, skip
         self.conv = None
         if use_conv:
             # skip_init: the global RNG is not drawn from, so it advances the same whatever the maps
-            self.conv = torch.nn.utils.skip_init(nn.Conv2d, self.num_attention_heads + self.num_maps,
-                                                 self.num_attention_heads, 3, padding=1)
+            self.conv = torch.nn.utils.skip_init(
+                nn.Conv2d, self.num_attention_heads + self.num_maps, self.num_attention_heads, 3, padding=1
+            )
             initialise_conv(self.conv, maps, seed, layer)
 
     def forward(self, hidden_states, attention_mask=None, *args, **kwargs):
         length = hidden_states.shape[1]
         auxiliary = self.kam_state.auxiliary
         if auxiliary is not None:
-            auxiliary = self.kam_state.memo(("auxiliary", hidden_states.dtype), lambda: auxiliary.to(hidden_states.dtype))
+            auxiliary = self.kam_state.memo(
+                ("auxiliary", hidden_states.dtype), lambda: auxiliary.to(hidden_states.dtype)
+            )
         rows = hidden_states if auxiliary is None else torch.cat([hidden_states, auxiliary], 1)
         shape = (*rows.shape[:-1], -1, self.attention_head_size)
         query = self.query(rows).view(shape).transpose(1, 2)  # b × m × (n+K) × d
@@ -305,8 +359,9 @@ class KamSelfAttention(nn.Module):
         value = self.value(rows).view(shape).transpose(1, 2)
         state = self.kam_state
         if self.skip and state.previous is not None:  # L_i = A_sa + A_{i−1}: the scaling and the sum in the matmul
-            logits = torch.baddbmm(state.previous.flatten(0, 1), query.flatten(0, 1), key.transpose(2, 3).flatten(0, 1),
-                                   alpha=self.scaling).view_as(state.previous)
+            logits = torch.baddbmm(
+                state.previous.flatten(0, 1), query.flatten(0, 1), key.transpose(2, 3).flatten(0, 1), alpha=self.scaling
+            ).view_as(state.previous)
         else:
             logits = torch.matmul(query, key.transpose(2, 3)) * self.scaling  # A_sa
         dtype = logits.dtype
@@ -407,14 +462,22 @@ class Kam(TaskModel):
         self.kg = None
         self.kam_state = KamState()
         # One draw from the global RNG (seeded by the cell) seeds every conv channel's own generator.
-        seed = int(torch.randint(0, 2 ** 62, ()))
+        seed = int(torch.randint(0, 2**62, ()))
         self.kam_layers = []
         for index, layer in enumerate(encoder_layers(encoder)):
             attention = getattr(layer, "attention", None)
             if attention is None or not hasattr(attention, "self"):
                 raise KlmError(f"kam: {type(layer).__name__} has no attention.self to replace")
-            attention.self = KamSelfAttention(attention.self, self.kam_state, self.maps, self.options.alpha,
-                                              self.options.skip, self.options.use_conv, seed, index)
+            attention.self = KamSelfAttention(
+                attention.self,
+                self.kam_state,
+                self.maps,
+                self.options.alpha,
+                self.options.skip,
+                self.options.use_conv,
+                seed,
+                index,
+            )
             self.kam_layers.append(attention.self)
 
     def new_modules(self):
@@ -433,10 +496,20 @@ class Kam(TaskModel):
             from knowledge_lm.methods.knowbert import prepared_kg_dir
 
             self.kg = KnowledgeGraph.load(prepared_kg_dir(data))
-        if (data is not None and getattr(data, "knowledge", None) is not None and self.selective_injection is None
-                and not self.zero_knowledge):
-            data.knowledge_batch = partial(map_entries, maps=self.maps, missing_pmi=self.missing_pmi, kg=self.kg,
-                                           expansion_k=self.expansion_k, entity_source=self.entity_source)
+        if (
+            data is not None
+            and getattr(data, "knowledge", None) is not None
+            and self.selective_injection is None
+            and not self.zero_knowledge
+        ):
+            data.knowledge_batch = partial(
+                map_entries,
+                maps=self.maps,
+                missing_pmi=self.missing_pmi,
+                kg=self.kg,
+                expansion_k=self.expansion_k,
+                entity_source=self.entity_source,
+            )
 
     def compiled_modules(self):
         # Its layers read and write the shared map state: compiled, each layer guards on that state and
@@ -450,15 +523,28 @@ class Kam(TaskModel):
         elif not isinstance(knowledge, KamKnowledge):  # per-example dicts: SI, or a batch from elsewhere
             if self.training and self.selective_injection is not None:
                 knowledge = self.selective_injection.filter_batch(knowledge, self.si_rng)
-            knowledge = map_entries(knowledge, input_ids.shape[1], self.maps, self.missing_pmi, self.kg, self.expansion_k,
-                                    self.entity_source)
+            knowledge = map_entries(
+                knowledge,
+                input_ids.shape[1],
+                self.maps,
+                self.missing_pmi,
+                self.kg,
+                self.expansion_k,
+                self.entity_source,
+            )
         if knowledge.values.device != input_ids.device:
             knowledge = knowledge.to(input_ids.device)
         self.kam_state.maps = knowledge.maps(len(input_ids), len(self.maps))
         self.kam_state.previous, self.kam_state.memos = None, {}
-        real = batch["attention_mask"].bool() if "attention_mask" in batch else torch.ones_like(input_ids, dtype=torch.bool)
+        real = (
+            batch["attention_mask"].bool()
+            if "attention_mask" in batch
+            else torch.ones_like(input_ids, dtype=torch.bool)
+        )
         self.kam_state.auxiliary = self.embed_auxiliary(knowledge.auxiliary_ids, real)
-        self.kam_state.real = real if self.kam_state.auxiliary is None else torch.cat([real, knowledge.auxiliary_real], 1)
+        self.kam_state.real = (
+            real if self.kam_state.auxiliary is None else torch.cat([real, knowledge.auxiliary_real], 1)
+        )
         try:
             return super().encode(batch)
         finally:
@@ -477,7 +563,8 @@ class Kam(TaskModel):
         padding_idx = getattr(embeddings, "padding_idx", None)
         first = 0 if padding_idx is None else padding_idx + 1
         positions = (real.sum(1, keepdim=True) + torch.arange(width, device=device) + first).clamp(
-            max=self.encoder.config.max_position_embeddings - 1)
+            max=self.encoder.config.max_position_embeddings - 1
+        )
         return embeddings(input_ids=padded, token_type_ids=torch.zeros_like(padded), position_ids=positions)
 
 
@@ -485,7 +572,9 @@ class Kam(TaskModel):
 class KamSIOptions(SelectiveInjectionOptions, KamOptions):
     """KAM's options and SI's."""
 
-    entity_source: EntitySource = "links"  # SI scores linked entities: the entity map follows it only when built from links
+    entity_source: EntitySource = (
+        "links"  # SI scores linked entities: the entity map follows it only when built from links
+    )
 
 
 @register_method("kam+si")

@@ -81,8 +81,10 @@ class KgFacts:
 
 def linked_entities(row: dict) -> list[str]:
     """The top candidate of each link of a features row, each once, in the order of the text."""
-    links = sorted((link for link in row.get("links") or [] if link["candidates"]),
-                   key=lambda link: (link["segment"], link["start"]))
+    links = sorted(
+        (link for link in row.get("links") or [] if link["candidates"]),
+        key=lambda link: (link["segment"], link["start"]),
+    )
     return list(dict.fromkeys(link["candidates"][0][0] for link in links))
 
 
@@ -94,7 +96,7 @@ def surface_forms(row: dict, record: dict) -> dict[str, str]:
     surfaces = {}
     for link in sorted(row.get("links") or [], key=lambda link: (link["segment"], link["start"])):
         if link["candidates"]:
-            surfaces.setdefault(link["candidates"][0][0], texts[link["segment"]][link["start"]:link["end"]])
+            surfaces.setdefault(link["candidates"][0][0], texts[link["segment"]][link["start"] : link["end"]])
     return surfaces
 
 
@@ -171,17 +173,20 @@ def fact_tensors(knowledge: list[dict], sequence_length: int = 0, pad_id: int = 
     ``pad_id``; none at all when ``zeroed``. Runs in the data loader (``knowledge_batch``, which also
     passes the text's ``sequence_length``: the facts do not depend on it)."""
     if any(FACT_IDS not in row for row in knowledge):
-        raise KlmError("kg-text: the examples' facts are not verbalised; run under a Trainer with a prepared "
-                       "data module, or call KgText.attach(data)")
+        raise KlmError(
+            "kg-text: the examples' facts are not verbalised; run under a Trainer with a prepared "
+            "data module, or call KgText.attach(data)"
+        )
     rows = [[] if zeroed else row[FACT_IDS] for row in knowledge]
     ids = torch.full((len(rows), max(map(len, rows), default=0)), pad_id, dtype=torch.long)
     for index, row in enumerate(rows):
-        ids[index, :len(row)] = torch.tensor(row, dtype=torch.long)
+        ids[index, : len(row)] = torch.tensor(row, dtype=torch.long)
     return FactTensors(ids, torch.tensor([len(row) for row in rows], dtype=torch.long))
 
 
-def append_facts(inputs: dict[str, torch.Tensor], facts: FactTensors, pad_id: int,
-                 token_types: bool) -> dict[str, torch.Tensor]:
+def append_facts(
+    inputs: dict[str, torch.Tensor], facts: FactTensors, pad_id: int, token_types: bool
+) -> dict[str, torch.Tensor]:
     """The encoder inputs with each row's facts written right after its text (b × (n + f)); the text keeps
     its positions. ``token_types``: the facts get token type 1 (else the types stay as they are)."""
     input_ids = inputs["input_ids"]
@@ -192,7 +197,8 @@ def append_facts(inputs: dict[str, torch.Tensor], facts: FactTensors, pad_id: in
     ends = text_lengths + facts.lengths.unsqueeze(-1)
     # Fact token j of a row goes to its text length + j; its padding lands past the row's end, on padding.
     merged_ids = F.pad(input_ids, (0, width), value=pad_id).scatter(
-        1, text_lengths + torch.arange(width, device=input_ids.device), facts.ids)
+        1, text_lengths + torch.arange(width, device=input_ids.device), facts.ids
+    )
     merged = {"input_ids": merged_ids, "attention_mask": (positions < ends).to(attention_mask.dtype)}
     type_ids = inputs.get("token_type_ids")
     if token_types:
@@ -244,12 +250,16 @@ class KgText(TaskModel):
             raise KlmError("kg-text needs a data module set up with knowledge features (dataset option knowledge={})")
         tokenizer = data.tokenizer
         if tokenizer.padding_side != "right":
-            raise KlmError("kg-text: the tokenizer pads on the left; the facts are written after the text, which "
-                           "needs padding on the right")
+            raise KlmError(
+                "kg-text: the tokenizer pads on the left; the facts are written after the text, which "
+                "needs padding on the right"
+            )
         positions = getattr(self.encoder.config, "max_position_embeddings", None)
         if positions is not None and data.max_length + self.fact_tokens + 1 > positions:
-            raise KlmError(f"kg-text: max_length {data.max_length} + fact_tokens {self.fact_tokens} + [SEP] exceed the "
-                           f"backbone's {positions} positions; lower one of them")
+            raise KlmError(
+                f"kg-text: max_length {data.max_length} + fact_tokens {self.fact_tokens} + [SEP] exceed the "
+                f"backbone's {positions} positions; lower one of them"
+            )
         self.pad_id = tokenizer.pad_token_id
         if self.verbalised is not data.knowledge_features:
             self.stats = self.verbalise_rows(data, KgFacts(kg if kg is not None else self.load_kg(data)), tokenizer)
@@ -283,10 +293,12 @@ class KgText(TaskModel):
             fact_tokens.append(len(ids))
             cut += kept < len(facts)
         examples = max(1, len(candidates))
-        return {"examples_with_facts": round(sum(1 for kept in kept_facts if kept) / examples, 4),
-                "facts_per_example": round(sum(kept_facts) / examples, 3),
-                "fact_tokens_per_example": round(sum(fact_tokens) / examples, 3),
-                "examples_cut_by_budget": round(cut / examples, 4)}
+        return {
+            "examples_with_facts": round(sum(1 for kept in kept_facts if kept) / examples, 4),
+            "facts_per_example": round(sum(kept_facts) / examples, 3),
+            "fact_tokens_per_example": round(sum(fact_tokens) / examples, 3),
+            "examples_cut_by_budget": round(cut / examples, 4),
+        }
 
     def method_stats(self) -> dict:
         """What the verbalisation gave, over every split's examples (appended unless ``zero_knowledge``)."""

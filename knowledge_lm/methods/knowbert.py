@@ -29,7 +29,8 @@ Choices the paper leaves open, documented here:
   reading: such a span takes a learned null embedding and still recontextualizes the tokens (so the output
   depends on the spans even when no entity passes).
 * **Entity table.** Fixed: a table read with ``F.embedding`` (a frozen ``nn.Embedding`` in all but
-  name: a plain tensor outside the state dict, since it grows, see below). Row 0 is padding/unknown (zeros). The rows are the TransE vectors of the
+  name: a plain tensor outside the state dict, since it grows, see below). Row 0 is padding/unknown (zeros).
+  The rows are the TransE vectors of the
   prepared KG (found in the ``setup`` hook through the trainer's data module, as ``prepare`` found it):
   ``cached_transe`` into ``<cache_dir>/kg_embeddings``, which loads what ``klm prepare --kg-embeddings``
   trained there (else trains once), or the file named by the ``entity_embeddings`` option.
@@ -72,8 +73,13 @@ from torch.nn import functional as F
 from knowledge_lm.backbones import encoder_layers
 from knowledge_lm.errors import KlmError
 from knowledge_lm.heads import IGNORE, MLMHead, mask_tokens
-from knowledge_lm.methods.sisr import (SelectiveInjection, SelectiveInjectionOptions, SelectivelyInjected,
-                                       SpectralRegularizationOptions, spectral_penalty)
+from knowledge_lm.methods.sisr import (
+    SelectiveInjection,
+    SelectiveInjectionOptions,
+    SelectivelyInjected,
+    SpectralRegularizationOptions,
+    spectral_penalty,
+)
 from knowledge_lm.optim import adamw_with_warmup
 from knowledge_lm.registry import register_method
 from knowledge_lm.task_model import MethodOptions, TaskModel, logs_this_step
@@ -95,7 +101,9 @@ class KnowledgeTensors:
 
     def to(self, device, non_blocking: bool = False) -> "KnowledgeTensors":
         """On ``device`` (Lightning's batch transfer calls this: it moves objects that have a ``to``)."""
-        return KnowledgeTensors(*(getattr(self, field.name).to(device, non_blocking=non_blocking) for field in fields(self)))
+        return KnowledgeTensors(
+            *(getattr(self, field.name).to(device, non_blocking=non_blocking) for field in fields(self))
+        )
 
 
 class EntityTable(nn.Module):
@@ -121,8 +129,10 @@ class EntityTable(nn.Module):
     def load(self, embeddings, labels: dict[str, str | None] | None = None):
         """Use ``embeddings`` (an ``EntityEmbeddings``); ``labels`` (qid → label) serve the fallback."""
         if embeddings.dim != self.dim:
-            raise KlmError(f"knowbert: the entity embeddings have dimension {embeddings.dim}, the model {self.dim}: "
-                           f"pass method option entity_dim={embeddings.dim}")
+            raise KlmError(
+                f"knowbert: the entity embeddings have dimension {embeddings.dim}, the model {self.dim}: "
+                f"pass method option entity_dim={embeddings.dim}"
+            )
         self.embeddings, self.labels = embeddings, dict(labels or {})
         self.index = {qid: row + 1 for row, qid in enumerate(embeddings.qids)}
         self.weight = torch.cat([torch.zeros(1, self.dim), embeddings.matrix.float().cpu()])
@@ -178,7 +188,11 @@ def knowledge_tensors(knowledge: list[dict], length: int, index: dict[str, int])
     span_mask = torch.zeros(b, s, length, dtype=torch.bool)
     ids = torch.zeros(b, s, c, dtype=torch.long)
     priors = torch.zeros(b, s, c)
-    gold, df, close = torch.zeros(b, s, dtype=torch.bool), torch.zeros(b, s, dtype=torch.long), torch.zeros(b, s, dtype=torch.long)
+    gold, df, close = (
+        torch.zeros(b, s, dtype=torch.bool),
+        torch.zeros(b, s, dtype=torch.long),
+        torch.zeros(b, s, dtype=torch.long),
+    )
     rows, columns, tokens = [], [], []
     for i, links in enumerate(spans):
         for m, link in enumerate(links):
@@ -186,14 +200,15 @@ def knowledge_tensors(knowledge: list[dict], length: int, index: dict[str, int])
             columns += [m] * len(link["tokens"])
             tokens += link["tokens"]
             candidates = link["candidates"]
-            ids[i, m, :len(candidates)] = torch.tensor([index.get(qid, 0) for qid, _ in candidates])
-            priors[i, m, :len(candidates)] = torch.tensor([float(prior) for _, prior in candidates])
+            ids[i, m, : len(candidates)] = torch.tensor([index.get(qid, 0) for qid, _ in candidates])
+            priors[i, m, : len(candidates)] = torch.tensor([float(prior) for _, prior in candidates])
             gold[i, m] = len(candidates) == 1 and float(candidates[0][1]) == 1.0
             df[i, m], close[i, m] = link.get("df", 0), link.get("close", 0)
     span_mask[rows, columns, tokens] = True
     candidate_mask = ids > 0
-    return KnowledgeTensors(span_mask, span_mask.any(-1), ids, priors, candidate_mask, gold & candidate_mask[..., 0],
-                            df, close)
+    return KnowledgeTensors(
+        span_mask, span_mask.any(-1), ids, priors, candidate_mask, gold & candidate_mask[..., 0], df, close
+    )
 
 
 # -- KAR -----------------------------------------------------------------------------------------
@@ -229,9 +244,13 @@ class Attention(nn.Module):
         b, n, dim = queries.shape
         heads = lambda x: x.unflatten(-1, (self.num_heads, -1)).transpose(1, 2)  # noqa: E731
         key, value = self.key_value(keys).chunk(2, dim=-1)
-        attended = F.scaled_dot_product_attention(heads(self.query(queries)), heads(key), heads(value),
-                                                  attn_mask=key_mask[:, None, None, :],
-                                                  dropout_p=self.dropout if self.training else 0.0)
+        attended = F.scaled_dot_product_attention(
+            heads(self.query(queries)),
+            heads(key),
+            heads(value),
+            attn_mask=key_mask[:, None, None, :],
+            dropout_p=self.dropout if self.training else 0.0,
+        )
         return self.out(attended.transpose(1, 2).reshape(b, n, dim))
 
 
@@ -252,8 +271,17 @@ class SpanTransformerLayer(nn.Module):
 
 
 class KnowledgeAttentionRecontextualization(nn.Module):
-    def __init__(self, hidden_size: int, entity_dim: int = 100, num_heads: int = 4, threshold: float = 0.0,
-                 scorer_hidden: int = 100, dropout: float = 0.1, layer_norm_eps: float = 1e-5, unlinked_spans: str = "skip"):
+    def __init__(
+        self,
+        hidden_size: int,
+        entity_dim: int = 100,
+        num_heads: int = 4,
+        threshold: float = 0.0,
+        scorer_hidden: int = 100,
+        dropout: float = 0.1,
+        layer_norm_eps: float = 1e-5,
+        unlinked_spans: str = "skip",
+    ):
         super().__init__()
         if entity_dim % num_heads:
             raise KlmError(f"knowbert: entity_dim {entity_dim} is not a multiple of num_heads {num_heads}")
@@ -276,7 +304,9 @@ class KnowledgeAttentionRecontextualization(nn.Module):
         # 5. recontextualization: a BERT layer attending from the tokens to the spans
         self.attention = Attention(entity_dim, num_heads, dropout)
         self.attention_norm = nn.LayerNorm(entity_dim, eps=layer_norm_eps)
-        self.mlp = nn.Sequential(nn.Linear(entity_dim, 4 * entity_dim), nn.GELU(), nn.Linear(4 * entity_dim, entity_dim))
+        self.mlp = nn.Sequential(
+            nn.Linear(entity_dim, 4 * entity_dim), nn.GELU(), nn.Linear(4 * entity_dim, entity_dim)
+        )
         self.mlp_norm = nn.LayerNorm(entity_dim, eps=layer_norm_eps)
         # back to the hidden size, with the residual H_i
         self.to_hidden = nn.Linear(entity_dim, hidden_size)
@@ -362,7 +392,9 @@ def load_entity_table(kg_dir: Path | None, cache_dir, path: str | None = None):
     if path and Path(path).is_file():
         return EntityEmbeddings.load(path), labels
     if kg is None:
-        raise KlmError("knowbert: no entity embeddings (method option entity_embeddings) and no prepared KG to train them on")
+        raise KlmError(
+            "knowbert: no entity embeddings (method option entity_embeddings) and no prepared KG to train them on"
+        )
     return cached_transe(kg, Path(cache_dir) / "kg_embeddings", progress=False), labels
 
 
@@ -372,14 +404,22 @@ CHECKPOINT_KAR = "kar.pt"
 CHECKPOINT_ENTITIES = "entity_embeddings.pt"
 
 
-def build_kar(encoder, kar_layer: int | None, entity_dim: int, num_heads: int, threshold: float, unlinked_spans: str,
-              dropout: float) -> tuple[int, KnowledgeAttentionRecontextualization]:
+def build_kar(
+    encoder,
+    kar_layer: int | None,
+    entity_dim: int,
+    num_heads: int,
+    threshold: float,
+    unlinked_spans: str,
+    dropout: float,
+) -> tuple[int, KnowledgeAttentionRecontextualization]:
     layers = encoder_layers(encoder)
     kar_layer = len(layers) - 2 if kar_layer is None else kar_layer
     if not 0 <= kar_layer < len(layers):
         raise KlmError(f"knowbert: kar_layer {kar_layer} outside the backbone's {len(layers)} layers (0-based)")
-    return kar_layer, KnowledgeAttentionRecontextualization(encoder.config.hidden_size, entity_dim, num_heads, threshold,
-                                                            dropout=dropout, unlinked_spans=unlinked_spans)
+    return kar_layer, KnowledgeAttentionRecontextualization(
+        encoder.config.hidden_size, entity_dim, num_heads, threshold, dropout=dropout, unlinked_spans=unlinked_spans
+    )
 
 
 def attach_entity_table(kar, trainer, entity_embeddings: str | None):
@@ -400,7 +440,9 @@ def attach_entity_table(kar, trainer, entity_embeddings: str | None):
 def batch_knowledge(batch, kar) -> KnowledgeTensors:
     """``batch["knowledge"]`` as tensors on the batch's device (built here when the loader did not)."""
     if not kar.entities.loaded:
-        raise KlmError("knowbert: no entity table; run under a Trainer with a prepared data module or call kar.entities.load")
+        raise KlmError(
+            "knowbert: no entity table; run under a Trainer with a prepared data module or call kar.entities.load"
+        )
     tensors = batch["knowledge"]
     if not isinstance(tensors, KnowledgeTensors):
         tensors = knowledge_tensors(tensors, batch["input_ids"].shape[-1], kar.entities.add(batch_qids(tensors)))
@@ -410,7 +452,8 @@ def batch_knowledge(batch, kar) -> KnowledgeTensors:
 
 
 def encode_with_kar(encoder, kar, kar_layer: int, inputs: dict, tensors: KnowledgeTensors):
-    """``(last hidden states, ψ or None)`` of ``encoder`` on ``inputs`` with KAR rewriting layer ``kar_layer``'s output."""
+    """``(last hidden states, ψ or None)`` of ``encoder`` on ``inputs`` with KAR rewriting layer ``kar_layer``'s
+    output."""
     captured = {}
 
     def rewrite(module, args, output):
@@ -497,19 +540,24 @@ class KnowBert(TaskModel):
 
     def compile_modules(self, mode: str = "default"):
         if mode == "reduce-overhead":  # refused up front rather than crashing the process mid-run
-            raise KlmError("knowbert: compile_mode reduce-overhead (CUDA graphs) crashes with a segfault in a compiled "
-                           "backward (seen with torch 2.11 on an H100); use compile_mode default, or no compile")
+            raise KlmError(
+                "knowbert: compile_mode reduce-overhead (CUDA graphs) crashes with a segfault in a compiled "
+                "backward (seen with torch 2.11 on an H100); use compile_mode default, or no compile"
+            )
         super().compile_modules(mode)
 
     def encode(self, batch):
         tensors = batch_knowledge(batch, self.kar)
         if self.training and self.selective_injection is not None:
-            kept = self.selective_injection.keep_mask(tensors.df, tensors.close, tensors.span_valid,
-                                                      entities=tensors.candidate_ids[..., 0])  # the top candidate's row
-            tensors = replace(tensors, span_valid=kept, span_mask=tensors.span_mask & kept.unsqueeze(-1),
-                              gold=tensors.gold & kept)
-        hidden, scores = encode_with_kar(self.encoder, self.kar, self.kar_layer,
-                                         {k: batch[k] for k in ENCODER_INPUTS if k in batch}, tensors)
+            kept = self.selective_injection.keep_mask(
+                tensors.df, tensors.close, tensors.span_valid, entities=tensors.candidate_ids[..., 0]
+            )  # the top candidate's row
+            tensors = replace(
+                tensors, span_valid=kept, span_mask=tensors.span_mask & kept.unsqueeze(-1), gold=tensors.gold & kept
+            )
+        hidden, scores = encode_with_kar(
+            self.encoder, self.kar, self.kar_layer, {k: batch[k] for k in ENCODER_INPUTS if k in batch}, tensors
+        )
         self._linking = (scores, tensors) if scores is not None else None
         return hidden
 
@@ -517,7 +565,9 @@ class KnowBert(TaskModel):
         if self._linking is None or not self.linking_loss_weight:
             return {}
         scores, tensors = self._linking
-        return {"linking": self.linking_loss_weight * linking_loss(scores, tensors, self.kar.threshold, self.linking_margin)}
+        return {
+            "linking": self.linking_loss_weight * linking_loss(scores, tensors, self.kar.threshold, self.linking_margin)
+        }
 
 
 @dataclass
@@ -557,18 +607,45 @@ class KnowBertPretraining(pl.LightningModule):
     without one. Masking is BERT's (15 %, 80/10/10), special tokens and padding excluded; entity tokens
     may be masked (the model must then recover them from the linked entity)."""
 
-    def __init__(self, encoder, tokenizer, total_steps: int, kar_layer: int | None = None, entity_dim: int = 100,
-                 num_heads: int = 4, threshold: float = 0.0, unlinked_spans: str = "skip", linking_loss_weight: float = 1.0,
-                 linking_margin: float = 0.2, mask_probability: float = 0.15, lr: float = 5e-5, weight_decay: float = 0.01,
-                 warmup_ratio: float = 0.1, dropout: float = 0.1, entity_embeddings: str | None = None):
+    def __init__(
+        self,
+        encoder,
+        tokenizer,
+        total_steps: int,
+        kar_layer: int | None = None,
+        entity_dim: int = 100,
+        num_heads: int = 4,
+        threshold: float = 0.0,
+        unlinked_spans: str = "skip",
+        linking_loss_weight: float = 1.0,
+        linking_margin: float = 0.2,
+        mask_probability: float = 0.15,
+        lr: float = 5e-5,
+        weight_decay: float = 0.01,
+        warmup_ratio: float = 0.1,
+        dropout: float = 0.1,
+        entity_embeddings: str | None = None,
+    ):
         super().__init__()
         self.encoder, self.tokenizer = encoder.train(), tokenizer
-        self.kar_layer, self.kar = build_kar(encoder, kar_layer, entity_dim, num_heads, threshold, unlinked_spans, dropout)
-        self.mlm_head = MLMHead(encoder.get_input_embeddings(), encoder.config.hidden_size,
-                                getattr(encoder.config, "layer_norm_eps", 1e-12))
-        self.shape = {"kar_layer": self.kar_layer, "entity_dim": entity_dim, "num_heads": num_heads,
-                      "threshold": threshold, "unlinked_spans": unlinked_spans}
-        self.linking_loss_weight, self.linking_margin, self.mask_probability = linking_loss_weight, linking_margin, mask_probability
+        self.kar_layer, self.kar = build_kar(
+            encoder, kar_layer, entity_dim, num_heads, threshold, unlinked_spans, dropout
+        )
+        self.mlm_head = MLMHead(
+            encoder.get_input_embeddings(), encoder.config.hidden_size, getattr(encoder.config, "layer_norm_eps", 1e-12)
+        )
+        self.shape = {
+            "kar_layer": self.kar_layer,
+            "entity_dim": entity_dim,
+            "num_heads": num_heads,
+            "threshold": threshold,
+            "unlinked_spans": unlinked_spans,
+        }
+        self.linking_loss_weight, self.linking_margin, self.mask_probability = (
+            linking_loss_weight,
+            linking_margin,
+            mask_probability,
+        )
         self.total_steps, self.lr, self.weight_decay, self.warmup_ratio = total_steps, lr, weight_decay, warmup_ratio
         self.entity_embeddings_path = entity_embeddings
         self.final_losses: dict[str, torch.Tensor] = {}  # the last step's, read (one device sync) at the end
@@ -580,21 +657,31 @@ class KnowBertPretraining(pl.LightningModule):
         tensors = batch_knowledge(batch, self.kar)
         input_ids = batch["input_ids"]
         protected = torch.isin(input_ids, torch.tensor(self.tokenizer.all_special_ids, device=input_ids.device))
-        masked, labels = mask_tokens(input_ids, protected | (batch["attention_mask"] == 0), self.tokenizer.mask_token_id,
-                                     self.encoder.config.vocab_size, self.mask_probability)
+        masked, labels = mask_tokens(
+            input_ids,
+            protected | (batch["attention_mask"] == 0),
+            self.tokenizer.mask_token_id,
+            self.encoder.config.vocab_size,
+            self.mask_probability,
+        )
         inputs = {**{k: batch[k] for k in ENCODER_INPUTS if k in batch}, "input_ids": masked}
         hidden, scores = encode_with_kar(self.encoder, self.kar, self.kar_layer, inputs, tensors)
         logits = self.mlm_head(hidden)
         losses = {"mlm": F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)}
         if scores is not None and self.linking_loss_weight:
-            losses["linking"] = self.linking_loss_weight * linking_loss(scores, tensors, self.kar.threshold, self.linking_margin)
+            losses["linking"] = self.linking_loss_weight * linking_loss(
+                scores, tensors, self.kar.threshold, self.linking_margin
+            )
         return losses
 
     def training_step(self, batch, batch_idx):
         losses = self.losses(batch)
         if logs_this_step(self):
-            self.log_dict({f"train/{name}": value for name, value in losses.items()}, batch_size=len(batch["input_ids"]),
-                          prog_bar=True)
+            self.log_dict(
+                {f"train/{name}": value for name, value in losses.items()},
+                batch_size=len(batch["input_ids"]),
+                prog_bar=True,
+            )
         self.final_losses = {name: value.detach() for name, value in losses.items()}
         return sum(losses.values())
 
@@ -610,17 +697,35 @@ class KnowBertPretraining(pl.LightningModule):
         self.tokenizer.save_pretrained(directory)
         torch.save(self.kar.state_dict(), directory / CHECKPOINT_KAR)
         self.kar.entities.embeddings.save(directory / CHECKPOINT_ENTITIES)
-        manifest = {"method": "knowbert-pretraining", "kar": self.shape, "steps": int(self.global_step) if self._trainer else 0,
-                    "final_losses": {name: float(value) for name, value in self.final_losses.items()},
-                    "lr": self.lr, "mask_probability": self.mask_probability,
-                    "linking_loss_weight": self.linking_loss_weight, **(extra or {})}
+        manifest = {
+            "method": "knowbert-pretraining",
+            "kar": self.shape,
+            "steps": int(self.global_step) if self._trainer else 0,
+            "final_losses": {name: float(value) for name, value in self.final_losses.items()},
+            "lr": self.lr,
+            "mask_probability": self.mask_probability,
+            "linking_loss_weight": self.linking_loss_weight,
+            **(extra or {}),
+        }
         (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         return directory
 
 
-def pretrain_checkpoint(dataset: str, out, backbone: str = "minilm", steps: int = 1000, batch_size: int = 32,
-                        max_length: int | None = None, data_dir=None, cache_dir=None, seed: int = 0, lr: float | None = None,
-                        progress: bool = True, dataset_options: dict | None = None, **options) -> Path:
+def pretrain_checkpoint(
+    dataset: str,
+    out,
+    backbone: str = "minilm",
+    steps: int = 1000,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    data_dir=None,
+    cache_dir=None,
+    seed: int = 0,
+    lr: float | None = None,
+    progress: bool = True,
+    dataset_options: dict | None = None,
+    **options,
+) -> Path:
     """What ``klm pretrain --method knowbert --corpus DATASET`` does: knowledge pretraining on the train split of
     ``dataset`` (its default task, features from ``klm prepare --dataset DATASET --kg-embeddings`` at the
     dataset config's max_length), saved at ``out`` (written beside it, renamed at the end)."""
@@ -636,19 +741,43 @@ def pretrain_checkpoint(dataset: str, out, backbone: str = "minilm", steps: int 
     defaults = dataset_defaults(dataset)
     dataset_class = DATASETS.get(dataset)
     max_length = max_length or (defaults.get("train") or {}).get("max_length", 128)
-    dataset_options = {k: v for k, v in {**(defaults.get("dataset_options") or {}), **(dataset_options or {})}.items()
-                       if k != "knowledge"}
+    dataset_options = {
+        k: v
+        for k, v in {**(defaults.get("dataset_options") or {}), **(dataset_options or {})}.items()
+        if k != "knowledge"
+    }
     pl.seed_everything(seed, workers=True, verbose=False)
     encoder, tokenizer, info = load_backbone(backbone, seed=seed)
-    data = dataset_class(tokenizer=tokenizer, data_dir=data_dir, batch_size=batch_size, max_length=max_length,
-                         cache_dir=cache_dir, knowledge=dict((defaults.get("dataset_options") or {}).get("knowledge") or {}),
-                         **dataset_options)
+    data = dataset_class(
+        tokenizer=tokenizer,
+        data_dir=data_dir,
+        batch_size=batch_size,
+        max_length=max_length,
+        cache_dir=cache_dir,
+        knowledge=dict((defaults.get("dataset_options") or {}).get("knowledge") or {}),
+        **dataset_options,
+    )
     module = KnowBertPretraining(encoder, tokenizer, steps, **({"lr": lr} if lr else {}), **options)
     gpu = torch.cuda.is_available()
     trainer = build_trainer(steps, progress=progress)
     trainer.fit(module, datamodule=data)
-    return write_dir_atomic(out, lambda folder: module.save_checkpoint(folder, {
-        "corpus": {"dataset": dataset, "task": data.task, "split": "train", "examples": len(data.splits["train"]),
-                   "subset_hash": data.subset_hash},
-        "backbone": info.to_dict(), "batch_size": batch_size, "max_length": max_length, "seed": seed,
-        "device": torch.cuda.get_device_name(0) if gpu else "cpu"}))
+    return write_dir_atomic(
+        out,
+        lambda folder: module.save_checkpoint(
+            folder,
+            {
+                "corpus": {
+                    "dataset": dataset,
+                    "task": data.task,
+                    "split": "train",
+                    "examples": len(data.splits["train"]),
+                    "subset_hash": data.subset_hash,
+                },
+                "backbone": info.to_dict(),
+                "batch_size": batch_size,
+                "max_length": max_length,
+                "seed": seed,
+                "device": torch.cuda.get_device_name(0) if gpu else "cpu",
+            },
+        ),
+    )

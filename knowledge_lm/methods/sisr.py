@@ -49,7 +49,9 @@ def smallest_eigenvectors(gram: torch.Tensor, k: int, chunks: int = 6, power: in
     tiny = torch.finfo(gram.dtype).tiny
     scale = gram.diagonal().sum().clamp(min=tiny)
     identity = torch.eye(size, dtype=gram.dtype, device=gram.device)
-    start = 1 + torch.arange(size, dtype=gram.dtype, device=gram.device).unsqueeze(1) / size  # not orthogonal to a generic vector
+    start = (
+        1 + torch.arange(size, dtype=gram.dtype, device=gram.device).unsqueeze(1) / size
+    )  # not orthogonal to a generic vector
     vectors = []
     for _ in range(min(k, size - 1)):
         iterate = identity - gram / scale
@@ -112,13 +114,13 @@ def spectral_penalty(features: torch.Tensor, k: int = 1) -> torch.Tensor:
     with torch.autocast(device_type=features.device.type, enabled=False):
         matrix = features.float()
         if k >= min(matrix.shape):
-            return (matrix ** 2).sum()
+            return (matrix**2).sum()
         wide = matrix.shape[0] <= matrix.shape[1]
         exact = matrix.detach().double()
         gram = exact @ exact.T if wide else exact.T @ exact
         vectors = replayed_smallest_eigenvectors(gram, k).to(matrix.dtype)
         projected = vectors.T @ matrix if wide else matrix @ vectors
-        return (projected ** 2).sum()
+        return (projected**2).sum()
 
 
 K_THRESH_QUANTILE = 0.9
@@ -126,15 +128,21 @@ K_THRESH_QUANTILE = 0.9
 
 def linked_entity_frequencies(rows) -> dict[str, int]:
     """qid → DF of every entity linked (as a link's top candidate) in ``rows``, prepared knowledge features."""
-    return {link["candidates"][0][0]: link.get("df", 0)
-            for row in rows for link in row.get("links") or [] if link.get("candidates")}
+    return {
+        link["candidates"][0][0]: link.get("df", 0)
+        for row in rows
+        for link in row.get("links") or []
+        if link.get("candidates")
+    }
 
 
 def train_knowledge_rows(data) -> list[dict]:
     """The prepared knowledge rows of the whole train split (not the fraction's subset) of a set-up data module."""
     if getattr(data, "knowledge_features", None) is None or "train" not in getattr(data, "knowledge_spans", {}):
-        raise KlmError("selective injection: si_k_thresh auto needs the train split's prepared knowledge features "
-                       "(a data module with knowledge, set up); pass a number instead")
+        raise KlmError(
+            "selective injection: si_k_thresh auto needs the train split's prepared knowledge features "
+            "(a data module with knowledge, set up); pass a number instead"
+        )
     start, end = data.knowledge_spans["train"]
     return data.knowledge_features[start:end]
 
@@ -181,8 +189,10 @@ class SelectiveInjection:
 
     def score(self, df: torch.Tensor, close: torch.Tensor) -> torch.Tensor:
         if self.k_thresh == "auto":
-            raise KlmError("selective injection: si_k_thresh auto is set in the method's setup from the train split; "
-                           "outside a trainer pass a number")
+            raise KlmError(
+                "selective injection: si_k_thresh auto is set in the method's setup from the train split; "
+                "outside a trainer pass a number"
+            )
         return (df < self.k_thresh).float() + self.lam * close.clamp(self.k_min, self.k_max).float()
 
     def generator(self, device) -> torch.Generator:
@@ -194,8 +204,14 @@ class SelectiveInjection:
             self.generators[device] = torch.Generator(device=device).manual_seed(self.seed)
         return self.generators[device]
 
-    def keep_mask(self, df: torch.Tensor, close: torch.Tensor, valid: torch.Tensor, entities: torch.Tensor,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
+    def keep_mask(
+        self,
+        df: torch.Tensor,
+        close: torch.Tensor,
+        valid: torch.Tensor,
+        entities: torch.Tensor,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """Which links (b × S, padded: ``valid`` False) are injected this time, drawn per entity of a text: a
         candidate with probability ``sample_ratio``, injected as a candidate with probability s(e) / max s over
         the text's entities, else still injected with probability ``keep_probability``.
@@ -228,7 +244,10 @@ class SelectiveInjection:
         size = max([len(example["links"]) for example in knowledge] + [0])
         if not size:
             return knowledge
-        df, close = torch.zeros(len(knowledge), size, dtype=torch.long), torch.zeros(len(knowledge), size, dtype=torch.long)
+        df, close = (
+            torch.zeros(len(knowledge), size, dtype=torch.long),
+            torch.zeros(len(knowledge), size, dtype=torch.long),
+        )
         entities = torch.zeros(len(knowledge), size, dtype=torch.long)
         valid = torch.zeros(len(knowledge), size, dtype=torch.bool)
         ids: dict[str, int] = {}
@@ -238,13 +257,17 @@ class SelectiveInjection:
                 if link.get("candidates"):
                     entities[i, j] = ids.setdefault(link["candidates"][0][0], len(ids) + 1)
         kept = self.keep_mask(df, close, valid, entities, generator).tolist()
-        return [{**example, "links": [link for link, keep in zip(example["links"], kept[i]) if keep]}
-                for i, example in enumerate(knowledge)]
+        return [
+            {**example, "links": [link for link, keep in zip(example["links"], kept[i]) if keep]}
+            for i, example in enumerate(knowledge)
+        ]
 
     def state_dict(self) -> dict:
         """The generators' states and the counts, for a checkpoint: a resumed run draws on as if never stopped."""
-        return {"generators": {str(device): generator.get_state() for device, generator in self.generators.items()},
-                "counts": None if self.counts is None else self.counts.tolist()}
+        return {
+            "generators": {str(device): generator.get_state() for device, generator in self.generators.items()},
+            "counts": None if self.counts is None else self.counts.tolist(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         for device, generator_state in state.get("generators", {}).items():
@@ -255,9 +278,15 @@ class SelectiveInjection:
         """What SI did in training: the share of the valid links it kept, and the K_thresh it used. Under DDP each
         process draws for and counts its own batches (all from the same seed); a result records rank 0's."""
         kept, valid = self.counts.tolist() if self.counts is not None else (0, 0)
-        return {"si_kept_share": kept / valid if valid else None, "si_kept_links": kept, "si_valid_links": valid,
-                "si_k_thresh": self.k_thresh, "si_k_thresh_source": self.k_thresh_source,
-                "si_rare_share": self.rare_share, "si_seed": self.seed}
+        return {
+            "si_kept_share": kept / valid if valid else None,
+            "si_kept_links": kept,
+            "si_valid_links": valid,
+            "si_k_thresh": self.k_thresh,
+            "si_k_thresh_source": self.k_thresh_source,
+            "si_rare_share": self.rare_share,
+            "si_seed": self.seed,
+        }
 
 
 @dataclass
@@ -285,9 +314,13 @@ class SelectivelyInjected:
     def __init__(self, encoder, spec, **options):
         super().__init__(encoder, spec, **options)
         si = self.options
-        self.selective_injection = SelectiveInjection(lam=si.si_lambda, k_thresh=si.si_k_thresh, k_min=si.si_k_min,
-                                                      k_max=si.si_k_max,
-                                                      seed=torch.initial_seed() if si.si_seed is None else si.si_seed)
+        self.selective_injection = SelectiveInjection(
+            lam=si.si_lambda,
+            k_thresh=si.si_k_thresh,
+            k_min=si.si_k_min,
+            k_max=si.si_k_max,
+            seed=torch.initial_seed() if si.si_seed is None else si.si_seed,
+        )
 
     def setup(self, stage=None):
         super().setup(stage)

@@ -1,4 +1,5 @@
-"""The interface of a task kind, shared by the data module (encode, collate) and the model (head, loss, decode, score)."""
+"""The interface of a task kind, shared by the data module (encode, collate) and the model (head, loss, decode,
+score)."""
 
 from typing import ClassVar
 
@@ -15,7 +16,9 @@ register_task_kind = TASK_KINDS.register
 ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def tokenize_with_offsets(tokenizer, first, second=None, max_length: int = 512, truncation=True, kind: str = "this task"):
+def tokenize_with_offsets(
+    tokenizer, first, second=None, max_length: int = 512, truncation=True, kind: str = "this task"
+):
     """The tokenizer's encoding with character offsets per token (which only fast tokenizers give)."""
     if not getattr(tokenizer, "is_fast", False):
         raise KlmError(f"{kind} needs a fast tokenizer (it reads the tokens' character offsets)")

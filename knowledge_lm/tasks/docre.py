@@ -50,8 +50,9 @@ def fact_counts(predictions: list[list], gold: list[dict]) -> dict[str, int]:
     """Counts over a split: predicted facts (deduplicated per document), gold facts, correct, correct in train."""
     counts = {"predicted": 0, "gold": 0, "correct": 0, "correct_in_train": 0}
     for predicted_facts, answer in zip(predictions, gold, strict=True):
-        gold_in_train = {tuple(fact): bool(flag)
-                         for fact, flag in zip(answer["facts"], answer["in_train"], strict=True)}
+        gold_in_train = {
+            tuple(fact): bool(flag) for fact, flag in zip(answer["facts"], answer["in_train"], strict=True)
+        }
         counts["gold"] += len(gold_in_train)
         for fact in {tuple(fact) for fact in predicted_facts}:
             counts["predicted"] += 1
@@ -113,8 +114,11 @@ class EntityPairHead(nn.Module):
 # -- the kind ---------------------------------------------------------------------------------
 def token_span(offsets: list[tuple[int, int]], start: int, end: int) -> tuple[int, int] | None:
     """[first, last + 1) of the tokens overlapping characters [start, end), or None if all were cut off."""
-    inside = [index for index, (token_start, token_end) in enumerate(offsets)
-              if token_end > token_start and token_start < end and token_end > start]
+    inside = [
+        index
+        for index, (token_start, token_end) in enumerate(offsets)
+        if token_end > token_start and token_start < end and token_end > start
+    ]
     return (inside[0], inside[-1] + 1) if inside else None
 
 
@@ -128,11 +132,27 @@ class DocumentRelationTask(TaskKind):
         texts, _ = self.texts(records)
         encoded = tokenize_with_offsets(tokenizer, texts, max_length=max_length, kind="document-level RE")
         columns = {name: list(encoded[name]) for name in ENCODER_INPUTS if name in encoded}
-        columns.update({name: [] for name in ("num_entities", "mention_entity", "mention_start", "mention_end",
-                                              "fact_head", "fact_tail", "fact_relation", "fact_in_train")})
+        columns.update(
+            {
+                name: []
+                for name in (
+                    "num_entities",
+                    "mention_entity",
+                    "mention_start",
+                    "mention_end",
+                    "fact_head",
+                    "fact_tail",
+                    "fact_relation",
+                    "fact_in_train",
+                )
+            }
+        )
         for record, offsets in zip(records, encoded["offset_mapping"]):
-            spans = [(entity_index, token_span(offsets, mention["start"], mention["end"]))
-                     for entity_index, entity in enumerate(record["entities"]) for mention in entity["mentions"]]
+            spans = [
+                (entity_index, token_span(offsets, mention["start"], mention["end"]))
+                for entity_index, entity in enumerate(record["entities"])
+                for mention in entity["mentions"]
+            ]
             kept = [(entity_index, span) for entity_index, span in spans if span is not None]
             columns["num_entities"].append(len(record["entities"]))
             columns["mention_entity"].append([entity_index for entity_index, _ in kept])
@@ -154,8 +174,9 @@ class DocumentRelationTask(TaskKind):
         entity_mentions = torch.zeros(size, most_entities, most_mentions)
         pair_document, pair_head, pair_tail, pair_classes = [], [], [], []
         for document, feature in enumerate(features):
-            for mention, (entity, start, end) in enumerate(zip(feature["mention_entity"], feature["mention_start"],
-                                                               feature["mention_end"])):
+            for mention, (entity, start, end) in enumerate(
+                zip(feature["mention_entity"], feature["mention_start"], feature["mention_end"])
+            ):
                 mention_mask[document, mention, start:end] = 1
                 entity_mentions[document, entity, mention] = 1
             relations = {}
@@ -170,18 +191,22 @@ class DocumentRelationTask(TaskKind):
         pair_labels = torch.zeros(len(pair_classes), self.num_classes)
         for pair, classes in enumerate(pair_classes):
             pair_labels[pair, classes] = 1
-        batch.update({
-            "mention_mask": mention_mask,
-            "entity_mentions": entity_mentions,
-            "pair_document": torch.tensor(pair_document, dtype=torch.long),
-            "pair_head": torch.tensor(pair_head, dtype=torch.long),
-            "pair_tail": torch.tensor(pair_tail, dtype=torch.long),
-            "pair_labels": pair_labels,
-            # Per document, its gold facts; also what the training step counts examples by.
-            "labels": [[list(fact) for fact in zip(feature["fact_head"], feature["fact_tail"], feature["fact_relation"])]
-                      for feature in features],
-            "facts_in_train": [list(feature["fact_in_train"]) for feature in features],
-        })
+        batch.update(
+            {
+                "mention_mask": mention_mask,
+                "entity_mentions": entity_mentions,
+                "pair_document": torch.tensor(pair_document, dtype=torch.long),
+                "pair_head": torch.tensor(pair_head, dtype=torch.long),
+                "pair_tail": torch.tensor(pair_tail, dtype=torch.long),
+                "pair_labels": pair_labels,
+                # Per document, its gold facts; also what the training step counts examples by.
+                "labels": [
+                    [list(fact) for fact in zip(feature["fact_head"], feature["fact_tail"], feature["fact_relation"])]
+                    for feature in features
+                ],
+                "facts_in_train": [list(feature["fact_in_train"]) for feature in features],
+            }
+        )
         return batch
 
     def build_head(self, hidden_size, dropout):
@@ -206,7 +231,7 @@ class DocumentRelationTask(TaskKind):
     def decode(self, logits, batch):
         """Per document, its predicted facts ``[head, tail, relation]``: relations scoring above the pair's NA."""
         facts = [[] for _ in batch["labels"]]
-        predicted = logits.float() > logits[:, NA:NA + 1].float()
+        predicted = logits.float() > logits[:, NA : NA + 1].float()
         predicted[:, NA] = False
         documents, heads, tails = (batch[name].tolist() for name in ("pair_document", "pair_head", "pair_tail"))
         for pair, relation in predicted.nonzero().tolist():

@@ -79,8 +79,9 @@ def answer_token_span(answer: dict, offsets: list[tuple[int, int]]) -> tuple[int
     return first, last
 
 
-def best_span(start_scores: torch.Tensor, end_scores: torch.Tensor, in_context: torch.Tensor,
-              max_tokens: int = MAX_ANSWER_TOKENS) -> tuple[int, int] | None:
+def best_span(
+    start_scores: torch.Tensor, end_scores: torch.Tensor, in_context: torch.Tensor, max_tokens: int = MAX_ANSWER_TOKENS
+) -> tuple[int, int] | None:
     """The (start, end) token pair of the highest start + end score, start ≤ end < start + max_tokens,
     both inside the context; None when the window holds no context token."""
     if not in_context.any():
@@ -107,14 +108,17 @@ class SpanHead(nn.Module):
 class ExtractiveQATask(TaskKind):
     def encode(self, records, tokenizer, max_length):
         questions, contexts = self.texts(records)
-        encoded = tokenize_with_offsets(tokenizer, questions, contexts, max_length=max_length, truncation="only_second",
-                                        kind="extractive QA")
+        encoded = tokenize_with_offsets(
+            tokenizer, questions, contexts, max_length=max_length, truncation="only_second", kind="extractive QA"
+        )
         columns = {name: [list(values) for values in encoded[name]] for name in TOKEN_COLUMNS if name in encoded}
         columns.update(offsets=[], start_positions=[], end_positions=[])
         for index, record in enumerate(records):
             segments = encoded.sequence_ids(index)
-            offsets = [tuple(pair) if segment == 1 else NOT_CONTEXT
-                       for pair, segment in zip(encoded["offset_mapping"][index], segments)]
+            offsets = [
+                tuple(pair) if segment == 1 else NOT_CONTEXT
+                for pair, segment in zip(encoded["offset_mapping"][index], segments)
+            ]
             first, last = answer_token_span(record["answers"][0], offsets)
             columns["offsets"].append([list(pair) for pair in offsets])
             columns["start_positions"].append(first)
@@ -125,10 +129,14 @@ class ExtractiveQATask(TaskKind):
 
     def collate(self, features, tokenizer):
         names = [name for name in TOKEN_COLUMNS if name in features[0]]
-        batch = dict(tokenizer.pad([{name: feature[name] for name in names} for feature in features], return_tensors="pt"))
+        batch = dict(
+            tokenizer.pad([{name: feature[name] for name in names} for feature in features], return_tensors="pt")
+        )
         width = batch["input_ids"].shape[1]
-        batch["offsets"] = torch.tensor([feature["offsets"] + [list(NOT_CONTEXT)] * (width - len(feature["offsets"]))
-                                         for feature in features], dtype=torch.long)
+        batch["offsets"] = torch.tensor(
+            [feature["offsets"] + [list(NOT_CONTEXT)] * (width - len(feature["offsets"])) for feature in features],
+            dtype=torch.long,
+        )
         for name in ("start_positions", "end_positions"):
             batch[name] = torch.tensor([feature[name] for feature in features], dtype=torch.long)
         batch["context"] = [feature["context"] for feature in features]
@@ -140,8 +148,10 @@ class ExtractiveQATask(TaskKind):
 
     def loss(self, logits, batch):
         start_logits, end_logits = logits.float().unbind(-1)
-        return (F.cross_entropy(start_logits, batch["start_positions"])
-                + F.cross_entropy(end_logits, batch["end_positions"])) / 2
+        return (
+            F.cross_entropy(start_logits, batch["start_positions"])
+            + F.cross_entropy(end_logits, batch["end_positions"])
+        ) / 2
 
     def decode(self, logits, batch):
         logits, offsets = logits.detach().float().cpu(), batch["offsets"].cpu()
@@ -151,7 +161,7 @@ class ExtractiveQATask(TaskKind):
             if span is None:
                 answers.append("")
             else:
-                answers.append(context[int(token_offsets[span[0], 0]):int(token_offsets[span[1], 1])])
+                answers.append(context[int(token_offsets[span[0], 0]) : int(token_offsets[span[1], 1])])
         return answers
 
     def gold(self, batch):

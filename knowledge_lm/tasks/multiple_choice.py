@@ -45,8 +45,9 @@ def encode_pairs(tokenizer, contexts: list[str], endings: list[str], max_length:
         indices = [index for index, fit in enumerate(fits) if fit == fitting]
         if not indices:
             continue
-        part = tokenizer([contexts[i] for i in indices], [endings[i] for i in indices],
-                         truncation=strategy, max_length=max_length)
+        part = tokenizer(
+            [contexts[i] for i in indices], [endings[i] for i in indices], truncation=strategy, max_length=max_length
+        )
         for name, values in part.items():
             column = encoded.setdefault(name, [None] * len(contexts))
             for index, value in zip(indices, values):
@@ -57,8 +58,10 @@ def encode_pairs(tokenizer, contexts: list[str], endings: list[str], max_length:
 @register_task_kind("multiple_choice")
 class MultipleChoiceTask(TaskKind):
     def texts(self, records):
-        raise KlmError("knowledge features are not supported for multiple-choice tasks: an example is one "
-                       "token sequence per choice, and `klm prepare` aligns spans to one sequence per example")
+        raise KlmError(
+            "knowledge features are not supported for multiple-choice tasks: an example is one "
+            "token sequence per choice, and `klm prepare` aligns spans to one sequence per example"
+        )
 
     def encode(self, records, tokenizer, max_length):
         num_choices = {len(record["choices"]) for record in records}
@@ -68,15 +71,18 @@ class MultipleChoiceTask(TaskKind):
         contexts = [record["text_a"] for record in records for _ in record["choices"]]
         endings = [f"{record['text_b']} {choice}" for record in records for choice in record["choices"]]
         flat = encode_pairs(tokenizer, contexts, endings, max_length)
-        columns = {name: [values[start:start + count] for start in range(0, len(values), count)]
-                   for name, values in flat.items()}
+        columns = {
+            name: [values[start : start + count] for start in range(0, len(values), count)]
+            for name, values in flat.items()
+        }
         return {**columns, "labels": [record["label"] for record in records]}
 
     def collate(self, features, tokenizer):
         num_choices = len(features[0]["input_ids"])
         names = [name for name in TOKEN_COLUMNS if name in features[0]]
-        sequences = [{name: feature[name][choice] for name in names}
-                     for feature in features for choice in range(num_choices)]
+        sequences = [
+            {name: feature[name][choice] for name in names} for feature in features for choice in range(num_choices)
+        ]
         batch = dict(tokenizer.pad(sequences, return_tensors="pt"))
         batch["labels"] = torch.tensor([feature["labels"] for feature in features], dtype=torch.long)
         batch["num_choices"] = num_choices

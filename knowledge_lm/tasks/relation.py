@@ -131,7 +131,9 @@ def semeval_macro_f1(predicted: list[str], gold: list[str], other: str | None = 
 SCORERS = {
     "accuracy": lambda predicted, gold, negative: accuracy(predicted, gold),
     "macro_f1": macro_f1,
-    "micro_precision": lambda predicted, gold, negative: tacred_micro_scores(predicted, gold, negative)["micro_precision"],
+    "micro_precision": lambda predicted, gold, negative: tacred_micro_scores(predicted, gold, negative)[
+        "micro_precision"
+    ],
     "micro_recall": lambda predicted, gold, negative: tacred_micro_scores(predicted, gold, negative)["micro_recall"],
     "micro_f1": lambda predicted, gold, negative: tacred_micro_scores(predicted, gold, negative)["micro_f1"],
     "semeval_macro_f1": semeval_macro_f1,
@@ -149,8 +151,10 @@ def head_and_tail(record: dict) -> tuple[dict, dict]:
             found["tail"].append(entity)
     for role, entities in found.items():
         if len(entities) != 1:
-            raise KlmError(f"{record.get('id', 'a record')}: expected one {role} entity (role "
-                           f"{'/'.join(HEAD_ROLES if role == 'head' else TAIL_ROLES)}), found {len(entities)}")
+            raise KlmError(
+                f"{record.get('id', 'a record')}: expected one {role} entity (role "
+                f"{'/'.join(HEAD_ROLES if role == 'head' else TAIL_ROLES)}), found {len(entities)}"
+            )
     return found["head"][0], found["tail"][0]
 
 
@@ -179,8 +183,9 @@ def entity_type(entity: dict) -> str:
 def insert_markers(text: str, head: dict, tail: dict) -> MarkedText:
     """``text`` with ``@ head @`` and ``# tail #`` (typed: ``@ * type * head @``, ``# ^ type ^ tail #``)."""
     insertions = []  # (position, sort keys at that position, marker, role of an opening marker)
-    for order, (role, entity, marker, type_marker) in enumerate((("head", head, HEAD_MARKER, HEAD_TYPE_MARKER),
-                                                                 ("tail", tail, TAIL_MARKER, TAIL_TYPE_MARKER))):
+    for order, (role, entity, marker, type_marker) in enumerate(
+        (("head", head, HEAD_MARKER, HEAD_TYPE_MARKER), ("tail", tail, TAIL_MARKER, TAIL_TYPE_MARKER))
+    ):
         typed = f" {type_marker} {entity_type(entity)} {type_marker}" if entity.get("type") else ""
         # At one position a closing marker goes first (adjacent entities), and an outer entity opens before
         # an inner one and closes after it (nested entities; of two equal spans the head is outer).
@@ -197,8 +202,9 @@ def insert_markers(text: str, head: dict, tail: dict) -> MarkedText:
         pieces.append(marker)
         length += len(marker)
     pieces.append(text[position:])
-    return MarkedText("".join(pieces), (opening["head"], opening["tail"]),
-                      tuple((at, len(marker)) for at, _, marker, _ in insertions))
+    return MarkedText(
+        "".join(pieces), (opening["head"], opening["tail"]), tuple((at, len(marker)) for at, _, marker, _ in insertions)
+    )
 
 
 # -- the kinds ---------------------------------------------------------------------------------
@@ -224,7 +230,9 @@ class RelationTask(TaskKind):
         super().__init__(spec)
         unknown = [metric for metric in spec.metrics if metric not in SCORERS]
         if unknown:
-            raise KlmError(f"task {spec.name!r}: unknown relation metric(s) {', '.join(unknown)}; known: {', '.join(SCORERS)}")
+            raise KlmError(
+                f"task {spec.name!r}: unknown relation metric(s) {', '.join(unknown)}; known: {', '.join(SCORERS)}"
+            )
         self.negative_label = next((label for label in spec.labels if label in NEGATIVE_LABELS), None)
 
     def layout(self, record: dict) -> tuple[str, list[tuple[int, int]]]:
@@ -236,8 +244,9 @@ class RelationTask(TaskKind):
 
     def encode(self, records, tokenizer, max_length):
         layouts = [self.layout(record) for record in records]
-        encoded = tokenize_with_offsets(tokenizer, [text for text, _ in layouts], max_length=max_length,
-                                        kind="relation classification")
+        encoded = tokenize_with_offsets(
+            tokenizer, [text for text, _ in layouts], max_length=max_length, kind="relation classification"
+        )
         entity_spans = []
         for index, (_, char_spans) in enumerate(layouts):
             tokens = align_char_spans(encoded["offset_mapping"][index], char_spans, encoded.sequence_ids(index))
@@ -248,7 +257,8 @@ class RelationTask(TaskKind):
     def collate(self, features, tokenizer):
         entity_spans = torch.tensor([feature["entity_spans"] for feature in features], dtype=torch.long)
         batch = DataCollatorWithPadding(tokenizer)(
-            [{name: value for name, value in feature.items() if name != "entity_spans"} for feature in features])
+            [{name: value for name, value in feature.items() if name != "entity_spans"} for feature in features]
+        )
         batch["entity_spans"] = entity_spans
         batch["labels"] = batch["labels"].long()
         return batch
@@ -259,7 +269,9 @@ class RelationTask(TaskKind):
     def score(self, predictions, gold):
         predicted = [self.spec.labels[index] for index in predictions]
         expected = [self.spec.labels[index] for index in gold]
-        return {metric: 100.0 * SCORERS[metric](predicted, expected, self.negative_label) for metric in self.spec.metrics}
+        return {
+            metric: 100.0 * SCORERS[metric](predicted, expected, self.negative_label) for metric in self.spec.metrics
+        }
 
 
 @register_task_kind("relation")

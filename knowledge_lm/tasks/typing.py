@@ -41,7 +41,6 @@ from knowledge_lm.knowledge.annotate import align_char_spans
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TaskKind, register_task_kind, tokenize_with_offsets
 
 
-
 def ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator else 0.0
 
@@ -116,8 +115,9 @@ class TypingTask(TaskKind):
         texts, _ = self.texts(records)
         encoded = tokenize_with_offsets(tokenizer, texts, max_length=max_length, kind="entity typing")
         columns = {name: list(encoded[name]) for name in ENCODER_INPUTS if name in encoded}
-        columns["mention_span"] = [self.mention_span(offsets, record["mention"])
-                                   for offsets, record in zip(encoded["offset_mapping"], records)]
+        columns["mention_span"] = [
+            self.mention_span(offsets, record["mention"]) for offsets, record in zip(encoded["offset_mapping"], records)
+        ]
         columns["labels"] = [self.multi_hot(record["label"]) for record in records]
         return columns
 
