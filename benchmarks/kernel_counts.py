@@ -4,7 +4,7 @@ at batch 32 × 48 is on an H100 (there the baseline's GPU time is ~4 ms of a 14 
 
 Counted: the leaf aten operators of the step under ``torch.profiler`` that compute (each would be a kernel
 launch on a GPU); views, reshapes, allocations and other metadata operators do not launch kernels and are left
-out. Same model and batches as ``klm speed`` (knowledge_lm/speed.py). A rough proxy: knowbert counts 1.53× the
+out. Same model and batches as ``klm speed`` (knowledge_lm/tools/speed.py). A rough proxy: knowbert counts 1.53× the
 baseline's operators here and its step took 1.52× the baseline's on a 4 × H100 host (leaderboards/speed.md),
 but the agreement is partly luck. A GPU runs some parts differently: SR's eigenvector iteration replays as one
 CUDA graph (bert+sr counts high here), and attention with a mask and dropout is one fused kernel there but
@@ -22,7 +22,7 @@ from collections import Counter
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from knowledge_lm.speed import build, trainer_for
+from knowledge_lm.tools.speed import build, trainer_for
 
 NO_KERNEL = {
     "aten::" + name

@@ -1,6 +1,6 @@
 """Training step time, samples/s, peak memory and TFLOP/s of each method as a ratio of the baseline's (same
 batches, one device), and the baseline against a bare PyTorch loop: `klm speed` without storing a record.
-See knowledge_lm/speed.py for what is measured and how. Run `klm prepare --dataset generated --kg-embeddings`
+See knowledge_lm/tools/speed.py for what is measured and how. Run `klm prepare --dataset generated --kg-embeddings`
 first (with the same KLM_CACHE_DIR and backbone).
 
     python benchmarks/method_speed.py --backbone minilm --methods baseline,knowbert,knowbert+si+sr,bert+sr,kam
@@ -11,7 +11,7 @@ baseline through Lightning ≥ 1.0× the bare loop's samples/s (issue 8).
 
 import argparse
 
-from knowledge_lm.speed import render_speed, run_speed
+from knowledge_lm.tools.speed import render_speed, run_speed
 
 
 def main():

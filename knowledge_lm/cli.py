@@ -15,7 +15,11 @@ from rich.console import Console
 from rich.table import Table
 
 from knowledge_lm.backbones import load_tokenizer
-from knowledge_lm.config import (
+from knowledge_lm.errors import KlmError
+from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
+from knowledge_lm.registry import DATASETS, METHODS
+from knowledge_lm.results import Cell, write_json_atomic
+from knowledge_lm.run.config import (
     BENCHMARKS_DIR,
     COMPILE_MODES,
     check_data_dir,
@@ -24,11 +28,7 @@ from knowledge_lm.config import (
     read_sweep_yaml,
     validate_sweep,
 )
-from knowledge_lm.errors import KlmError
-from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
-from knowledge_lm.registry import DATASETS, METHODS
-from knowledge_lm.results import Cell, write_json_atomic
-from knowledge_lm.runner import cell_state, failure_message, run_sweep, sweep_cells
+from knowledge_lm.run.runner import cell_state, failure_message, run_sweep, sweep_cells
 
 
 def sweep_from_args(args):
@@ -92,7 +92,9 @@ def table_configs(name: str) -> list[Path]:
 
 def print_written_leaderboards(results_dir: Path, out_dir: Path, data_dir=None):
     """Regenerate the leaderboards and print each file written."""
-    from knowledge_lm.leaderboard import write_leaderboards  # pandas: loaded only by the commands that write them
+    from knowledge_lm.report.leaderboard import (
+        write_leaderboards,  # pandas: loaded only by the commands that write them
+    )
 
     for path in write_leaderboards(results_dir, out_dir, data_dir):
         print(f"wrote {path}")
@@ -132,7 +134,7 @@ def command_cell(args):
     """One cell of a sweep, in this process: what a launcher (torchrun, srun) starts on every node for a cell that
     spans nodes (``--set num_nodes=N --set devices=G``); Lightning reads the launcher's environment, and global
     rank 0 writes the result."""
-    from knowledge_lm.cell import run_cell  # torch: loaded only when a cell runs here
+    from knowledge_lm.run.cell import run_cell  # torch: loaded only when a cell runs here
 
     sweep = sweep_from_args(args)
     cells = [cell for cell in sweep_cells(sweep) if cell.variant == (args.variant or "")]
@@ -224,7 +226,7 @@ def command_prepare(args):
 
 
 def command_probe(args):
-    from knowledge_lm.probe import probe  # torch, transformers: loaded only when this command runs
+    from knowledge_lm.tools.probe import probe  # torch, transformers: loaded only when this command runs
 
     started = time.time()
     result = probe(args.backbone, check_data_dir(args.data_dir), args.relations.split(",") if args.relations else None)
@@ -241,7 +243,9 @@ def command_probe(args):
 
 
 def command_attention(args):
-    from knowledge_lm.attention_maps import render_attention  # torch, transformers: loaded only when this command runs
+    from knowledge_lm.tools.attention_maps import (
+        render_attention,  # torch, transformers: loaded only when this command runs
+    )
 
     if args.head != "mean" and not args.head.isdigit():
         raise KlmError(f"--head {args.head!r}: expected a head index or mean")
@@ -286,13 +290,12 @@ def add_attention_command(commands):
 
 
 def command_pretrain(args):
-    # Here and below, the pretraining modules (torch, transformers) load only when this command runs.
-    from knowledge_lm.provenance import record_pretraining
+    # The pretraining modules (torch, transformers) load only when this command runs.
+    from knowledge_lm.run.pretraining import erica_checkpoint, knowbert_checkpoint
+    from knowledge_lm.run.provenance import record_pretraining
 
     if args.method == "knowbert":
-        from knowledge_lm.methods.knowbert import pretrain_checkpoint as knowbert_pretraining
-
-        out = knowbert_pretraining(
+        out = knowbert_checkpoint(
             args.corpus,
             args.out,
             args.backbone,
@@ -310,8 +313,6 @@ def command_pretrain(args):
             f"its record: {record_pretraining(out, args.results_dir)}"
         )
         return 0
-    from knowledge_lm.methods.erica_corpus import pretrain_checkpoint
-
     args.batch_size, args.max_length = args.batch_size or 8, args.max_length or 512
     exclude = (
         None
@@ -319,7 +320,7 @@ def command_pretrain(args):
         else [name for name in args.exclude_test.split(",") if name not in ("", "none")]
     )
     options = {"lr": args.lr} if args.lr is not None else {}
-    out = pretrain_checkpoint(
+    out = erica_checkpoint(
         args.corpus,
         args.out,
         args.method,
@@ -346,7 +347,7 @@ def command_pretrain(args):
 
 
 def command_speed(args):
-    from knowledge_lm.speed import (  # torch: loaded only when this command runs
+    from knowledge_lm.tools.speed import (  # torch: loaded only when this command runs
         render_speed,
         run_speed,
         speed_record_path,

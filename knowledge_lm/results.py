@@ -128,7 +128,7 @@ def restore(moved: dict[Path, Path]):
 
 def predictions_path(result_path: Path) -> Path:
     """Where a cell keeps its best evaluation's decoded predictions of the reported split, beside its result:
-    ``split``, ``predicted``, ``gold_sha256`` (the gold itself stays in the data directory; ``knowledge_lm.gold``
+    ``split``, ``predicted``, ``gold_sha256`` (the gold itself stays in the data directory; ``knowledge_lm.report.gold``
     recomputes it) and, where the cell had them, ``singular_values`` and ``entity_frequency``."""
     return Path(result_path).with_suffix(".predictions.json.gz")
 

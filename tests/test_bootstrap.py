@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from knowledge_lm.bootstrap import additive_statistics, task_kind
+from knowledge_lm.report.bootstrap import additive_statistics, task_kind
 
 CASES = [
     ("glue", "cola", "matthews"),

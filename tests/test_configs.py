@@ -2,10 +2,10 @@
 
 import pytest
 
-from knowledge_lm.cell import run_cell
-from knowledge_lm.config import BENCHMARKS_DIR, check_method_options, load_sweep
 from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.results import Cell
+from knowledge_lm.run.cell import run_cell
+from knowledge_lm.run.config import BENCHMARKS_DIR, check_method_options, load_sweep
 
 
 def prepare_knowledge(dataset_options, dataset, task, train, data_dir):
@@ -32,7 +32,7 @@ def smoke_backbone(method, tmp_path_factory) -> str:
     """``tiny``; for an ERICA method (which refuses other backbones), a tiny checkpoint pretrained with its
     objective set for 2 steps on the generated corpus, built once per session."""
     from knowledge_lm.methods.erica import EricaFineTuning
-    from knowledge_lm.methods.erica_corpus import pretrain_checkpoint
+    from knowledge_lm.run.pretraining import erica_checkpoint as pretrain_checkpoint
 
     method_class = METHODS.get(method)
     if not issubclass(method_class, EricaFineTuning):
@@ -138,9 +138,9 @@ def test_unknown_table_is_one_error(capsys):
 
 
 def test_method_backbones_give_each_method_its_own_backbone(tmp_path):
-    from knowledge_lm.config import validate_sweep
     from knowledge_lm.errors import KlmError
-    from knowledge_lm.runner import sweep_cells
+    from knowledge_lm.run.config import validate_sweep
+    from knowledge_lm.run.runner import sweep_cells
 
     raw = {
         "dataset": "generated",

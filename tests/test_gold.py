@@ -38,7 +38,7 @@ def test_gold_is_the_evaluation_loaders_gold_without_the_train_split_or_knowledg
     split's tokenization alone, cached; knowledge options change nothing."""
     from knowledge_lm.backbones import load_tokenizer
     from knowledge_lm.data.generated import GeneratedDataModule
-    from knowledge_lm.gold import report_gold, split_gold
+    from knowledge_lm.report.gold import report_gold, split_gold
 
     monkeypatch.setenv("KLM_CACHE_DIR", str(tmp_path / "cache"))
     split_gold.cache_clear()
@@ -76,8 +76,8 @@ def test_gold_is_the_evaluation_loaders_gold_without_the_train_split_or_knowledg
 def test_gold_of_shared_datasets_matches_a_set_up_module(shared_data, tmp_path, dataset, task, split):
     """Typing (multi-hot), relation, regression and document-level gold, from the data directory."""
     from knowledge_lm.backbones import load_tokenizer
-    from knowledge_lm.gold import report_gold
     from knowledge_lm.registry import DATASETS
+    from knowledge_lm.report.gold import report_gold
 
     result = {
         "cell": {"dataset": dataset, "task": task, "backbone": "tiny"},
@@ -95,7 +95,7 @@ def test_gold_of_shared_datasets_matches_a_set_up_module(shared_data, tmp_path, 
 
 
 def test_missing_data_gives_no_gold_and_one_warning(tmp_path, monkeypatch, capsys):
-    from knowledge_lm.gold import report_gold
+    from knowledge_lm.report.gold import report_gold
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     result = {

@@ -359,9 +359,9 @@ def prepared_cache(tmp_path_factory, tokenizer):
     ],
 )
 def test_kam_trains_as_a_cell(method, options, prepared_cache, tmp_path):
-    from knowledge_lm.cell import run_cell
-    from knowledge_lm.config import TrainConfig
     from knowledge_lm.results import Cell
+    from knowledge_lm.run.cell import run_cell
+    from knowledge_lm.run.config import TrainConfig
 
     train = TrainConfig(batch_size=8, max_steps=3, evaluations=1, max_length=32, method_options=options)
     result = run_cell(

@@ -197,9 +197,9 @@ def test_attach_verbalises_the_generated_task_with_the_texts_names(prepared_cach
 
 
 def test_kg_text_trains_as_a_cell(prepared_cache, tmp_path):
-    from knowledge_lm.cell import run_cell
-    from knowledge_lm.config import TrainConfig
     from knowledge_lm.results import Cell
+    from knowledge_lm.run.cell import run_cell
+    from knowledge_lm.run.config import TrainConfig
 
     train = TrainConfig(batch_size=8, max_steps=3, evaluations=1, max_length=32)
     result = run_cell(

@@ -236,9 +236,9 @@ def prepared_cache(tmp_path_factory, tokenizer):
 
 @pytest.mark.parametrize("method", ["knowbert", "knowbert+si", "knowbert+si+sr"])
 def test_knowbert_trains_as_a_cell(method, prepared_cache, tmp_path):
-    from knowledge_lm.cell import run_cell
-    from knowledge_lm.config import TrainConfig
     from knowledge_lm.results import Cell
+    from knowledge_lm.run.cell import run_cell
+    from knowledge_lm.run.config import TrainConfig
 
     train = TrainConfig(batch_size=8, max_steps=3, evaluations=1, max_length=32, method_options={"kar_layer": 0})
     result = run_cell(
@@ -269,10 +269,10 @@ def test_knowledge_pretraining_checkpoint_starts_a_knowbert_cell(prepared_cache,
     import json
 
     from knowledge_lm.backbones import load_backbone
-    from knowledge_lm.cell import run_cell
-    from knowledge_lm.config import TrainConfig
-    from knowledge_lm.methods.knowbert import pretrain_checkpoint
     from knowledge_lm.results import Cell
+    from knowledge_lm.run.cell import run_cell
+    from knowledge_lm.run.config import TrainConfig
+    from knowledge_lm.run.pretraining import knowbert_checkpoint as pretrain_checkpoint
 
     out = pretrain_checkpoint(
         "generated",
@@ -313,7 +313,7 @@ def test_knowledge_pretraining_checkpoint_starts_a_knowbert_cell(prepared_cache,
 
 def test_pretraining_refuses_bad_input(tmp_path):
     from knowledge_lm.errors import KlmError
-    from knowledge_lm.methods.knowbert import pretrain_checkpoint
+    from knowledge_lm.run.pretraining import knowbert_checkpoint as pretrain_checkpoint
 
     with pytest.raises(KlmError, match="steps > 0"):
         pretrain_checkpoint("generated", tmp_path / "x", backbone="tiny", steps=0)

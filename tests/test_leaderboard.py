@@ -5,10 +5,10 @@ import statistics
 
 import yaml
 
-from knowledge_lm.config import BENCHMARKS_DIR
-from knowledge_lm.leaderboard import write_leaderboards
 from knowledge_lm.registry import DATASETS
+from knowledge_lm.report.leaderboard import write_leaderboards
 from knowledge_lm.results import Cell, write_json_atomic
+from knowledge_lm.run.config import BENCHMARKS_DIR
 
 KNOWN_METRICS = {
     "accuracy",
@@ -85,7 +85,7 @@ def test_references_are_well_formed():
 
 def test_rows_of_a_dataset_not_here_show_with_the_one_named():
     """ERICA's Table 3 is on FIGER (not in the shared data): its rows show on the OpenEntity page, named as FIGER's."""
-    from knowledge_lm.leaderboard import load_references
+    from knowledge_lm.report.leaderboard import load_references
 
     rows = [ref["row"] for ref in load_references("openentity") if ref["paper"] == "003"]
     assert "ERICA_BERT on figer" in rows and all(row.endswith(" on figer") for row in rows)
@@ -108,8 +108,8 @@ def test_lama_probe_table_names_the_checkpoint(tmp_path):
 
 
 def test_variants_are_their_own_cells_and_rows(tmp_path):
-    from knowledge_lm.config import validate_sweep
-    from knowledge_lm.runner import sweep_cells
+    from knowledge_lm.run.config import validate_sweep
+    from knowledge_lm.run.runner import sweep_cells
 
     sweep = validate_sweep(
         {
@@ -173,8 +173,8 @@ def test_variants_are_their_own_cells_and_rows(tmp_path):
 def test_malformed_variants_are_one_error():
     import pytest
 
-    from knowledge_lm.config import validate_sweep
     from knowledge_lm.errors import KlmError
+    from knowledge_lm.run.config import validate_sweep
 
     with pytest.raises(KlmError, match="variants"):
         validate_sweep({"dataset": "generated", "methods": ["baseline"], "variants": {"a/b": {}}}, "test")
@@ -278,7 +278,7 @@ def kept_result(results, method, seed, value, predicted, variant="", fraction=1.
     gold's sha256 as a cell writes it; ``predicted(gold)``: its predictions of the recomputed gold."""
     from test_gold import generated_result
 
-    from knowledge_lm.gold import report_gold
+    from knowledge_lm.report.gold import report_gold
     from knowledge_lm.results import predictions_path, write_predictions
 
     result = {
@@ -303,8 +303,8 @@ def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
     """Kept predictions add the paired bootstrap's 95 % interval of Δ and its p, against the gold recomputed from
     the data; identical predictions give [0, 0] and p 1, a method right where the baseline is wrong a positive
     interval and p 0; regenerated without its cache, the page is the same bytes."""
-    from knowledge_lm.bootstrap import paired_bootstrap
-    from knowledge_lm.gold import report_gold
+    from knowledge_lm.report.bootstrap import paired_bootstrap
+    from knowledge_lm.report.gold import report_gold
     from knowledge_lm.results import predictions_path
 
     results = tmp_path / "results"
@@ -349,7 +349,7 @@ def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
 def test_predictions_of_another_gold_or_without_data_are_not_kept(tmp_path, monkeypatch, capsys):
     """A file whose gold_sha256 is not the recomputed gold's (e.g. a DDP cell's, in rank order) counts as not kept,
     with a warning naming the cell; without the dataset in the data directory the columns show —."""
-    from knowledge_lm.gold import split_gold
+    from knowledge_lm.report.gold import split_gold
     from knowledge_lm.results import predictions_path, read_predictions, write_predictions
 
     results = tmp_path / "results"

@@ -6,8 +6,8 @@ import pytest
 
 from knowledge_lm.cli import main
 from knowledge_lm.errors import KlmError
+from knowledge_lm.methods.task_model import MethodOptions
 from knowledge_lm.registry import METHODS
-from knowledge_lm.task_model import MethodOptions
 
 SWEEP = """\
 dataset: generated

@@ -10,7 +10,6 @@ import torch
 from helpers import SHARED, needs_shared, write
 from torch import nn
 
-from knowledge_lm import probe as probe_module
 from knowledge_lm.data.cosmosqa import SPEC as COSMOS_SPEC
 from knowledge_lm.data.cosmosqa import CosmosQADataModule
 from knowledge_lm.data.squad import SquadFormatDataModule
@@ -27,6 +26,7 @@ from knowledge_lm.tasks.extractive_qa import (
     token_f1,
 )
 from knowledge_lm.tasks.multiple_choice import MultipleChoiceTask
+from knowledge_lm.tools import probe as probe_module
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from knowledge_lm.config import validate_sweep
-from knowledge_lm.runner import cell_command, cell_state, run_sweep, sweep_cells
+from knowledge_lm.run.config import validate_sweep
+from knowledge_lm.run.runner import cell_command, cell_state, run_sweep, sweep_cells
 
 
 def small_sweep(**train):
@@ -62,8 +62,8 @@ def test_killed_cell_resumes_and_nothing_runs_twice(tmp_path):
 
 def launched_on(tmp_path, monkeypatch, gpus, jobs, overrides=None, seeds=(1, 2, 3, 4, 5)):
     """Which CUDA_VISIBLE_DEVICES each cell process got (the processes are stand-ins that fail at once)."""
-    from knowledge_lm import runner
-    from knowledge_lm.config import validate_sweep
+    from knowledge_lm.run import runner
+    from knowledge_lm.run.config import validate_sweep
 
     launched = []
 
@@ -112,10 +112,10 @@ def test_ddp_cells_get_disjoint_gpu_groups(tmp_path, monkeypatch):
 def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
     import gzip
 
-    from knowledge_lm.cell import run_cell
-    from knowledge_lm.config import TrainConfig
-    from knowledge_lm.gold import report_gold
+    from knowledge_lm.report.gold import report_gold
     from knowledge_lm.results import Cell, gold_sha256, load_results, predictions_path
+    from knowledge_lm.run.cell import run_cell
+    from knowledge_lm.run.config import TrainConfig
 
     cell = Cell("baseline", "generated", "facts", 1.0, 1, "tiny")
     result = run_cell(
@@ -143,8 +143,8 @@ def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
 def test_klm_cell_runs_one_cell_in_process_and_refuses_a_wider_selection(tmp_path, capsys):
     """The entry a launcher starts on every node of a multi-node cell; the step budget counts every node's batch."""
     from knowledge_lm.cli import main
-    from knowledge_lm.config import TrainConfig
     from knowledge_lm.results import load_results
+    from knowledge_lm.run.config import TrainConfig
 
     common = [
         "cell",
@@ -188,8 +188,8 @@ def test_rerun_without_predictions_supersedes_old_results_and_keeps_them(tmp_pat
 
 def test_failed_rerun_leaves_the_old_result_in_place(tmp_path, monkeypatch):
     """The old result moves to superseded/ only for the re-run's sake: when the re-run fails, it comes back."""
-    from knowledge_lm import runner
     from knowledge_lm.results import predictions_path
+    from knowledge_lm.run import runner
 
     results, runs = tmp_path / "results", tmp_path / "runs"
     sweep = small_sweep()
@@ -219,7 +219,7 @@ def test_training_losses_are_logged_every_log_every_n_steps():
     """Logging every step costs host time (and a device sync under a progress bar); a logger writes every n."""
     from types import SimpleNamespace
 
-    from knowledge_lm.task_model import logs_this_step
+    from knowledge_lm.methods.task_model import logs_this_step
 
     every_50 = SimpleNamespace(log_every_n_steps=50)
     assert [step for step in range(120) if logs_this_step(SimpleNamespace(_trainer=every_50, global_step=step))] == [

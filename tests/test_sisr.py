@@ -252,9 +252,9 @@ def test_k_thresh_auto_is_the_90th_percentile_of_the_train_split_s_entity_df():
 
 
 def test_bert_sr_trains_as_a_cell(tmp_path):
-    from knowledge_lm.cell import run_cell
-    from knowledge_lm.config import TrainConfig
     from knowledge_lm.results import Cell
+    from knowledge_lm.run.cell import run_cell
+    from knowledge_lm.run.config import TrainConfig
 
     train = TrainConfig(batch_size=8, max_steps=3, evaluations=1, max_length=32, method_options={"sr_weight": 0.01})
     result = run_cell(

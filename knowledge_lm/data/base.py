@@ -26,7 +26,7 @@ SELECTION_SPLIT = "dev"
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """What a task predicts and how it is scored (metric names as in ``knowledge_lm.metrics``)."""
+    """What a task predicts and how it is scored (metric names as in ``knowledge_lm.tasks.metrics``)."""
 
     name: str
     kind: str  # a registered task kind (knowledge_lm/tasks): classification, regression, ...
@@ -270,7 +270,7 @@ class TaskDataModule(pl.LightningDataModule):
 
     def evaluation_loader(self, split: str) -> DataLoader:
         """The loader the model evaluates ``split`` with. Before ``setup`` it tokenizes that split alone, without
-        knowledge features: what recomputing the split's gold needs (``knowledge_lm.gold``), not the train
+        knowledge features: what recomputing the split's gold needs (``knowledge_lm.report.gold``), not the train
         split's tokenization."""
         if self.encoded is not None:
             return self._loader(self.encoded[split], False, self.eval_batch_size)

@@ -1,11 +1,11 @@
 """The plain fine-tuned encoder: the baseline every table compares against.
 
-Nothing is added to :class:`~knowledge_lm.task_model.TaskModel`: [CLS] features, a task head,
+Nothing is added to :class:`~knowledge_lm.methods.task_model.TaskModel`: [CLS] features, a task head,
 the task loss, AdamW with warm-up and linear decay.
 """
 
+from knowledge_lm.methods.task_model import TaskModel
 from knowledge_lm.registry import register_method
-from knowledge_lm.task_model import TaskModel
 
 
 @register_method("baseline", "bert")

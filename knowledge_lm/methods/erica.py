@@ -44,13 +44,13 @@ import torch
 from torch.nn import functional as F
 
 from knowledge_lm.errors import KlmError
-from knowledge_lm.heads import IGNORE, MLMHead, mask_tokens, mean_pool_spans
 from knowledge_lm.methods.baseline import Baseline
-from knowledge_lm.optim import adamw_with_warmup
+from knowledge_lm.methods.optim import adamw_with_warmup
+from knowledge_lm.methods.task_model import logs_this_step
 from knowledge_lm.registry import register_method
-from knowledge_lm.task_model import logs_this_step
+from knowledge_lm.run.trainer import build_trainer
 from knowledge_lm.tasks.docre import token_span
-from knowledge_lm.trainer import build_trainer
+from knowledge_lm.tasks.heads import IGNORE, MLMHead, mask_tokens, mean_pool_spans
 
 TAU = 0.05
 MAX_NEGATIVES = 64  # negatives per document (footnote 5: no_relation pairs included)

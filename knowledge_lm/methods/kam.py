@@ -69,8 +69,8 @@ from torch.nn import functional as F
 from knowledge_lm.backbones import encoder_layers
 from knowledge_lm.errors import KlmError
 from knowledge_lm.methods.sisr import SelectiveInjection, SelectiveInjectionOptions, SelectivelyInjected
+from knowledge_lm.methods.task_model import MethodOptions, TaskModel
 from knowledge_lm.registry import register_method
-from knowledge_lm.task_model import MethodOptions, TaskModel
 
 MAP_NAMES = ("entity", "phrase", "pmi", "kg")
 DEFAULT_MAPS = ("entity", "phrase", "pmi")

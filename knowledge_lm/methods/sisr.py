@@ -29,8 +29,8 @@ from typing import Literal
 import torch
 
 from knowledge_lm.errors import KlmError
+from knowledge_lm.methods.task_model import MethodOptions, TaskModel
 from knowledge_lm.registry import register_method
-from knowledge_lm.task_model import MethodOptions, TaskModel
 
 
 def smallest_eigenvectors(gram: torch.Tensor, k: int, chunks: int = 6, power: int = 64) -> torch.Tensor:

@@ -38,8 +38,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from knowledge_lm.heads import mean_pool_spans
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TaskKind, register_task_kind, tokenize_with_offsets
+from knowledge_lm.tasks.heads import mean_pool_spans
 
 NA = 0  # the "no relation" class: the adaptive threshold
 BLOCK_SIZE = 64  # ATLOP's group bilinear block size (shrunk to divide small hidden sizes)

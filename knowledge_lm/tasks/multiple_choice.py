@@ -14,10 +14,10 @@ per example, while a multiple-choice example is ``c`` sequences, so ``texts`` re
 import torch
 from torch import nn
 
-from knowledge_lm import metrics
 from knowledge_lm.errors import KlmError
-from knowledge_lm.heads import ClassifierHead
+from knowledge_lm.tasks import metrics
 from knowledge_lm.tasks.base import TaskKind, register_task_kind
+from knowledge_lm.tasks.heads import ClassifierHead
 
 TOKEN_COLUMNS = ("input_ids", "token_type_ids", "attention_mask")
 

@@ -28,9 +28,9 @@ from torch import nn
 from transformers import DataCollatorWithPadding
 
 from knowledge_lm.errors import KlmError
-from knowledge_lm.heads import ClassifierHead, mean_pool_spans
 from knowledge_lm.knowledge.annotate import align_char_spans
 from knowledge_lm.tasks.base import TaskKind, register_task_kind, tokenize_with_offsets
+from knowledge_lm.tasks.heads import ClassifierHead, mean_pool_spans
 
 HEAD_ROLES = ("e1", "head", "subj")
 TAIL_ROLES = ("e2", "tail", "obj")

@@ -8,10 +8,10 @@ from torch import nn
 from torch.nn import functional as F
 from transformers import DataCollatorWithPadding
 
-from knowledge_lm import metrics
 from knowledge_lm.data.subsets import quantile_bins
-from knowledge_lm.heads import ClassifierHead
+from knowledge_lm.tasks import metrics
 from knowledge_lm.tasks.base import TaskKind, register_task_kind
+from knowledge_lm.tasks.heads import ClassifierHead
 
 
 class ClsHead(nn.Module):

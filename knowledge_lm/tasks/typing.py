@@ -36,9 +36,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from knowledge_lm.heads import ClassifierHead, mean_pool_spans
 from knowledge_lm.knowledge.annotate import align_char_spans
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TaskKind, register_task_kind, tokenize_with_offsets
+from knowledge_lm.tasks.heads import ClassifierHead, mean_pool_spans
 
 
 def ratio(numerator: float, denominator: float) -> float:

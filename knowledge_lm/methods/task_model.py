@@ -16,10 +16,10 @@ import pytorch_lightning as pl
 import torch
 
 from knowledge_lm.backbones import encoder_layers
-from knowledge_lm.config import parse_bool
 from knowledge_lm.data.base import SELECTION_SPLIT
 from knowledge_lm.errors import KlmError
-from knowledge_lm.optim import adamw_with_warmup
+from knowledge_lm.methods.optim import adamw_with_warmup
+from knowledge_lm.run.config import parse_bool
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TASK_KINDS
 
 

@@ -1,6 +1,6 @@
 """One cell — (method, dataset, task, fraction, seed) — trained and evaluated in this process.
 
-Run as ``python -m knowledge_lm.cell '<json spec>'`` by the sweep runner. The result file is written
+Run as ``python -m knowledge_lm.run.cell '<json spec>'`` by the sweep runner. The result file is written
 atomically once the cell has finished; until then a checkpoint under the run directory lets a
 crashed cell resume where it stopped.
 """
@@ -13,9 +13,7 @@ import traceback
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from knowledge_lm.config import TrainConfig
 from knowledge_lm.errors import KlmError
-from knowledge_lm.provenance import device_record, git_commit, versions
 from knowledge_lm.results import (
     FAILURE_FILE,
     LAST_CHECKPOINT,
@@ -24,7 +22,9 @@ from knowledge_lm.results import (
     write_json_atomic,
     write_predictions,
 )
-from knowledge_lm.trainer import build_model_and_data, build_trainer, method_dataset_options, resolve_precision
+from knowledge_lm.run.config import TrainConfig
+from knowledge_lm.run.provenance import device_record, git_commit, versions
+from knowledge_lm.run.trainer import build_model_and_data, build_trainer, method_dataset_options, resolve_precision
 
 
 def readable_checkpoint(path: Path) -> bool:

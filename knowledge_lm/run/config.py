@@ -11,7 +11,7 @@ from knowledge_lm.data.subsets import check_fraction
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS, METHODS
 
-BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def parse_bool(value) -> bool:

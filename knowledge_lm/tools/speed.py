@@ -20,10 +20,10 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
-from knowledge_lm.config import TrainConfig
-from knowledge_lm.provenance import device_name, git_commit, versions
 from knowledge_lm.results import compact_time
-from knowledge_lm.trainer import build_model_and_data, build_trainer
+from knowledge_lm.run.config import TrainConfig
+from knowledge_lm.run.provenance import device_name, git_commit, versions
+from knowledge_lm.run.trainer import build_model_and_data, build_trainer
 
 SPEED_DIR = "speed"
 NOISE_FLOOR = 0.95  # a method that only adds work measured this much faster than the baseline flags a noisy run
@@ -74,8 +74,8 @@ def build(
 ):
     """The method's model and a set-up generated-task data module, as a cell builds them."""
     from knowledge_lm.backbones import load_backbone
-    from knowledge_lm.config import dataset_defaults
     from knowledge_lm.registry import METHODS
+    from knowledge_lm.run.config import dataset_defaults
 
     pl.seed_everything(0, verbose=False)
     implementation = getattr(METHODS.get(method), "attn_implementation", None)

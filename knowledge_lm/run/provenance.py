@@ -20,7 +20,7 @@ def git_commit() -> dict:
     carry a stale .git of its own, whose HEAD is not the code that runs."""
     if os.environ.get("KLM_GIT_COMMIT"):
         return {"commit": os.environ["KLM_GIT_COMMIT"], "dirty": os.environ.get("KLM_GIT_DIRTY") == "1"}
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True

@@ -5,8 +5,8 @@ cuDNN's mode are the same wherever a method trains."""
 import pytorch_lightning as pl
 import torch
 
-from knowledge_lm.config import TrainConfig
 from knowledge_lm.registry import DATASETS, METHODS
+from knowledge_lm.run.config import TrainConfig
 
 # cuDNN times its algorithms once per shape and keeps the fastest. Only KAM's 3×3 convolution over the attention
 # maps runs on cuDNN: few channels (heads + maps) over b × n × n maps, a shape its heuristic choice may serve poorly.

@@ -11,10 +11,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from knowledge_lm.config import Sweep, check_method_options
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS
 from knowledge_lm.results import FAILURE_FILE, LAST_CHECKPOINT, Cell, predictions_path, restore, supersede
+from knowledge_lm.run.config import Sweep, check_method_options
 
 console = Console(stderr=True)
 
@@ -58,7 +58,7 @@ def cell_command(
         "dataset_options": sweep.variant_options(cell.variant),
         "progress": progress,
     }
-    return [sys.executable, "-m", "knowledge_lm.cell", json.dumps(spec)]
+    return [sys.executable, "-m", "knowledge_lm.run.cell", json.dumps(spec)]
 
 
 def visible_gpus() -> list[str]:

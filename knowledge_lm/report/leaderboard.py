@@ -6,8 +6,8 @@ in bold. A cell with no result is "—", never averaged over. Each method is com
 seed by seed (same seed, same train subset): a paired t-test over the seeds both ran; ↑ / ↓ after a
 cell mark a difference with p < 0.05 (with 3 seeds only a large, consistent one qualifies), and a
 table per task gives Δ, n and p, and, where both kept their predictions, the paired bootstrap over test
-examples (``knowledge_lm.bootstrap``: 95 % interval of Δ and its p). A cell's predictions count as kept where
-the reported split's gold, recomputed from the data directory (``knowledge_lm.gold``), has the sha256 its
+examples (``knowledge_lm.report.bootstrap``: 95 % interval of Δ and its p). A cell's predictions count as kept where
+the reported split's gold, recomputed from the data directory (``knowledge_lm.report.gold``), has the sha256 its
 predictions file holds. The papers' own numbers appear only as reference rows marked †, from
 ``benchmarks/references.yaml``. Output is deterministic: the same results and data give the same bytes.
 
@@ -27,9 +27,9 @@ from typing import NamedTuple
 import pandas as pd
 import yaml
 
-from knowledge_lm.config import BENCHMARKS_DIR
 from knowledge_lm.registry import DATASETS
 from knowledge_lm.results import PROBES_DIR, gold_sha256, predictions_path, read_predictions, result_files
+from knowledge_lm.run.config import BENCHMARKS_DIR
 
 MISSING = "—"
 SIGNIFICANCE = 0.05
@@ -103,7 +103,7 @@ def mark(comparison: dict | None) -> str:
 def bootstrap_comparison(
     frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, golds: dict[str, list]
 ) -> dict | None:
-    """The paired bootstrap over test examples (``knowledge_lm.bootstrap``) of the seeds where the method and the
+    """The paired bootstrap over test examples (``knowledge_lm.report.bootstrap``) of the seeds where the method and the
     baseline both kept predictions of the same gold (``golds``: gold answers by their sha256); None unless every
     paired seed has them."""
     ours, baseline = (by_seed(frame, name, fraction, task, metric, "predictions") for name in (method, "baseline"))
@@ -117,7 +117,7 @@ def bootstrap_comparison(
     }
     if len(hashes) != 1:
         return None
-    from knowledge_lm.bootstrap import paired_bootstrap
+    from knowledge_lm.report.bootstrap import paired_bootstrap
 
     dataset = frame["dataset"].iloc[0]
     return paired_bootstrap(
@@ -151,7 +151,7 @@ def frequency_buckets(
     from any cell that kept them (knowledge methods do); every method with kept predictions of the same split
     and gold (``golds``: gold answers by their sha256) is scored, the baseline included. None when no cell kept
     frequencies."""
-    from knowledge_lm.bootstrap import task_scorer
+    from knowledge_lm.report.bootstrap import task_scorer
 
     rows = frame[(frame.fraction == 1.0) & (frame.metric == metric) & (frame.predictions != "")].sort_values(
         ["method", "seed"]
@@ -257,7 +257,7 @@ def members_of(groups: list[str], wanted) -> list[int]:
 
 def subset_score(dataset: str, task: str, metric: str, predictions: str, gold: list, members: list[int]) -> float:
     """A kept predictions file's ``metric`` on the examples ``members``, by the task's own scorer."""
-    from knowledge_lm.bootstrap import task_scorer
+    from knowledge_lm.report.bootstrap import task_scorer
 
     predicted = kept_run(predictions)["predicted"]
     return task_scorer(dataset, task)([predicted[i] for i in members], [gold[i] for i in members])[metric]
@@ -284,11 +284,11 @@ def family_score(
     """One method's ``metric`` on one example group (a statement family): ``mean`` over the seeds of ``cells`` (their
     ``metrics_by_group`` where recorded, else their kept predictions scored on the group); where every seed kept
     predictions of the same gold and groups, ``interval``: the 95 % bootstrap interval over the group's examples,
-    the same draw for every seed (``knowledge_lm.bootstrap.bootstrap_interval``), and for accuracy ``chance``: the
-    share of the group's most frequent gold label. None where a seed has neither."""
+    the same draw for every seed (``knowledge_lm.report.bootstrap.bootstrap_interval``), and for accuracy
+    ``chance``: the share of the group's most frequent gold label. None where a seed has neither."""
     from collections import Counter
 
-    from knowledge_lm.bootstrap import bootstrap_interval
+    from knowledge_lm.report.bootstrap import bootstrap_interval
 
     values = []
     for cell in cells.itertuples():
@@ -392,9 +392,9 @@ def knowledge_delta(
 ) -> dict | None:
     """The method's ``metric`` minus its control's over the seeds both ran: ``delta``, the mean over those seeds,
     and where both kept predictions of the same gold, ``interval``: the paired bootstrap's 95 % interval of Δ over
-    the examples (``knowledge_lm.bootstrap.paired_bootstrap``). ``groups``: only the examples of those groups
+    the examples (``knowledge_lm.report.bootstrap.paired_bootstrap``). ``groups``: only the examples of those groups
     (then None without kept predictions); None: the whole split. None where they share no seed."""
-    from knowledge_lm.bootstrap import paired_bootstrap
+    from knowledge_lm.report.bootstrap import paired_bootstrap
 
     seeds = sorted(set(ours["seed"]) & set(control["seed"]))
     if not seeds:
@@ -793,7 +793,7 @@ def figure_link(path: Path | None, caption: str) -> list[str]:
 
 
 def families_text() -> str:
-    from knowledge_lm.bootstrap import REPLICATES
+    from knowledge_lm.report.bootstrap import REPLICATES
 
     return (
         "The per-family tables come first: each cell is the mean over seeds of a method's score on one statement "
@@ -871,7 +871,7 @@ def render_dataset(
                 ]
         for task in tasks:
             if figures_dir is not None:
-                from knowledge_lm.figures import fraction_curves
+                from knowledge_lm.report.figures import fraction_curves
 
                 curves = plain[(plain.task == task) & (plain.metric == main_metric[task])]
                 out += figure_link(
@@ -893,7 +893,7 @@ def render_dataset(
                 ]
                 out += variants_table(varied, task, main_metric[task], references) + [""]
                 if figures_dir is not None:
-                    from knowledge_lm.figures import variant_curves
+                    from knowledge_lm.report.figures import variant_curves
 
                     metric = main_metric[task]
                     curves = varied[(varied.task == task) & (varied.metric == metric)]
@@ -911,7 +911,7 @@ def render_dataset(
             if figures_dir is not None:
                 spectra = full_data_spectra(plain[plain.task == task])
                 if spectra:
-                    from knowledge_lm.figures import spectrum_curves
+                    from knowledge_lm.report.figures import spectrum_curves
 
                     out += figure_link(
                         spectrum_curves(
@@ -940,7 +940,7 @@ def render_dataset(
                 ]
                 out.append("")
                 if figures_dir is not None:
-                    from knowledge_lm.figures import bucket_bars
+                    from knowledge_lm.report.figures import bucket_bars
 
                     out += figure_link(
                         bucket_bars(
@@ -980,10 +980,10 @@ def kept_predictions(
     files: list[tuple[Path, dict]], data_dir=None
 ) -> tuple[list[tuple[Path, str] | None], dict[str, list]]:
     """Per result file, its predictions file and their gold's sha256 where that is the sha256 of the reported
-    split's gold recomputed from ``data_dir`` (``knowledge_lm.gold``; None: as ``klm bench`` resolves it), else
+    split's gold recomputed from ``data_dir`` (``knowledge_lm.report.gold``; None: as ``klm bench`` resolves it), else
     None: no predictions file, no data, or a mismatch (a one-line warning names the cell); and those gold answers
     by their sha256."""
-    from knowledge_lm.gold import report_gold, warn
+    from knowledge_lm.report.gold import report_gold, warn
 
     kept, golds = [], {}
     for path, result in files:
@@ -1009,9 +1009,9 @@ def kept_groups(
     files: list[tuple[Path, dict]], kept: list[tuple[Path, str] | None], golds: dict[str, list], data_dir=None
 ) -> tuple[list[str], dict[str, list[str]]]:
     """Per result file with kept predictions (``kept_predictions``), the sha256 of its reported split's example
-    groups (``knowledge_lm.gold.report_groups``: the generated task's statement families), else "" (no groups, or
+    groups (``knowledge_lm.report.gold.report_groups``: the generated task's statement families), else "" (no groups, or
     not one per gold answer); and those groups by their sha256."""
-    from knowledge_lm.gold import report_groups
+    from knowledge_lm.report.gold import report_groups
 
     digests, groupings = [], {}
     for (_, result), predictions in zip(files, kept):
@@ -1042,7 +1042,7 @@ def write_leaderboards(results_dir=Path("results"), out_dir=Path("leaderboards")
         written.append(path)
     speed_records = sorted((Path(results_dir) / "speed").glob("*.json"))
     if speed_records:
-        from knowledge_lm.speed import render_speed
+        from knowledge_lm.tools.speed import render_speed
 
         path = out_dir / "speed.md"
         path.write_text(render_speed([json.loads(p.read_text()) for p in speed_records]))

@@ -1,6 +1,6 @@
 """Paired bootstrap over test examples (Efron & Tibshirani; Berg-Kirkpatrick et al. 2012) from the predictions
 each cell keeps beside its result (``<cell>.predictions.json.gz``) and the reported split's gold, recomputed
-from the data directory (``knowledge_lm.gold``: the files keep only its sha256).
+from the data directory (``knowledge_lm.report.gold``: the files keep only its sha256).
 
 A replicate draws the reported split's examples with replacement, the same draw for every seed and for both
 methods, and scores each seed's predictions on it with the task's own scorer; the method's value is the mean

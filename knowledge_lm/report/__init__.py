@@ -1,0 +1,1 @@
+"""From the results store to the leaderboards: gold recomputation, bootstrap comparisons, figures, pages."""

@@ -1,0 +1,1 @@
+"""Measurement tools beside the pipeline: step speed, LAMA probing, attention-map figures."""
