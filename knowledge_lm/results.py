@@ -8,6 +8,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from knowledge_lm.errors import KlmError
 
@@ -16,6 +17,45 @@ DEFAULT_RUNS_DIR = Path("runs")
 # A cell's run directory (``Cell.run_dir``) holds its newest checkpoint while it runs and its error if it failed.
 LAST_CHECKPOINT = "last.ckpt"
 FAILURE_FILE = "failed.json"
+
+
+class CellRecord(TypedDict):
+    """What a result names its cell by (``Cell``'s fields; ``backbone`` its label)."""
+
+    method: str
+    dataset: str
+    task: str
+    fraction: float
+    seed: int
+    backbone: str
+    variant: str
+
+
+class _CellResultRequired(TypedDict):
+    cell: CellRecord
+    config: dict  # {"train": TrainConfig's fields, "dataset_options": ...}
+    git: dict  # {"commit", "dirty"}
+    versions: dict  # library → version
+    device: dict  # {"accelerator", "name", "count", "precision", ...}
+    backbone: dict  # BackboneInfo: name, path, checksum, pretrained_from, ...
+    data: dict  # {"subset_seed", "subset_hash", "train_size", "eval_sizes", "data_dir"}
+    budget: dict  # TrainConfig.budget: max_steps, eval_every_steps, per_device_batch_size, ...
+    report_split: str
+    metrics: dict[str, dict[str, float]]  # split → metric → value, at the best dev evaluation
+    wall_time_s: float
+
+
+class CellResult(_CellResultRequired, total=False):
+    """One finished cell's result file, as ``knowledge_lm.run.cell`` writes it and the report reads it. The keys
+    below came later than the store's first results, so an older file may lack them."""
+
+    schema: int
+    selection: dict  # {"split": "dev", "metric", "step", "epoch"}: the evaluation reported
+    metrics_by_group: dict[str, dict[str, float]]  # example group → {"examples", metric → value}, reported split
+    method_stats: dict  # what the method measured of its own run (e.g. SI's kept share)
+    evaluations: list[dict]  # every evaluation: step, epoch, split → metrics
+    resumed_from_checkpoint: bool
+    finished_at: str
 
 
 @dataclass(frozen=True)
@@ -178,7 +218,7 @@ def strip_gold(path: Path) -> bool:
     return True
 
 
-def result_files(results_dir: Path) -> list[tuple[Path, dict]]:
+def result_files(results_dir: Path) -> list[tuple[Path, CellResult]]:
     """Every finished cell's result with its file (what lives under ``NOT_CELLS``: zero-shot probes, speed
     records, superseded results and pretraining records, is not a cell)."""
     results = []
@@ -192,7 +232,7 @@ def result_files(results_dir: Path) -> list[tuple[Path, dict]]:
     return results
 
 
-def load_results(results_dir: Path) -> list[dict]:
+def load_results(results_dir: Path) -> list[CellResult]:
     return [result for _, result in result_files(results_dir)]
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 import yaml
 
 from knowledge_lm.registry import DATASETS
-from knowledge_lm.results import PROBES_DIR, gold_sha256, predictions_path, read_predictions, result_files
+from knowledge_lm.results import PROBES_DIR, CellResult, gold_sha256, predictions_path, read_predictions, result_files
 from knowledge_lm.run.config import BENCHMARKS_DIR
 
 MISSING = "—"
@@ -572,7 +572,7 @@ def knowledge_used_table(
 
 
 def results_frame(
-    results: list[dict], predictions: list[tuple[Path, str] | None] | None = None, groups: list[str] | None = None
+    results: list[CellResult], predictions: list[tuple[Path, str] | None] | None = None, groups: list[str] | None = None
 ) -> pd.DataFrame:
     """One row per result and metric; ``predictions[i]``: result i's kept predictions file and its gold's sha256
     (``kept_predictions``), or None; ``groups[i]``: the sha256 of its examples' groups (``kept_groups``), or ""."""

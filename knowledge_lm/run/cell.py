@@ -18,6 +18,7 @@ from knowledge_lm.results import (
     FAILURE_FILE,
     LAST_CHECKPOINT,
     Cell,
+    CellResult,
     predictions_path,
     write_json_atomic,
     write_predictions,
@@ -64,7 +65,8 @@ def run_cell(
     runs_dir="runs",
     dataset_options: dict | None = None,
     progress: bool = True,
-) -> dict:
+) -> CellResult | dict:
+    """Train and evaluate ``cell``; its result (an empty dict on every DDP rank but 0), written to the store."""
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
 
@@ -116,7 +118,7 @@ def run_cell(
     best = model.best_evaluation()
     if best is None:
         raise KlmError(f"{cell.key}: training ended without a dev evaluation")
-    result = {
+    result: CellResult = {
         "schema": 1,
         "cell": {
             "method": cell.method,
