@@ -102,6 +102,18 @@ def tiny_tokenizer():
         return BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True)
 
 
+BUILT_IN = ("minilm", "tiny")
+
+
+def backbone_label(name: str) -> str:
+    """The backbone's name in result paths: a built-in name as it is, a local directory by its folder's name, a hub
+    name with its "/" as "--"."""
+    if name in BUILT_IN:
+        return name
+    path = Path(name).expanduser()
+    return path.name if path.is_dir() else name.replace("/", "--")
+
+
 def resolve_backbone(name: str) -> tuple[str | Path, str | None, str]:
     """``(path or hub id, weights checksum, label)`` for a backbone name other than ``tiny``."""
     if name == "minilm":

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
+from knowledge_lm.backbones import backbone_label
 from knowledge_lm.errors import KlmError
 
 DEFAULT_RESULTS_DIR = Path("results")
@@ -70,10 +71,7 @@ class Cell:
 
     @property
     def backbone_label(self) -> str:
-        if self.backbone in ("minilm", "tiny"):
-            return self.backbone
-        path = Path(self.backbone).expanduser()
-        return path.name if path.is_dir() else self.backbone.replace("/", "--")
+        return backbone_label(self.backbone)
 
     @property
     def key(self) -> str:

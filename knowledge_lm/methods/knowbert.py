@@ -25,20 +25,23 @@ Choices the paper leaves open, documented here:
 * **What δ cuts off** (option ``unlinked_spans``). Default ``"skip"``: a span none of whose candidates
   reaches δ carries no knowledge and is left out of the recontextualization's keys, so a text where no
   candidate passes leaves KAR unchanged and, with every candidate below δ, the states are the
-  backbone's (issue 5's invariant, ``tests/test_knowbert.py``). ``"null"`` is the paper's and allenai/kb's
+  backbone's (tested). ``"null"`` is the paper's and allenai/kb's
   reading: such a span takes a learned null embedding and still recontextualizes the tokens (so the output
   depends on the spans even when no entity passes).
 * **Entity table.** Fixed: a table read with ``F.embedding`` (a frozen ``nn.Embedding`` in all but
   name: a plain tensor outside the state dict, since it grows, see below). Row 0 is padding/unknown (zeros).
-  The rows are the TransE vectors of the
-  prepared KG (found in the ``setup`` hook through the trainer's data module, as ``prepare`` found it):
+  The rows are the TransE vectors of the prepared KG (found in the ``setup`` hook through the trainer's data
+  module, as ``prepare`` found it):
   ``cached_transe`` into ``<cache_dir>/kg_embeddings``, which loads what ``klm prepare --kg-embeddings``
   trained there (else trains once), or the file named by the ``entity_embeddings`` option.
   A candidate absent from the table gets ``EntityEmbeddings.lookup(qid, label)`` (the label-trigram
   fallback), computed once when a batch first needs it and appended as a new row; one without a label
   either is masked like padding. Rows are read at the norm of the LayerNorm'd span they are added to, √e
   (option ``entity_scale``: None for that, or a fixed factor): TransE's rows have unit norm, a tenth of
-  the span's at e = 100, and ``LN(s + ẽ)`` then kept almost nothing of the entity.
+  the span's at e = 100, and ``LN(s + ẽ)`` then kept almost nothing of the entity. Under the
+  ``zero_knowledge`` control every entity vector reads as zeros.
+* **New modules' rate.** KAR is new (unless it comes from a pretraining checkpoint): ``new_modules`` hands it
+  to the ``new_module_lr`` option, as allenai/kb trains KnowBERT's new layers at their own rate.
 * **Linking loss** where gold links exist (a link with exactly one candidate of prior 1.0, as ``prepare``
   stores a dataset's gold links): the official margin ranking loss against the threshold,
   ``mean max(0, margin − y (ψ − δ))`` over the span's real candidates with y = +1 for the gold one and −1
@@ -587,7 +590,7 @@ class KnowBertSISROptions(SpectralRegularizationOptions, KnowBertSIOptions):
     """KnowBERT's options, SI's and SR's."""
 
 
-@register_method("knowbert+si+sr", "sisr")
+@register_method("knowbert+si+sr")
 class KnowBertSISR(KnowBertSI):
     """KnowBERT + SI + spectral regularization of the head's batch features (Eq. 5)."""
 
