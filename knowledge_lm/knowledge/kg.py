@@ -30,6 +30,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Iterable
 
+import networkx as nx
 import numpy as np
 import scipy.sparse
 from scipy.sparse.csgraph import connected_components
@@ -153,7 +154,6 @@ class KnowledgeGraph:
     @cached_property
     def graph(self):
         """A networkx MultiDiGraph: nodes are qids (label, surface_forms, type), edges keyed by pid."""
-        import networkx as nx
 
         graph = nx.MultiDiGraph()
         graph.add_nodes_from(

@@ -30,6 +30,9 @@ from pathlib import Path
 
 from knowledge_lm.errors import KlmError
 
+# torch, transformers, spaCy and the KG code load inside the functions that use them: `klm list`, `klm status`
+# and argument errors import this module and answer before any of them loads (tests/test_cli_errors.py).
+
 LINKING_MODES = ("auto", "gold", "alias")
 FEATURES_VERSION = 4  # part of the cache key: bump when the features written per example change
 DEFAULT_KG = "wikidata_kg"

@@ -42,6 +42,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 from torch.nn import functional as F
+from torch.utils.data import DataLoader
 
 from knowledge_lm.errors import KlmError
 from knowledge_lm.methods.baseline import Baseline
@@ -593,7 +594,6 @@ def pretrain(
     """Run ``steps`` optimiser steps of ERICA on ``corpus`` (records of :func:`build_corpus`); save if asked.
 
     ``objectives``: a name of :data:`OBJECTIVES` (or its words); explicit ``use_*``/``rd_terms`` options win."""
-    from torch.utils.data import DataLoader
 
     if not corpus:
         raise KlmError("ERICA corpus is empty (no document passes the entity/relation filters)")

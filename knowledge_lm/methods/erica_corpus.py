@@ -57,8 +57,13 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from knowledge_lm.data.io import find_file, open_text
+from knowledge_lm.data.fewrel import FewRelDataModule
+from knowledge_lm.data.generated import GeneratedDataModule
+from knowledge_lm.data.io import find_file, open_text, read_jsonl, resolve_data_dir
+from knowledge_lm.data.redocred import LABELS, DocREDDataModule
 from knowledge_lm.errors import KlmError
+from knowledge_lm.knowledge.kg import read_relation_names, read_triples
+from knowledge_lm.knowledge.linking import AliasTable, EntityLinker
 from knowledge_lm.methods.erica import build_corpus, entity_keys, read_corpus, write_corpus
 
 SOURCES = ("redocred", "fewrel", "lama", "generated")
@@ -86,8 +91,6 @@ class WikidataKG:
 
     @property
     def triples(self):
-        from knowledge_lm.knowledge.kg import read_triples
-
         if self._triples is None:
             self._triples = read_triples(find_file(self.directory, "triples.tsv")) if self.available else []
         return self._triples
@@ -98,8 +101,6 @@ class WikidataKG:
 
     @property
     def relation_names(self) -> dict[str, str]:
-        from knowledge_lm.knowledge.kg import read_relation_names
-
         if self._names is None:
             path = find_file(self.directory, "relations.tsv", "properties_P_info.json") if self.directory else None
             self._names = read_relation_names(path) if path else {}
@@ -107,8 +108,6 @@ class WikidataKG:
 
     @property
     def alias_table(self):
-        from knowledge_lm.knowledge.linking import AliasTable
-
         if self._alias_table is None:
             path = find_file(self.directory, "entities.jsonl") if self.directory else None
             self._alias_table = AliasTable.from_entities_file(path) if path else AliasTable()
@@ -124,7 +123,6 @@ class WikidataKG:
 
     def link_text(self, text: str) -> list[dict]:
         """Entities of a raw text: longest non-overlapping alias matches, grouped by their best QID."""
-        from knowledge_lm.knowledge.linking import EntityLinker
 
         mentions: dict[str, list[dict]] = {}
         for mention in EntityLinker(self.alias_table, longest_only=True).link(text):
@@ -190,8 +188,6 @@ def join_sentences(sentences: list[dict], identifier: str) -> dict:
 
 # -- sources ----------------------------------------------------------------------------------
 def redocred_documents(data_dir, kg: WikidataKG) -> list[dict]:
-    from knowledge_lm.data.redocred import LABELS, DocREDDataModule
-
     documents = []
     for record in DocREDDataModule(task="revised", data_dir=data_dir).read_splits()["train"]:
         entities = [
@@ -210,8 +206,6 @@ def redocred_documents(data_dir, kg: WikidataKG) -> list[dict]:
 
 
 def fewrel_documents(data_dir, per_document: int) -> list[dict]:
-    from knowledge_lm.data.fewrel import FewRelDataModule
-
     sentences = [
         {
             "text": record["text_a"],
@@ -226,8 +220,6 @@ def fewrel_documents(data_dir, per_document: int) -> list[dict]:
 
 
 def lama_documents(data_dir, per_document: int) -> list[dict]:
-    from knowledge_lm.data.io import read_jsonl
-
     folder = Path(data_dir) / "lama" / "TREx" if data_dir else None
     paths = sorted(folder.glob("P*.jsonl*")) if folder and folder.is_dir() else []
     if not paths:
@@ -269,8 +261,6 @@ def lama_documents(data_dir, per_document: int) -> list[dict]:
 
 
 def generated_data(data_dir):
-    from knowledge_lm.data.generated import GeneratedDataModule
-
     return GeneratedDataModule(task="facts", data_dir=data_dir).generated()
 
 
@@ -347,8 +337,6 @@ def test_pairs(name: str, data_dir, kg: WikidataKG, generated=None) -> set[tuple
     """Entity-pair keys of a named test set (see the module docstring), both directions."""
     pairs: set[tuple[str, str]] = set()
     if name == "redocred":
-        from knowledge_lm.data.redocred import DocREDDataModule
-
         for record in DocREDDataModule(task="revised", data_dir=data_dir).read_splits()["test"]:
             entities = [
                 dict(entity, qid=kg.link_entity({m["name"] for m in entity["mentions"]}) if kg.available else None)
@@ -357,8 +345,6 @@ def test_pairs(name: str, data_dir, kg: WikidataKG, generated=None) -> set[tuple
             for head, tail, _ in record["label"]:
                 pairs |= pair_keys(entities[head], entities[tail], record["text_a"])
     elif name == "fewrel":
-        from knowledge_lm.data.fewrel import FewRelDataModule
-
         for record in FewRelDataModule(task="main", data_dir=data_dir).read_splits()["test"]:
             head, tail = ({"qid": e["qid"], "name": e["mention"], "mentions": []} for e in record["entities"])
             pairs |= pair_keys(head, tail, record["text_a"])
@@ -399,7 +385,6 @@ def build_erica_corpus(
 
     ``kg_dir``: the Wikidata KG (default ``<data_dir>/wikidata_kg``); ``exclude_test``: test-set names
     (default: the sources' own, of :data:`TEST_SETS`; ``[]`` for none)."""
-    from knowledge_lm.data.io import resolve_data_dir
 
     sources = parse_sources(corpus)
     data_dir = resolve_data_dir(data_dir)
@@ -456,7 +441,6 @@ def cached_corpus(
     sentences_per_document: int = SENTENCES_PER_DOCUMENT,
 ) -> tuple[list[dict], Path]:
     """:func:`build_erica_corpus`, read from ``<cache_dir>/erica/<key>.jsonl`` when built before."""
-    from knowledge_lm.data.io import resolve_data_dir
 
     sources = parse_sources(corpus)
     data_dir = resolve_data_dir(data_dir)

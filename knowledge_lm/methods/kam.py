@@ -68,6 +68,8 @@ from torch.nn import functional as F
 
 from knowledge_lm.backbones import encoder_layers
 from knowledge_lm.errors import KlmError
+from knowledge_lm.knowledge.kg import KnowledgeGraph
+from knowledge_lm.methods.knowbert import prepared_kg_dir
 from knowledge_lm.methods.sisr import SelectiveInjection, SelectiveInjectionOptions, SelectivelyInjected
 from knowledge_lm.methods.task_model import MethodOptions, TaskModel
 from knowledge_lm.registry import register_method
@@ -492,9 +494,6 @@ class Kam(TaskModel):
         ``zero_knowledge``, which has none)."""
         data = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if "kg" in self.maps and self.kg is None and data is not None:
-            from knowledge_lm.knowledge.kg import KnowledgeGraph
-            from knowledge_lm.methods.knowbert import prepared_kg_dir
-
             self.kg = KnowledgeGraph.load(prepared_kg_dir(data))
         if (
             data is not None

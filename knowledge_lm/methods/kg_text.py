@@ -55,6 +55,8 @@ from torch.nn import functional as F
 
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.kg import INSTANCE_OF, KnowledgeGraph
+from knowledge_lm.knowledge.prepare import text_segments
+from knowledge_lm.methods.knowbert import prepared_kg_dir
 from knowledge_lm.methods.task_model import MethodOptions, TaskModel
 from knowledge_lm.registry import register_method
 from knowledge_lm.tasks.base import ENCODER_INPUTS
@@ -90,7 +92,6 @@ def linked_entities(row: dict) -> list[str]:
 
 def surface_forms(row: dict, record: dict) -> dict[str, str]:
     """Each linked entity's surface form in the record's text (its first mention's characters)."""
-    from knowledge_lm.knowledge.prepare import text_segments
 
     texts = dict(text_segments(record))
     surfaces = {}
@@ -268,8 +269,6 @@ class KgText(TaskModel):
 
     @staticmethod
     def load_kg(data) -> KnowledgeGraph:
-        from knowledge_lm.methods.knowbert import prepared_kg_dir
-
         return KnowledgeGraph.load(prepared_kg_dir(data))
 
     def verbalise_rows(self, data, kg: KgFacts, tokenizer) -> dict:

@@ -75,6 +75,9 @@ from torch.nn import functional as F
 
 from knowledge_lm.backbones import encoder_layers
 from knowledge_lm.errors import KlmError
+from knowledge_lm.knowledge.kg import KnowledgeGraph
+from knowledge_lm.knowledge.kg_embeddings import EntityEmbeddings, cached_transe
+from knowledge_lm.knowledge.prepare import KnowledgeConfig, knowledge_graph_dir
 from knowledge_lm.methods.optim import adamw_with_warmup
 from knowledge_lm.methods.sisr import (
     SelectiveInjection,
@@ -375,7 +378,6 @@ def linking_loss(scores: torch.Tensor, knowledge: KnowledgeTensors, threshold: f
 def prepared_kg_dir(data_module) -> Path:
     """The KG the data module's prepared features link into (found again, not read from a manifest's
     absolute path, so a cache carried to another machine still works)."""
-    from knowledge_lm.knowledge.prepare import KnowledgeConfig, knowledge_graph_dir
 
     if getattr(data_module, "knowledge", None) is None:
         raise KlmError("knowbert needs a data module with knowledge features (dataset option knowledge={})")
@@ -386,8 +388,6 @@ def prepared_kg_dir(data_module) -> Path:
 def load_entity_table(kg_dir: Path | None, cache_dir, path: str | None = None):
     """``(EntityEmbeddings, qid → label)``: from ``path``, else TransE of the KG (trained once, cached where
     ``klm prepare --kg-embeddings`` puts it)."""
-    from knowledge_lm.knowledge.kg import KnowledgeGraph
-    from knowledge_lm.knowledge.kg_embeddings import EntityEmbeddings, cached_transe
 
     kg = KnowledgeGraph.load(kg_dir) if kg_dir is not None else None
     labels = {qid: entity.label for qid, entity in kg.entities.items()} if kg is not None else {}

@@ -13,7 +13,13 @@ import traceback
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import ModelCheckpoint
+
+from knowledge_lm.backbones import load_backbone
 from knowledge_lm.errors import KlmError
+from knowledge_lm.registry import METHODS
 from knowledge_lm.results import (
     FAILURE_FILE,
     LAST_CHECKPOINT,
@@ -30,7 +36,6 @@ from knowledge_lm.run.trainer import build_model_and_data, build_trainer, method
 
 def readable_checkpoint(path: Path) -> bool:
     """A checkpoint a killed process may have left half-written is dropped, and the cell starts over."""
-    import torch
 
     if not path.is_file():
         return False
@@ -67,11 +72,6 @@ def run_cell(
     progress: bool = True,
 ) -> CellResult | dict:
     """Train and evaluate ``cell``; its result (an empty dict on every DDP rank but 0), written to the store."""
-    import pytorch_lightning as pl
-    from pytorch_lightning.callbacks import ModelCheckpoint
-
-    from knowledge_lm.backbones import load_backbone
-    from knowledge_lm.registry import METHODS
 
     started = time.time()
     run_dir = cell.run_dir(runs_dir)

@@ -15,8 +15,18 @@ The figure is drawn on a bare ``matplotlib.figure.Figure`` (the Agg canvas), so 
 from pathlib import Path
 
 import torch
+from matplotlib.figure import Figure
 
+from knowledge_lm.backbones import encoder_layers, load_backbone
+from knowledge_lm.data.base import TaskSpec
 from knowledge_lm.errors import KlmError
+from knowledge_lm.knowledge.annotate import Annotator
+from knowledge_lm.knowledge.kg import KnowledgeGraph
+from knowledge_lm.knowledge.linking import AliasTable, EntityLinker
+from knowledge_lm.knowledge.prepare import KnowledgeConfig, example_features, pmi_statistics
+from knowledge_lm.methods.kam import Kam
+from knowledge_lm.registry import METHODS
+from knowledge_lm.tasks.base import ENCODER_INPUTS, TASK_KINDS, tokenize_with_offsets
 
 
 def sentence_features(
@@ -29,12 +39,6 @@ def sentence_features(
     phrases: str = "noun_chunks",
 ) -> dict:
     """The knowledge features ``klm prepare`` would store for ``text`` as a one-example dataset."""
-    from knowledge_lm.data.base import TaskSpec
-    from knowledge_lm.knowledge.annotate import Annotator
-    from knowledge_lm.knowledge.kg import KnowledgeGraph
-    from knowledge_lm.knowledge.linking import AliasTable, EntityLinker
-    from knowledge_lm.knowledge.prepare import KnowledgeConfig, example_features, pmi_statistics
-    from knowledge_lm.tasks.base import TASK_KINDS, tokenize_with_offsets
 
     config = KnowledgeConfig.from_dict(
         {"kg_dir": kg_dir, "pmi_corpus": pmi_corpus, "annotator": annotator, "phrases": phrases}
@@ -118,13 +122,6 @@ def render_attention(
     seed: int = 0,
 ) -> Path:
     """Draw the two attention maps of ``text`` to the PNG ``out``; returns its path."""
-    from matplotlib.figure import Figure
-
-    from knowledge_lm.backbones import encoder_layers, load_backbone
-    from knowledge_lm.data.base import TaskSpec
-    from knowledge_lm.methods.kam import Kam
-    from knowledge_lm.registry import METHODS
-    from knowledge_lm.tasks.base import ENCODER_INPUTS
 
     if not text or not text.strip():
         raise KlmError("attention: --text is empty")
@@ -157,7 +154,6 @@ def render_attention(
     if "kg" in kam.maps:
         if not kg_dir:
             raise KlmError("attention: the kg map needs --kg-dir")
-        from knowledge_lm.knowledge.kg import KnowledgeGraph
 
         kam.load_kg(KnowledgeGraph.load(Path(kg_dir).expanduser()))
     inputs = dict(tokenizer(text, truncation=True, max_length=max_length, return_tensors="pt"))

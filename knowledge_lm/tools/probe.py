@@ -16,6 +16,8 @@ left out of the means.
 from statistics import mean
 
 import torch
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+from transformers.utils import logging as transformers_logging
 
 from knowledge_lm.backbones import resolve_backbone
 from knowledge_lm.data.io import resolve_data_dir
@@ -30,8 +32,6 @@ NO_MLM_HEAD = (
 
 def load_masked_lm(backbone_name: str):
     """``(model, tokenizer, where)`` of a checkpoint with a trained masked-LM head, in eval mode."""
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-    from transformers.utils import logging as transformers_logging
 
     if backbone_name == "tiny":  # randomly initialised, encoder only
         raise KlmError(NO_MLM_HEAD.format(name=backbone_name))

@@ -19,9 +19,13 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
+from torch.utils.flop_counter import FlopCounterMode
+from transformers import BertConfig, BertModel
 
+from knowledge_lm.backbones import load_backbone, load_tokenizer
+from knowledge_lm.registry import METHODS
 from knowledge_lm.results import compact_time
-from knowledge_lm.run.config import TrainConfig
+from knowledge_lm.run.config import TrainConfig, dataset_defaults
 from knowledge_lm.run.provenance import device_name, git_commit, versions
 from knowledge_lm.run.trainer import build_model_and_data, build_trainer
 
@@ -55,9 +59,6 @@ def bert_base_shaped(attn_implementation, tokenizer_from: str):
     """A randomly initialised encoder of BERT-base's shape (12 layers, hidden 768), the papers' backbone: step
     times do not depend on the weights, and at MiniLM's size a step is launch-bound, which inflates any
     extra module's share."""
-    from transformers import BertConfig, BertModel
-
-    from knowledge_lm.backbones import load_tokenizer
 
     config = BertConfig(attn_implementation=attn_implementation or "sdpa")
     return BertModel(config, add_pooling_layer=False), load_tokenizer(tokenizer_from)
@@ -73,9 +74,6 @@ def build(
     compile: str | None = None,
 ):
     """The method's model and a set-up generated-task data module, as a cell builds them."""
-    from knowledge_lm.backbones import load_backbone
-    from knowledge_lm.registry import METHODS
-    from knowledge_lm.run.config import dataset_defaults
 
     pl.seed_everything(0, verbose=False)
     implementation = getattr(METHODS.get(method), "attn_implementation", None)
@@ -100,7 +98,6 @@ def trainer_for(steps: int, callbacks=()) -> pl.Trainer:
 def step_flops(model, data) -> float:
     """FLOPs of one training step's forward and backward on the first batch (the optimiser's are negligible), on a
     model that has been through ``fit`` (so its setup hooks, entity tables and loader hooks, have run)."""
-    from torch.utils.flop_counter import FlopCounterMode
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device)
