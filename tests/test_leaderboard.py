@@ -85,7 +85,7 @@ def test_references_are_well_formed():
 
 def test_rows_of_a_dataset_not_here_show_with_the_one_named():
     """ERICA's Table 3 is on FIGER (not in the shared data): its rows show on the OpenEntity page, named as FIGER's."""
-    from knowledge_lm.report.leaderboard import load_references
+    from knowledge_lm.report.references import load_references
 
     rows = [ref["row"] for ref in load_references("openentity") if ref["paper"] == "003"]
     assert "ERICA_BERT on figer" in rows and all(row.endswith(" on figer") for row in rows)

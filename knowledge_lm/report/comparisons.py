@@ -1,0 +1,345 @@
+"""Each method compared: with the baseline seed by seed, on each example group, and with its counterfactual controls.
+
+Against the baseline: a paired t-test over the seeds both ran (``SIGNIFICANCE``), and where both kept predictions of
+the same gold, the paired bootstrap over test examples (``knowledge_lm.report.bootstrap``). Per statement family
+(the generated task's text, type, one_hop, two_hop): a method's score with a bootstrap interval over the family's
+examples and the family's chance level. Against its controls (``KNOWLEDGE_CONTROLS``: the same cells with the
+knowledge shuffled or zeroed, or ERICA's MLM-only checkpoint): Δ with a paired bootstrap interval over the examples.
+At 100 %, each method scored per entity-frequency bucket of the reported split's examples.
+"""
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import NamedTuple
+
+import pandas as pd
+from scipy.stats import ttest_rel
+
+from knowledge_lm.report.bootstrap import bootstrap_interval, paired_bootstrap, task_scorer
+from knowledge_lm.report.frame import MISSING, by_seed, kept_run, seed_cells
+
+SIGNIFICANCE = 0.05
+
+
+ABOVE = " ✓"  # a 95 % interval wholly above chance (a family's score) or above 0 (a Δ)
+
+
+# The generated task's statement families in the order of the page. Text statements are answered from the sentence
+# alone; the others need the graph, and "uses the KG" asks which of those a method scores above chance on.
+GROUP_ORDER = ("text", "type", "one_hop", "two_hop")
+
+
+KNOWLEDGE_FREE_GROUPS = ("text",)
+
+
+class Control(NamedTuple):
+    """A method's counterfactual control: cells like its own but for the knowledge they get."""
+
+    variant: str  # the control cells' sweep variant ("" for none)
+    methods: dict[str, str] | None  # method → the method whose cells are its control; None: the method's own cells
+    what: str
+
+
+# The controls, found by convention, in the order a method's knowledge-used cell lists them.
+KNOWLEDGE_CONTROLS = {
+    "shuffled": Control("shuffled", None, "every entity link re-linked to a random entity of the same type"),
+    "shuffled50": Control("shuffled50", None, "half of the links re-linked so"),
+    "zeroed": Control(
+        "zeroed", None, "the method's knowledge zeroed (KnowBERT's entity table, KAM's maps, kg-text's facts)"
+    ),
+    "mlm-only": Control(
+        "", {"erica": "erica-mlm-only"}, "for ERICA, its MLM-only checkpoint pretrained on the same corpus"
+    ),
+}
+
+
+def paired_comparison(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str) -> dict | None:
+    """The method minus the baseline, seed by seed: n pairs, mean Δ, its std, the paired t-test's p (None for n < 2)."""
+    ours, baseline = (by_seed(frame, name, fraction, task, metric) for name in (method, "baseline"))
+    seeds = sorted(set(ours.index) & set(baseline.index))
+    if not seeds or method == "baseline":
+        return None
+    deltas = pd.Series([ours[s] - baseline[s] for s in seeds])
+    p_value = None
+    if len(seeds) > 1:
+        p_value = float(ttest_rel([ours[s] for s in seeds], [baseline[s] for s in seeds]).pvalue)
+        if p_value != p_value:  # identical differences: no spread, the test is undefined
+            p_value = 0.0 if deltas.abs().min() > 0 else 1.0
+    return {
+        "n": len(seeds),
+        "delta": float(deltas.mean()),
+        "std": float(deltas.std(ddof=1)) if len(seeds) > 1 else None,
+        "p": p_value,
+    }
+
+
+def bootstrap_comparison(
+    frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, golds: dict[str, list]
+) -> dict | None:
+    """The paired bootstrap over test examples (``knowledge_lm.report.bootstrap``) of the seeds where the method and the
+    baseline both kept predictions of the same gold (``golds``: gold answers by their sha256); None unless every
+    paired seed has them."""
+    ours, baseline = (by_seed(frame, name, fraction, task, metric, "predictions") for name in (method, "baseline"))
+    seeds = sorted(set(ours.index) & set(baseline.index))
+    if not seeds or not all(ours[s] and baseline[s] for s in seeds):
+        return None
+    hashes = {
+        digest
+        for name in (method, "baseline")
+        for digest in by_seed(frame, name, fraction, task, metric, "gold_sha256")[seeds]
+    }
+    if len(hashes) != 1:
+        return None
+    dataset = frame["dataset"].iloc[0]
+    return paired_bootstrap(
+        dataset, task, metric, golds[hashes.pop()], [Path(ours[s]) for s in seeds], [Path(baseline[s]) for s in seeds]
+    )
+
+
+def frequency_buckets(
+    frame: pd.DataFrame, dataset: str, task: str, metric: str, golds: dict[str, list]
+) -> tuple[list[str], dict] | None:
+    """``(bucket labels, method → metric per bucket)`` at 100 %: the reported split's examples grouped by the highest
+    train-split document frequency of their linked entities (no entity; then quartiles of that frequency), each
+    method scored on every bucket per seed with the task's scorer and averaged over seeds. The frequencies come
+    from any cell that kept them (knowledge methods do); every method with kept predictions of the same split
+    and gold (``golds``: gold answers by their sha256) is scored, the baseline included. None when no cell kept
+    frequencies."""
+    rows = frame[(frame.fraction == 1.0) & (frame.metric == metric) & (frame.predictions != "")].sort_values(
+        ["method", "seed"]
+    )
+    kept = {(row.method, row.seed): kept_run(row.predictions) for row in rows.itertuples()}
+    reference = next((run for run in kept.values() if run.get("entity_frequency")), None)
+    if reference is None:
+        return None
+    frequency = pd.Series(reference["entity_frequency"], dtype="float")
+    linked = frequency.dropna()
+    if linked.nunique() < 2:
+        return None
+    quartiles = pd.qcut(linked, 4, duplicates="drop")
+    members = [list(frequency.index[frequency.isna()])] + [
+        list(quartiles.index[quartiles == interval]) for interval in quartiles.cat.categories
+    ]
+    # Each quartile by the DFs it holds (qcut's own left edge lies just below the smallest).
+    labels = ["no entity"] + [f"DF {linked[indices].min():.0f}–{linked[indices].max():.0f}" for indices in members[1:]]
+    score = task_scorer(dataset, task)
+    gold = golds[reference["gold_sha256"]]
+    per_method: dict[str, list[float | None]] = {}
+    for method in sorted({method for method, _ in kept}):
+        runs = [run for (name, _), run in kept.items() if name == method]
+        if any(run["gold_sha256"] != reference["gold_sha256"] or run["split"] != reference["split"] for run in runs):
+            continue
+        per_method[method] = [
+            None
+            if not indices
+            else float(
+                sum(score([run["predicted"][i] for i in indices], [gold[i] for i in indices])[metric] for run in runs)
+                / len(runs)
+            )
+            for indices in members
+        ]
+    return [f"{label} ({len(indices)})" for label, indices in zip(labels, members)], per_method
+
+
+def members_of(groups: list[str], wanted) -> list[int]:
+    """The indices of the examples whose group is in ``wanted``."""
+    return [index for index, group in enumerate(groups) if group in wanted]
+
+
+def subset_score(dataset: str, task: str, metric: str, predictions: str, gold: list, members: list[int]) -> float:
+    """A kept predictions file's ``metric`` on the examples ``members``, by the task's own scorer."""
+    predicted = kept_run(predictions)["predicted"]
+    return task_scorer(dataset, task)([predicted[i] for i in members], [gold[i] for i in members])[metric]
+
+
+def shared_kept(cells: pd.DataFrame, grouped: bool) -> tuple[str, str] | None:
+    """``(gold sha256, groups sha256)`` where every cell kept predictions of that same gold (and, ``grouped``, the
+    same example groups), else None."""
+    if cells.empty or not all(cells["predictions"]) or (grouped and not all(cells["groups_sha256"])):
+        return None
+    keys = set(zip(cells["gold_sha256"], cells["groups_sha256"]))
+    return keys.pop() if len(keys) == 1 else None
+
+
+def page_groups(frame: pd.DataFrame, groupings: dict[str, list[str]]) -> list[str]:
+    """The example groups of ``frame``'s cells (from their kept predictions or their ``metrics_by_group``), in
+    ``GROUP_ORDER``, others after it by name."""
+    found = {group for digest in set(frame["groups_sha256"]) if digest for group in groupings[digest]}
+    found |= {group for by_group in frame["by_group"] if isinstance(by_group, dict) for group in by_group}
+    return sorted(
+        found, key=lambda group: (GROUP_ORDER.index(group) if group in GROUP_ORDER else len(GROUP_ORDER), group)
+    )
+
+
+def family_score(
+    cells: pd.DataFrame,
+    group: str,
+    dataset: str,
+    task: str,
+    metric: str,
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+) -> dict | None:
+    """One method's ``metric`` on one example group (a statement family): ``mean`` over the seeds of ``cells`` (their
+    ``metrics_by_group`` where recorded, else their kept predictions scored on the group); where every seed kept
+    predictions of the same gold and groups, ``interval``: the 95 % bootstrap interval over the group's examples,
+    the same draw for every seed (``knowledge_lm.report.bootstrap.bootstrap_interval``), and for accuracy
+    ``chance``: the share of the group's most frequent gold label. None where a seed has neither."""
+    values = []
+    for cell in cells.itertuples():
+        if isinstance(cell.by_group, dict) and metric in cell.by_group.get(group, {}):
+            values.append(cell.by_group[group][metric])
+        elif cell.predictions and cell.groups_sha256 and group in groupings[cell.groups_sha256]:
+            members = members_of(groupings[cell.groups_sha256], {group})
+            values.append(subset_score(dataset, task, metric, cell.predictions, golds[cell.gold_sha256], members))
+        else:
+            return None
+    if not values:
+        return None
+    found = {"mean": sum(values) / len(values), "interval": None, "chance": None}
+    kept = shared_kept(cells, grouped=True)
+    if kept is not None:
+        gold, members = golds[kept[0]], members_of(groupings[kept[1]], {group})
+        resampled = bootstrap_interval(
+            dataset, task, metric, gold, [Path(path) for path in cells["predictions"]], examples=members
+        )
+        found["interval"] = resampled["interval"] if resampled else None
+        if metric == "accuracy":
+            labels = Counter(json.dumps(gold[i], sort_keys=True) for i in members)
+            found["chance"] = 100 * max(labels.values()) / len(members)
+    return found
+
+
+def kg_verdict(scores: dict[str, dict | None]) -> str:
+    """ "yes" where a method is above chance on every family that needs the graph, "only …" naming those it is
+    above chance on, "no" on none; — where a family has no interval or chance."""
+    knowledge = [group for group in scores if group not in KNOWLEDGE_FREE_GROUPS]
+    if not knowledge or any(
+        scores[group] is None or scores[group]["interval"] is None or scores[group]["chance"] is None
+        for group in knowledge
+    ):
+        return MISSING
+    above = [group for group in knowledge if scores[group]["interval"][0] > scores[group]["chance"]]
+    return "yes" if len(above) == len(knowledge) else f"only {', '.join(above)}" if above else "no"
+
+
+def control_variant(variant: str, control: Control) -> str:
+    """The sweep variant holding ``control``'s cells for a method's cells of ``variant``: the control's own name,
+    after the variant's where the method's cells are a variant themselves (``t20k`` → ``t20k-shuffled``)."""
+    if not control.variant:
+        return variant
+    return f"{variant}-{control.variant}" if variant else control.variant
+
+
+def is_control(cell_method: str, variant: str) -> bool:
+    """Whether cells of ``cell_method`` and ``variant`` are some method's counterfactual control."""
+    return any(
+        (variant == control.variant or (control.variant and variant.endswith(f"-{control.variant}")))
+        and (control.methods is None or cell_method in control.methods.values())
+        for control in KNOWLEDGE_CONTROLS.values()
+    )
+
+
+def control_cells(
+    frame: pd.DataFrame, method: str, fraction: float, metric: str, variant: str = ""
+) -> list[tuple[str, pd.DataFrame]]:
+    """``(control name, its cells)`` for each of the counterfactual controls (``KNOWLEDGE_CONTROLS``) of ``method``'s
+    cells of ``variant`` with cells at ``fraction``."""
+    ours = seed_cells(frame, method, variant, fraction, metric)
+    if ours.empty:
+        return []
+    found = []
+    for name, control in KNOWLEDGE_CONTROLS.items():
+        if control.methods is None:
+            cells = seed_cells(frame, method, control_variant(variant, control), fraction, metric)
+        else:
+            other = control.methods.get(ours["cell_method"].iloc[0])
+            labels = sorted(frame[frame.cell_method == other]["method"].unique()) if other else []
+            cells = (
+                seed_cells(frame, labels[0], control_variant(variant, control), fraction, metric)
+                if labels
+                else ours.iloc[:0]
+            )
+        if not cells.empty:
+            found.append((name, cells))
+    return found
+
+
+def knowledge_delta(
+    ours: pd.DataFrame,
+    control: pd.DataFrame,
+    dataset: str,
+    task: str,
+    metric: str,
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+    groups=None,
+) -> dict | None:
+    """The method's ``metric`` minus its control's over the seeds both ran: ``delta``, the mean over those seeds,
+    and where both kept predictions of the same gold, ``interval``: the paired bootstrap's 95 % interval of Δ over
+    the examples (``knowledge_lm.report.bootstrap.paired_bootstrap``). ``groups``: only the examples of those groups
+    (then None without kept predictions); None: the whole split. None where they share no seed."""
+    seeds = sorted(set(ours["seed"]) & set(control["seed"]))
+    if not seeds:
+        return None
+    ours, control = (cells.set_index("seed").loc[seeds].reset_index() for cells in (ours, control))
+    kept = shared_kept(pd.concat([ours, control]), grouped=groups is not None)
+    if kept is None:
+        return (
+            None
+            if groups is not None
+            else {"delta": float((ours["value"] - control["value"]).mean()), "interval": None}
+        )
+    gold = golds[kept[0]]
+    members = None if groups is None else members_of(groupings[kept[1]], groups)
+    if groups is None:
+        delta = float((ours["value"] - control["value"]).mean())
+    else:
+        delta = sum(
+            subset_score(dataset, task, metric, mine, gold, members)
+            - subset_score(dataset, task, metric, theirs, gold, members)
+            for mine, theirs in zip(ours["predictions"], control["predictions"])
+        ) / len(seeds)
+    resampled = paired_bootstrap(
+        dataset,
+        task,
+        metric,
+        gold,
+        [Path(path) for path in ours["predictions"]],
+        [Path(path) for path in control["predictions"]],
+        examples=members,
+    )
+    return {"delta": delta, "interval": resampled["delta_interval"] if resampled else None}
+
+
+def knowledge_used(
+    frame: pd.DataFrame,
+    method: str,
+    variant: str,
+    fraction: float,
+    dataset: str,
+    task: str,
+    metric: str,
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+    groups=None,
+) -> str:
+    """A row's knowledge-used cell: Δ against each of its controls, "(control)" on a control's own row, — where
+    it has no control cells."""
+    cells = seed_cells(frame, method, variant, fraction, metric)
+    if cells.empty:
+        return MISSING
+    if is_control(cells["cell_method"].iloc[0], variant):
+        return "(control)"
+    parts = []
+    for name, control in control_cells(frame, method, fraction, metric, variant):
+        found = knowledge_delta(cells, control, dataset, task, metric, golds, groupings, groups)
+        if found is None:
+            continue
+        if found["interval"] is None:
+            parts.append(f"{name}: {found['delta']:+.1f} (no kept predictions)")
+            continue
+        low, high = found["interval"]
+        parts.append(f"{name}: {found['delta']:+.1f} [{low:+.1f}, {high:+.1f}]{ABOVE if low > 0 else ''}")
+    return "<br>".join(parts) or MISSING

@@ -1,0 +1,160 @@
+"""The results store as a pandas frame: one row per cell and metric, with the cell's kept predictions and groups.
+
+A cell's predictions count as kept where the reported split's gold, recomputed from the data directory
+(``knowledge_lm.report.gold``), has the sha256 its predictions file holds; its example groups (the generated task's
+statement families) count where there is one per gold answer. The frame's rows are looked up by method, fraction,
+task, metric and seed, and ordered for a page: each method followed by its sweep variants.
+"""
+
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+from knowledge_lm.report.gold import report_gold, report_groups, warn
+from knowledge_lm.results import CellResult, gold_sha256, predictions_path, read_predictions
+
+MISSING = "—"
+
+
+def kept_predictions(
+    files: list[tuple[Path, dict]], data_dir=None
+) -> tuple[list[tuple[Path, str] | None], dict[str, list]]:
+    """Per result file, its predictions file and their gold's sha256 where that is the sha256 of the reported
+    split's gold recomputed from ``data_dir`` (``knowledge_lm.report.gold``; None: as ``klm bench`` resolves it), else
+    None: no predictions file, no data, or a mismatch (a one-line warning names the cell); and those gold answers
+    by their sha256."""
+    kept, golds = [], {}
+    for path, result in files:
+        sidecar = predictions_path(path)
+        gold = report_gold(result, data_dir) if sidecar.is_file() else None
+        if gold is None:
+            kept.append(None)
+            continue
+        digest, stored = gold_sha256(gold), read_predictions(sidecar)
+        if stored.get("gold_sha256") != digest or stored.get("split") != result["report_split"]:
+            warn(
+                f"{path}: its kept predictions are of another gold than the data directory's {result['report_split']} "
+                "split gives; not used"
+            )
+            kept.append(None)
+            continue
+        kept.append((sidecar, digest))
+        golds[digest] = gold
+    return kept, golds
+
+
+def kept_groups(
+    files: list[tuple[Path, dict]], kept: list[tuple[Path, str] | None], golds: dict[str, list], data_dir=None
+) -> tuple[list[str], dict[str, list[str]]]:
+    """Per result file with kept predictions (``kept_predictions``), the sha256 of its reported split's example
+    groups (``knowledge_lm.report.gold.report_groups``: the generated task's statement families), else "" (no groups, or
+    not one per gold answer); and those groups by their sha256."""
+    digests, groupings = [], {}
+    for (_, result), predictions in zip(files, kept):
+        groups = report_groups(result, data_dir) if predictions else None
+        if not groups or len(groups) != len(golds[predictions[1]]):
+            digests.append("")
+            continue
+        digest = gold_sha256(groups)
+        digests.append(digest)
+        groupings[digest] = list(groups)
+    return digests, groupings
+
+
+def results_frame(
+    results: list[CellResult], predictions: list[tuple[Path, str] | None] | None = None, groups: list[str] | None = None
+) -> pd.DataFrame:
+    """One row per result and metric; ``predictions[i]``: result i's kept predictions file and its gold's sha256
+    (``kept_predictions``), or None; ``groups[i]``: the sha256 of its examples' groups (``kept_groups``), or ""."""
+    rows = []
+    for index, result in enumerate(results):
+        kept, digest = predictions[index] if predictions is not None and predictions[index] else (None, "")
+        grouping = groups[index] if groups is not None else ""
+        cell, split = {"variant": "", **result["cell"]}, result["report_split"]
+        base = result["backbone"].get("pretrained_from")
+        if base:  # from a pretraining checkpoint: a row of its base backbone's table, named by the checkpoint
+            cell["method"], cell["backbone"] = f"{cell['method']} ⟨{cell['backbone']}⟩", base
+        for metric, value in result["metrics"][split].items():
+            rows.append(
+                {
+                    **cell,
+                    "split": split,
+                    "metric": metric,
+                    "value": value,
+                    "device": result["device"]["name"],
+                    "checksum": result["backbone"]["checksum"],
+                    "weights": "/".join(Path(result["backbone"].get("path") or "built in").parts[-2:]),
+                    "commit": result["git"]["commit"][:10],
+                    "wall_time_s": result["wall_time_s"],
+                    "subset_hash": result["data"]["subset_hash"],
+                    "train_size": result["data"]["train_size"],
+                    "steps": result["budget"]["max_steps"],
+                    "batch": result["budget"]["per_device_batch_size"],
+                    "predictions": str(kept) if kept else "",
+                    "gold_sha256": digest,
+                    "groups_sha256": grouping,
+                    "cell_method": result["cell"]["method"],
+                    "by_group": result.get("metrics_by_group") or None,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+@lru_cache(maxsize=None)
+def kept_run(path: str) -> dict:
+    """A kept predictions file, read once per regeneration (``write_leaderboards`` empties this cache)."""
+    return read_predictions(Path(path))
+
+
+def full_data_spectra(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
+    """Method → the singular-value spectra its 100 % cells kept with their predictions (one per seed)."""
+    spectra: dict[str, list[list[float]]] = {}
+    rows = frame[(frame.fraction == 1.0) & (frame.predictions != "")].drop_duplicates(["method", "seed"])
+    for method, seed_rows in rows.groupby("method"):
+        found = [kept_run(path).get("singular_values") for path in seed_rows.sort_values("seed")["predictions"]]
+        if found and all(found):
+            spectra[method] = found
+    return spectra
+
+
+def by_seed(
+    frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, column: str = "value"
+) -> pd.Series:
+    """``column`` of one method's cells at a fraction, task and metric, indexed by seed."""
+    rows = frame[
+        (frame.method == method) & (frame.fraction == fraction) & (frame.task == task) & (frame.metric == metric)
+    ]
+    return rows.set_index("seed")[column]
+
+
+def seed_cells(frame: pd.DataFrame, method: str, variant: str, fraction: float, metric: str) -> pd.DataFrame:
+    """``method``'s cells of sweep ``variant`` ("" for none) at ``fraction`` with their ``metric``, one row per seed."""
+    rows = frame[
+        (frame.method == method) & (frame.variant == variant) & (frame.fraction == fraction) & (frame.metric == metric)
+    ]
+    return rows.sort_values("seed").drop_duplicates("seed")
+
+
+def variant_key(name: str):
+    """noise10 before noise20 before noise100: the number in a variant's name, then the name."""
+    digits = "".join(ch for ch in name if ch.isdigit())
+    return (name.rstrip("0123456789."), float(digits) if digits else -1.0, name)
+
+
+def page_rows(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """``(method, variant)`` in the page's order: the main table's methods, each followed by its sweep variants."""
+    methods = sorted(frame["method"].unique(), key=lambda m: (m != "baseline", m))
+    return [
+        (method, variant)
+        for method in methods
+        for variant in sorted(frame[frame.method == method]["variant"].unique(), key=variant_key)
+    ]
+
+
+def row_label(method: str, variant: str) -> str:
+    return f"{method} [{variant}]" if variant else method
+
+
+def fraction_label(fraction: float) -> str:
+    return f"{fraction * 100:g}%"

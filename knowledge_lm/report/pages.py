@@ -1,0 +1,502 @@
+"""The markdown of the pages: a dataset's page of tables (and its figures), and the LAMA probing page.
+
+A dataset's page opens with the per-family tables where its examples fall in groups, then per backbone the main table
+(mean ± std over seeds per method, fraction and task, best in bold, ↑ / ↓ from the paired t-test, † reference rows),
+and per task its sweep variants, figures, entity-frequency buckets, comparison with the baseline, knowledge used
+against the controls and all metrics; provenance last.
+"""
+
+from pathlib import Path
+
+import pandas as pd
+
+from knowledge_lm.registry import DATASETS
+from knowledge_lm.report.bootstrap import REPLICATES
+from knowledge_lm.report.comparisons import (
+    ABOVE,
+    KNOWLEDGE_CONTROLS,
+    KNOWLEDGE_FREE_GROUPS,
+    SIGNIFICANCE,
+    bootstrap_comparison,
+    family_score,
+    frequency_buckets,
+    kg_verdict,
+    knowledge_used,
+    page_groups,
+    paired_comparison,
+)
+from knowledge_lm.report.figures import bucket_bars, fraction_curves, spectrum_curves, variant_curves
+from knowledge_lm.report.frame import (
+    MISSING,
+    fraction_label,
+    full_data_spectra,
+    page_rows,
+    row_label,
+    seed_cells,
+    variant_key,
+)
+from knowledge_lm.report.references import (
+    load_references,
+    main_table_references,
+    paper_only_tasks,
+    variant_references,
+)
+from knowledge_lm.run.config import BENCHMARKS_DIR
+
+
+def summary(values: pd.Series) -> tuple[float, str]:
+    n = len(values)
+    mean = values.mean()
+    spread = f" ± {values.std(ddof=1):.1f}" if n > 1 else ""
+    return mean, f"{mean:.1f}{spread} (n={n})"
+
+
+def mark(comparison: dict | None) -> str:
+    if comparison is None or comparison["p"] is None or comparison["p"] >= SIGNIFICANCE:
+        return ""
+    return " ↑" if comparison["delta"] > 0 else " ↓"
+
+
+def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, references: list[dict]) -> list[str]:
+    fractions = sorted(frame["fraction"].unique())
+    methods = sorted(frame["method"].unique(), key=lambda m: (m != "baseline", m))
+    columns = [(fraction, task) for fraction in fractions for task in tasks]
+    header = ["method"] + [f"{fraction_label(f)} {task} ({main_metric[task]})" for f, task in columns]
+    cells, means = {}, {}
+    for method in methods:
+        for fraction, task in columns:
+            values = frame[
+                (frame.method == method)
+                & (frame.fraction == fraction)
+                & (frame.task == task)
+                & (frame.metric == main_metric[task])
+            ]["value"]
+            if len(values):
+                means[method, fraction, task], cells[method, fraction, task] = summary(values)
+    best = {}
+    for key, mean in means.items():
+        column = key[1:]
+        best[column] = max(best.get(column, mean), mean)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for method in methods:
+        row = [method]
+        for fraction, task in columns:
+            text = cells.get((method, fraction, task), MISSING)
+            if (
+                (method, fraction, task) in means
+                and means[method, fraction, task] == best[fraction, task]
+                and len(methods) > 1
+            ):
+                text = f"**{text}**"
+            if (method, fraction, task) in means:
+                text += mark(paired_comparison(frame, method, fraction, task, main_metric[task]))
+            row.append(text)
+        lines.append("| " + " | ".join(row) + " |")
+    return lines + main_table_references(references, methods, columns, main_metric)
+
+
+def variants_table(frame: pd.DataFrame, task: str, main_metric: str, references: list[dict]) -> list[str]:
+    """Sweep variants (e.g. link-noise levels, KAM's α) of a task: one row per method and fraction, one column
+    per variant; † rows: papers' numbers for the same variants (a reference with a ``variant``)."""
+    task_frame = frame[(frame.task == task) & (frame.metric == main_metric)]
+    variants = sorted(task_frame["variant"].unique(), key=variant_key)
+    lines = ["| method | fraction | " + " | ".join(variants) + " |", "|---|---|" + "---|" * len(variants)]
+    for (fraction, method), group in task_frame.groupby(["fraction", "method"]):
+        cells = [
+            summary(group[group.variant == v]["value"])[1] if (group.variant == v).any() else MISSING for v in variants
+        ]
+        lines.append(f"| {method} | {fraction_label(fraction)} | " + " | ".join(cells) + " |")
+    return lines + variant_references(references, task, main_metric, variants)
+
+
+def detail_table(frame: pd.DataFrame, task: str) -> list[str]:
+    task_frame = frame[frame.task == task]
+    metrics = list(dict.fromkeys(task_frame["metric"]))
+    header = ["method", "fraction", "split"] + metrics + ["train size", "steps", "subset hash"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    keys = (
+        task_frame[["method", "fraction"]].drop_duplicates().sort_values(["fraction", "method"]).itertuples(index=False)
+    )
+    for method, fraction in keys:
+        group = task_frame[(task_frame.method == method) & (task_frame.fraction == fraction)]
+        row = [method, fraction_label(fraction), group["split"].iloc[0]]
+        row += [
+            summary(group[group.metric == metric]["value"])[1] if (group.metric == metric).any() else MISSING
+            for metric in metrics
+        ]
+        first = group.drop_duplicates("seed")
+        row += [
+            str(int(first["train_size"].iloc[0])),
+            "/".join(map(str, sorted(first["steps"].unique()))),
+            ", ".join(sorted(first["subset_hash"].unique())),
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def comparison_table(frame: pd.DataFrame, task: str, metric: str, golds: dict[str, list]) -> list[str]:
+    """Each method against the baseline per fraction: Δ (mean ± std over paired seeds), n, the paired t-test's p,
+    the paired bootstrap's 95 % interval of Δ and p over test examples (where predictions were kept), and
+    what the t-test says."""
+    lines = [
+        "| method | fraction | Δ vs baseline | n pairs | p (paired t) | Δ 95% CI (bootstrap over examples) | "
+        "p (bootstrap) | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    task_frame = frame[frame.task == task]
+    for fraction in sorted(task_frame["fraction"].unique()):
+        for method in sorted(m for m in task_frame["method"].unique() if m != "baseline"):
+            found = paired_comparison(task_frame, method, fraction, task, metric)
+            if found is None:
+                continue
+            spread = f" ± {found['std']:.1f}" if found["std"] is not None else ""
+            p_text = MISSING if found["p"] is None else f"{found['p']:.3f}"
+            verdict = (
+                "too few seeds"
+                if found["p"] is None
+                else "no significant difference"
+                if found["p"] >= SIGNIFICANCE
+                else "better"
+                if found["delta"] > 0
+                else "worse"
+            )
+            resampled = bootstrap_comparison(task_frame, method, fraction, task, metric, golds)
+            interval, p_boot = MISSING, MISSING
+            if resampled is not None:
+                low, high = resampled["delta_interval"]
+                interval = f"[{low:+.1f}, {high:+.1f}]"
+                p_boot = f"{resampled['p_not_better' if found['delta'] > 0 else 'p_not_worse']:.3f}"
+            lines.append(
+                f"| {method} | {fraction_label(fraction)} | {found['delta']:+.1f}{spread} | {found['n']} | {p_text} | "
+                f"{interval} | {p_boot} | {verdict} |"
+            )
+    return lines if len(lines) > 2 else []
+
+
+def family_text(score: dict | None) -> str:
+    if score is None:
+        return MISSING
+    if score["interval"] is None:
+        return f"{score['mean']:.1f}"
+    low, high = score["interval"]
+    above = ABOVE if score["chance"] is not None and low > score["chance"] else ""
+    return f"{score['mean']:.1f} [{low:.1f}, {high:.1f}]{above}"
+
+
+def family_table(
+    frame: pd.DataFrame,
+    dataset: str,
+    task: str,
+    metric: str,
+    fraction: float,
+    groups: list[str],
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+) -> list[str]:
+    """At ``fraction``: one row per method and sweep variant; the mean and bootstrap interval of ``metric`` on each
+    example group, which groups that need the graph are above chance, and Δ against the method's counterfactual
+    controls on those groups pooled and on the whole split."""
+    at = frame[frame.fraction == fraction]
+    knowledge = [group for group in groups if group not in KNOWLEDGE_FREE_GROUPS]
+    counts = {group: set() for group in groups}
+    for cell in at.drop_duplicates(["method", "variant", "seed"]).itertuples():
+        if cell.groups_sha256:
+            for group in groups:
+                counts[group].add(groupings[cell.groups_sha256].count(group))
+        elif isinstance(cell.by_group, dict):
+            for group in groups:
+                counts[group].add(cell.by_group.get(group, {}).get("examples", 0))
+    names = [f"{group} ({counts[group].pop()})" if len(counts[group]) == 1 else group for group in groups]
+    split = at["split"].iloc[0]
+    lines = [
+        "| method | seeds | " + " | ".join(names) + f" | uses the KG | knowledge used: {'+'.join(knowledge)} | "
+        f"knowledge used: whole {split} split |",
+        "|---|---|" + "---|" * (len(groups) + 3),
+    ]
+    for method, variant in page_rows(at):
+        cells = seed_cells(at, method, variant, fraction, metric)
+        scores = {group: family_score(cells, group, dataset, task, metric, golds, groupings) for group in groups}
+        used = [
+            knowledge_used(at, method, variant, fraction, dataset, task, metric, golds, groupings, pooled)
+            for pooled in (set(knowledge), None)
+        ]
+        lines.append(
+            f"| {row_label(method, variant)} | {len(cells)} | "
+            + " | ".join(family_text(scores[g]) for g in groups)
+            + f" | {kg_verdict(scores)} | {used[0]} | {used[1]} |"
+        )
+    return lines
+
+
+def controls_text(metric: str) -> str:
+    controls = "; ".join(f"{name}: {control.what}" for name, control in KNOWLEDGE_CONTROLS.items())
+    return (
+        f"Knowledge used = the method's {metric} minus that of its counterfactual control (cells run like the "
+        f"method's but for the knowledge they get; {controls}), over the seeds both ran, with the 95 % interval of "
+        "a paired bootstrap over the examples. A positive Δ (✓: the interval above 0) means the method does better "
+        "with the right knowledge than with wrong or none: it uses it; a Δ near 0 means what it gains comes from "
+        "elsewhere (more parameters, more training). — = no control cells yet; (control) = the row is a control."
+    )
+
+
+def families_text() -> str:
+    return (
+        "The per-family tables come first: each cell is the mean over seeds of a method's score on one statement "
+        "family of the test split (text: answered from the sentence alone; the others need the knowledge graph), "
+        f"with the 95 % interval of a bootstrap over that family's examples ({REPLICATES} replicates, each drawing "
+        "the family's examples with replacement, the same draw for every seed, and averaging the seeds' scores on "
+        "it: the seeds are pooled by averaging each example's correctness over them). ✓ = the interval lies above "
+        "chance, the share of the family's most frequent label (50: every family is balanced true/false). "
+        '"uses the KG": yes where every family that needs the graph is above chance, else which are.'
+    )
+
+
+def family_section(
+    frame: pd.DataFrame,
+    dataset: str,
+    task: str,
+    metric: str,
+    backbone: str,
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+) -> list[str]:
+    """The per-family check of ``task`` (the generated task's statement families), at 100 % (else the largest
+    fraction), the other fractions folded below it; nothing where the cells have no example groups."""
+    task_frame = frame[(frame.task == task) & (frame.metric == metric)]
+    groups = page_groups(task_frame, groupings)
+    if not groups:
+        return []
+    fractions = sorted(task_frame["fraction"].unique())
+    shown, others = fractions[-1], fractions[:-1]
+    out = [f"## {task}: {metric} per statement family ({backbone}, {fraction_label(shown)})", ""]
+    out += family_table(task_frame, dataset, task, metric, shown, groups, golds, groupings)
+    out += ["", controls_text(metric), ""]
+    if others:
+        out += [f"<details><summary>Other fractions: {', '.join(fraction_label(f) for f in others)}</summary>", ""]
+        for fraction in others:
+            out += [f"**{fraction_label(fraction)}**", ""]
+            out += family_table(task_frame, dataset, task, metric, fraction, groups, golds, groupings) + [""]
+        out += ["</details>", ""]
+    return out
+
+
+def knowledge_used_table(
+    frame: pd.DataFrame, dataset: str, task: str, metric: str, golds: dict[str, list]
+) -> list[str]:
+    """Each method with a counterfactual control, per fraction: Δ against it on the whole split; empty where no
+    method of ``task`` has control cells."""
+    task_frame = frame[(frame.task == task) & (frame.metric == metric)]
+    lines = [f"| method | fraction | knowledge used: Δ vs control ({metric}, whole split) |", "|---|---|---|"]
+    for fraction in sorted(task_frame["fraction"].unique()):
+        for method, variant in page_rows(task_frame[(task_frame.fraction == fraction) & (task_frame.variant == "")]):
+            cell = knowledge_used(task_frame, method, variant, fraction, dataset, task, metric, golds, {})
+            if cell not in (MISSING, "(control)"):
+                lines.append(f"| {method} | {fraction_label(fraction)} | {cell} |")
+    return lines if len(lines) > 2 else []
+
+
+def provenance(frame: pd.DataFrame) -> list[str]:
+    seeds = frame.drop_duplicates(["method", "task", "fraction", "seed", "backbone", "variant"])
+    lines = [
+        "| backbone | weights from | weights sha256 | device | commits | cells | per-device batch | summed cell time |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (backbone, weights, checksum, device), group in seeds.groupby(
+        ["backbone", "weights", "checksum", "device"], dropna=False
+    ):
+        commits = ", ".join(sorted(group["commit"].unique()))
+        batches = ", ".join(map(str, sorted(group["batch"].unique())))
+        lines.append(
+            f"| {backbone} | {weights} | {str(checksum)[:16]} | {device} | {commits} | "
+            f"{len(group)} | {batches} | {group['wall_time_s'].sum() / 60:.1f} min |"
+        )
+    return lines
+
+
+def figure_link(path: Path | None, caption: str) -> list[str]:
+    return [f"![{caption}](figures/{path.name})", ""] if path is not None else []
+
+
+def dataset_notes(dataset: str) -> list[str]:
+    """``benchmarks/notes/<dataset>.md``, where there is one: what the tables cannot say (how a method was tried,
+    why a design was chosen), written by hand and free of our numbers, which come from the results only."""
+    path = BENCHMARKS_DIR / "notes" / f"{dataset}.md"
+    if not path.is_file():
+        return []
+    return [
+        "## Notes",
+        "",
+        f"Written by hand in `benchmarks/notes/{dataset}.md`; every number is in the tables.",
+        "",
+        *path.read_text(encoding="utf-8").strip().splitlines(),
+        "",
+    ]
+
+
+def render_dataset(
+    dataset: str,
+    frame: pd.DataFrame,
+    figures_dir: Path | None = None,
+    golds: dict[str, list] | None = None,
+    groupings: dict[str, list[str]] | None = None,
+) -> str:
+    """``dataset``'s page; ``golds``: the gold answers of the kept predictions in ``frame``, by their sha256;
+    ``groupings``: their examples' groups (``kept_groups``), by their sha256."""
+    golds, groupings = golds or {}, groupings or {}
+    dataset_class = DATASETS.get(dataset)
+    tasks = [task for task in dataset_class.tasks if task in set(frame["task"])]
+    main_metric = {task: dataset_class.spec(task).main_metric for task in dataset_class.tasks}
+    references = load_references(dataset)
+    families = {
+        (backbone, task): family_section(group, dataset, task, main_metric[task], backbone, golds, groupings)
+        for backbone, group in frame.groupby("backbone")
+        for task in tasks
+    }
+    out = [
+        f"# {dataset}",
+        "",
+        "Generated by `klm leaderboard` from `results/`; do not edit by hand.",
+        "Mean ± sample std over training seeds (n = seeds), main metric of each task, on the reported split "
+        "(test where a labelled test split exists, else dev; model selection on dev). "
+        "Best mean per column in bold; — = no result; ↑ / ↓ = above / below the baseline in a paired t-test over "
+        "seeds (p < 0.05; the per-task tables give Δ, n and p, and a paired bootstrap over the test examples where "
+        "both kept predictions). † = the paper's own number, for reference only "
+        "(different backbone and protocol: not comparable one to one)."
+        + (" " + families_text() if any(families.values()) else ""),
+        "",
+    ]
+    out += [line for section in families.values() for line in section]
+    out += dataset_notes(dataset)
+    for backbone, group in frame.groupby("backbone"):
+        out += [f"## Backbone: {backbone}", ""]
+        plain, varied = group[group.variant == ""], group[group.variant != ""]
+        if not plain.empty:
+            shown = paper_only_tasks(dataset_class, tasks, plain, references)
+            out += main_table(plain, tasks + shown, main_metric, references)
+            out.append("")
+            if shown:
+                out += [
+                    f"Columns of {', '.join(shown)} hold only the papers' numbers: we have no results on that task "
+                    "(its data is not here), and they stand beside ours on the task next to it for reference.",
+                    "",
+                ]
+        for task in tasks:
+            if figures_dir is not None:
+                curves = plain[(plain.task == task) & (plain.metric == main_metric[task])]
+                out += figure_link(
+                    fraction_curves(
+                        curves,
+                        f"{dataset} / {task} ({backbone})",
+                        main_metric[task],
+                        figures_dir / f"{dataset}-{task}-{backbone}-fractions.png",
+                    ),
+                    f"{task}: {main_metric[task]} against the train fraction",
+                )
+            if (varied.task == task).any():
+                out += [
+                    f"### {task}: sweep variants ({main_metric[task]})",
+                    "",
+                    "Each column is a variant of a sweep (its own prepared features, e.g. a share of wrong entity "
+                    "links); the configs under benchmarks/ name what each variant changes.",
+                    "",
+                ]
+                out += variants_table(varied, task, main_metric[task], references) + [""]
+                if figures_dir is not None:
+                    metric = main_metric[task]
+                    curves = varied[(varied.task == task) & (varied.metric == metric)]
+                    baseline = plain[(plain.task == task) & (plain.metric == metric) & (plain.method == "baseline")]
+                    out += figure_link(
+                        variant_curves(
+                            curves,
+                            f"{dataset} / {task} ({backbone})",
+                            metric,
+                            figures_dir / f"{dataset}-{task}-{backbone}-variants.png",
+                            baseline,
+                        ),
+                        f"{task}: {metric} against the sweep variant",
+                    )
+            if figures_dir is not None:
+                spectra = full_data_spectra(plain[plain.task == task])
+                if spectra:
+                    out += figure_link(
+                        spectrum_curves(
+                            spectra,
+                            f"{dataset} / {task} ({backbone}), 100%, head features' singular values",
+                            figures_dir / f"{dataset}-{task}-{backbone}-spectrum.png",
+                        ),
+                        f"{task}: singular values of the head's features, with (dotted) and without SR",
+                    )
+            buckets = frequency_buckets(plain[plain.task == task], dataset, task, main_metric[task], golds)
+            if buckets is not None:
+                labels, per_method = buckets
+                out += [
+                    f"### {task}: {main_metric[task]} by entity frequency (100%, mean over seeds)",
+                    "",
+                    "The reported split's examples grouped by the highest train-split document frequency among "
+                    "their linked entities (examples per bucket in brackets), as papers/000 Fig. 1a/5a group them by "
+                    "their entities' Wikipedia frequency.",
+                    "",
+                    "| method | " + " | ".join(labels) + " |",
+                    "|---" * (len(labels) + 1) + "|",
+                ]
+                out += [
+                    f"| {method} | " + " | ".join(MISSING if v is None else f"{v:.1f}" for v in values) + " |"
+                    for method, values in sorted(per_method.items(), key=lambda item: (item[0] != "baseline", item[0]))
+                ]
+                out.append("")
+                if figures_dir is not None:
+                    out += figure_link(
+                        bucket_bars(
+                            per_method,
+                            labels,
+                            f"{dataset} / {task} ({backbone}), 100%",
+                            main_metric[task],
+                            figures_dir / f"{dataset}-{task}-{backbone}-frequency.png",
+                        ),
+                        f"{task}: {main_metric[task]} by entity frequency",
+                    )
+            if (plain.task == task).any():
+                compared = comparison_table(plain, task, main_metric[task], golds)
+                if compared:
+                    out += (
+                        [f"### {task}: against the baseline ({main_metric[task]}, paired by seed)", ""]
+                        + compared
+                        + [""]
+                    )
+                used = (
+                    []
+                    if families[backbone, task]
+                    else knowledge_used_table(group, dataset, task, main_metric[task], golds)
+                )
+                if used:
+                    out += [
+                        f"### {task}: knowledge used ({main_metric[task]}, against each method's control)",
+                        "",
+                    ] + used
+                    out += ["", controls_text(main_metric[task]), ""]
+                out += [f"### {task}: all metrics", ""] + detail_table(plain, task) + [""]
+    out += ["## Provenance", ""] + provenance(frame) + [""]
+    return "\n".join(out)
+
+
+def render_probes(probes: list[dict]) -> str:
+    """LAMA precision@1 (zero-shot) per probed checkpoint: which backbone, and the means per corpus."""
+    corpora = sorted({corpus for probe in probes for corpus in probe["corpus_means"]})
+    lines = [
+        "# LAMA probing",
+        "",
+        "Generated by `klm leaderboard` from `results/probes/`; precision@1 (×100), zero-shot, "
+        "facts whose object is one token of the probed backbone's vocabulary.",
+        "",
+        "| probed checkpoint | weights sha256 | " + " | ".join(corpora) + " | mean over relations | facts kept |",
+        "|---|---|" + "---|" * (len(corpora) + 2),
+    ]
+    for probe in probes:
+        backbone = probe["backbone"]
+        means = [probe["corpus_means"].get(corpus) for corpus in corpora]
+        lines.append(
+            f"| {backbone.get('name')} ({backbone.get('path')}) | {str(backbone.get('checksum'))[:16]} | "
+            + " | ".join(MISSING if m is None else f"{m:.1f}" for m in means)
+            + f" | {probe['mean_precision_at_1']:.1f} | {probe['kept']} of {probe['facts']} |"
+        )
+    return "\n".join(lines) + "\n"
