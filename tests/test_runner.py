@@ -165,7 +165,7 @@ def test_klm_cell_runs_one_cell_in_process_and_refuses_a_wider_selection(tmp_pat
     assert result["cell"]["fraction"] == 0.01 and result["budget"]["max_steps"] == 2
     assert main(common + ["--fractions", "0.01", "--seeds", "1"]) == 0 and "already done" in capsys.readouterr().out
     two_nodes = TrainConfig(batch_size=8, devices=2, num_nodes=2, epochs=1, min_steps=1).budget(320)
-    assert two_nodes["steps_per_epoch"] == 10 and two_nodes["nodes"] == 2
+    assert two_nodes["steps_per_epoch"] == 40 and two_nodes["per_device_batch_size"] == 2 and two_nodes["nodes"] == 2
 
 
 def test_rerun_without_predictions_supersedes_old_results_and_keeps_them(tmp_path):

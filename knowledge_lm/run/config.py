@@ -35,7 +35,9 @@ class TrainConfig:
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
     dropout: float = 0.1
-    batch_size: int = 32  # per device
+    # The optimiser step's batch, whatever the devices: DDP splits it evenly over the cell's processes, so the
+    # steps and epochs of a cell do not depend on how many GPUs ran it.
+    batch_size: int = 32
     eval_batch_size: int = 128
     max_length: int = 128
     epochs: int = 3
@@ -77,16 +79,37 @@ class TrainConfig:
                 f"{where}: training setting compile_mode={checked['compile_mode']!r} is not one of "
                 f"{', '.join(COMPILE_MODES)}"
             )
-        return cls(**checked)
+        config = cls(**checked)
+        try:
+            config.per_device_batch_size
+        except KlmError as error:
+            raise KlmError(f"{where}: {error}") from None
+        return config
 
     @property
     def world_size(self) -> int:
         """The processes (GPUs) one cell trains on: ``devices`` on each of ``num_nodes``."""
         return self.devices * self.num_nodes
 
+    @property
+    def per_device_batch_size(self) -> int:
+        """Each process's share of ``batch_size``; a batch that does not split evenly over ``world_size`` fails,
+        since DDP averages equal per-process batches (gradient accumulation cannot mend it: its micro-batches
+        over all processes still number a multiple of ``world_size``)."""
+        if self.batch_size % self.world_size:
+            lower = self.batch_size // self.world_size * self.world_size
+            nearest = " or ".join(str(b) for b in (lower, lower + self.world_size) if b > 0)
+            raise KlmError(
+                f"batch_size {self.batch_size} does not split evenly over {self.world_size} processes "
+                f"(devices × num_nodes); use a multiple of {self.world_size}, e.g. {nearest}"
+            )
+        return self.batch_size // self.world_size
+
     def budget(self, train_size: int) -> dict:
-        """Steps for a train split of ``train_size``: ``epochs`` passes, at least ``min_steps``."""
-        steps_per_epoch = math.ceil(train_size / (self.batch_size * self.world_size))
+        """Steps for a train split of ``train_size``: ``epochs`` passes, at least ``min_steps``, of ``batch_size``
+        examples each, on any number of devices (each process's loader holds ``ceil(train_size / world_size)``
+        examples in batches of ``per_device_batch_size``: ``ceil(train_size / batch_size)`` of them)."""
+        steps_per_epoch = math.ceil(train_size / self.batch_size)
         planned = max(self.epochs * steps_per_epoch, self.min_steps)
         every = math.ceil(planned / self.evaluations)
         max_steps = every * self.evaluations
@@ -98,7 +121,8 @@ class TrainConfig:
             "max_steps": max_steps,
             "eval_every_steps": every,
             "epochs": round(max_steps / steps_per_epoch, 3),
-            "per_device_batch_size": self.batch_size,
+            "global_batch_size": self.batch_size,
+            "per_device_batch_size": self.per_device_batch_size,
             "devices": self.devices,
         }
         if self.num_nodes > 1:

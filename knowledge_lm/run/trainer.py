@@ -92,7 +92,7 @@ def build_model_and_data(
         data_dir=data_dir,
         fraction=fraction,
         subset_seed=train.subset_seed,
-        batch_size=train.batch_size,
+        batch_size=train.per_device_batch_size,  # DDP's sampler gives each process its share
         eval_batch_size=train.eval_batch_size,
         max_length=train.max_length,
         **options,
