@@ -22,7 +22,9 @@ from knowledge_lm.tasks.typing import (
 )
 
 SCORE_NAMES = {
-    f"{average}_{part}" for average in ("loose_macro", "loose_micro", "micro") for part in ("precision", "recall", "f1")
+    f"{average}_{part}"
+    for average in ("loose_macro", "ling_weld_loose_macro", "loose_micro", "micro")
+    for part in ("precision", "recall", "f1")
 } | {"strict_accuracy"}
 
 
@@ -44,6 +46,13 @@ def test_scores_by_hand():
     assert scores["loose_macro_recall"] == pytest.approx(100 * macro_recall)
     assert scores["loose_macro_f1"] == pytest.approx(
         100 * 2 * macro_precision * macro_recall / (macro_precision + macro_recall)
+    )
+    # Ling & Weld: precision over the 3 mentions with a prediction, recall over the 3 with a gold type.
+    ling_weld_precision, ling_weld_recall = (1 + 1 / 2 + 0) / 3, (1 + 1 + 0 / 2) / 3
+    assert scores["ling_weld_loose_macro_precision"] == pytest.approx(100 * ling_weld_precision)
+    assert scores["ling_weld_loose_macro_recall"] == pytest.approx(100 * ling_weld_recall)
+    assert scores["ling_weld_loose_macro_f1"] == pytest.approx(
+        100 * 2 * ling_weld_precision * ling_weld_recall / (ling_weld_precision + ling_weld_recall)
     )
     # Micro: 2 correct (mention, type) pairs of 4 predicted and 4 gold.
     for average in ("loose_micro", "micro"):

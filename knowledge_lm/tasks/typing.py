@@ -18,16 +18,21 @@ passes, following what ERNIE's evaluation scripts do on each dataset (thunlp/ERN
   (``x > 0 or x == max``), for FIGER, where every mention has a type.
 Predictions and gold answers are sorted lists of type ids (sets, as lists so they pickle and serialise).
 
-Scores (Ling & Weld 2012, "Fine-Grained Entity Recognition", §4, with the denominators of ERNIE's
-``loose_macro``/``loose_micro``), for N mentions with gold types T_i and predicted types P_i, in %:
+Scores (Ling & Weld 2012, "Fine-Grained Entity Recognition", §4), for N mentions with gold types T_i and
+predicted types P_i, in %:
 - strict_accuracy = (1/N) Σ_i 1[P_i = T_i]
 - loose_macro_precision = (1/N) Σ_{i: P_i ≠ ∅} |P_i ∩ T_i| / |P_i|
 - loose_macro_recall    = (1/N) Σ_{i: T_i ≠ ∅} |P_i ∩ T_i| / |T_i|
+- ling_weld_loose_macro_precision = (1/|{i: P_i ≠ ∅}|) Σ_{i: P_i ≠ ∅} |P_i ∩ T_i| / |P_i|
+- ling_weld_loose_macro_recall    = (1/|{i: T_i ≠ ∅}|) Σ_{i: T_i ≠ ∅} |P_i ∩ T_i| / |T_i|
 - loose_micro_precision = Σ_i |P_i ∩ T_i| / Σ_i |P_i|,  loose_micro_recall = Σ_i |P_i ∩ T_i| / Σ_i |T_i|
 - every *_f1 = 2PR / (P + R) of its precision and recall (not a mean of per-mention F1s).
-Ling & Weld average macro precision over the mentions with a prediction and macro recall over those
-with a gold type; ERNIE divides both by N. The two agree when no set is empty (FIGER with
-``typing_at_least_one``); on Open Entity the papers' numbers come from ERNIE's form, kept here.
+The two loose macro scores differ only in their denominators. ``loose_macro_*`` is ERNIE's code's form
+(``loose_macro`` of its evaluation scripts): both averages divide by all N mentions. ``ling_weld_loose_macro_*``
+is Ling & Weld's definition: precision averages over the mentions with a prediction, recall over the
+mentions with a non-empty gold set. They agree when no set is empty (FIGER with ``typing_at_least_one``);
+on Open Entity, where about a fifth of the gold sets are empty, they differ, and the papers do not say
+which they report (ERNIE's numbers come from its code's form, ``loose_macro_*``).
 ``micro_precision``/``micro_recall``/``micro_f1`` are the loose micro scores under the names ERNIE and
 KnowBERT report for Open Entity ("P, R, F1"). A ratio whose denominator is 0 is 0, never NaN.
 """
@@ -54,10 +59,20 @@ def strict_accuracy(predictions, gold) -> float:
 
 
 def loose_macro(predictions, gold) -> tuple[float, float, float]:
-    """(precision, recall, F1): per-mention overlap ratios averaged over all N mentions, as ERNIE does."""
+    """(precision, recall, F1): per-mention overlap ratios averaged over all N mentions (ERNIE's code)."""
     precision = sum(ratio(len(set(p) & set(t)), len(set(p))) for p, t in zip(predictions, gold))
     recall = sum(ratio(len(set(p) & set(t)), len(set(t))) for p, t in zip(predictions, gold))
     precision, recall = ratio(precision, len(gold)), ratio(recall, len(gold))
+    return precision, recall, f1(precision, recall)
+
+
+def ling_weld_loose_macro(predictions, gold) -> tuple[float, float, float]:
+    """(precision, recall, F1): per-mention overlap ratios, precision averaged over the mentions with a
+    prediction and recall over the mentions with a gold type (Ling & Weld 2012)."""
+    precision = sum(ratio(len(set(p) & set(t)), len(set(p))) for p, t in zip(predictions, gold))
+    recall = sum(ratio(len(set(p) & set(t)), len(set(t))) for p, t in zip(predictions, gold))
+    precision = ratio(precision, sum(bool(set(p)) for p in predictions))
+    recall = ratio(recall, sum(bool(set(t)) for t in gold))
     return precision, recall, f1(precision, recall)
 
 
@@ -73,9 +88,15 @@ def typing_scores(predictions, gold) -> dict[str, float]:
     """Every typing score, in % (as the papers print them), for type sets given as iterables of type ids."""
     if len(predictions) != len(gold):
         raise ValueError(f"{len(predictions)} predictions for {len(gold)} gold answers")
-    macro, micro = loose_macro(predictions, gold), loose_micro(predictions, gold)
+    micro = loose_micro(predictions, gold)
     scores = {"strict_accuracy": strict_accuracy(predictions, gold)}
-    for average, values in (("loose_macro", macro), ("loose_micro", micro), ("micro", micro)):
+    averages = (
+        ("loose_macro", loose_macro(predictions, gold)),
+        ("ling_weld_loose_macro", ling_weld_loose_macro(predictions, gold)),
+        ("loose_micro", micro),
+        ("micro", micro),
+    )
+    for average, values in averages:
         scores.update(zip((f"{average}_precision", f"{average}_recall", f"{average}_f1"), values))
     return {name: 100.0 * value for name, value in scores.items()}
 
