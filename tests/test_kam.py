@@ -209,7 +209,7 @@ def test_zero_knowledge_runs_on_empty_knowledge(tokenizer):
     with torch.no_grad():
         real = model.encode(inputs)
         without = model.encode(empty)
-        model.zero_knowledge = True
+        model.options.zero_knowledge = True
         seen = []
         model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: seen.append(args[0]))
         zeroed = model.encode(inputs)
@@ -218,7 +218,7 @@ def test_zero_knowledge_runs_on_empty_knowledge(tokenizer):
     heads, length = model.encoder.config.num_attention_heads, inputs["input_ids"].shape[1]
     assert seen[0].shape == (2, heads + 3, length, length)  # no expansion rows
     assert seen[0][:, heads:].abs().sum() == 0
-    assert kam(zero_knowledge=True).zero_knowledge
+    assert kam(zero_knowledge=True).options.zero_knowledge
 
 
 def test_kam_kg_adds_the_kg_map(tokenizer):

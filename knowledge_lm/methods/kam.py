@@ -499,7 +499,7 @@ class Kam(TaskModel):
             data is not None
             and getattr(data, "knowledge", None) is not None
             and self.selective_injection is None
-            and not self.zero_knowledge
+            and not self.options.zero_knowledge
         ):
             data.knowledge_batch = partial(
                 map_entries,
@@ -517,7 +517,7 @@ class Kam(TaskModel):
 
     def encode(self, batch):
         knowledge, input_ids = batch["knowledge"], batch["input_ids"]
-        if self.zero_knowledge:
+        if self.options.zero_knowledge:
             knowledge = KamKnowledge.empty(len(input_ids), input_ids.shape[1])
         elif not isinstance(knowledge, KamKnowledge):  # per-example dicts: SI, or a batch from elsewhere
             if self.training and self.selective_injection is not None:

@@ -265,7 +265,7 @@ class KgText(TaskModel):
         if self.verbalised is not data.knowledge_features:
             self.stats = self.verbalise_rows(data, KgFacts(kg if kg is not None else self.load_kg(data)), tokenizer)
             self.verbalised = data.knowledge_features
-        data.knowledge_batch = partial(fact_tensors, pad_id=self.pad_id, zeroed=self.zero_knowledge)
+        data.knowledge_batch = partial(fact_tensors, pad_id=self.pad_id, zeroed=self.options.zero_knowledge)
 
     @staticmethod
     def load_kg(data) -> KnowledgeGraph:
@@ -307,7 +307,7 @@ class KgText(TaskModel):
         inputs = {name: batch[name] for name in ENCODER_INPUTS if name in batch}
         facts = batch["knowledge"]
         if not isinstance(facts, FactTensors):  # the per-example rows: a batch from a loader not set up here
-            facts = fact_tensors(facts, pad_id=self.pad_id, zeroed=self.zero_knowledge)
+            facts = fact_tensors(facts, pad_id=self.pad_id, zeroed=self.options.zero_knowledge)
         if facts.ids.shape[1] == 0:  # no row has facts: the baseline's input
             return self.encoder(**inputs).last_hidden_state
         facts = facts.to(inputs["input_ids"].device)

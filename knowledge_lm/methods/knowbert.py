@@ -527,7 +527,7 @@ class KnowBert(TaskModel):
             self.kar.load_state_dict(torch.load(Path(pretrained["directory"]) / CHECKPOINT_KAR, map_location="cpu"))
         self.linking_loss_weight, self.linking_margin = self.options.linking_loss_weight, self.options.linking_margin
         self.entity_embeddings_path = entity_embeddings
-        self.kar.entities.zeroed = self.zero_knowledge  # the control: KAR runs, every entity vector is zero
+        self.kar.entities.zeroed = self.options.zero_knowledge  # the control: KAR runs, every entity vector is zero
         self.kar.entities.scale = None if self.options.entity_scale is None else float(self.options.entity_scale)
         self._linking = None
 

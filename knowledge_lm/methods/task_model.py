@@ -147,8 +147,6 @@ class TaskModel(pl.LightningModule):
         self.eval_splits = list(eval_splits)
         self.lr, self.weight_decay, self.warmup_ratio, self.total_steps = lr, weight_decay, warmup_ratio, total_steps
         self.dropout = dropout
-        self.new_module_lr = None if self.options.new_module_lr is None else float(self.options.new_module_lr)
-        self.zero_knowledge = self.options.zero_knowledge
         self.head = self.kind.build_head(encoder.config.hidden_size, dropout)
         self.evaluations: list[dict] = []
         self.cuda_graph_steps = False  # compile_modules(mode="reduce-overhead")
@@ -280,5 +278,5 @@ class TaskModel(pl.LightningModule):
             self.warmup_ratio,
             self.total_steps,
             self.new_modules(),
-            self.new_module_lr,
+            self.options.new_module_lr,
         )
