@@ -22,7 +22,8 @@ from collections import Counter
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from knowledge_lm.tools.speed import build, trainer_for
+from knowledge_lm.run.trainer import build_trainer
+from knowledge_lm.tools.speed import build
 
 NO_KERNEL = {
     "aten::" + name
@@ -85,7 +86,7 @@ NO_KERNEL = {
 def launches(method: str, backbone: str, batch_size: int, max_length: int) -> Counter:
     """Kernel-launching operators of one training step of ``method``, by name."""
     model, data = build(method, backbone, batch_size, max_length, total_steps=10)
-    trainer_for(1).fit(model, datamodule=data)  # runs the methods' setup hooks (entity tables, SR state)
+    build_trainer(1).fit(model, datamodule=data)  # runs the methods' setup hooks (entity tables, SR state)
     model.cpu().train()
     batch = model.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)
 

@@ -53,23 +53,15 @@ def fraction_curves(frame: pd.DataFrame, title: str, metric: str, path: Path) ->
     return _save(figure, path)
 
 
-def variant_number(name: str) -> float | None:
-    digits = "".join(ch for ch in name if ch.isdigit() or ch == ".")
-    try:
-        return float(digits)
-    except ValueError:
-        return None
-
-
-def variant_series(variants) -> dict[str, float]:
-    """The largest family of variants named by one prefix and a number (noise0 … noise50 → 0 … 50), as
-    variant → number; other variants (controls such as shuffled, a variant such as t20k-zeroed) are left out."""
+def variant_series(variants) -> tuple[str, dict[str, float]]:
+    """The largest family of variants named by one prefix and a number (noise0 … noise50 → 0 … 50): its prefix
+    and variant → number; other variants (controls such as shuffled, a variant such as t20k-zeroed) are left out."""
     families: dict[str, dict[str, float]] = {}
     for variant in variants:
         match = re.fullmatch(r"([A-Za-z_-]*?)(\d+(?:\.\d+)?)", variant)
         if match:
             families.setdefault(match.group(1), {})[variant] = float(match.group(2))
-    return max(families.values(), key=len, default={})
+    return max(families.items(), key=lambda family: len(family[1]), default=("", {}))
 
 
 def variant_curves(
@@ -78,12 +70,11 @@ def variant_curves(
     """``metric`` against the number in each variant's name (noise10 → 10), one line per method and fraction,
     over the largest family of numbered variants (``variant_series``); the baseline's mean at the same fraction
     as a dashed line. None without two such variants."""
-    numbers = variant_series(frame["variant"].unique())
+    prefix, numbers = variant_series(frame["variant"].unique())
     if len(numbers) < 2:
         return None
     frame = frame[frame["variant"].isin(list(numbers))]
     frame = frame.assign(x=frame["variant"].map(numbers))
-    prefix = "".join(ch for ch in next(iter(numbers)) if not (ch.isdigit() or ch == "."))
     figure, axes = _figure()
     for (method, fraction), group in frame.groupby(["method", "fraction"]):
         xs, ys, errors = _series(group, "x")

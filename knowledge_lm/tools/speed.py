@@ -91,10 +91,6 @@ def build(
     return model, data
 
 
-def trainer_for(steps: int, callbacks=()) -> pl.Trainer:
-    return build_trainer(steps, callbacks=callbacks)
-
-
 def step_flops(model, data) -> float:
     """FLOPs of one training step's forward and backward on the first batch (the optimiser's are negligible), on a
     model that has been through ``fit`` (so its setup hooks, entity tables and loader hooks, have run)."""
@@ -125,7 +121,7 @@ def measure_method(
     timer = StepTimer(warmup)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
-    trainer_for(warmup + steps, [timer]).fit(model, datamodule=data)
+    build_trainer(warmup + steps, callbacks=[timer]).fit(model, datamodule=data)
     step = statistics.median(timer.times)
     peak = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
     flops = step_flops(model, data)
