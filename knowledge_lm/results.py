@@ -39,7 +39,7 @@ class _CellResultRequired(TypedDict):
     versions: dict  # library → version
     device: dict  # {"accelerator", "name", "count", "precision", ...}
     backbone: dict  # BackboneInfo: name, path, checksum, pretrained_from, ...
-    data: dict  # {"subset_seed", "subset_hash", "train_size", "eval_sizes", "data_dir"}
+    data: dict  # {"subset_seed", "subset_hash", "train_size", "eval_sizes", "split_hashes", "data_dir"}
     budget: dict  # TrainConfig.budget: max_steps, eval_every_steps, per_device_batch_size, ...
     report_split: str
     metrics: dict[str, dict[str, float]]  # split → metric → value, at the best dev evaluation

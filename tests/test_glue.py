@@ -17,13 +17,14 @@ from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS
 from knowledge_lm.tasks.metrics import compute
 
-# task -> split -> (rows, label counts by label name or None), as the SOURCE.md files give them.
+# task -> split -> (rows, label counts by label name or None), as the SOURCE.md files give them; the small
+# tasks' "train" is the whole train file (before its dev split is held out) and their "test" is GLUE dev.
 EXPECTED = {
-    "rte": {"train": (2490, {"entailment": 1249, "not_entailment": 1241}), "dev": (277, None)},
-    "cola": {"train": (8551, {"1": 6023, "0": 2528}), "dev": (1043, {"1": 721, "0": 322})},
-    "sst2": {"train": (67349, {"1": 37569, "0": 29780}), "dev": (872, {"1": 444, "0": 428})},
-    "mrpc": {"train": (3668, {"1": 2474, "0": 1194}), "dev": (408, {"1": 279, "0": 129})},
-    "stsb": {"train": (5749, None), "dev": (1500, None)},
+    "rte": {"train": (2490, {"entailment": 1249, "not_entailment": 1241}), "test": (277, None)},
+    "cola": {"train": (8551, {"1": 6023, "0": 2528}), "test": (1043, {"1": 721, "0": 322})},
+    "sst2": {"train": (67349, {"1": 37569, "0": 29780}), "test": (872, {"1": 444, "0": 428})},
+    "mrpc": {"train": (3668, {"1": 2474, "0": 1194}), "test": (408, {"1": 279, "0": 129})},
+    "stsb": {"train": (5749, None), "test": (1500, None)},
     "qnli": {"train": (8999, None), "dev": (1000, None), "test": (5463, {"entailment": 2702, "not_entailment": 2761})},
     "mnli": {
         "train": (8999, None),
@@ -32,8 +33,9 @@ EXPECTED = {
         "test_mismatched": (9832, {"entailment": 3463, "neutral": 3129, "contradiction": 3240}),
     },
     "qqp": {"train": (8999, {"0": 5747, "1": 3252}), "dev": (1000, {"0": 623, "1": 377})},
-    "wnli": {"train": (635, None), "dev": (71, None)},
+    "wnli": {"train": (635, None), "test": (71, None)},
 }
+SMALL_TASKS = ("rte", "cola", "sst2", "mrpc", "stsb", "wnli")
 
 
 def write(path: Path, text: str, compress: bool = False) -> Path:
@@ -48,6 +50,11 @@ def write(path: Path, text: str, compress: bool = False) -> Path:
 
 def read(task: str, data_dir) -> dict[str, list[dict]]:
     return GlueDataModule(task=task, data_dir=data_dir).labelled_splits()
+
+
+def train_file(splits: dict[str, list[dict]]) -> list[dict]:
+    """A small task's train file in file order: its train split with the dev rows held out of it."""
+    return sorted(splits["train"] + splits["dev"], key=lambda record: int(record["id"].rsplit("-", 1)[1]))
 
 
 def test_registered_with_specs():
@@ -66,6 +73,10 @@ def test_registered_with_specs():
 def test_shared_data_counts(task):
     splits = read(task, SHARED)
     spec = GlueDataModule.spec(task)
+    if task in SMALL_TASKS:  # dev is held out of the train file: count them together
+        assert set(splits) == {"train", "dev", "test"}
+        assert abs(len(splits["dev"]) - min(1000, EXPECTED[task]["train"][0] // 10)) <= 2  # rounded per label
+        splits = {"train": train_file(splits), "test": splits["test"]}
     assert set(splits) == set(EXPECTED[task])
     all_ids = [record["id"] for records in splits.values() for record in records]
     assert len(all_ids) == len(set(all_ids))
@@ -92,11 +103,26 @@ def test_shared_data_first_rows():
     sst2 = read("sst2", SHARED)
     assert sst2["train"][0]["text_a"].strip() == "hide new secretions from the parental units"
     stsb = read("stsb", SHARED)
-    assert stsb["dev"][0]["label"] == 5.0 and stsb["dev"][1]["label"] == 4.75
+    assert stsb["test"][0]["label"] == 5.0 and stsb["test"][1]["label"] == 4.75
     mnli = read("mnli", SHARED)
     assert mnli["test"][0]["label"] == 1  # neutral, hub label 1
-    # ids are stable: a second read gives the same ones
+    # ids and the held-out dev split are stable: a second read gives the same ones
     assert [r["id"] for r in read("rte", SHARED)["dev"]] == [r["id"] for r in rte["dev"]]
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="no shared data folder")
+@pytest.mark.parametrize("task", ["mrpc", "cola"])
+def test_small_tasks_select_on_a_stratified_part_of_train(task):
+    splits = read(task, SHARED)
+    train_ids = {record["id"] for record in splits["train"]}
+    assert train_ids.isdisjoint(record["id"] for record in splits["dev"])
+    assert all(record["id"].startswith(f"{task}-dev-") for record in splits["test"])
+    whole = Counter(record["label"] for record in splits["train"] + splits["dev"])
+    held = Counter(record["label"] for record in splits["dev"])
+    for label, count in whole.items():  # every label's share of dev is its share of train, to a row
+        assert abs(held[label] - count * len(splits["dev"]) / sum(whole.values())) <= 1
+    assert GlueDataModule(task=task, data_dir=SHARED).split_version == "2"
+    assert GlueDataModule(task="mnli", data_dir=SHARED).split_version == "1"
 
 
 # -- the official GLUE layout --------------------------------------------------------------------
@@ -135,40 +161,42 @@ def test_official_layout_rte(tmp_path, prefix):
     write(tmp_path / prefix / "RTE" / "train.tsv", RTE_TSV)
     write(tmp_path / prefix / "RTE" / "dev.tsv", RTE_TSV, compress=True)
     splits = read("rte", tmp_path)
-    assert set(splits) == {"train", "dev"}
-    assert [r["label"] for r in splits["train"]] == [0, 1]
-    assert splits["dev"][1] == {"id": "rte-dev-3", "text_a": "A cat runs.", "text_b": "A dog sits.", "label": 1}
+    assert set(splits) == {"train", "dev", "test"} and len(splits["dev"]) == 1
+    assert [r["label"] for r in train_file(splits)] == [0, 1]
+    assert splits["test"][1] == {"id": "rte-dev-3", "text_a": "A cat runs.", "text_b": "A dog sits.", "label": 1}
 
 
 def test_official_layout_cola_sst2_mrpc_stsb_qqp_qnli(tmp_path):
     write(tmp_path / "CoLA" / "train.tsv", "gj04\t1\t\tGood sentence.\ngj04\t0\t*\tSentence bad.\n")
     write(tmp_path / "CoLA" / "dev.tsv", "gj04\t1\t\tFine.")  # no trailing newline, as the real dev.tsv
     cola = read("cola", tmp_path)
-    assert [r["label"] for r in cola["train"]] == [1, 0] and cola["dev"][0]["text_a"] == "Fine."
+    assert [r["label"] for r in train_file(cola)] == [1, 0] and cola["test"][0]["text_a"] == "Fine."
 
     write(tmp_path / "SST-2" / "train.tsv", "sentence\tlabel\ngreat film \t1\ndull \t0\n")
     write(tmp_path / "SST-2" / "dev.tsv", "sentence\tlabel\nok \t1\n")
-    assert [r["label"] for r in read("sst2", tmp_path)["train"]] == [1, 0]
+    assert [r["label"] for r in train_file(read("sst2", tmp_path))] == [1, 0]
 
     mrpc = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tA said .\tA says .\n0\t3\t4\tB .\tC .\n"
     write(tmp_path / "MRPC" / "train.tsv", mrpc)
     write(tmp_path / "MRPC" / "dev.tsv", mrpc.lstrip("\ufeff"))
     splits = read("mrpc", tmp_path)
-    assert [r["label"] for r in splits["train"]] == [1, 0] and splits["dev"][0]["text_b"] == "A says ."
+    assert [r["label"] for r in train_file(splits)] == [1, 0] and splits["test"][0]["text_b"] == "A says ."
 
     header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
-    write(tmp_path / "STS-B" / "train.tsv", header + "0\tg\tf\t2012\t1\tnone\tnone\tA.\tB.\t3.800\n")
+    stsb_rows = "0\tg\tf\t2012\t1\tnone\tnone\tA.\tB.\t3.800\n1\tg\tf\t2012\t2\tnone\tnone\tC.\tD.\t1\n"
+    write(tmp_path / "STS-B" / "train.tsv", header + stsb_rows)
     write(tmp_path / "STS-B" / "dev.tsv", header + "0\tg\tf\t2012\t1\tnone\tnone\tA.\tB.\t0\n")
-    assert read("stsb", tmp_path)["train"][0]["label"] == pytest.approx(3.8)
+    assert train_file(read("stsb", tmp_path))[0]["label"] == pytest.approx(3.8)
 
-    # QQP/QNLI official: the full train, 1 row in 10 (at most 1,000) held out as dev; GLUE dev is test.
+    # QQP/QNLI official: the full train, 1 row in 10 (at most 1,000; rounded per label) held out as dev; GLUE
+    # dev is test.
     qqp = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n" + "".join(
         f"{i}\t{2 * i}\t{2 * i + 1}\tQ{i}?\tR{i}?\t{i % 2}\n" for i in range(30)
     )
     write(tmp_path / "QQP" / "train.tsv", qqp)
     write(tmp_path / "QQP" / "dev.tsv", qqp)
     splits = read("qqp", tmp_path)
-    assert {split: len(records) for split, records in splits.items()} == {"train": 27, "dev": 3, "test": 30}
+    assert {split: len(records) for split, records in splits.items()} == {"train": 26, "dev": 4, "test": 30}
     assert {r["id"] for r in splits["train"]}.isdisjoint(r["id"] for r in splits["dev"])
     assert [r["id"] for r in read("qqp", tmp_path)["dev"]] == [r["id"] for r in splits["dev"]]
 
@@ -203,7 +231,7 @@ def test_shared_layout_wins_over_official(tmp_path):
     write(tmp_path / "glue_rte" / "train.tsv", RTE_TSV, compress=True)
     write(tmp_path / "glue_rte" / "dev.tsv", RTE_TSV, compress=True)
     write(tmp_path / "RTE" / "train.tsv", "broken")
-    assert len(read("rte", tmp_path)["train"]) == 2
+    assert len(train_file(read("rte", tmp_path))) == 2
 
 
 # -- bad input ----------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ def test_gold_is_the_evaluation_loaders_gold_without_the_train_split_or_knowledg
     [
         ("openentity", "main", "test"),
         ("semeval2010", "main", "test"),
-        ("glue", "stsb", "dev"),
+        ("glue", "stsb", "test"),
         ("redocred", "revised", "test"),
         ("fewrel", "main", "test"),
     ],

@@ -54,11 +54,17 @@ class TaskSpec:
         raise KlmError(f"{where}: bad label {raw!r} (expected one of {', '.join(self.labels)})")
 
 
-def hold_out(records: list[dict], rows: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
+def hold_out(records: list[dict], rows: int, seed: int = 0, strata=None) -> tuple[list[dict], list[dict]]:
     """(train, dev) for a dataset without a dev split: a seeded draw of ``rows`` rows (at most a tenth, at
-    least one) becomes dev, so model selection never sees the reported split."""
+    least one) becomes dev, so model selection never sees the reported split. With ``strata`` (a label or
+    key per record) the draw is stratified by it, rounded per stratum, and independent of the records'
+    order, where dev has room for a row of every stratum."""
     size = min(rows, max(1, len(records) // 10))
-    chosen = set(random.Random(seed).sample(range(len(records)), size))
+    if strata is None or len(set(strata)) > size:
+        chosen = set(random.Random(seed).sample(range(len(records)), size))
+    else:
+        ids = [record["id"] for record in records]
+        chosen = set(fraction_subset(ids, strata, size / len(records), seed).tolist())
     return (
         [record for index, record in enumerate(records) if index not in chosen],
         [record for index, record in enumerate(records) if index in chosen],
@@ -147,6 +153,11 @@ class TaskDataModule(pl.LightningDataModule):
     @property
     def eval_split_names(self) -> list[str]:
         return [split for split in self.splits if split != "train"]
+
+    @property
+    def split_version(self) -> str:
+        """The version of how this task's splits are cut: results of different versions are never averaged."""
+        return "1"
 
     @property
     def report_split(self) -> str:

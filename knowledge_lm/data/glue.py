@@ -1,13 +1,16 @@
 """GLUE: nine sentence(-pair) tasks, from the shared data folder, the official GLUE download, or the hub.
 
-Splits. CoLA, SST-2, MRPC, STS-B, RTE and WNLI give ``train`` and ``dev``; GLUE's test sets are
-unlabelled, so results are reported on dev. For QNLI, MNLI and QQP the shared data holds no full
-train set, only PowerfulPromptFT's 9,999-row samples of GLUE *train*, cut 8,999 / 1,000: the 8,999
-rows are ``train`` and the 1,000 held-out rows ``dev`` (model selection), and GLUE's own labelled dev
-set becomes ``test`` (QNLI ``dev.tsv``; MNLI ``validation_matched`` as ``test`` and
-``validation_mismatched`` as ``test_mismatched``; QQP's dev set is not in the shared data, so QQP has
-no test). Where the full train set of those three is read instead (the official layout or the hub),
-the split meanings stay the same: 1,000 rows of train, drawn with seed 0, are held out as ``dev``.
+Splits. GLUE's test sets are unlabelled, so GLUE's labelled dev set is the reported ``test`` split and
+models are selected on a ``dev`` split held out of GLUE train, never on what is reported. CoLA, SST-2,
+MRPC, STS-B, RTE and WNLI: a tenth of train, at most 1,000 rows, drawn with seed 0 and stratified by
+label (by quantile bin for STS-B), is held out as ``dev`` (split version 2; version 1 selected and
+reported on GLUE dev). For QNLI, MNLI and QQP the shared data holds no full train set, only
+PowerfulPromptFT's 9,999-row samples of GLUE *train*, cut 8,999 / 1,000: the 8,999 rows are ``train``
+and the 1,000 held-out rows ``dev``, and GLUE's own labelled dev set becomes ``test`` (QNLI
+``dev.tsv``; MNLI ``validation_matched`` as ``test`` and ``validation_mismatched`` as
+``test_mismatched``; QQP's dev set is not in the shared data, so QQP has no test). Where the full
+train set of those three is read instead (the official layout or the hub), the split meanings stay
+the same: 1,000 rows of train, drawn as for the small tasks, are held out as ``dev``.
 
 Files are looked for, in order, in ``<data_dir>/glue_<task>/`` (the shared layout), then
 ``<data_dir>/<TaskDir>/`` and ``<data_dir>/glue_data/<TaskDir>/`` (what ``download_glue_data.py``
@@ -113,9 +116,16 @@ class GlueDataModule(TaskDataModule):
             splits = self.read_hub()
         else:
             splits = {split: self.read_file(split, path) for split, path in files.items()}
-        if "dev" not in splits and self.task in HELD_OUT_TASKS:
-            splits["train"], splits["dev"] = hold_out(splits["train"], HELD_OUT_ROWS, HELD_OUT_SEED)
+        if self.task not in HELD_OUT_TASKS:
+            splits["test"] = splits.pop("dev")
+        if "dev" not in splits:
+            strata = self.task_kind.strata(splits["train"])
+            splits["train"], splits["dev"] = hold_out(splits["train"], HELD_OUT_ROWS, HELD_OUT_SEED, strata)
         return splits
+
+    @property
+    def split_version(self) -> str:
+        return "1" if self.task in HELD_OUT_TASKS else "2"
 
     # -- finding the files ------------------------------------------------------------------
     def find_files(self):

@@ -18,6 +18,7 @@ import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from knowledge_lm.backbones import load_backbone
+from knowledge_lm.data.subsets import subset_hash
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import METHODS
 from knowledge_lm.results import (
@@ -32,6 +33,7 @@ from knowledge_lm.results import (
 from knowledge_lm.run.config import TrainConfig
 from knowledge_lm.run.provenance import device_record, git_commit, versions
 from knowledge_lm.run.trainer import build_model_and_data, build_trainer, method_dataset_options, resolve_precision
+from knowledge_lm.tasks.metrics import SCORER_VERSION
 
 
 def readable_checkpoint(path: Path) -> bool:
@@ -139,9 +141,14 @@ def run_cell(
             "subset_hash": data.subset_hash,
             "train_size": data.train_size,
             "eval_sizes": {split: len(data.splits[split]) for split in data.eval_split_names},
+            "split_hashes": {
+                split: subset_hash([record["id"] for record in records], range(len(records)))
+                for split, records in data.splits.items()
+            },
             "data_dir": str(data.data_dir) if data.data_dir else None,
         },
         "budget": budget,
+        "protocol": {"split_version": data.split_version, "scorer_version": SCORER_VERSION},
         "report_split": data.report_split,
         "selection": {
             "split": "dev",
