@@ -150,7 +150,8 @@ def run_sweep(
         "TOKENIZERS_PARALLELISM": "false",
     }
     running: dict[subprocess.Popen, tuple[Cell, object, tuple | None, dict]] = {}
-    queue = list(todo)
+    # Larger train fractions first: the longest cells start early, so side-by-side jobs end together.
+    queue = sorted(todo, key=lambda cell: -cell.fraction)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
