@@ -8,9 +8,10 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.errors import KlmError, check_name
 
 # torch, transformers, spaCy and the KG code load inside the functions that use them: `klm list`, `klm status`
 # and argument errors import this module and answer before any of them loads (tests/test_cli_errors.py).
@@ -49,10 +50,17 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+@lru_cache(maxsize=None)
+def _cached_sha256(path: str, size: int, modified_ns: int) -> str:
+    return file_sha256(Path(path))
+
+
 def weights_checksum(directory: Path) -> str | None:
+    """The sha256 of the directory's weights file, hashed once per process while the file stays as it is."""
     for name in WEIGHT_FILES:
         if (directory / name).is_file():
-            return file_sha256(directory / name)
+            stat = (directory / name).stat()
+            return _cached_sha256(str(directory / name), stat.st_size, stat.st_mtime_ns)
     return None
 
 
@@ -109,12 +117,40 @@ BUILT_IN = ("minilm", "tiny")
 
 
 def backbone_label(name: str) -> str:
-    """The backbone's name in result paths: a built-in name as it is, a local directory by its folder's name, a hub
-    name with its "/" as "--"."""
+    """The backbone's name in result paths, one per backbone: a built-in name as it is; a local directory by its
+    folder's name and the first 8 hex digits of its weights' sha256 (of its resolved path where it has no single
+    weights file), so that two directories of one name, or one named like a built-in backbone, never share
+    results; a hub name with its "/" as "--"."""
     if name in BUILT_IN:
         return name
     path = Path(name).expanduser()
-    return path.name if path.is_dir() else name.replace("/", "--")
+    if path.is_dir():
+        path = path.resolve()
+        identity = weights_checksum(path) or hashlib.sha256(str(path).encode()).hexdigest()
+        return f"{check_name('backbone directory', path.name)}-{identity[:8]}"
+    return check_name("backbone", name.replace("/", "--"))
+
+
+def unhashed_label(name: str) -> str | None:
+    """A local directory's label before labels held its weights' checksum (its folder's name; results of the ERICA
+    checkpoints are filed under it), unless that name is a built-in backbone's; None for any other backbone."""
+    path = Path(name).expanduser()
+    if name in BUILT_IN or not path.is_dir() or path.resolve().name in BUILT_IN:
+        return None
+    return path.resolve().name
+
+
+def check_backbone_name(name: str) -> str:
+    """``name`` as it is, where it gives a valid result-path label; checked without hashing any weights."""
+    if not isinstance(name, str) or not name:
+        raise KlmError(f"backbone {name!r}: a built-in name, a local directory or a hub name is expected")
+    path = Path(name).expanduser()
+    if name not in BUILT_IN:
+        check_name(
+            "backbone directory" if path.is_dir() else "backbone",
+            path.resolve().name if path.is_dir() else name.replace("/", "--"),
+        )
+    return name
 
 
 def resolve_backbone(name: str) -> tuple[str | Path, str | None, str]:
@@ -129,7 +165,7 @@ def resolve_backbone(name: str) -> tuple[str | Path, str | None, str]:
         return path, checksum, "minilm"
     if Path(name).expanduser().is_dir():
         path = Path(name).expanduser().resolve()
-        return path, weights_checksum(path), path.name
+        return path, weights_checksum(path), backbone_label(name)
     if offline():
         raise KlmError(
             f"backbone {name!r} is neither a local directory nor loadable offline; "

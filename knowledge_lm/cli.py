@@ -18,7 +18,7 @@ from knowledge_lm.backbones import load_tokenizer
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.registry import DATASETS, METHODS
-from knowledge_lm.results import Cell, write_json_atomic
+from knowledge_lm.results import Cell, set_aside, write_json_atomic
 from knowledge_lm.run.config import (
     BENCHMARKS_DIR,
     COMPILE_MODES,
@@ -28,7 +28,7 @@ from knowledge_lm.run.config import (
     read_sweep_yaml,
     validate_sweep,
 )
-from knowledge_lm.run.runner import cell_state, failure_message, run_sweep, sweep_cells
+from knowledge_lm.run.runner import cell_status, run_sweep, sweep_cells
 
 
 def sweep_from_args(args):
@@ -144,9 +144,13 @@ def command_cell(args):
             "seed (and --variant) of the sweep"
         )
     [cell] = cells
-    if cell.result_path(args.results_dir).is_file():
-        print(f"{cell.key}: already done ({cell.result_path(args.results_dir)})")
+    state, detail = cell_status(cell, args.results_dir, args.runs_dir)
+    if state == "done":
+        print(f"{cell.key}: already done ({cell.stored_result_path(args.results_dir)})")
         return 0
+    if state in ("corrupt", "misfiled"):
+        moved = set_aside(cell.stored_result_path(args.results_dir))
+        print(f"{detail}; set aside as {moved[0].name}, the cell runs again", file=sys.stderr)
     overrides = parse_overrides(args.set)
     check_method_options(sweep, sweep.source, overrides)
     run_cell(
@@ -167,9 +171,9 @@ def command_status(args):
         table.add_column(column)
     tally = {}
     for cell in sweep_cells(sweep):
-        state = cell_state(cell, args.results_dir, args.runs_dir)
+        state, detail = cell_status(cell, args.results_dir, args.runs_dir)
         tally[state] = tally.get(state, 0) + 1
-        table.add_row(cell.key, state, failure_message(cell, args.runs_dir) if state == "failed" else "")
+        table.add_row(cell.key, state, detail)
     console = Console()
     console.print(table)
     console.print(", ".join(f"{state}: {n}" for state, n in sorted(tally.items())))
@@ -428,7 +432,10 @@ def build_parser():
     )
     cell.set_defaults(handler=command_cell)
 
-    status = commands.add_parser("status", help="list done / partial / failed / missing cells of a sweep")
+    status = commands.add_parser(
+        "status",
+        help="list done / running (by whom) / partial / failed / corrupt / misfiled / missing cells of a sweep",
+    )
     add_sweep_arguments(status)
     status.set_defaults(handler=command_status)
 

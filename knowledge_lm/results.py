@@ -6,11 +6,13 @@ import json
 import os
 import sys
 import tempfile
+import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from knowledge_lm.backbones import backbone_label
+from knowledge_lm.backbones import backbone_label, unhashed_label, weights_checksum
 from knowledge_lm.errors import KlmError
 
 DEFAULT_RESULTS_DIR = Path("results")
@@ -75,16 +77,91 @@ class Cell:
 
     @property
     def key(self) -> str:
-        variant = f"{self.variant}/" if self.variant else ""
-        return (
-            f"{self.dataset}/{self.task}/{self.method}/{self.backbone_label}/{variant}f{self.fraction:g}-s{self.seed}"
-        )
+        return record_key({**self.__dict__, "backbone": self.backbone_label})
 
     def result_path(self, results_dir: Path) -> Path:
         return Path(results_dir) / f"{self.key}.json"
 
+    def stored_result_path(self, results_dir: Path) -> Path:
+        """Where this cell's result is stored: its ``result_path``, or, where only that is missing, a result filed
+        under a local directory's label from before labels held the weights' checksum (``unhashed_label``) whose
+        recorded weights checksum is this directory's."""
+        path = self.result_path(results_dir)
+        unhashed = unhashed_label(self.backbone)
+        if path.is_file() or unhashed is None:
+            return path
+        older = Path(results_dir) / f"{record_key({**self.__dict__, 'backbone': unhashed})}.json"
+        try:
+            recorded = json.loads(older.read_text())["backbone"]["checksum"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return path
+        checksum = weights_checksum(Path(self.backbone).expanduser().resolve())
+        return older if checksum is not None and recorded == checksum else path
+
     def run_dir(self, runs_dir: Path) -> Path:
         return Path(runs_dir) / self.key
+
+
+def record_key(cell: dict) -> str:
+    """A cell's key (its result's path under the store, less ``.json``) from its fields, ``backbone`` as a label:
+    ``Cell.key``, and what a result's recorded ``cell`` says its path is."""
+    variant = f"{cell['variant']}/" if cell.get("variant") else ""
+    return (
+        f"{cell['dataset']}/{cell['task']}/{cell['method']}/{cell['backbone']}/{variant}"
+        f"f{float(cell['fraction']):g}-s{int(cell['seed'])}"
+    )
+
+
+class BadResult(KlmError):
+    """A result file that does not parse or is not of ``CellResult``'s shape (``kind`` "corrupt"), or records
+    another cell than its path's ("misfiled")."""
+
+    def __init__(self, message: str, kind: str = "corrupt"):
+        super().__init__(message)
+        self.kind = kind
+
+
+def read_result(path: Path, results_dir: Path) -> CellResult:
+    """The result stored at ``path`` under ``results_dir``, checked: it parses, holds ``CellResult``'s required keys
+    (its ``cell`` those of ``CellRecord``, its ``metrics`` the reported split's), and records the cell its path
+    names; else ``BadResult``, whose message says which."""
+    path = Path(path)
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BadResult(f"{path}: corrupt, does not parse ({error})") from None
+    missing = sorted(CellResult.__required_keys__ - set(result)) if isinstance(result, dict) else ["all"]
+    if not missing:
+        missing = [
+            f"cell.{key}"
+            for key in sorted(CellRecord.__required_keys__ - {"variant"})
+            if key not in (result["cell"] if isinstance(result["cell"], dict) else {})
+        ]
+    if not missing and not isinstance(
+        (result["metrics"] if isinstance(result["metrics"], dict) else {}).get(result["report_split"]), dict
+    ):
+        missing = [f"metrics.{result['report_split']}"]
+    if missing:
+        raise BadResult(f"{path}: corrupt, not a cell result (missing {', '.join(missing)})")
+    try:
+        recorded = record_key(result["cell"])
+    except (TypeError, ValueError):
+        raise BadResult(f"{path}: corrupt, its cell's fraction or seed is not a number") from None
+    expected = path.relative_to(results_dir).with_suffix("").as_posix()
+    if recorded != expected:
+        raise BadResult(f"{path}: misfiled, it records cell {recorded}", "misfiled")
+    return result
+
+
+def set_aside(result_path: Path) -> list[Path]:
+    """Rename a bad result file (``read_result``) and its predictions file to ``<name>.corrupt-<UTC time>``, so
+    that the cell runs again; never deleted. Returns where they went."""
+    suffix = f".corrupt-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+    moved = []
+    for path in (Path(result_path), predictions_path(result_path)):
+        if path.is_file():
+            moved.append(path.rename(path.with_name(path.name + suffix)))
+    return moved
 
 
 def write_file_atomic(path: Path, write):
@@ -185,9 +262,16 @@ def without_gold(kept: dict) -> dict:
 
 
 def read_stored_predictions(path: Path) -> dict:
-    """A predictions file as stored (one from before ``gold_sha256`` still holds its gold)."""
-    with gzip.open(path, "rt") as handle:
-        return json.load(handle)
+    """A predictions file as stored (one from before ``gold_sha256`` still holds its gold); a ``KlmError`` where it
+    does not parse (truncated) or has no ``split`` and list of ``predicted`` answers."""
+    try:
+        with gzip.open(path, "rt") as handle:
+            kept = json.load(handle)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise KlmError(f"{path}: corrupt predictions file ({type(error).__name__}: {error})") from None
+    if not isinstance(kept, dict) or not isinstance(kept.get("predicted"), list) or "split" not in kept:
+        raise KlmError(f"{path}: corrupt predictions file (no split and list of predicted answers)")
+    return kept
 
 
 def read_predictions(path: Path) -> dict:
@@ -216,17 +300,23 @@ def strip_gold(path: Path) -> bool:
     return True
 
 
+def warn(message: str):
+    """A one-line warning on stderr: what a report skips, and why."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def result_files(results_dir: Path) -> list[tuple[Path, CellResult]]:
     """Every finished cell's result with its file (what lives under ``NOT_CELLS``: zero-shot probes, speed
-    records, superseded results and pretraining records, is not a cell)."""
+    records, superseded results and pretraining records, is not a cell); a bad one (``read_result``) is skipped
+    with a warning naming it."""
     results = []
     for path in sorted(Path(results_dir).rglob("*.json")):
         if path.relative_to(results_dir).parts[0] in NOT_CELLS:
             continue
         try:
-            results.append((path, json.loads(path.read_text())))
-        except json.JSONDecodeError as error:
-            raise KlmError(f"{path}:{error.lineno}: malformed result file ({error.msg})") from None
+            results.append((path, read_result(path, results_dir)))
+        except BadResult as error:
+            warn(f"{error}; skipped")
     return results
 
 

@@ -19,3 +19,22 @@ def write(path: Path, text: str, compress: bool = False) -> Path:
     else:
         path.write_text(text, encoding="utf-8")
     return path
+
+
+def stored_result(cell, **fields) -> dict:
+    """A result of ``CellResult``'s shape for ``cell`` (a ``knowledge_lm.results.Cell``), as a store holds one; its
+    values are placeholders, ``fields`` override them."""
+    return {
+        "cell": {**cell.__dict__, "backbone": cell.backbone_label},
+        "config": {},
+        "git": {"commit": "0" * 10, "dirty": False},
+        "versions": {},
+        "device": {"name": "cpu"},
+        "backbone": {"name": cell.backbone_label, "path": None, "checksum": None},
+        "data": {},
+        "budget": {},
+        "report_split": "test",
+        "metrics": {"test": {"accuracy": 50.0}},
+        "wall_time_s": 1.0,
+        **fields,
+    }

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import stored_result
 
 from knowledge_lm.cli import main
 
@@ -199,7 +200,7 @@ def test_status_imports_no_torch(tmp_path):
 
     done = Cell("baseline", "glue", "rte", 1.0, 1, "tiny")
     done.result_path(tmp_path / "results").parent.mkdir(parents=True)
-    done.result_path(tmp_path / "results").write_text("{}")
+    done.result_path(tmp_path / "results").write_text(json.dumps(stored_result(done)))
     code, imported, err, out = run_in_fresh_process(
         ["status", "--dataset", "glue", "--tasks", "rte", "--fractions", "1", "--seeds", "1,2", "--backbone", "tiny"],
         tmp_path,

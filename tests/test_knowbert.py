@@ -293,7 +293,7 @@ def test_knowledge_pretraining_checkpoint_starts_a_knowbert_cell(prepared_cache,
         and manifest["steps"] == 3
         and set(manifest["final_losses"]) == {"mlm", "linking"}
     )
-    saved = torch.load(out / "kar.pt")
+    saved = torch.load(out / "kar.pt", weights_only=True)
     encoder, _, _ = load_backbone(str(out))
     model = KnowBert(encoder, backbone()[2])  # no KAR options: the checkpoint's shape and weights
     assert model.kar_layer == 0 and all(

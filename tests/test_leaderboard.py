@@ -50,6 +50,8 @@ def fake_result(results, method, task, fraction, seed, value):
             "wall_time_s": 60.0,
             "data": {"subset_hash": "h", "train_size": 100},
             "budget": {"max_steps": 10, "per_device_batch_size": 32},
+            "config": {},
+            "versions": {},
         },
     )
 
@@ -161,6 +163,8 @@ def test_variants_are_their_own_cells_and_rows(tmp_path):
                 "wall_time_s": 1.0,
                 "data": {"subset_hash": "h", "train_size": 100},
                 "budget": {"max_steps": 10, "per_device_batch_size": 32},
+                "config": {},
+                "versions": {},
             },
         )
     [path] = write_leaderboards(results, tmp_path / "leaderboards")
@@ -205,6 +209,8 @@ def test_variant_references_stand_beside_the_variants(tmp_path):
                 "wall_time_s": 1.0,
                 "data": {"subset_hash": "h", "train_size": 100},
                 "budget": {"max_steps": 10, "per_device_batch_size": 32},
+                "config": {},
+                "versions": {},
             },
         )
     [path] = write_leaderboards(results, tmp_path / "leaderboards")
@@ -265,6 +271,8 @@ def test_runs_from_a_pretraining_checkpoint_stand_beside_their_base_backbones_ba
                 "wall_time_s": 1.0,
                 "data": {"subset_hash": "h", "train_size": 100},
                 "budget": {"max_steps": 10, "per_device_batch_size": 32},
+                "config": {},
+                "versions": {},
             },
         )
     [path] = write_leaderboards(results, tmp_path / "leaderboards")
@@ -289,6 +297,7 @@ def kept_result(results, method, seed, value, predicted, variant="", fraction=1.
         "wall_time_s": 1.0,
         "data": {"subset_hash": "h", "train_size": 40},
         "budget": {"max_steps": 10, "per_device_batch_size": 8},
+        "versions": {},
     }
     result["cell"].update(method=method, seed=seed, variant=variant, fraction=fraction)
     result["backbone"].update(checksum=None, path=None)
@@ -448,6 +457,8 @@ def test_checkpoint_rows_bring_their_methods_paper_rows(tmp_path):
             "wall_time_s": 1.0,
             "data": {"subset_hash": "h", "train_size": 100},
             "budget": {"max_steps": 10, "per_device_batch_size": 32},
+            "config": {},
+            "versions": {},
         },
     )
     [path] = write_leaderboards(results, tmp_path / "leaderboards")

@@ -53,6 +53,7 @@ def test_families_open_the_page_with_intervals_chance_marks_and_the_kg_verdict(t
         "wall_time_s": 1.0,
         "data": {"subset_hash": "h", "train_size": 40},
         "budget": {"max_steps": 10, "per_device_batch_size": 8},
+        "versions": {},
         "metrics_by_group": {
             group: {"examples": report_groups(generated_result()).count(group), "accuracy": 75.0}
             for group in ("text", "type", "one_hop", "two_hop")
@@ -129,6 +130,8 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
                     "wall_time_s": 1.0,
                     "data": {"subset_hash": "h", "train_size": 100},
                     "budget": {"max_steps": 10, "per_device_batch_size": 32},
+                    "config": {},
+                    "versions": {},
                 },
             )
     [page] = write_leaderboards(glue, tmp_path / "glue-leaderboards")

@@ -5,6 +5,7 @@ import subprocess
 import time
 
 import pytest
+from helpers import stored_result
 
 from knowledge_lm.run.config import validate_sweep
 from knowledge_lm.run.runner import cell_command, cell_state, run_sweep, sweep_cells
@@ -47,7 +48,7 @@ def test_killed_cell_resumes_and_nothing_runs_twice(tmp_path):
     assert cell_state(killed, results, runs) == "partial"
 
     counts = run_sweep(sweep, results_dir=results, runs_dir=runs)
-    assert counts == {"done_before": 0, "finished": 2, "failed": 0}
+    assert counts == {"done_before": 0, "finished": 2, "failed": 0, "elsewhere": 0}
     result = json.loads(killed.result_path(results).read_text())
     assert result["resumed_from_checkpoint"] is True
     steps = [evaluation["step"] for evaluation in result["evaluations"]]
@@ -57,7 +58,7 @@ def test_killed_cell_resumes_and_nothing_runs_twice(tmp_path):
     assert not killed.run_dir(runs).exists()
 
     again = run_sweep(sweep, results_dir=results, runs_dir=runs)
-    assert again == {"done_before": 2, "finished": 0, "failed": 0}
+    assert again == {"done_before": 2, "finished": 0, "failed": 0, "elsewhere": 0}
 
 
 def launched_on(tmp_path, monkeypatch, gpus, jobs, overrides=None, seeds=(1, 2, 3, 4, 5)):
@@ -180,7 +181,7 @@ def test_rerun_without_predictions_supersedes_old_results_and_keeps_them(tmp_pat
     predictions_path(old.result_path(results)).unlink()
     before = old.result_path(results).read_text()
     counts = run_sweep(sweep, results_dir=results, runs_dir=runs, rerun_without_predictions=True)
-    assert counts == {"done_before": 1, "finished": 1, "failed": 0}
+    assert counts == {"done_before": 1, "finished": 1, "failed": 0, "elsewhere": 0}
     assert predictions_path(old.result_path(results)).is_file() and len(load_results(results)) == 2
     [superseded] = (results / "superseded").rglob("*.json")
     assert superseded.read_text() == before and superseded.name.startswith("f1-s1.")
@@ -196,7 +197,7 @@ def test_failed_rerun_leaves_the_old_result_in_place(tmp_path, monkeypatch):
     cell = sweep_cells(sweep)[0]
     result = cell.result_path(results)
     result.parent.mkdir(parents=True)
-    result.write_text(json.dumps({"finished_at": "2026-01-01T00:00:00"}))
+    result.write_text(json.dumps(stored_result(cell, finished_at="2026-01-01T00:00:00")))
 
     class FailingProcess:
         returncode = 1

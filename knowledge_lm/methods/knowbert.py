@@ -524,7 +524,9 @@ class KnowBert(TaskModel):
         self.kar_layer, self.kar = build_kar(encoder, dropout=self.dropout, **shape)
         self.kar_pretrained = pretrained is not None
         if pretrained is not None:
-            self.kar.load_state_dict(torch.load(Path(pretrained["directory"]) / CHECKPOINT_KAR, map_location="cpu"))
+            self.kar.load_state_dict(
+                torch.load(Path(pretrained["directory"]) / CHECKPOINT_KAR, map_location="cpu", weights_only=True)
+            )
         self.linking_loss_weight, self.linking_margin = self.options.linking_loss_weight, self.options.linking_margin
         self.entity_embeddings_path = entity_embeddings
         self.kar.entities.zeroed = self.options.zero_knowledge  # the control: KAR runs, every entity vector is zero

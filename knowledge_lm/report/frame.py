@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from knowledge_lm.report.gold import report_gold, report_groups, warn
-from knowledge_lm.results import CellResult, gold_sha256, predictions_path, read_predictions
+from knowledge_lm.errors import KlmError
+from knowledge_lm.report.gold import report_gold, report_groups
+from knowledge_lm.results import CellResult, gold_sha256, predictions_path, read_predictions, warn
 
 MISSING = "—"
 
@@ -31,11 +32,23 @@ def kept_predictions(
         if gold is None:
             kept.append(None)
             continue
-        digest, stored = gold_sha256(gold), read_predictions(sidecar)
+        try:
+            digest, stored = gold_sha256(gold), read_predictions(sidecar)
+        except KlmError as error:
+            warn(f"{error}; not used")
+            kept.append(None)
+            continue
         if stored.get("gold_sha256") != digest or stored.get("split") != result["report_split"]:
             warn(
                 f"{path}: its kept predictions are of another gold than the data directory's {result['report_split']} "
                 "split gives; not used"
+            )
+            kept.append(None)
+            continue
+        if len(stored["predicted"]) != len(gold):
+            warn(
+                f"{sidecar}: corrupt predictions file ({len(stored['predicted'])} answers for {len(gold)} "
+                "examples); not used"
             )
             kept.append(None)
             continue

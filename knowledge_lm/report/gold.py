@@ -11,17 +11,13 @@ split's example groups (``report_groups``: the generated task's statement famili
 """
 
 import json
-import sys
 from functools import lru_cache
 
 from knowledge_lm.errors import KlmError
+from knowledge_lm.results import warn
 
 # Dataset options that change neither a split's examples nor their encoding.
 NOT_GOLD_OPTIONS = ("knowledge", "cache_dir", "num_workers")
-
-
-def warn(message: str):
-    print(f"warning: {message}", file=sys.stderr)
 
 
 def report_module(result: dict, data_dir=None) -> tuple | None:

@@ -1,13 +1,18 @@
 """One cell — (method, dataset, task, fraction, seed) — trained and evaluated in this process.
 
-Run as ``python -m knowledge_lm.run.cell '<json spec>'`` by the sweep runner. The result file is written
-atomically once the cell has finished; until then a checkpoint under the run directory lets a
-crashed cell resume where it stopped.
+Run as ``python -m knowledge_lm.run.cell '<json spec>'`` by the sweep runner. The cell is claimed first
+(``knowledge_lm.run.claims``): where another live process holds it, this one exits with ``CLAIMED_EXIT``. The result
+file is written atomically once the cell has finished; until then a checkpoint under the run directory lets a
+crashed cell resume where it stopped (only the claim's holder reads it, and only as tensors and plain data).
 """
 
+import ctypes
 import json
+import os
 import shutil
+import signal
 import sys
+import threading
 import time
 import traceback
 from datetime import datetime, timedelta, timezone
@@ -30,23 +35,80 @@ from knowledge_lm.results import (
     write_json_atomic,
     write_predictions,
 )
+from knowledge_lm.run.claims import CLAIM_FILE, CLAIMED_EXIT, CellClaimed, claim_cell
 from knowledge_lm.run.config import TrainConfig
 from knowledge_lm.run.provenance import device_record, git_commit, versions
 from knowledge_lm.run.trainer import build_model_and_data, build_trainer, method_dataset_options, resolve_precision
 from knowledge_lm.tasks.metrics import SCORER_VERSION
 
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
 
 def readable_checkpoint(path: Path) -> bool:
-    """A checkpoint a killed process may have left half-written is dropped, and the cell starts over."""
+    """A checkpoint that does not load as tensors and plain data alone (``weights_only``: half-written by a killed
+    process, or holding pickled objects, which could run code) is dropped, and the cell starts over."""
 
     if not path.is_file():
         return False
     try:
-        torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         return True
-    except Exception:
+    except Exception as error:
+        print(f"warning: {path}: not resumed from, dropped ({type(error).__name__})", file=sys.stderr)
         path.unlink()
         return False
+
+
+def owns_cell(train: TrainConfig) -> bool:
+    """True in the process that claims a cell: its only one, or of a distributed cell's processes global rank 0
+    (as its launcher numbers them: torchrun, srun, or Lightning's DDP starting the other ranks)."""
+    if train.world_size == 1:
+        return True
+    return all(os.environ.get(name, "0") == "0" for name in ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK"))
+
+
+def die_with_parent(parent_pid: int | None):
+    """End this process when its parent ends: a sweep runner killed with -9 leaves no cell training on, unowned (its
+    claim goes stale, and a re-run takes the cell over). Linux: the kernel's parent-death signal; elsewhere a thread
+    polling the parent. ``parent_pid``: the parent expected, checked after the signal is set (it may be gone)."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if parent_pid is not None and os.getppid() != parent_pid:
+            os._exit(1)
+        return
+    parent = os.getppid() if parent_pid is None else parent_pid
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="klm-parent-watch", daemon=True).start()
+
+
+def record_failure(run_dir: Path, error: BaseException):
+    """Write the cell's ``failed.json``: its error in one line, the traceback's end."""
+    message = str(error) if isinstance(error, KlmError) else f"{type(error).__name__}: {error}"
+    write_json_atomic(
+        run_dir / FAILURE_FILE,
+        {
+            "error": message,
+            "traceback": traceback.format_exc()[-4000:],
+            "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        },
+    )
+
+
+def clear_run_dir(run_dir: Path):
+    """Remove a finished cell's checkpoints and logs (the runner's log of it too), all but its claim (released
+    after)."""
+    for entry in run_dir.iterdir():
+        if entry.name == CLAIM_FILE:
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def group_metrics(model, data) -> dict:
@@ -73,12 +135,40 @@ def run_cell(
     dataset_options: dict | None = None,
     progress: bool = True,
 ) -> CellResult | dict:
-    """Train and evaluate ``cell``; its result (an empty dict on every DDP rank but 0), written to the store."""
-
-    started = time.time()
+    """Claim ``cell``, train and evaluate it; its result (an empty dict on every DDP rank but 0), written to the
+    store. ``CellClaimed`` where another live process holds the cell, or its result is there once claimed; any
+    other error is recorded in the run directory's ``failed.json`` before the claim is released."""
     run_dir = cell.run_dir(runs_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / FAILURE_FILE).unlink(missing_ok=True)
+    claim = claim_cell(run_dir) if owns_cell(train) else None
+    try:
+        if cell.stored_result_path(results_dir).is_file():
+            raise CellClaimed(f"finished elsewhere ({cell.stored_result_path(results_dir)})")
+        if claim is not None:
+            (run_dir / FAILURE_FILE).unlink(missing_ok=True)
+        result = train_cell(cell, train, run_dir, data_dir, results_dir, dataset_options, progress)
+    except CellClaimed:
+        raise
+    except BaseException as error:
+        if claim is not None:
+            record_failure(run_dir, error)
+        raise
+    finally:
+        if claim is not None:
+            claim.release()
+    if claim is not None:
+        try:
+            run_dir.rmdir()  # emptied, released: a process that claimed the cell meanwhile keeps it
+        except OSError:
+            pass
+    return result
+
+
+def train_cell(
+    cell: Cell, train: TrainConfig, run_dir: Path, data_dir, results_dir, dataset_options: dict | None, progress: bool
+) -> CellResult | dict:
+    """``run_cell``'s work, in the claimed run directory: the result is written to the store, and the run directory
+    emptied but for the claim."""
+    started = time.time()
     method_class = METHODS.get(cell.method)
 
     pl.seed_everything(cell.seed, workers=True, verbose=False)
@@ -174,34 +264,31 @@ def run_cell(
         kept["entity_frequency"] = frequencies
     write_predictions(predictions_path(cell.result_path(results_dir)), kept)
     write_json_atomic(cell.result_path(results_dir), result)
-    shutil.rmtree(run_dir, ignore_errors=True)
+    clear_run_dir(run_dir)
     return result
 
 
 def main(argv=None):
     spec = json.loads((argv or sys.argv[1:])[0])
     cell = Cell(**spec["cell"])
+    train = TrainConfig.from_dict(spec.get("train", {}))
+    if spec.get("parent_pid") is not None:
+        die_with_parent(spec["parent_pid"] if owns_cell(train) else None)  # DDP's other ranks: their parent is rank 0
     try:
         run_cell(
             cell,
-            TrainConfig.from_dict(spec.get("train", {})),
+            train,
             data_dir=spec.get("data_dir"),
             results_dir=spec.get("results_dir", "results"),
             runs_dir=spec.get("runs_dir", "runs"),
             dataset_options=spec.get("dataset_options"),
             progress=spec.get("progress", True),
         )
+    except CellClaimed as claimed:
+        print(f"{cell.key}: {claimed}", file=sys.stderr)
+        sys.exit(CLAIMED_EXIT)
     except BaseException as error:
         message = str(error) if isinstance(error, KlmError) else f"{type(error).__name__}: {error}"
-        run_dir = cell.run_dir(spec.get("runs_dir", "runs"))
-        write_json_atomic(
-            run_dir / FAILURE_FILE,
-            {
-                "error": message,
-                "traceback": traceback.format_exc()[-4000:],
-                "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            },
-        )
         print(f"error: {cell.key}: {message}", file=sys.stderr)
         sys.exit(1)
 

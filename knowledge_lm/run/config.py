@@ -7,8 +7,9 @@ from pathlib import Path
 
 import yaml
 
+from knowledge_lm.backbones import check_backbone_name
 from knowledge_lm.data.subsets import check_fraction
-from knowledge_lm.errors import KlmError
+from knowledge_lm.errors import KlmError, check_name
 from knowledge_lm.registry import DATASETS, METHODS
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -195,17 +196,19 @@ class Sweep:
 
 
 def parse_fractions(text) -> list[float]:
+    """The fractions of ``text`` (a comma-separated string or a list), each once, in their first order."""
     items = text.split(",") if isinstance(text, str) else list(text)
     try:
-        return [check_fraction(float(item)) for item in items]
+        return list(dict.fromkeys(check_fraction(float(item)) for item in items))
     except ValueError:
         raise KlmError(f"fractions {text!r}: expected numbers in (0, 1], e.g. 0.01,0.1,1") from None
 
 
 def parse_seeds(text) -> list[int]:
+    """The seeds of ``text`` (a comma-separated string or a list), each once, in their first order."""
     items = text.split(",") if isinstance(text, str) else list(text)
     try:
-        return [int(item) for item in items]
+        return list(dict.fromkeys(int(item) for item in items))
     except ValueError:
         raise KlmError(f"seeds {text!r}: expected integers, e.g. 1,2,3") from None
 
@@ -238,7 +241,7 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
         methods=methods,
         fractions=parse_fractions(raw.get("fractions", [0.01, 0.1, 1.0])),
         seeds=parse_seeds(raw.get("seeds", [1, 2, 3])),
-        backbone=str(raw.get("backbone", "minilm")),
+        backbone=check_backbone_name(str(raw.get("backbone", "minilm"))),
         train=dict(raw.get("train") or {}),
         task_train=dict(raw.get("task_train") or {}),
         dataset_options=dict(raw.get("dataset_options") or {}),
@@ -251,7 +254,7 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
         strays = sorted(set(backbones) - set(methods))
         if strays:
             raise KlmError(f"{where}: method_backbones names method(s) {', '.join(strays)} the sweep does not run")
-        sweep.method_backbones = dict(backbones)
+        sweep.method_backbones = {method: check_backbone_name(name) for method, name in backbones.items()}
     if raw.get("variants") is not None:
         variants = raw["variants"]
         if (
@@ -263,7 +266,7 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
             )
         ):
             raise KlmError(f"{where}: variants must map non-empty names (no '/') to dataset-option mappings")
-        sweep.variants = {name: dict(options) for name, options in variants.items()}
+        sweep.variants = {check_name(f"{where}: variant", name): dict(options) for name, options in variants.items()}
         for name, options in sweep.variants.items():
             if not isinstance(options.get("method_options", {}), dict):
                 raise KlmError(f"{where}: variant {name}: method_options must be a mapping")

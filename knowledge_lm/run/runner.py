@@ -1,4 +1,5 @@
-"""The sweep runner: every cell in its own process, finished cells skipped, crashed ones resumed."""
+"""The sweep runner: every cell in its own process, finished cells skipped, crashed ones resumed, cells claimed by
+another live process (another runner, here or on another machine sharing the directories) left to it."""
 
 import json
 import os
@@ -13,7 +14,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS
-from knowledge_lm.results import FAILURE_FILE, LAST_CHECKPOINT, Cell, predictions_path, restore, supersede
+from knowledge_lm.results import (
+    FAILURE_FILE,
+    LAST_CHECKPOINT,
+    BadResult,
+    Cell,
+    predictions_path,
+    read_result,
+    restore,
+    set_aside,
+    supersede,
+)
+from knowledge_lm.run.claims import CLAIMED_EXIT, describe, is_stale, read_claim
 from knowledge_lm.run.config import Sweep, check_method_options
 
 console = Console(stderr=True)
@@ -30,20 +42,38 @@ def sweep_cells(sweep: Sweep) -> list[Cell]:
     ]
 
 
-def cell_state(cell: Cell, results_dir: Path, runs_dir: Path) -> str:
-    if cell.result_path(results_dir).is_file():
-        return "done"
+def cell_status(cell: Cell, results_dir: Path, runs_dir: Path) -> tuple[str, str]:
+    """``(state, detail)``: done; corrupt or misfiled (a result file ``read_result`` refuses; detail: why); running
+    (claimed by a live process; detail: which); failed (detail: its error); partial (a checkpoint to resume from);
+    or missing."""
+    path = cell.stored_result_path(results_dir)
+    if path.is_file():
+        try:
+            read_result(path, results_dir)
+            return "done", ""
+        except BadResult as error:
+            return error.kind, str(error)
     run_dir = cell.run_dir(runs_dir)
+    claim = read_claim(run_dir)
+    if claim is not None and not is_stale(claim):
+        return "running", describe(claim)
     if (run_dir / FAILURE_FILE).is_file():
-        return "failed"
+        return "failed", failure_message(cell, runs_dir)
     if (run_dir / LAST_CHECKPOINT).is_file():
-        return "partial"
-    return "missing"
+        return "partial", ""
+    return "missing", ""
+
+
+def cell_state(cell: Cell, results_dir: Path, runs_dir: Path) -> str:
+    return cell_status(cell, results_dir, runs_dir)[0]
 
 
 def failure_message(cell: Cell, runs_dir: Path) -> str:
     path = cell.run_dir(runs_dir) / FAILURE_FILE
-    return json.loads(path.read_text())["error"] if path.is_file() else ""
+    try:
+        return json.loads(path.read_text())["error"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
 
 
 def cell_command(
@@ -57,6 +87,7 @@ def cell_command(
         "runs_dir": str(runs_dir),
         "dataset_options": sweep.variant_options(cell.variant),
         "progress": progress,
+        "parent_pid": os.getpid(),  # the cell process ends with this runner (knowledge_lm.run.cell.die_with_parent)
     }
     return [sys.executable, "-m", "knowledge_lm.run.cell", json.dumps(spec)]
 
@@ -108,15 +139,16 @@ def run_sweep(
     (default: the visible ones) in groups of the cells' ``devices`` (DDP within a cell). With
     ``rerun_without_predictions``, finished cells that kept no predictions (results from before cells kept
     them) run again, and the old result moves to ``results/superseded/`` as the re-run starts (back, if it
-    fails). Returns counts."""
+    fails). A cell claimed by another live process is left to it, and a bad result file (``read_result``) is set
+    aside and its cell run again. Returns counts: ``elsewhere`` the cells another process ran or runs."""
     overrides = overrides or {}
     check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
     reruns = {
         cell.key
         for cell in sweep_cells(sweep)
         if rerun_without_predictions
-        and cell.result_path(results_dir).is_file()
-        and not predictions_path(cell.result_path(results_dir)).is_file()
+        and cell.stored_result_path(results_dir).is_file()
+        and not predictions_path(cell.stored_result_path(results_dir)).is_file()
     }
     devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
     gpus = visible_gpus() if gpus is None else gpus
@@ -125,22 +157,28 @@ def run_sweep(
         raise KlmError(f"a cell wants {devices_per_cell} GPUs (devices) but {len(gpus)} are visible")
     load: dict[tuple[str, ...], int] = {}
     cells = sweep_cells(sweep)
+    states = {cell.key: cell_status(cell, results_dir, runs_dir) for cell in cells}
+    elsewhere = {key: detail for key, (state, detail) in states.items() if state == "running"}
+    for cell in cells:
+        if states[cell.key][0] in ("corrupt", "misfiled"):
+            moved = set_aside(cell.stored_result_path(results_dir))
+            console.print(f"[yellow]{states[cell.key][1]}; set aside as {moved[0].name}, the cell runs again[/]")
     todo = [
         c
         for c in cells
         if c.key in reruns
-        or (
-            cell_state(c, results_dir, runs_dir) != "done"
-            and (retry_failed or cell_state(c, results_dir, runs_dir) != "failed")
-        )
+        or (states[c.key][0] not in ("done", "running") and (retry_failed or states[c.key][0] != "failed"))
     ]
-    counts = {"done_before": len(cells) - len(todo), "finished": 0, "failed": 0}
+    counts = {"done_before": len(cells) - len(todo) - len(elsewhere), "finished": 0, "failed": 0, "elsewhere": 0}
     if todo:
         check_data(sweep, data_dir)
     console.print(
         f"[bold]{sweep.name}[/]: {len(cells)} cells, {counts['done_before']} already done, {len(todo)} to run"
+        + (f", {len(elsewhere)} running elsewhere" if elsewhere else "")
     )
     if not todo:
+        counts["elsewhere"] = len(elsewhere)
+        report_elsewhere(elsewhere)
         return counts
     show_cell_progress = jobs == 1 and sys.stderr.isatty()
     # Cells running side by side share the cores instead of each spinning up a thread per core.
@@ -165,7 +203,12 @@ def run_sweep(
         while queue or running:
             while queue and len(running) < jobs:
                 cell = queue.pop(0)
-                superseded = supersede(cell.result_path(results_dir), results_dir) if cell.key in reruns else {}
+                state, detail = cell_status(cell, results_dir, runs_dir)
+                if cell.key not in reruns and state in ("done", "running"):  # another process took it meanwhile
+                    elsewhere[cell.key] = detail or "finished elsewhere"
+                    bar.advance(overall)
+                    continue
+                superseded = supersede(cell.stored_result_path(results_dir), results_dir) if cell.key in reruns else {}
                 group = least_loaded(groups, load) if groups else None
                 cell_env = env if group is None else {**env, "CUDA_VISIBLE_DEVICES": ",".join(group)}
                 load[group] = load.get(group, 0) + 1
@@ -192,6 +235,9 @@ def run_sweep(
                 log.close()
                 if process.returncode == 0 and cell.result_path(results_dir).is_file():
                     counts["finished"] += 1
+                elif process.returncode == CLAIMED_EXIT:
+                    restore(superseded)
+                    elsewhere[cell.key] = cell_status(cell, results_dir, runs_dir)[1] or "finished elsewhere"
                 else:
                     counts["failed"] += 1
                     restore(superseded)
@@ -200,5 +246,13 @@ def run_sweep(
                         f" (log: {cell.run_dir(runs_dir) / 'log.txt'})"
                     )
                 bar.advance(overall)
-    console.print(f"finished {counts['finished']}, failed {counts['failed']}")
+    counts["elsewhere"] = len(elsewhere)
+    report_elsewhere(elsewhere)
+    console.print(f"finished {counts['finished']}, failed {counts['failed']}, elsewhere {counts['elsewhere']}")
     return counts
+
+
+def report_elsewhere(elsewhere: dict[str, str]):
+    """The cells another process ran or runs, and which (``host:pid``, its heartbeat's age)."""
+    for key, detail in elsewhere.items():
+        console.print(f"[blue]running elsewhere: {key}[/] ({detail})")

@@ -4,6 +4,7 @@ cuDNN's mode are the same wherever a method trains."""
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.plugins import TorchCheckpointIO
 
 from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.run.config import TrainConfig
@@ -19,6 +20,14 @@ def resolve_precision(precision: str = "auto") -> str:
     if precision != "auto":
         return precision
     return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+
+
+class WeightsOnlyCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint files, read back as tensors and plain data alone (``torch.load(weights_only=True)``):
+    a resumed checkpoint runs no pickled code. A cell's checkpoint holds nothing else (no pickled hyperparameters)."""
+
+    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict:
+        return torch.load(path, map_location=map_location or "cpu", weights_only=True)
 
 
 def build_trainer(
@@ -51,6 +60,7 @@ def build_trainer(
         num_sanity_val_steps=0,
         logger=False,
         callbacks=list(callbacks),
+        plugins=[WeightsOnlyCheckpointIO()],
         enable_checkpointing=any(isinstance(callback, pl.callbacks.ModelCheckpoint) for callback in callbacks),
         enable_model_summary=False,
         enable_progress_bar=progress,

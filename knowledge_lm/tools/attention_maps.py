@@ -12,6 +12,7 @@ over heads. KAM's panel has K more columns when PMI expansion is on: the auxilia
 The figure is drawn on a bare ``matplotlib.figure.Figure`` (the Agg canvas), so no display is needed.
 """
 
+import pickle
 from pathlib import Path
 
 import torch
@@ -70,7 +71,11 @@ def load_encoder_weights(encoder: torch.nn.Module, path: str, what: str):
     if not Path(path).is_file():
         raise KlmError(f"{what} checkpoint {path} does not exist")
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)  # tensors and plain data: no code runs
+    except pickle.UnpicklingError:
+        raise KlmError(
+            f"{what} checkpoint {path}: holds more than tensors and plain data (pickled objects); not loaded"
+        ) from None
     except Exception as error:
         raise KlmError(f"{what} checkpoint {path}: unreadable ({type(error).__name__})") from None
     state = checkpoint.get("state_dict", checkpoint) if isinstance(checkpoint, dict) else {}
