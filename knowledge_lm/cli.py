@@ -14,9 +14,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from knowledge_lm.backbones import load_tokenizer
 from knowledge_lm.errors import KlmError
-from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.results import Cell, write_json_atomic
 from knowledge_lm.run.config import (
@@ -28,7 +26,7 @@ from knowledge_lm.run.config import (
     read_sweep_yaml,
     validate_sweep,
 )
-from knowledge_lm.run.runner import cell_state, failure_message, run_sweep, sweep_cells
+from knowledge_lm.run.runner import cell_state, failure_message, prepare_knowledge, run_sweep, sweep_cells
 
 
 def sweep_from_args(args):
@@ -46,7 +44,7 @@ def sweep_from_args(args):
         raise KlmError(f"--dataset {args.dataset} contradicts {args.config} (dataset {raw.get('dataset')})")
     if args.method:
         raw["methods"] = args.method.split(",")
-        raw["name"] = f"{raw.get('name', raw['dataset'])}:{args.method}"
+        raw["name"] = f"{raw.get('name', raw.get('dataset'))}:{args.method}"
     raw.setdefault("methods", ["baseline"])
     for option in ("tasks",):
         if getattr(args, option):
@@ -100,6 +98,18 @@ def print_written_leaderboards(results_dir: Path, out_dir: Path, data_dir=None):
         print(f"wrote {path}")
 
 
+def parse_jobs(value: str | None) -> int:
+    """``--jobs``, else ``$KLM_JOBS``, else 1: how many cells run at once, a positive integer."""
+    source, text = ("--jobs", value) if value is not None else ("KLM_JOBS", os.environ.get("KLM_JOBS") or "1")
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise KlmError(f"{source} {text!r}: expected a positive number of cells to run at once, e.g. 2")
+    return jobs
+
+
 def command_bench(args):
     if args.table and (args.config or args.dataset):
         raise KlmError("--table names its own configs: drop --config/--dataset")
@@ -108,6 +118,7 @@ def command_bench(args):
     for config in configs:  # every config is checked before any cell runs
         args.config = str(config) if config else None
         sweeps.append(sweep_from_args(args))
+    jobs = parse_jobs(args.jobs)
     data_dir = check_data_dir(args.data_dir)
     overrides = parse_overrides(args.set)
     if args.devices_per_cell:
@@ -122,7 +133,7 @@ def command_bench(args):
             data_dir=data_dir,
             results_dir=args.results_dir,
             runs_dir=args.runs_dir,
-            jobs=args.jobs,
+            jobs=jobs,
             rerun_without_predictions=args.rerun_without_predictions,
         )["failed"]
     if not args.no_leaderboard:
@@ -194,34 +205,14 @@ def command_prepare(args):
         )
         if getattr(args, name) is not None
     }
-    data_dir = check_data_dir(args.data_dir)
-    console = Console(stderr=True)
-    tokenizers = {
-        backbone: load_tokenizer(backbone) for backbone in sorted({sweep.backbone_for(m) for m in sweep.methods})
-    }
-    for variant, tokenizer in ((variant, tokenizer) for variant in sweep.variants for tokenizer in tokenizers.values()):
-        variant_options = sweep.variant_options(variant)
-        config = KnowledgeConfig.from_dict({**variant_options.get("knowledge", {}), **options})
-        dataset_options = {k: v for k, v in variant_options.items() if k != "knowledge"}
-        for task in sweep.tasks:
-            started = time.time()
-            data = DATASETS.get(sweep.dataset)(
-                task=task,
-                data_dir=data_dir,
-                max_length=sweep.train_config(task).max_length,
-                cache_dir=args.cache_dir,
-                **dataset_options,
-            )
-            manifest = prepare(data, tokenizer, config, data.cache_dir, progress=not args.quiet)
-            elapsed = time.time() - started
-            coverage = ", ".join(
-                f"{split} {stats['linked_coverage']:.1%}" for split, stats in manifest["splits"].items()
-            )
-            console.print(
-                f"{sweep.dataset}/{task}{f' [{variant}]' if variant else ''}: {elapsed:.1f} s (first build "
-                f"{manifest['total_s']:.1f} s); {'gold' if manifest['gold_links'] else 'alias-table'} links, "
-                f"examples with ≥1 linked entity: {coverage}"
-            )
+    prepare_knowledge(
+        sweep,
+        sweep.methods,
+        data_dir=check_data_dir(args.data_dir),
+        cache_dir=args.cache_dir,
+        options=options,
+        progress=not args.quiet,
+    )
     return 0
 
 
@@ -402,9 +393,8 @@ def build_parser():
     bench.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
     bench.add_argument(
         "--jobs",
-        type=int,
-        default=int(os.environ.get("KLM_JOBS", "1")),
-        help="cells run at once, spread evenly over the visible GPUs (several per GPU when jobs > GPUs)",
+        help="cells run at once, spread evenly over the visible GPUs (several per GPU when jobs > GPUs); "
+        "default: $KLM_JOBS, else 1",
     )
     bench.add_argument("--devices-per-cell", type=int, help="GPUs per cell (DDP within the cell; default 1)")
     bench.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. lr=3e-5")

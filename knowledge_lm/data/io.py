@@ -4,6 +4,8 @@ import csv
 import gzip
 import json
 import os
+import zlib
+from contextlib import contextmanager
 from pathlib import Path
 
 from knowledge_lm.errors import KlmError
@@ -63,12 +65,23 @@ def find_split_files(
     )
 
 
+@contextmanager
 def open_text(path: Path):
-    # utf-8-sig: MRPC's header starts with a byte-order mark.
+    """A text file (gzip-compressed where its name ends in .gz) to read in a ``with`` block; bytes that are not
+    UTF-8, or a compressed stream cut short, fail as one line naming the file."""
     path = Path(path)
+    # utf-8-sig: MRPC's header starts with a byte-order mark.
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
+        handle = gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    else:
+        handle = open(path, encoding="utf-8-sig", newline="")
+    try:
+        with handle:
+            yield handle
+    except UnicodeDecodeError as error:
+        raise KlmError(f"{path}: not UTF-8 text (byte {error.object[error.start]:#04x}: {error.reason})") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise KlmError(f"{path}: truncated or corrupt gzip file ({error})") from None
 
 
 def read_tsv(

@@ -11,8 +11,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from knowledge_lm.backbones import check_backbone, load_tokenizer
 from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import DATASETS
+from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
+from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.results import FAILURE_FILE, LAST_CHECKPOINT, Cell, predictions_path, restore, supersede
 from knowledge_lm.run.config import Sweep, check_method_options
 
@@ -93,6 +95,51 @@ def check_data(sweep: Sweep, data_dir) -> None:
         dataset_class(task=task, data_dir=data_dir, **sweep.dataset_options).labelled_splits()
 
 
+def knowledge_methods(sweep: Sweep) -> list[str]:
+    """The sweep's methods that train on prepared knowledge features (imports their modules)."""
+    return [method for method in sweep.methods if getattr(METHODS.get(method), "needs_knowledge", False)]
+
+
+def prepare_knowledge(
+    sweep: Sweep,
+    methods: list[str],
+    overrides: dict | None = None,
+    data_dir=None,
+    cache_dir=None,
+    options: dict | None = None,
+    progress: bool = True,
+) -> None:
+    """The knowledge features of every task and variant of ``sweep``, for the tokenizer of each of ``methods``'
+    backbones and the ``max_length`` its cells train with: what ``klm prepare`` computes (``options``: its
+    knowledge options over each variant's), and what ``klm bench`` computes first where its cells would miss them.
+    Cached: a task prepared before costs a read of its splits. Prints one line per task."""
+    tokenizers = [load_tokenizer(backbone) for backbone in sorted({sweep.backbone_for(m) for m in methods})]
+    for variant in sweep.variants:
+        variant_options = sweep.variant_options(variant)
+        config = KnowledgeConfig.from_dict({**variant_options.get("knowledge", {}), **(options or {})})
+        dataset_options = {k: v for k, v in variant_options.items() if k != "knowledge"}
+        for tokenizer in tokenizers:
+            for task in sweep.tasks:
+                started = time.time()
+                data = DATASETS.get(sweep.dataset)(
+                    task=task,
+                    data_dir=data_dir,
+                    max_length=sweep.train_config(task, overrides, variant).max_length,
+                    cache_dir=cache_dir,
+                    **dataset_options,
+                )
+                manifest = prepare(data, tokenizer, config, data.cache_dir, progress=progress)
+                coverage = ", ".join(
+                    f"{split} {stats['linked_coverage']:.1%}" for split, stats in manifest["splits"].items()
+                )
+                console.print(
+                    f"{sweep.dataset}/{task}{f' [{variant}]' if variant else ''}: knowledge features in "
+                    f"{time.time() - started:.1f} s (first build {manifest['total_s']:.1f} s); "
+                    f"{'gold' if manifest['gold_links'] else 'alias-table'} links, "
+                    f"examples with ≥1 linked entity: {coverage}"
+                )
+
+
 def run_sweep(
     sweep: Sweep,
     overrides: dict | None = None,
@@ -110,6 +157,8 @@ def run_sweep(
     them) run again, and the old result moves to ``results/superseded/`` as the re-run starts (back, if it
     fails). Returns counts."""
     overrides = overrides or {}
+    if jobs < 1:
+        raise KlmError(f"jobs {jobs}: expected at least 1 cell at a time")
     check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
     reruns = {
         cell.key
@@ -135,8 +184,13 @@ def run_sweep(
         )
     ]
     counts = {"done_before": len(cells) - len(todo), "finished": 0, "failed": 0}
-    if todo:
+    if todo:  # what every cell needs is checked (and prepared) once, before any cell starts
+        for backbone in sorted({cell.backbone for cell in todo}):
+            check_backbone(backbone)
         check_data(sweep, data_dir)
+        methods = knowledge_methods(sweep)
+        if methods:
+            prepare_knowledge(sweep, methods, overrides, data_dir, progress=sys.stderr.isatty())
     console.print(
         f"[bold]{sweep.name}[/]: {len(cells)} cells, {counts['done_before']} already done, {len(todo)} to run"
     )
