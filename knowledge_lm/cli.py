@@ -171,16 +171,29 @@ def command_cell(args):
     return 0
 
 
+def newest_log(log_dir: Path) -> Path | None:
+    """Where a cell's newest training log is: its last attempt's ``version_N`` folder (csv, tensorboard), else its
+    log folder (wandb's runs), or None where it has none."""
+    versions = [path for path in log_dir.glob("version_*") if path.name[len("version_") :].isdigit()]
+    newest = max(versions, key=lambda path: int(path.name[len("version_") :]), default=None)
+    return newest or (log_dir if log_dir.is_dir() else None)
+
+
 def command_status(args):
     sweep = sweep_from_args(args)
     table = Table(title=f"{sweep.name}")
-    for column in ("cell", "state", "detail"):
-        table.add_column(column)
+    for column in ("cell", "state", "detail", "training log"):
+        table.add_column(column, overflow="fold")  # a path cut short is no use
     tally = {}
     for cell in sweep_cells(sweep):
         state = cell_state(cell, args.results_dir, args.runs_dir)
         tally[state] = tally.get(state, 0) + 1
-        table.add_row(cell.key, state, failure_message(cell, args.runs_dir) if state == "failed" else "")
+        table.add_row(
+            cell.key,
+            state,
+            failure_message(cell, args.runs_dir) if state == "failed" else "",
+            str(newest_log(cell.log_dir(args.results_dir)) or ""),
+        )
     console = Console()
     console.print(table)
     console.print(", ".join(f"{state}: {n}" for state, n in sorted(tally.items())))

@@ -31,7 +31,13 @@ from knowledge_lm.results import (
 )
 from knowledge_lm.run.config import TrainConfig
 from knowledge_lm.run.provenance import device_record, git_commit, versions
-from knowledge_lm.run.trainer import build_model_and_data, build_trainer, method_dataset_options, resolve_precision
+from knowledge_lm.run.trainer import (
+    build_model_and_data,
+    build_trainer,
+    method_dataset_options,
+    resolve_precision,
+    training_logger,
+)
 
 
 def readable_checkpoint(path: Path) -> bool:
@@ -109,6 +115,8 @@ def run_cell(
         callbacks=[checkpointing],
         progress=progress,
         root_dir=run_dir,
+        logger=training_logger(train.logger, cell.log_dir(results_dir), cell.key),
+        log_every_n_steps=min(50, budget["eval_every_steps"]),  # a loss or more between two evaluations
     )
     last = run_dir / LAST_CHECKPOINT
     resumed_from = str(last) if readable_checkpoint(last) else None

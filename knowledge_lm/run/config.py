@@ -1,6 +1,7 @@
 """Sweep configs (``benchmarks/*.yaml``) and the training settings of one cell, validated on load."""
 
 import dataclasses
+import importlib.util
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,21 @@ POSITIVE_SETTINGS = ("batch_size", "eval_batch_size", "max_length", "evaluations
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
+# A training logger → the packages it writes with, any one of which will do (none: Lightning's own).
+LOGGERS = {"csv": (), "tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",), "none": ()}
+
+
+def check_logger(name: str, where: str) -> None:
+    """The training setting ``logger``: a known one, whose package is installed (looked up, not imported)."""
+    if name not in LOGGERS:
+        raise KlmError(f"{where}: training setting logger={name!r} is not one of {', '.join(LOGGERS)}")
+    packages = LOGGERS[name]
+    if packages and not any(importlib.util.find_spec(package) for package in packages):
+        raise KlmError(
+            f"{where}: training setting logger={name} needs the package {packages[0]}: pip install {packages[0]}"
+        )
+
+
 @dataclass
 class TrainConfig:
     lr: float = 5e-5
@@ -57,6 +73,9 @@ class TrainConfig:
     compile: bool = False
     # torch.compile's mode for those layers; "reduce-overhead" replays them as CUDA graphs (one per shape).
     compile_mode: str = "default"
+    # Where the training curve goes (loss, learning rate, dev metrics per evaluation), under
+    # <results>/logs/<cell key>/: csv (Lightning's CSVLogger), tensorboard, wandb, or none.
+    logger: str = "csv"
     method_options: dict = field(default_factory=dict)
 
     @classmethod
@@ -76,6 +95,7 @@ class TrainConfig:
             except (TypeError, ValueError):
                 kind = "boolean" if caster is parse_bool else caster.__name__
                 raise KlmError(f"{where}: training setting {name}={value!r} is not a {kind}") from None
+        check_logger(checked.get("logger", "csv"), where)
         for name in POSITIVE_SETTINGS:
             if name in checked and checked[name] < 1:
                 raise KlmError(f"{where}: training setting {name}={checked[name]} must be at least 1")
