@@ -26,7 +26,15 @@ from knowledge_lm.run.config import (
     read_sweep_yaml,
     validate_sweep,
 )
-from knowledge_lm.run.runner import cell_state, failure_message, prepare_knowledge, run_sweep, sweep_cells
+from knowledge_lm.run.runner import (
+    cell_state,
+    failure_message,
+    parse_shard,
+    prepare_knowledge,
+    run_sweep,
+    shard_keys,
+    sweep_cells,
+)
 
 
 def sweep_from_args(args):
@@ -119,12 +127,22 @@ def command_bench(args):
         args.config = str(config) if config else None
         sweeps.append(sweep_from_args(args))
     jobs = parse_jobs(args.jobs)
+    shard = parse_shard(args.shard) if args.shard else None
     data_dir = check_data_dir(args.data_dir)
     overrides = parse_overrides(args.set)
     if args.devices_per_cell:
         overrides["devices"] = args.devices_per_cell
     for sweep in sweeps:  # a table's later configs too: a typo fails before any of its cells runs
         check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
+    only = shard_keys([cell for sweep in sweeps for cell in sweep_cells(sweep)], shard) if shard else None
+    executor = None
+    if args.executor != "local":
+        from knowledge_lm.run.submit import make_executor
+
+        devices = max(sweep.train_config(task, overrides).devices for sweep in sweeps for task in sweep.tasks)
+        executor = make_executor(
+            args.executor, args.runs_dir / "submitit", devices, parse_overrides(args.executor_option)
+        )
     failed = 0
     for sweep in sweeps:
         failed += run_sweep(
@@ -135,8 +153,12 @@ def command_bench(args):
             runs_dir=args.runs_dir,
             jobs=jobs,
             rerun_without_predictions=args.rerun_without_predictions,
+            only=only,
+            executor=executor,
         )["failed"]
-    if not args.no_leaderboard:
+    if shard:  # shards end at different times, and one page from several writers would be torn
+        print(f"shard {args.shard} done; run `klm leaderboard` once every shard has finished")
+    elif not args.no_leaderboard:
         print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir)
     return 1 if failed else 0
 
@@ -415,6 +437,25 @@ def build_parser():
         "--rerun-without-predictions",
         action="store_true",
         help="run again the finished cells that kept no predictions (older results move to results/superseded/)",
+    )
+    bench.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run only shard K of N (1-based): of the sorted cell keys, every N-th from the K-th; one per node or "
+        "array task, e.g. --shard $SLURM_ARRAY_TASK_ID/8 (no leaderboard: run klm leaderboard after the last)",
+    )
+    bench.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="local: cells as processes here (default); slurm: each cell a job of one SLURM job array, through "
+        "submitit (pip install 'knowledge-lm[slurm]')",
+    )
+    bench.add_argument(
+        "--executor-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a submitit parameter of every job, e.g. slurm_partition=gpu, timeout_min=240, cpus_per_task=8",
     )
     bench.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
     bench.add_argument("--no-leaderboard", action="store_true")

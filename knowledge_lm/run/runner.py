@@ -32,6 +32,22 @@ def sweep_cells(sweep: Sweep) -> list[Cell]:
     ]
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """``--shard K/N``: ``(K, N)`` with 1 ≤ K ≤ N, else a one-line error."""
+    k, _, n = str(text).partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise KlmError(f"--shard {text!r}: expected K/N with 1 ≤ K ≤ N, e.g. 1/4")
+    return int(k), int(n)
+
+
+def shard_keys(cells: list[Cell], shard: tuple[int, int]) -> set[str]:
+    """The keys of shard K of N: of the cells' distinct keys in sorted order, every N-th from the K-th (indices
+    K-1, K-1+N, ...). It depends on the cells alone, not on what is done, so every node agrees on it, and each
+    shard gets a similar mix of methods, tasks and seeds."""
+    k, n = shard
+    return {key for index, key in enumerate(sorted({cell.key for cell in cells})) if index % n == k - 1}
+
+
 def cell_state(cell: Cell, results_dir: Path, runs_dir: Path) -> str:
     if cell.result_path(results_dir).is_file():
         return "done"
@@ -150,10 +166,13 @@ def run_sweep(
     retry_failed: bool = True,
     gpus: list[str] | None = None,
     rerun_without_predictions: bool = False,
+    only: set[str] | None = None,
+    executor=None,
 ) -> dict[str, int]:
-    """Run every unfinished cell; ``jobs`` cells at a time (each its own process), spread over ``gpus``
-    (default: the visible ones) in groups of the cells' ``devices`` (DDP within a cell). With
-    ``rerun_without_predictions``, finished cells that kept no predictions (results from before cells kept
+    """Run every unfinished cell (of those whose keys are in ``only``, where given: a shard); ``jobs`` cells at a
+    time (each its own process), spread over ``gpus`` (default: the visible ones) in groups of the cells'
+    ``devices`` (DDP within a cell), or each as a job of a submitit ``executor`` (``knowledge_lm.run.submit``).
+    With ``rerun_without_predictions``, finished cells that kept no predictions (results from before cells kept
     them) run again, and the old result moves to ``results/superseded/`` as the re-run starts (back, if it
     fails). Returns counts."""
     overrides = overrides or {}
@@ -173,7 +192,7 @@ def run_sweep(
     if gpus and not groups:
         raise KlmError(f"a cell wants {devices_per_cell} GPUs (devices) but {len(gpus)} are visible")
     load: dict[tuple[str, ...], int] = {}
-    cells = sweep_cells(sweep)
+    cells = [cell for cell in sweep_cells(sweep) if only is None or cell.key in only]
     todo = [
         c
         for c in cells
@@ -196,6 +215,8 @@ def run_sweep(
     )
     if not todo:
         return counts
+    if executor is not None:
+        return run_on_executor(executor, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts)
     show_cell_progress = jobs == 1 and sys.stderr.isatty()
     # Cells running side by side share the cores instead of each spinning up a thread per core.
     env = {
@@ -253,5 +274,47 @@ def run_sweep(
                         f" (log: {cell.run_dir(runs_dir) / 'log.txt'})"
                     )
                 bar.advance(overall)
+    console.print(f"finished {counts['finished']}, failed {counts['failed']}")
+    return counts
+
+
+def run_on_executor(executor, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts) -> dict:
+    """``todo``'s cells submitted as one job array of a submitit ``executor``, each job the cell's own process
+    (paths made absolute: a job may start elsewhere), waited for; ``counts`` completed and returned."""
+    import submitit  # here only when an executor was made, which checked it is installed
+
+    from knowledge_lm.run.submit import run_command
+
+    results_dir, runs_dir = Path(results_dir).resolve(), Path(runs_dir).resolve()
+    data_dir = Path(data_dir).resolve() if data_dir else None
+    superseded, submitted = {}, {}
+    with executor.batch():
+        for cell in todo:
+            if cell.key in reruns:
+                superseded[cell.key] = supersede(cell.result_path(results_dir), results_dir)
+            cell.run_dir(runs_dir).mkdir(parents=True, exist_ok=True)
+            command = cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, False)
+            log = str(cell.run_dir(runs_dir) / "log.txt")
+            submitted[cell] = executor.submit(run_command, command, log, {"TOKENIZERS_PARALLELISM": "false"})
+    by_job = {id(job): cell for cell, job in submitted.items()}
+    console.print(f"submitted {len(submitted)} jobs (job files: {executor.folder})")
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
+        overall = bar.add_task("jobs", total=len(submitted))
+        for job in submitit.helpers.as_completed(list(submitted.values()), poll_frequency=2):
+            cell = by_job[id(job)]
+            try:
+                code = job.result()
+            except Exception as error:  # the scheduler's: a job killed, timed out or never started
+                code = f"job {job.job_id}: {str(error).strip().splitlines()[-1] if str(error).strip() else error!r}"
+            if code == 0 and cell.result_path(results_dir).is_file():
+                counts["finished"] += 1
+            else:
+                counts["failed"] += 1
+                restore(superseded.get(cell.key, {}))
+                reason = failure_message(cell, runs_dir) or (code if isinstance(code, str) else f"exit code {code}")
+                console.print(f"[red]✗ {cell.key}[/]: {reason} (log: {cell.run_dir(runs_dir) / 'log.txt'})")
+            bar.advance(overall)
     console.print(f"finished {counts['finished']}, failed {counts['failed']}")
     return counts
