@@ -96,14 +96,25 @@ def table_configs(name: str) -> list[Path]:
     return [BENCHMARKS_DIR / f"{config}.yaml" for config in tables[name]]
 
 
-def print_written_leaderboards(results_dir: Path, out_dir: Path, data_dir=None):
-    """Regenerate the leaderboards and print each file written."""
-    from knowledge_lm.report.leaderboard import (
-        write_leaderboards,  # pandas: loaded only by the commands that write them
+def print_written_leaderboards(results_dir: Path, out_dir: Path, data_dir=None, backbones="", force=False):
+    """Regenerate the leaderboards of ``backbones`` (comma-separated, or all; default: the committed pages' own)
+    where their inputs changed since the last regeneration (every page with ``force``), and print each file
+    written."""
+    from knowledge_lm.data.io import default_cache_dir
+    from knowledge_lm.report.leaderboard import (  # pandas: loaded only by the commands that write them
+        DEFAULT_BACKBONES,
+        write_leaderboards,
     )
 
-    for path in write_leaderboards(results_dir, out_dir, data_dir):
+    chosen = DEFAULT_BACKBONES if not backbones else None if backbones == "all" else tuple(backbones.split(","))
+    state_file = default_cache_dir() / "leaderboards.json"
+    if force:
+        state_file.unlink(missing_ok=True)
+    written = write_leaderboards(results_dir, out_dir, data_dir, backbones=chosen, state_file=state_file)
+    for path in written:
         print(f"wrote {path}")
+    if not written:
+        print(f"{out_dir}: every page up to date")
 
 
 def parse_jobs(value: str | None) -> int:
@@ -404,7 +415,7 @@ def command_speed(args):
 
 
 def command_leaderboard(args):
-    print_written_leaderboards(args.results_dir, args.out, check_data_dir(args.data_dir))
+    print_written_leaderboards(args.results_dir, args.out, check_data_dir(args.data_dir), args.backbones, args.force)
     return 0
 
 
@@ -602,6 +613,12 @@ def build_parser():
         default=os.environ.get("DATA_DIR") or None,
         help="data directory (or DATA_DIR) whose gold the kept predictions are checked against and scored with",
     )
+    leaderboard.add_argument(
+        "--backbones",
+        help="the backbones whose results the dataset pages show, comma-separated, or all (default: minilm; a "
+        "smoke run's tiny results render only when named, best with another --out)",
+    )
+    leaderboard.add_argument("--force", action="store_true", help="rebuild every page, changed inputs or not")
     leaderboard.set_defaults(handler=command_leaderboard)
 
     listing = commands.add_parser("list", help="registered methods and datasets")

@@ -27,6 +27,12 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
     return DEFAULT_SHARED_DATA if DEFAULT_SHARED_DATA.is_dir() else None
 
 
+def default_cache_dir() -> Path:
+    """Where computed data is cached (tokenized splits, knowledge features, gold, bootstrap, leaderboard state):
+    ``$KLM_CACHE_DIR``, else ``.cache/knowledge-lm`` in the working directory."""
+    return Path(os.environ.get("KLM_CACHE_DIR", Path.cwd() / ".cache" / "knowledge-lm"))
+
+
 def find_file(data_dir: Path | None, *candidates: str) -> Path | None:
     """The first of ``candidates`` (relative paths, each tried also with ``.gz``) found under ``data_dir``."""
     if data_dir is None:
