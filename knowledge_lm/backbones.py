@@ -174,6 +174,20 @@ def resolve_backbone(name: str) -> tuple[str | Path, str | None, str]:
     return name, None, name
 
 
+def check_backbone(name: str) -> None:
+    """A backbone name checked before any cell starts: ``tiny``, the packaged MiniLM (its weights' checksum), a
+    local model directory (holding a ``config.json``) or, online, a hub name; else one line saying what is missing.
+    """
+    if name == "tiny":
+        return
+    path = Path(name).expanduser()
+    if name != "minilm" and not path.is_dir() and (path.is_absolute() or name.startswith((".", "~")) or path.exists()):
+        raise KlmError(f"backbone {name!r}: no such model directory")
+    where = resolve_backbone(name)[0]
+    if isinstance(where, Path) and not (where / "config.json").is_file():
+        raise KlmError(f"backbone {name!r}: {where} holds no config.json, so it is not a model directory")
+
+
 def load_tokenizer(name: str = "minilm"):
     """The backbone's tokenizer alone (no weights): what data preparation needs."""
     from transformers import AutoTokenizer

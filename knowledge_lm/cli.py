@@ -14,9 +14,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from knowledge_lm.backbones import load_tokenizer
 from knowledge_lm.errors import KlmError
-from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.results import Cell, set_aside, write_json_atomic
 from knowledge_lm.run.config import (
@@ -28,7 +26,14 @@ from knowledge_lm.run.config import (
     read_sweep_yaml,
     validate_sweep,
 )
-from knowledge_lm.run.runner import cell_status, run_sweep, sweep_cells
+from knowledge_lm.run.runner import (
+    cell_status,
+    parse_shard,
+    prepare_knowledge,
+    run_sweep,
+    shard_keys,
+    sweep_cells,
+)
 
 
 def sweep_from_args(args):
@@ -46,7 +51,7 @@ def sweep_from_args(args):
         raise KlmError(f"--dataset {args.dataset} contradicts {args.config} (dataset {raw.get('dataset')})")
     if args.method:
         raw["methods"] = args.method.split(",")
-        raw["name"] = f"{raw.get('name', raw['dataset'])}:{args.method}"
+        raw["name"] = f"{raw.get('name', raw.get('dataset'))}:{args.method}"
     raw.setdefault("methods", ["baseline"])
     for option in ("tasks",):
         if getattr(args, option):
@@ -90,14 +95,37 @@ def table_configs(name: str) -> list[Path]:
     return [BENCHMARKS_DIR / f"{config}.yaml" for config in tables[name]]
 
 
-def print_written_leaderboards(results_dir: Path, out_dir: Path, data_dir=None):
-    """Regenerate the leaderboards and print each file written."""
-    from knowledge_lm.report.leaderboard import (
-        write_leaderboards,  # pandas: loaded only by the commands that write them
+def print_written_leaderboards(results_dir: Path, out_dir: Path, data_dir=None, backbones="", force=False):
+    """Regenerate the leaderboards of ``backbones`` (comma-separated, or all; default: the committed pages' own)
+    where their inputs changed since the last regeneration (every page with ``force``), and print each file
+    written."""
+    from knowledge_lm.data.io import default_cache_dir
+    from knowledge_lm.report.leaderboard import (  # pandas: loaded only by the commands that write them
+        DEFAULT_BACKBONES,
+        write_leaderboards,
     )
 
-    for path in write_leaderboards(results_dir, out_dir, data_dir):
+    chosen = DEFAULT_BACKBONES if not backbones else None if backbones == "all" else tuple(backbones.split(","))
+    state_file = default_cache_dir() / "leaderboards.json"
+    if force:
+        state_file.unlink(missing_ok=True)
+    written = write_leaderboards(results_dir, out_dir, data_dir, backbones=chosen, state_file=state_file)
+    for path in written:
         print(f"wrote {path}")
+    if not written:
+        print(f"{out_dir}: every page up to date")
+
+
+def parse_jobs(value: str | None) -> int:
+    """``--jobs``, else ``$KLM_JOBS``, else 1: how many cells run at once, a positive integer."""
+    source, text = ("--jobs", value) if value is not None else ("KLM_JOBS", os.environ.get("KLM_JOBS") or "1")
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise KlmError(f"{source} {text!r}: expected a positive number of cells to run at once, e.g. 2")
+    return jobs
 
 
 def command_bench(args):
@@ -108,12 +136,23 @@ def command_bench(args):
     for config in configs:  # every config is checked before any cell runs
         args.config = str(config) if config else None
         sweeps.append(sweep_from_args(args))
+    jobs = parse_jobs(args.jobs)
+    shard = parse_shard(args.shard) if args.shard else None
     data_dir = check_data_dir(args.data_dir)
     overrides = parse_overrides(args.set)
     if args.devices_per_cell:
         overrides["devices"] = args.devices_per_cell
     for sweep in sweeps:  # a table's later configs too: a typo fails before any of its cells runs
         check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
+    only = shard_keys([cell for sweep in sweeps for cell in sweep_cells(sweep)], shard) if shard else None
+    executor = None
+    if args.executor != "local":
+        from knowledge_lm.run.submit import make_executor
+
+        devices = max(sweep.train_config(task, overrides).devices for sweep in sweeps for task in sweep.tasks)
+        executor = make_executor(
+            args.executor, args.runs_dir / "submitit", devices, parse_overrides(args.executor_option)
+        )
     failed = 0
     for sweep in sweeps:
         failed += run_sweep(
@@ -122,10 +161,14 @@ def command_bench(args):
             data_dir=data_dir,
             results_dir=args.results_dir,
             runs_dir=args.runs_dir,
-            jobs=args.jobs,
+            jobs=jobs,
             rerun_without_predictions=args.rerun_without_predictions,
+            only=only,
+            executor=executor,
         )["failed"]
-    if not args.no_leaderboard:
+    if shard:  # shards end at different times, and one page from several writers would be torn
+        print(f"shard {args.shard} done; run `klm leaderboard` once every shard has finished")
+    elif not args.no_leaderboard:
         print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir)
     return 1 if failed else 0
 
@@ -164,16 +207,24 @@ def command_cell(args):
     return 0
 
 
+def newest_log(log_dir: Path) -> Path | None:
+    """Where a cell's newest training log is: its last attempt's ``version_N`` folder (csv, tensorboard), else its
+    log folder (wandb's runs), or None where it has none."""
+    versions = [path for path in log_dir.glob("version_*") if path.name[len("version_") :].isdigit()]
+    newest = max(versions, key=lambda path: int(path.name[len("version_") :]), default=None)
+    return newest or (log_dir if log_dir.is_dir() else None)
+
+
 def command_status(args):
     sweep = sweep_from_args(args)
     table = Table(title=f"{sweep.name}")
-    for column in ("cell", "state", "detail"):
-        table.add_column(column)
+    for column in ("cell", "state", "detail", "training log"):
+        table.add_column(column, overflow="fold")  # a path cut short is no use
     tally = {}
     for cell in sweep_cells(sweep):
         state, detail = cell_status(cell, args.results_dir, args.runs_dir)
         tally[state] = tally.get(state, 0) + 1
-        table.add_row(cell.key, state, detail)
+        table.add_row(cell.key, state, detail, str(newest_log(cell.log_dir(args.results_dir)) or ""))
     console = Console()
     console.print(table)
     console.print(", ".join(f"{state}: {n}" for state, n in sorted(tally.items())))
@@ -198,34 +249,14 @@ def command_prepare(args):
         )
         if getattr(args, name) is not None
     }
-    data_dir = check_data_dir(args.data_dir)
-    console = Console(stderr=True)
-    tokenizers = {
-        backbone: load_tokenizer(backbone) for backbone in sorted({sweep.backbone_for(m) for m in sweep.methods})
-    }
-    for variant, tokenizer in ((variant, tokenizer) for variant in sweep.variants for tokenizer in tokenizers.values()):
-        variant_options = sweep.variant_options(variant)
-        config = KnowledgeConfig.from_dict({**variant_options.get("knowledge", {}), **options})
-        dataset_options = {k: v for k, v in variant_options.items() if k != "knowledge"}
-        for task in sweep.tasks:
-            started = time.time()
-            data = DATASETS.get(sweep.dataset)(
-                task=task,
-                data_dir=data_dir,
-                max_length=sweep.train_config(task).max_length,
-                cache_dir=args.cache_dir,
-                **dataset_options,
-            )
-            manifest = prepare(data, tokenizer, config, data.cache_dir, progress=not args.quiet)
-            elapsed = time.time() - started
-            coverage = ", ".join(
-                f"{split} {stats['linked_coverage']:.1%}" for split, stats in manifest["splits"].items()
-            )
-            console.print(
-                f"{sweep.dataset}/{task}{f' [{variant}]' if variant else ''}: {elapsed:.1f} s (first build "
-                f"{manifest['total_s']:.1f} s); {'gold' if manifest['gold_links'] else 'alias-table'} links, "
-                f"examples with ≥1 linked entity: {coverage}"
-            )
+    prepare_knowledge(
+        sweep,
+        sweep.methods,
+        data_dir=check_data_dir(args.data_dir),
+        cache_dir=args.cache_dir,
+        options=options,
+        progress=not args.quiet,
+    )
     return 0
 
 
@@ -382,7 +413,7 @@ def command_speed(args):
 
 
 def command_leaderboard(args):
-    print_written_leaderboards(args.results_dir, args.out, check_data_dir(args.data_dir))
+    print_written_leaderboards(args.results_dir, args.out, check_data_dir(args.data_dir), args.backbones, args.force)
     return 0
 
 
@@ -406,9 +437,8 @@ def build_parser():
     bench.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
     bench.add_argument(
         "--jobs",
-        type=int,
-        default=int(os.environ.get("KLM_JOBS", "1")),
-        help="cells run at once, spread evenly over the visible GPUs (several per GPU when jobs > GPUs)",
+        help="cells run at once, spread evenly over the visible GPUs (several per GPU when jobs > GPUs); "
+        "default: $KLM_JOBS, else 1",
     )
     bench.add_argument("--devices-per-cell", type=int, help="GPUs per cell (DDP within the cell; default 1)")
     bench.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. lr=3e-5")
@@ -416,6 +446,25 @@ def build_parser():
         "--rerun-without-predictions",
         action="store_true",
         help="run again the finished cells that kept no predictions (older results move to results/superseded/)",
+    )
+    bench.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run only shard K of N (1-based): of the sorted cell keys, every N-th from the K-th; one per node or "
+        "array task, e.g. --shard $SLURM_ARRAY_TASK_ID/8 (no leaderboard: run klm leaderboard after the last)",
+    )
+    bench.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="local: cells as processes here (default); slurm: each cell a job of one SLURM job array, through "
+        "submitit (pip install 'knowledge-lm[slurm]')",
+    )
+    bench.add_argument(
+        "--executor-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a submitit parameter of every job, e.g. slurm_partition=gpu, timeout_min=240, cpus_per_task=8",
     )
     bench.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
     bench.add_argument("--no-leaderboard", action="store_true")
@@ -565,6 +614,12 @@ def build_parser():
         default=os.environ.get("DATA_DIR") or None,
         help="data directory (or DATA_DIR) whose gold the kept predictions are checked against and scored with",
     )
+    leaderboard.add_argument(
+        "--backbones",
+        help="the backbones whose results the dataset pages show, comma-separated, or all (default: minilm; a "
+        "smoke run's tiny results render only when named, best with another --out)",
+    )
+    leaderboard.add_argument("--force", action="store_true", help="rebuild every page, changed inputs or not")
     leaderboard.set_defaults(handler=command_leaderboard)
 
     listing = commands.add_parser("list", help="registered methods and datasets")

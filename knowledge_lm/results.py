@@ -101,6 +101,11 @@ class Cell:
     def run_dir(self, runs_dir: Path) -> Path:
         return Path(runs_dir) / self.key
 
+    def log_dir(self, results_dir: Path) -> Path:
+        """Its training logs (the ``logger`` setting's), one ``version_N`` folder per attempt: written while it
+        trains and kept, whether it finished, failed or was resumed."""
+        return Path(results_dir) / LOGS_DIR / self.key
+
 
 def record_key(cell: dict) -> str:
     """A cell's key (its result's path under the store, less ``.json``) from its fields, ``backbone`` as a label:
@@ -218,7 +223,8 @@ def write_dir_atomic(out: Path, write) -> Path:
 PROBES_DIR = "probes"
 SUPERSEDED_DIR = "superseded"  # results replaced by a re-run, kept (the store keeps every result)
 PRETRAINING_DIR = "pretraining"  # the manifests of `klm pretrain` runs, whose checkpoints cells fine-tune
-NOT_CELLS = (PROBES_DIR, "speed", SUPERSEDED_DIR, PRETRAINING_DIR)  # these live beside the cells
+LOGS_DIR = "logs"  # the cells' training logs (Cell.log_dir)
+NOT_CELLS = (PROBES_DIR, "speed", SUPERSEDED_DIR, PRETRAINING_DIR, LOGS_DIR)  # these live beside the cells
 
 
 def supersede(result_path: Path, results_dir: Path) -> dict[Path, Path]:

@@ -465,3 +465,29 @@ def test_checkpoint_rows_bring_their_methods_paper_rows(tmp_path):
     lines = path.read_text().splitlines()
     assert "| erica ⟨erica-minilm⟩ | 56.0 (n=1) |" in lines
     assert "| † ERICA_BERT [paper 003 Table 2, bert-base, test] | 80.1 |" in lines
+
+
+def test_other_backbones_stay_off_the_default_pages_and_unchanged_pages_are_not_rebuilt(tmp_path, capsys):
+    """A smoke run (``tiny``) renders only when its backbone is asked for; a page whose inputs did not change since
+    the last regeneration is skipped, and one whose results changed is rebuilt."""
+    results, out, state = tmp_path / "results", tmp_path / "leaderboards", tmp_path / "state.json"
+    for seed in (1, 2):
+        fake_result(results, "baseline", "rte", 1.0, seed, 60.0 + seed)
+    smoke = Cell("baseline", "glue", "rte", 0.01, 1, "tiny").result_path(results)
+    smoke.parent.mkdir(parents=True)
+    minilm = Cell("baseline", "glue", "rte", 1.0, 1, "minilm").result_path(results)
+    smoke.write_text(minilm.read_text().replace('"backbone": "minilm"', '"backbone": "tiny"'))
+
+    [page] = write_leaderboards(results, out, backbones=("minilm",), state_file=state)
+    assert "## Backbone: minilm" in page.read_text() and "tiny" not in page.read_text()
+    assert "backbone(s) tiny left out" in capsys.readouterr().err
+    assert write_leaderboards(results, out, backbones=("minilm",), state_file=state) == []
+
+    fake_result(results, "baseline", "rte", 1.0, 3, 70.0)
+    [page] = write_leaderboards(results, out, backbones=("minilm",), state_file=state)
+    assert "(n=3)" in page.read_text()
+    page.write_text("edited by hand")
+    assert write_leaderboards(results, out, backbones=("minilm",), state_file=state) == [page]
+
+    [page] = write_leaderboards(results, tmp_path / "smoke", backbones=("tiny",), state_file=state)
+    assert "## Backbone: tiny" in page.read_text() and "## Backbone: minilm" not in page.read_text()

@@ -18,7 +18,7 @@ from datasets import Dataset, disable_progress_bars, load_from_disk
 from torch.utils.data import DataLoader
 
 from knowledge_lm.backbones import tokenizer_fingerprint
-from knowledge_lm.data.io import resolve_data_dir
+from knowledge_lm.data.io import default_cache_dir, resolve_data_dir
 from knowledge_lm.data.subsets import check_fraction, fraction_subset, subset_hash
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared
@@ -69,10 +69,6 @@ def hold_out(records: list[dict], rows: int, seed: int = 0, strata=None) -> tupl
         [record for index, record in enumerate(records) if index not in chosen],
         [record for index, record in enumerate(records) if index in chosen],
     )
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("KLM_CACHE_DIR", Path.cwd() / ".cache" / "knowledge-lm"))
 
 
 class TaskDataModule(pl.LightningDataModule):

@@ -4,6 +4,8 @@ import csv
 import gzip
 import json
 import os
+import zlib
+from contextlib import contextmanager
 from pathlib import Path
 
 from knowledge_lm.errors import KlmError
@@ -23,6 +25,12 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
             raise KlmError(f"data directory {path} does not exist")
         return path
     return DEFAULT_SHARED_DATA if DEFAULT_SHARED_DATA.is_dir() else None
+
+
+def default_cache_dir() -> Path:
+    """Where computed data is cached (tokenized splits, knowledge features, gold, bootstrap, leaderboard state):
+    ``$KLM_CACHE_DIR``, else ``.cache/knowledge-lm`` in the working directory."""
+    return Path(os.environ.get("KLM_CACHE_DIR", Path.cwd() / ".cache" / "knowledge-lm"))
 
 
 def find_file(data_dir: Path | None, *candidates: str) -> Path | None:
@@ -63,12 +71,23 @@ def find_split_files(
     )
 
 
+@contextmanager
 def open_text(path: Path):
-    # utf-8-sig: MRPC's header starts with a byte-order mark.
+    """A text file (gzip-compressed where its name ends in .gz) to read in a ``with`` block; bytes that are not
+    UTF-8, or a compressed stream cut short, fail as one line naming the file."""
     path = Path(path)
+    # utf-8-sig: MRPC's header starts with a byte-order mark.
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
+        handle = gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    else:
+        handle = open(path, encoding="utf-8-sig", newline="")
+    try:
+        with handle:
+            yield handle
+    except UnicodeDecodeError as error:
+        raise KlmError(f"{path}: not UTF-8 text (byte {error.object[error.start]:#04x}: {error.reason})") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise KlmError(f"{path}: truncated or corrupt gzip file ({error})") from None
 
 
 def read_tsv(

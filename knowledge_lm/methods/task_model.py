@@ -239,7 +239,10 @@ class TaskModel(pl.LightningModule):
         self.evaluations.append({"step": self.global_step, "epoch": self.current_epoch, "metrics": scores})
         if self.best_evaluation() is self.evaluations[-1]:
             self.best_outputs = outputs
-        self.log("selection", scores[SELECTION_SPLIT][self.spec.main_metric], prog_bar=True, sync_dist=False)
+        # Every rank holds the gathered scores: nothing to synchronise.
+        self.log("selection", scores[SELECTION_SPLIT][self.spec.main_metric], prog_bar=True, logger=False)
+        dev = {f"{SELECTION_SPLIT}/{metric}": value for metric, value in scores[SELECTION_SPLIT].items()}
+        self.log_dict(dev, sync_dist=False)
 
     def spectrum(self, features: torch.Tensor) -> list[float]:
         """The singular values (descending) of the split's N × d matrix of head features, every device's rows

@@ -75,6 +75,12 @@ def kept_groups(
     return digests, groupings
 
 
+def table_backbone(result: CellResult) -> str:
+    """The backbone whose tables a result stands in: its own, or for a cell fine-tuned from a pretraining
+    checkpoint (ERICA, KnowBERT) the checkpoint's base backbone."""
+    return result["backbone"].get("pretrained_from") or result["cell"]["backbone"]
+
+
 def results_frame(
     results: list[CellResult], predictions: list[tuple[Path, str] | None] | None = None, groups: list[str] | None = None
 ) -> pd.DataFrame:
@@ -85,9 +91,8 @@ def results_frame(
         kept, digest = predictions[index] if predictions is not None and predictions[index] else (None, "")
         grouping = groups[index] if groups is not None else ""
         cell, split = {"variant": "", **result["cell"]}, result["report_split"]
-        base = result["backbone"].get("pretrained_from")
-        if base:  # from a pretraining checkpoint: a row of its base backbone's table, named by the checkpoint
-            cell["method"], cell["backbone"] = f"{cell['method']} ⟨{cell['backbone']}⟩", base
+        if table_backbone(result) != cell["backbone"]:  # a row of its base backbone's table, named by the checkpoint
+            cell["method"], cell["backbone"] = f"{cell['method']} ⟨{cell['backbone']}⟩", table_backbone(result)
         for metric, value in result["metrics"][split].items():
             rows.append(
                 {

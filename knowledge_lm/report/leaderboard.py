@@ -24,39 +24,107 @@ controls, frequency buckets), ``knowledge_lm.report.references`` (the † rows) 
 markdown and figures).
 """
 
+import hashlib
 import json
 from pathlib import Path
 
-from knowledge_lm.report.frame import kept_groups, kept_predictions, kept_run, results_frame
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from knowledge_lm.report.frame import kept_groups, kept_predictions, kept_run, results_frame, table_backbone
 from knowledge_lm.report.pages import render_dataset, render_probes
-from knowledge_lm.results import PROBES_DIR, result_files
+from knowledge_lm.results import PROBES_DIR, predictions_path, result_files, write_json_atomic
+from knowledge_lm.run.config import BENCHMARKS_DIR
+
+# The backbones whose results the committed leaderboards show: a smoke run on another (tiny, a local directory)
+# renders only when asked for (``klm leaderboard --backbones``).
+DEFAULT_BACKBONES = ("minilm",)
+REPORT_CODE = sorted(Path(__file__).parent.glob("*.py"))
+
+console = Console(stderr=True)
 
 
-def write_leaderboards(results_dir=Path("results"), out_dir=Path("leaderboards"), data_dir=None) -> list[Path]:
-    """Every dataset's page (and the speed and LAMA pages) from ``results_dir``; ``data_dir`` gives the gold
-    that kept predictions are checked against and scored with, and their examples' groups."""
+def page_fingerprint(page: Path, inputs: list[Path], settings) -> str:
+    """What a page is made of, cheaply: its input files' paths, sizes and modification times (results,
+    predictions, the report's code, references and notes), ``settings`` (the data directory, the backbones)
+    and the page as it was written; a page whose fingerprint is the one of its last build is not rebuilt."""
+    stats = [(str(path), path.stat().st_mtime_ns, path.stat().st_size) for path in inputs if path.is_file()]
+    written = hashlib.sha256(page.read_bytes()).hexdigest() if page.is_file() else None
+    blob = json.dumps([stats, str(settings), written], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def write_leaderboards(
+    results_dir=Path("results"),
+    out_dir=Path("leaderboards"),
+    data_dir=None,
+    backbones: tuple[str, ...] | None = None,
+    state_file: Path | None = None,
+) -> list[Path]:
+    """Every dataset's page (and the speed and LAMA pages) from ``results_dir``, with a progress bar over the
+    pages; returns the pages written. ``data_dir`` gives the gold that kept predictions are checked against and
+    scored with, and their examples' groups. ``backbones``: the backbones whose results the dataset pages show
+    (by ``table_backbone``; None: all); the others are named in one line. With ``state_file``, a page whose inputs
+    are unchanged since the build recorded there (``page_fingerprint``) is skipped."""
     kept_run.cache_clear()  # predictions files may have changed since the last regeneration in this process
-    files = result_files(results_dir)
-    predictions, golds = kept_predictions(files, data_dir)
-    groups, groupings = kept_groups(files, predictions, golds, data_dir)
-    frame = results_frame([result for _, result in files], predictions, groups)
     out_dir = Path(out_dir)
+    files = result_files(results_dir)
+    left_out = sorted(
+        {table_backbone(r) for _, r in files if backbones is not None and table_backbone(r) not in backbones}
+    )
+    if left_out:
+        console.print(
+            f"leaderboards: results of backbone(s) {', '.join(left_out)} left out (shown: {', '.join(backbones)}); "
+            f"`klm leaderboard --backbones {','.join(left_out)} --out DIR` renders them"
+        )
+    by_dataset: dict[str, list] = {}
+    for path, result in files:
+        if backbones is None or table_backbone(result) in backbones:
+            by_dataset.setdefault(result["cell"]["dataset"], []).append((path, result))
+    pages = {out_dir / f"{dataset}.md": ("dataset", dataset, chosen) for dataset, chosen in sorted(by_dataset.items())}
+    speed_records = sorted((Path(results_dir) / "speed").glob("*.json"))
+    probes = sorted((Path(results_dir) / PROBES_DIR).glob("lama-*.json"))
+    if speed_records:
+        pages[out_dir / "speed.md"] = ("speed", "speed", speed_records)
+    if probes:
+        pages[out_dir / "lama.md"] = ("lama", "lama", probes)
+
+    state = json.loads(state_file.read_text()) if state_file is not None and state_file.is_file() else {}
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for dataset, group in [] if frame.empty else frame.groupby("dataset"):
-        path = out_dir / f"{dataset}.md"
-        path.write_text(render_dataset(dataset, group, out_dir / "figures", golds, groupings))
-        written.append(path)
-    speed_records = sorted((Path(results_dir) / "speed").glob("*.json"))
-    if speed_records:
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console, transient=True
+    ) as bar:
+        overall = bar.add_task("leaderboards", total=len(pages))
+        for page, (kind, name, inputs) in pages.items():
+            bar.update(overall, description=f"leaderboards: {page.name}")
+            paths = [path for path, _ in inputs] if kind == "dataset" else inputs
+            inputs_read = REPORT_CODE + [BENCHMARKS_DIR / "references.yaml", BENCHMARKS_DIR / "notes" / f"{name}.md"]
+            inputs_read += paths + [predictions_path(path) for path in paths]
+            fingerprint = page_fingerprint(page, inputs_read, (data_dir, backbones))
+            key = str(page.resolve())
+            if state.get(key) != fingerprint:
+                text = render_page(kind, name, inputs, out_dir, data_dir)
+                if text is not None:
+                    page.write_text(text)
+                    written.append(page)
+                    state[key] = page_fingerprint(page, inputs_read, (data_dir, backbones))
+            bar.advance(overall)
+    if state_file is not None:
+        write_json_atomic(state_file, state)
+    return written
+
+
+def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir) -> str | None:
+    """The text of one page of ``kind``: ``speed`` from its records, ``lama`` from its probes, ``dataset`` (``name``'s
+    page) from its ``(path, result)`` files (None where they hold no metric)."""
+    if kind == "speed":
         from knowledge_lm.tools.speed import render_speed  # torch: loaded only where speed was measured
 
-        path = out_dir / "speed.md"
-        path.write_text(render_speed([json.loads(p.read_text()) for p in speed_records]))
-        written.append(path)
-    probes = sorted((Path(results_dir) / PROBES_DIR).glob("lama-*.json"))
-    if probes:
-        path = out_dir / "lama.md"
-        path.write_text(render_probes([json.loads(p.read_text()) for p in probes]))
-        written.append(path)
-    return written
+        return render_speed([json.loads(p.read_text()) for p in inputs])
+    if kind == "lama":
+        return render_probes([json.loads(p.read_text()) for p in inputs])
+    predictions, golds = kept_predictions(inputs, data_dir)
+    groups, groupings = kept_groups(inputs, predictions, golds, data_dir)
+    frame = results_frame([result for _, result in inputs], predictions, groups)
+    return None if frame.empty else render_dataset(name, frame, out_dir / "figures", golds, groupings)

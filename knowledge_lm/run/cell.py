@@ -38,7 +38,13 @@ from knowledge_lm.results import (
 from knowledge_lm.run.claims import CLAIM_FILE, CLAIMED_EXIT, CellClaimed, claim_cell
 from knowledge_lm.run.config import TrainConfig
 from knowledge_lm.run.provenance import device_record, git_commit, versions
-from knowledge_lm.run.trainer import build_model_and_data, build_trainer, method_dataset_options, resolve_precision
+from knowledge_lm.run.trainer import (
+    build_model_and_data,
+    build_trainer,
+    method_dataset_options,
+    resolve_precision,
+    training_logger,
+)
 from knowledge_lm.tasks.metrics import SCORER_VERSION
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -201,6 +207,8 @@ def train_cell(
         callbacks=[checkpointing],
         progress=progress,
         root_dir=run_dir,
+        logger=training_logger(train.logger, cell.log_dir(results_dir), cell.key),
+        log_every_n_steps=min(50, budget["eval_every_steps"]),  # a loss or more between two evaluations
     )
     last = run_dir / LAST_CHECKPOINT
     resumed_from = str(last) if readable_checkpoint(last) else None

@@ -1,6 +1,7 @@
 """Sweep configs (``benchmarks/*.yaml``) and the training settings of one cell, validated on load."""
 
 import dataclasses
+import importlib.util
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,24 @@ def parse_bool(value) -> bool:
     raise ValueError(value)
 
 
+# Counts a cell divides by or loops over: zero or less is a typo, never a setting.
+POSITIVE_SETTINGS = ("batch_size", "eval_batch_size", "max_length", "evaluations", "devices", "num_nodes")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+# A training logger → the packages it writes with, any one of which will do (none: Lightning's own).
+LOGGERS = {"csv": (), "tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",), "none": ()}
+
+
+def check_logger(name: str, where: str) -> None:
+    """The training setting ``logger``: a known one, whose package is installed (looked up, not imported)."""
+    if name not in LOGGERS:
+        raise KlmError(f"{where}: training setting logger={name!r} is not one of {', '.join(LOGGERS)}")
+    packages = LOGGERS[name]
+    if packages and not any(importlib.util.find_spec(package) for package in packages):
+        raise KlmError(
+            f"{where}: training setting logger={name} needs the package {packages[0]}: pip install {packages[0]}"
+        )
 
 
 @dataclass
@@ -56,6 +74,9 @@ class TrainConfig:
     compile: bool = False
     # torch.compile's mode for those layers; "reduce-overhead" replays them as CUDA graphs (one per shape).
     compile_mode: str = "default"
+    # Where the training curve goes (loss, learning rate, dev metrics per evaluation), under
+    # <results>/logs/<cell key>/: csv (Lightning's CSVLogger), tensorboard, wandb, or none.
+    logger: str = "csv"
     method_options: dict = field(default_factory=dict)
 
     @classmethod
@@ -75,6 +96,10 @@ class TrainConfig:
             except (TypeError, ValueError):
                 kind = "boolean" if caster is parse_bool else caster.__name__
                 raise KlmError(f"{where}: training setting {name}={value!r} is not a {kind}") from None
+        check_logger(checked.get("logger", "csv"), where)
+        for name in POSITIVE_SETTINGS:
+            if name in checked and checked[name] < 1:
+                raise KlmError(f"{where}: training setting {name}={checked[name]} must be at least 1")
         if checked.get("compile_mode", "default") not in COMPILE_MODES:
             raise KlmError(
                 f"{where}: training setting compile_mode={checked['compile_mode']!r} is not one of "
@@ -200,7 +225,7 @@ def parse_fractions(text) -> list[float]:
     items = text.split(",") if isinstance(text, str) else list(text)
     try:
         return list(dict.fromkeys(check_fraction(float(item)) for item in items))
-    except ValueError:
+    except (TypeError, ValueError):
         raise KlmError(f"fractions {text!r}: expected numbers in (0, 1], e.g. 0.01,0.1,1") from None
 
 
@@ -209,8 +234,29 @@ def parse_seeds(text) -> list[int]:
     items = text.split(",") if isinstance(text, str) else list(text)
     try:
         return list(dict.fromkeys(int(item) for item in items))
-    except ValueError:
+    except (TypeError, ValueError):
         raise KlmError(f"seeds {text!r}: expected integers, e.g. 1,2,3") from None
+
+
+def listed(raw: dict, key: str, where: str, example: str, items=str, text: bool = False) -> list | str | None:
+    """``raw[key]`` where it is a list of ``items`` (or, with ``text``, the comma-separated string the command line
+    gives), else a one-line error naming the file and key; None where the key is absent."""
+    value = raw.get(key)
+    if value is None or (text and isinstance(value, str)):
+        return value
+    if not isinstance(value, list) or not all(isinstance(item, items) and not isinstance(item, bool) for item in value):
+        raise KlmError(f"{where}: {key} must be a list, e.g. {key}: {example}; got {value!r}")
+    return value
+
+
+def mapping(raw: dict, key: str, where: str) -> dict:
+    """``raw[key]`` where it is a mapping (absent: empty), else a one-line error naming the file and key."""
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise KlmError(f"{where}: {key} must be a mapping (key: value lines), got {value!r}")
+    return dict(value)
 
 
 def validate_sweep(raw: dict, where: str) -> Sweep:
@@ -222,13 +268,21 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
     for required in ("dataset", "methods"):
         if required not in raw:
             raise KlmError(f"{where}: missing key {required!r}")
+    if not isinstance(raw["dataset"], str):
+        raise KlmError(f"{where}: dataset must be a name, e.g. dataset: glue; got {raw['dataset']!r}")
     # Names and tasks are checked from the registries' reading of the source: no method or dataset module
     # (nor torch) is imported to validate a sweep.
     known_tasks = DATASETS.class_attribute(raw["dataset"], "tasks")
-    methods = list(raw["methods"])
+    methods = listed(raw, "methods", where, "[baseline, kam]")
+    if not methods:
+        raise KlmError(f"{where}: methods must name at least one method, e.g. methods: [baseline, kam]")
     for method in methods:
         METHODS.check(method)
-    tasks = list(raw.get("tasks") or DATASETS.class_attribute(raw["dataset"], "default_tasks") or known_tasks)
+    tasks = list(
+        listed(raw, "tasks", where, "[rte, mrpc]")
+        or DATASETS.class_attribute(raw["dataset"], "default_tasks")
+        or known_tasks
+    )
     for task in tasks:
         if task not in known_tasks:
             raise KlmError(
@@ -239,12 +293,14 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
         dataset=raw["dataset"],
         tasks=tasks,
         methods=methods,
-        fractions=parse_fractions(raw.get("fractions", [0.01, 0.1, 1.0])),
-        seeds=parse_seeds(raw.get("seeds", [1, 2, 3])),
+        fractions=parse_fractions(
+            listed(raw, "fractions", where, "[0.01, 0.1, 1]", (int, float), text=True) or [0.01, 0.1, 1.0]
+        ),
+        seeds=parse_seeds(listed(raw, "seeds", where, "[1, 2, 3]", int, text=True) or [1, 2, 3]),
         backbone=check_backbone_name(str(raw.get("backbone", "minilm"))),
-        train=dict(raw.get("train") or {}),
-        task_train=dict(raw.get("task_train") or {}),
-        dataset_options=dict(raw.get("dataset_options") or {}),
+        train=mapping(raw, "train", where),
+        task_train=mapping(raw, "task_train", where),
+        dataset_options=mapping(raw, "dataset_options", where),
         description=raw.get("description", ""),
     )
     if raw.get("method_backbones") is not None:
@@ -273,9 +329,11 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
     for task in list(sweep.task_train):
         if task not in known_tasks:
             raise KlmError(f"{where}: task_train names unknown task {task!r}")
+        sweep.task_train[task] = mapping(sweep.task_train, task, f"{where}: task_train")
     for task in tasks:
         for variant in sweep.variants:
-            sweep.train_config(task, variant=variant)
+            context = f"task {task}" + (f", variant {variant}" if variant else "")
+            TrainConfig.from_dict(sweep.train_values(task, variant=variant), where=f"{where} ({context})")
     sweep.source = where
     return sweep
 

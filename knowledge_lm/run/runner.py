@@ -12,8 +12,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from knowledge_lm.backbones import check_backbone, load_tokenizer
 from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import DATASETS
+from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
+from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.results import (
     FAILURE_FILE,
     LAST_CHECKPOINT,
@@ -40,6 +42,22 @@ def sweep_cells(sweep: Sweep) -> list[Cell]:
         for fraction in sweep.fractions
         for seed in sweep.seeds
     ]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``--shard K/N``: ``(K, N)`` with 1 ≤ K ≤ N, else a one-line error."""
+    k, _, n = str(text).partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise KlmError(f"--shard {text!r}: expected K/N with 1 ≤ K ≤ N, e.g. 1/4")
+    return int(k), int(n)
+
+
+def shard_keys(cells: list[Cell], shard: tuple[int, int]) -> set[str]:
+    """The keys of shard K of N: of the cells' distinct keys in sorted order, every N-th from the K-th (indices
+    K-1, K-1+N, ...). It depends on the cells alone, not on what is done, so every node agrees on it, and each
+    shard gets a similar mix of methods, tasks and seeds."""
+    k, n = shard
+    return {key for index, key in enumerate(sorted({cell.key for cell in cells})) if index % n == k - 1}
 
 
 def cell_status(cell: Cell, results_dir: Path, runs_dir: Path) -> tuple[str, str]:
@@ -124,6 +142,51 @@ def check_data(sweep: Sweep, data_dir) -> None:
         dataset_class(task=task, data_dir=data_dir, **sweep.dataset_options).labelled_splits()
 
 
+def knowledge_methods(sweep: Sweep) -> list[str]:
+    """The sweep's methods that train on prepared knowledge features (imports their modules)."""
+    return [method for method in sweep.methods if getattr(METHODS.get(method), "needs_knowledge", False)]
+
+
+def prepare_knowledge(
+    sweep: Sweep,
+    methods: list[str],
+    overrides: dict | None = None,
+    data_dir=None,
+    cache_dir=None,
+    options: dict | None = None,
+    progress: bool = True,
+) -> None:
+    """The knowledge features of every task and variant of ``sweep``, for the tokenizer of each of ``methods``'
+    backbones and the ``max_length`` its cells train with: what ``klm prepare`` computes (``options``: its
+    knowledge options over each variant's), and what ``klm bench`` computes first where its cells would miss them.
+    Cached: a task prepared before costs a read of its splits. Prints one line per task."""
+    tokenizers = [load_tokenizer(backbone) for backbone in sorted({sweep.backbone_for(m) for m in methods})]
+    for variant in sweep.variants:
+        variant_options = sweep.variant_options(variant)
+        config = KnowledgeConfig.from_dict({**variant_options.get("knowledge", {}), **(options or {})})
+        dataset_options = {k: v for k, v in variant_options.items() if k != "knowledge"}
+        for tokenizer in tokenizers:
+            for task in sweep.tasks:
+                started = time.time()
+                data = DATASETS.get(sweep.dataset)(
+                    task=task,
+                    data_dir=data_dir,
+                    max_length=sweep.train_config(task, overrides, variant).max_length,
+                    cache_dir=cache_dir,
+                    **dataset_options,
+                )
+                manifest = prepare(data, tokenizer, config, data.cache_dir, progress=progress)
+                coverage = ", ".join(
+                    f"{split} {stats['linked_coverage']:.1%}" for split, stats in manifest["splits"].items()
+                )
+                console.print(
+                    f"{sweep.dataset}/{task}{f' [{variant}]' if variant else ''}: knowledge features in "
+                    f"{time.time() - started:.1f} s (first build {manifest['total_s']:.1f} s); "
+                    f"{'gold' if manifest['gold_links'] else 'alias-table'} links, "
+                    f"examples with ≥1 linked entity: {coverage}"
+                )
+
+
 def run_sweep(
     sweep: Sweep,
     overrides: dict | None = None,
@@ -134,14 +197,19 @@ def run_sweep(
     retry_failed: bool = True,
     gpus: list[str] | None = None,
     rerun_without_predictions: bool = False,
+    only: set[str] | None = None,
+    executor=None,
 ) -> dict[str, int]:
-    """Run every unfinished cell; ``jobs`` cells at a time (each its own process), spread over ``gpus``
-    (default: the visible ones) in groups of the cells' ``devices`` (DDP within a cell). With
-    ``rerun_without_predictions``, finished cells that kept no predictions (results from before cells kept
+    """Run every unfinished cell (of those whose keys are in ``only``, where given: a shard); ``jobs`` cells at a
+    time (each its own process), spread over ``gpus`` (default: the visible ones) in groups of the cells'
+    ``devices`` (DDP within a cell), or each as a job of a submitit ``executor`` (``knowledge_lm.run.submit``).
+    With ``rerun_without_predictions``, finished cells that kept no predictions (results from before cells kept
     them) run again, and the old result moves to ``results/superseded/`` as the re-run starts (back, if it
     fails). A cell claimed by another live process is left to it, and a bad result file (``read_result``) is set
     aside and its cell run again. Returns counts: ``elsewhere`` the cells another process ran or runs."""
     overrides = overrides or {}
+    if jobs < 1:
+        raise KlmError(f"jobs {jobs}: expected at least 1 cell at a time")
     check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
     reruns = {
         cell.key
@@ -156,7 +224,7 @@ def run_sweep(
     if gpus and not groups:
         raise KlmError(f"a cell wants {devices_per_cell} GPUs (devices) but {len(gpus)} are visible")
     load: dict[tuple[str, ...], int] = {}
-    cells = sweep_cells(sweep)
+    cells = [cell for cell in sweep_cells(sweep) if only is None or cell.key in only]
     states = {cell.key: cell_status(cell, results_dir, runs_dir) for cell in cells}
     elsewhere = {key: detail for key, (state, detail) in states.items() if state == "running"}
     for cell in cells:
@@ -170,8 +238,13 @@ def run_sweep(
         or (states[c.key][0] not in ("done", "running") and (retry_failed or states[c.key][0] != "failed"))
     ]
     counts = {"done_before": len(cells) - len(todo) - len(elsewhere), "finished": 0, "failed": 0, "elsewhere": 0}
-    if todo:
+    if todo:  # what every cell needs is checked (and prepared) once, before any cell starts
+        for backbone in sorted({cell.backbone for cell in todo}):
+            check_backbone(backbone)
         check_data(sweep, data_dir)
+        methods = knowledge_methods(sweep)
+        if methods:
+            prepare_knowledge(sweep, methods, overrides, data_dir, progress=sys.stderr.isatty())
     console.print(
         f"[bold]{sweep.name}[/]: {len(cells)} cells, {counts['done_before']} already done, {len(todo)} to run"
         + (f", {len(elsewhere)} running elsewhere" if elsewhere else "")
@@ -180,6 +253,8 @@ def run_sweep(
         counts["elsewhere"] = len(elsewhere)
         report_elsewhere(elsewhere)
         return counts
+    if executor is not None:
+        return run_on_executor(executor, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts)
     show_cell_progress = jobs == 1 and sys.stderr.isatty()
     # Cells running side by side share the cores instead of each spinning up a thread per core.
     env = {
@@ -256,3 +331,48 @@ def report_elsewhere(elsewhere: dict[str, str]):
     """The cells another process ran or runs, and which (``host:pid``, its heartbeat's age)."""
     for key, detail in elsewhere.items():
         console.print(f"[blue]running elsewhere: {key}[/] ({detail})")
+
+
+def run_on_executor(executor, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts) -> dict:
+    """``todo``'s cells submitted as one job array of a submitit ``executor``, each job the cell's own process
+    (paths made absolute: a job may start elsewhere), waited for; ``counts`` completed and returned."""
+    import submitit  # here only when an executor was made, which checked it is installed
+
+    from knowledge_lm.run.submit import run_command
+
+    results_dir, runs_dir = Path(results_dir).resolve(), Path(runs_dir).resolve()
+    data_dir = Path(data_dir).resolve() if data_dir else None
+    superseded, submitted = {}, {}
+    with executor.batch():
+        for cell in todo:
+            if cell.key in reruns:
+                superseded[cell.key] = supersede(cell.stored_result_path(results_dir), results_dir)
+            cell.run_dir(runs_dir).mkdir(parents=True, exist_ok=True)
+            command = cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, False)
+            log = str(cell.run_dir(runs_dir) / "log.txt")
+            submitted[cell] = executor.submit(run_command, command, log, {"TOKENIZERS_PARALLELISM": "false"})
+    by_job = {id(job): cell for cell, job in submitted.items()}
+    console.print(f"submitted {len(submitted)} jobs (job files: {executor.folder})")
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
+        overall = bar.add_task("jobs", total=len(submitted))
+        for job in submitit.helpers.as_completed(list(submitted.values()), poll_frequency=2):
+            cell = by_job[id(job)]
+            try:
+                code = job.result()
+            except Exception as error:  # the scheduler's: a job killed, timed out or never started
+                code = f"job {job.job_id}: {str(error).strip().splitlines()[-1] if str(error).strip() else error!r}"
+            if code == 0 and cell.result_path(results_dir).is_file():
+                counts["finished"] += 1
+            elif code == CLAIMED_EXIT:
+                restore(superseded.get(cell.key, {}))
+                counts["elsewhere"] += 1
+            else:
+                counts["failed"] += 1
+                restore(superseded.get(cell.key, {}))
+                reason = failure_message(cell, runs_dir) or (code if isinstance(code, str) else f"exit code {code}")
+                console.print(f"[red]✗ {cell.key}[/]: {reason} (log: {cell.run_dir(runs_dir) / 'log.txt'})")
+            bar.advance(overall)
+    console.print(f"finished {counts['finished']}, failed {counts['failed']}, elsewhere {counts['elsewhere']}")
+    return counts

@@ -2,6 +2,9 @@
 the Lightning ``Trainer`` (cells, ``klm speed`` and both pretraining drivers), so that precision, clipping and
 cuDNN's mode are the same wherever a method trains."""
 
+import os
+from pathlib import Path
+
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.plugins import TorchCheckpointIO
@@ -40,10 +43,16 @@ def build_trainer(
     callbacks=(),
     progress: bool = False,
     root_dir=None,
+    logger=None,
+    log_every_n_steps: int = 50,
 ) -> pl.Trainer:
-    """A trainer of ``max_steps`` optimiser steps, gradients clipped at 1.0, no logger and no sanity check; with
+    """A trainer of ``max_steps`` optimiser steps, gradients clipped at 1.0, no sanity check; with
     ``eval_every_steps`` it validates every that many steps (counted across epochs), else never. More than one
-    device or node trains with DDP; checkpoints only through ``callbacks``."""
+    device or node trains with DDP; checkpoints only through ``callbacks``. A ``logger`` (``training_logger``'s)
+    gets the losses and the learning rate every ``log_every_n_steps`` steps, and the dev metrics of every
+    evaluation; without one nothing is logged."""
+    if logger is not None:
+        callbacks = [*callbacks, pl.callbacks.LearningRateMonitor(logging_interval="step")]
     validation = (
         {"val_check_interval": eval_every_steps, "check_val_every_n_epoch": None}
         if eval_every_steps
@@ -58,7 +67,8 @@ def build_trainer(
         precision=resolve_precision(precision),
         gradient_clip_val=GRADIENT_CLIP,
         num_sanity_val_steps=0,
-        logger=False,
+        logger=logger if logger is not None else False,
+        log_every_n_steps=log_every_n_steps,
         callbacks=list(callbacks),
         plugins=[WeightsOnlyCheckpointIO()],
         enable_checkpointing=any(isinstance(callback, pl.callbacks.ModelCheckpoint) for callback in callbacks),
@@ -68,6 +78,21 @@ def build_trainer(
         benchmark=CUDNN_BENCHMARK,
         **validation,
     )
+
+
+def training_logger(name: str, log_dir: Path, run_name: str):
+    """The Lightning logger the training setting ``logger`` names, writing under ``log_dir`` (a new ``version_N``
+    per attempt, so a resumed cell keeps the curve of its first attempt), or None for ``none``."""
+    from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+
+    if name == "csv":
+        return CSVLogger(save_dir=log_dir, name="")
+    if name == "tensorboard":
+        return TensorBoardLogger(save_dir=log_dir, name="", default_hp_metric=False)
+    if name == "wandb":
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        return WandbLogger(name=run_name, save_dir=log_dir, project=os.environ.get("WANDB_PROJECT", "knowledge-lm"))
+    return None
 
 
 def method_dataset_options(method: str, dataset_options: dict | None) -> dict:
