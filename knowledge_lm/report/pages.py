@@ -109,6 +109,21 @@ def variants_table(frame: pd.DataFrame, task: str, main_metric: str, references:
     return lines + variant_references(references, task, main_metric, variants)
 
 
+# Metrics whose name alone does not say which of two definitions in use it is (knowledge_lm/tasks/typing.py).
+METRIC_DEFINITIONS = {
+    "loose_macro_f1": "loose macro-F1 as ERNIE's code computes it: precision and recall each averaged over all "
+    "mentions",
+    "ling_weld_loose_macro_f1": "loose macro-F1 as Ling & Weld (2012) define it: precision averaged over the mentions "
+    "with a predicted type, recall over those with a gold type",
+}
+
+
+def metric_definitions(metrics: list[str]) -> list[str]:
+    """A line naming the definition of each of ``metrics`` that has two (``METRIC_DEFINITIONS``); none if none."""
+    named = [f"{metric} = {METRIC_DEFINITIONS[metric]}" for metric in metrics if metric in METRIC_DEFINITIONS]
+    return ["", "; ".join(named) + "."] if named else []
+
+
 def detail_table(frame: pd.DataFrame, task: str) -> list[str]:
     task_frame = frame[frame.task == task]
     metrics = list(dict.fromkeys(task_frame["metric"]))
@@ -131,7 +146,7 @@ def detail_table(frame: pd.DataFrame, task: str) -> list[str]:
             ", ".join(sorted(first["subset_hash"].unique())),
         ]
         lines.append("| " + " | ".join(row) + " |")
-    return lines
+    return lines + metric_definitions(metrics)
 
 
 def comparison_table(frame: pd.DataFrame, task: str, metric: str, golds: dict[str, list]) -> list[str]:
