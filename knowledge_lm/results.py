@@ -59,6 +59,7 @@ class CellResult(_CellResultRequired, total=False):
     evaluations: list[dict]  # every evaluation: step, epoch, split → metrics
     resumed_from_checkpoint: bool
     finished_at: str
+    protocol: dict  # {"split_version", "scorer_version"}: of the dataset's splits and the task's scorer; absent: "1"
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,9 @@ def test_openentity_registered_as_typing():
     spec = OpenEntityDataModule.spec("main")
     assert spec.kind == "typing" and spec.labels == ENTITY_TYPES == tuple(sorted(ENTITY_TYPES))
     assert len(spec.labels) == 9 and spec.main_metric == "micro_f1" in spec.metrics
-    assert {"micro_precision", "micro_recall", "strict_accuracy", "loose_macro_f1"} <= set(spec.metrics)
+    assert {"micro_precision", "micro_recall", "strict_accuracy", "loose_macro_f1", "ling_weld_loose_macro_f1"} <= set(
+        spec.metrics
+    )
 
 
 @pytest.mark.parametrize("layout", ["openentity", "OpenEntity", "."])

@@ -28,7 +28,15 @@ KNOWN_METRICS = {
 }
 
 
-def fake_result(results, method, task, fraction, seed, value):
+def dataset_page(results, out, **options):
+    """The one dataset page ``write_leaderboards`` writes from ``results`` (beside the glance page, README.md)."""
+    pages = [path for path in write_leaderboards(results, out, **options) if path.name != "README.md"]
+    [page] = pages
+    return page
+
+
+def fake_result(results, method, task, fraction, seed, value, report_split="dev", **extra):
+    """A glue cell's result with the ``extra`` keys (e.g. ``git``, ``protocol``, ``evaluations``) added or replaced."""
     cell = Cell(method, "glue", task, fraction, seed, "minilm")
     metric = {"rte": "accuracy", "cola": "matthews"}[task]
     write_json_atomic(
@@ -42,8 +50,8 @@ def fake_result(results, method, task, fraction, seed, value):
                 "seed": seed,
                 "backbone": "minilm",
             },
-            "report_split": "dev",
-            "metrics": {"dev": {metric: value}},
+            "report_split": report_split,
+            "metrics": {report_split: {metric: value}},
             "device": {"name": "Test GPU"},
             "backbone": {"checksum": "abc", "path": None},
             "git": {"commit": "0123456789abcdef"},
@@ -52,6 +60,7 @@ def fake_result(results, method, task, fraction, seed, value):
             "budget": {"max_steps": 10, "per_device_batch_size": 32},
             "config": {},
             "versions": {},
+            **extra,
         },
     )
 
@@ -63,7 +72,7 @@ def test_table_mean_std_n_best_and_missing(tmp_path):
     for seed, value in zip((1, 2), (70.0, 71.0)):
         fake_result(results, "other", "rte", 1.0, seed, value)
     fake_result(results, "baseline", "cola", 0.1, 1, 20.0)
-    [path] = write_leaderboards(results, out)
+    path = dataset_page(results, out)
     text = path.read_text()
     mean, std = statistics.mean([60, 62, 67]), statistics.stdev([60, 62, 67])
     assert f"{mean:.1f} ± {std:.1f} (n=3)" in text
@@ -167,7 +176,7 @@ def test_variants_are_their_own_cells_and_rows(tmp_path):
                 "versions": {},
             },
         )
-    [path] = write_leaderboards(results, tmp_path / "leaderboards")
+    path = dataset_page(results, tmp_path / "leaderboards")
     text = path.read_text()
     assert (
         "| method | fraction | noise0 | noise20 |" in text and "| knowbert | 100% | 70.0 (n=1) | 60.0 (n=1) |" in text
@@ -213,7 +222,7 @@ def test_variant_references_stand_beside_the_variants(tmp_path):
                 "versions": {},
             },
         )
-    [path] = write_leaderboards(results, tmp_path / "leaderboards")
+    path = dataset_page(results, tmp_path / "leaderboards")
     lines = path.read_text().splitlines()
     assert "| † kam [paper 001 Table 4, bert-base, split not stated] | 100% | 51.2 | 53.7 |" in lines
     assert not any(line.startswith("| † 0.") for line in lines)  # not in the main table as a row of its own
@@ -226,12 +235,12 @@ def test_paired_comparison_marks_only_consistent_differences(tmp_path):
         fake_result(results, "baseline", "rte", 1.0, seed, base)
         fake_result(results, "steady", "rte", 1.0, seed, steady)
         fake_result(results, "noisy", "rte", 1.0, seed, noisy)
-    [path] = write_leaderboards(results, tmp_path / "leaderboards")
+    path = dataset_page(results, tmp_path / "leaderboards")
     lines = path.read_text().splitlines()
     assert next(line for line in lines if line.startswith("| steady |")).endswith("(n=3)** ↑ |")
     assert next(line for line in lines if line.startswith("| noisy |")).endswith("(n=3) |")
-    assert any(line.startswith("| steady | 100% | +5.1 ± 0.1 | 3 |") and line.endswith("| better |") for line in lines)
-    assert any(line.startswith("| noisy | 100% |") and line.endswith("| no significant difference |") for line in lines)
+    assert "| steady | 100% | +5.1 ± 0.1 | [+4.9, +5.3] | 3 | 0 | 0.000 | 0.000 | — | — | better |" in lines
+    assert any(line.startswith("| noisy | 100% |") and line.endswith("| too few seeds to tell |") for line in lines)
 
 
 def test_figures_are_linked_and_regenerate_byte_for_byte(tmp_path):
@@ -239,7 +248,7 @@ def test_figures_are_linked_and_regenerate_byte_for_byte(tmp_path):
     for fraction in (0.1, 1.0):
         for seed, value in zip((1, 2), (60.0, 62.0)):
             fake_result(results, "baseline", "rte", fraction, seed, value * fraction + 30)
-    [path] = write_leaderboards(results, out)
+    path = dataset_page(results, out)
     figure = out / "figures" / "glue-rte-minilm-fractions.png"
     assert f"](figures/{figure.name})" in path.read_text() and figure.read_bytes()[:4] == b"\x89PNG"
     first = figure.read_bytes()
@@ -275,10 +284,10 @@ def test_runs_from_a_pretraining_checkpoint_stand_beside_their_base_backbones_ba
                 "versions": {},
             },
         )
-    [path] = write_leaderboards(results, tmp_path / "leaderboards")
+    path = dataset_page(results, tmp_path / "leaderboards")
     text = path.read_text()
     assert text.count("## Backbone:") == 1 and "| erica ⟨erica-minilm⟩ | **64.5 ± 0.7 (n=2)** |" in text
-    assert "| erica ⟨erica-minilm⟩ | 100% | +4.5 ± 0.7 | 2 |" in text
+    assert "| erica ⟨erica-minilm⟩ | 100% | +4.5 ± 0.7 | [-1.9, +10.9] | 2 |" in text
 
 
 def kept_result(results, method, seed, value, predicted, variant="", fraction=1.0, **kept):
@@ -340,10 +349,11 @@ def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
         )
         is None
     )  # another gold than the files were kept of
-    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    page = dataset_page(results, tmp_path / "leaderboards")
     text = page.read_text()
     assert any(
-        line.startswith("| better | 100% | +50.0 ± 0.0 | 3 |") and "| 0.000 |" in line for line in text.splitlines()
+        line.startswith("| better | 100% | +50.0 ± 0.0 | [+50.0, +50.0] | 3 |") and "| 0.0000 |" in line
+        for line in text.splitlines()
     )
     import shutil
 
@@ -369,20 +379,20 @@ def test_predictions_of_another_gold_or_without_data_are_not_kept(tmp_path, monk
     kept = read_predictions(shuffled)
     write_predictions(shuffled, {**kept, "gold_sha256": "0" * 64})
     capsys.readouterr()
-    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    page = dataset_page(results, tmp_path / "leaderboards")
     [warning] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert "better/tiny/f1-s2.json" in warning and "not used" in warning
     row = next(line for line in page.read_text().splitlines() if line.startswith("| better | 100% |"))
     assert row.endswith("| — | — | better |")
     write_predictions(shuffled, kept)
-    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    page = dataset_page(results, tmp_path / "leaderboards")
     row = next(line for line in page.read_text().splitlines() if line.startswith("| better | 100% |"))
     assert "| — |" not in row
     frozen = tmp_path / "data" / "generated"  # a frozen version without its dev and test splits: no gold here
     frozen.mkdir(parents=True)
     (frozen / "train.jsonl").write_text("")
     split_gold.cache_clear()
-    [page] = write_leaderboards(results, tmp_path / "leaderboards", data_dir=tmp_path / "data")
+    page = dataset_page(results, tmp_path / "leaderboards", data_dir=tmp_path / "data")
     row = next(line for line in page.read_text().splitlines() if line.startswith("| better | 100% |"))
     assert row.endswith("| — | — | better |") and "warning: no gold for generated/facts" in capsys.readouterr().err
 
@@ -394,7 +404,7 @@ def test_spectra_kept_with_predictions_draw_the_sr_figure(tmp_path):
             kept_result(
                 results, method, seed, 60.0 + seed, list, singular_values=[scale * value for value in (9.0, 3.0, 1.0)]
             )
-    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    page = dataset_page(results, tmp_path / "leaderboards")
     assert "(figures/generated-facts-tiny-spectrum.png)" in page.read_text()
     assert (tmp_path / "leaderboards" / "figures" / "generated-facts-tiny-spectrum.png").is_file()
 
@@ -410,7 +420,7 @@ def test_entity_frequency_buckets_score_every_method_on_the_same_examples(tmp_pa
     for method, (predicted, kept) in runs.items():
         for seed in (1, 2):
             kept_result(results, method, seed, 50.0, predicted, **kept)
-    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    page = dataset_page(results, tmp_path / "leaderboards")
     lines = page.read_text().splitlines()
     header = next(line for line in lines if line.startswith("| method | no entity (2) |"))
     assert header.count("|") == 7  # no entity + four quartiles of 10 linked examples
@@ -461,7 +471,7 @@ def test_checkpoint_rows_bring_their_methods_paper_rows(tmp_path):
             "versions": {},
         },
     )
-    [path] = write_leaderboards(results, tmp_path / "leaderboards")
+    path = dataset_page(results, tmp_path / "leaderboards")
     lines = path.read_text().splitlines()
     assert "| erica ⟨erica-minilm⟩ | 56.0 (n=1) |" in lines
     assert "| † ERICA_BERT [paper 003 Table 2, bert-base, test] | 80.1 |" in lines

@@ -2,10 +2,9 @@
 examples, marked where it lies above chance) and the knowledge it uses: its score minus its counterfactual control's."""
 
 from test_gold import generated_result
-from test_leaderboard import fake_result, kept_result
+from test_leaderboard import dataset_page, fake_result, kept_result
 
 from knowledge_lm.report.gold import report_gold, report_groups
-from knowledge_lm.report.leaderboard import write_leaderboards
 from knowledge_lm.results import Cell, write_json_atomic
 
 
@@ -65,11 +64,11 @@ def test_families_open_the_page_with_intervals_chance_marks_and_the_kg_verdict(t
         Cell("recorded", "generated", "facts", 1.0, 1, "tiny").result_path(results), recorded
     )  # no predictions
     kept_result(results, "knower", 1, 50.0, right_on({"text"}), fraction=0.1)
-    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    page = dataset_page(results, tmp_path / "leaderboards")
     text = page.read_text()
     lines = text.splitlines()
-    assert "the seeds are pooled by averaging each example's correctness" in lines[3]
-    assert lines[5] == "## facts: accuracy per statement family (tiny, 100%)"
+    assert "the seeds are pooled by averaging each example's correctness" in lines[7]
+    assert lines[9] == "## facts: accuracy per statement family (tiny, 100%)"
     assert text.index("per statement family") < text.index("## Backbone: tiny")
     header = next(line for line in lines if line.startswith("| method | seeds |"))
     assert header.startswith("| method | seeds | text (2) | type (4) | one_hop (4) | two_hop (2) | uses the KG |")
@@ -92,7 +91,7 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
         kept_result(results, "kam", seed, 100.0, right_on(knowledge | {"text"}))
         kept_result(results, "kam", seed, 100.0, right_on(knowledge | {"text"}), variant="t20k")
         kept_result(results, "kam", seed, accuracy_on({"text"}), right_on({"text"}), variant="t20k-zeroed")
-    [page] = write_leaderboards(results, tmp_path / "leaderboards")
+    page = dataset_page(results, tmp_path / "leaderboards")
     lines = page.read_text().splitlines()
     knowbert = table_row(lines, "knowbert")
     assert knowbert[7] == "shuffled: +100.0 [+100.0, +100.0] ✓"
@@ -134,7 +133,7 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
                     "versions": {},
                 },
             )
-    [page] = write_leaderboards(glue, tmp_path / "glue-leaderboards")
+    page = dataset_page(glue, tmp_path / "glue-leaderboards")
     lines = page.read_text().splitlines()
     assert "### rte: knowledge used (accuracy, against each method's control)" in lines
     assert "| erica ⟨erica-minilm⟩ | 100% | mlm-only: +3.0 (no kept predictions) |" in lines

@@ -235,7 +235,7 @@ def test_figer_is_registered_with_its_scores():
     assert DATASETS.get("figer") is FigerDataModule
     spec = FigerDataModule.spec("main")
     assert spec.kind == "typing_at_least_one" and spec.main_metric == "strict_accuracy"
-    assert set(spec.metrics) == {"strict_accuracy", "loose_macro_f1", "loose_micro_f1"}
+    assert set(spec.metrics) == {"strict_accuracy", "loose_macro_f1", "ling_weld_loose_macro_f1", "loose_micro_f1"}
 
 
 def test_figer_missing_data_names_the_files(tmp_path):

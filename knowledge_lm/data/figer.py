@@ -21,7 +21,11 @@ from knowledge_lm.data.openentity import ErnieTypingDataModule, check_item
 from knowledge_lm.registry import register_dataset
 
 SCORING = TaskSpec(
-    "main", "typing_at_least_one", (), ("strict_accuracy", "loose_macro_f1", "loose_micro_f1"), "strict_accuracy"
+    "main",
+    "typing_at_least_one",
+    (),
+    ("strict_accuracy", "loose_macro_f1", "ling_weld_loose_macro_f1", "loose_micro_f1"),
+    "strict_accuracy",
 )
 
 

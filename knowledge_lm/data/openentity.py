@@ -26,7 +26,7 @@ SPEC = TaskSpec(
     "main",
     "typing",
     ENTITY_TYPES,
-    ("micro_f1", "micro_precision", "micro_recall", "strict_accuracy", "loose_macro_f1"),
+    ("micro_f1", "micro_precision", "micro_recall", "strict_accuracy", "loose_macro_f1", "ling_weld_loose_macro_f1"),
     "micro_f1",
 )
 

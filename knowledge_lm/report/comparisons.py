@@ -1,7 +1,9 @@
 """Each method compared: with the baseline seed by seed, on each example group, and with its counterfactual controls.
 
-Against the baseline: a paired t-test over the seeds both ran (``SIGNIFICANCE``), and where both kept predictions of
-the same gold, the paired bootstrap over test examples (``knowledge_lm.report.bootstrap``). Per statement family
+Against the baseline: a paired t-test over the seeds both ran, neither cell degenerate, with the interval of Δ, its p
+corrected by Benjamini–Hochberg over a page's comparisons (``SIGNIFICANCE`` on q) and a verdict that tells "no
+difference" (interval within ±``NO_DIFFERENCE``) from "too few seeds to tell"; where both kept predictions of the
+same gold, the paired bootstrap over test examples (``knowledge_lm.report.bootstrap``). Per statement family
 (the generated task's text, type, one_hop, two_hop): a method's score with a bootstrap interval over the family's
 examples and the family's chance level. Against its controls (``KNOWLEDGE_CONTROLS``: the same cells with the
 knowledge shuffled or zeroed, or ERICA's MLM-only checkpoint): Δ with a paired bootstrap interval over the examples.
@@ -14,12 +16,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
-from scipy.stats import ttest_rel
+from scipy.stats import false_discovery_control, ttest_1samp
 
-from knowledge_lm.report.bootstrap import bootstrap_interval, paired_bootstrap, task_scorer
-from knowledge_lm.report.frame import MISSING, by_seed, kept_run, seed_cells
+from knowledge_lm.report.bootstrap import LEVEL, bootstrap_interval, paired_bootstrap, task_scorer
+from knowledge_lm.report.frame import MISSING, by_seed, interval_text, kept_run, seed_cells
+from knowledge_lm.report.protocol import comparable
 
-SIGNIFICANCE = 0.05
+SIGNIFICANCE = 0.05  # of a Benjamini–Hochberg q: the false discovery rate among a page's ↑ / ↓
+
+NO_DIFFERENCE = 1.0  # points of the metric: an interval of Δ within ±this says the methods do not differ
 
 
 ABOVE = " ✓"  # a 95 % interval wholly above chance (a family's score) or above 0 (a Δ)
@@ -54,24 +59,86 @@ KNOWLEDGE_CONTROLS = {
 }
 
 
-def paired_comparison(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str) -> dict | None:
-    """The method minus the baseline, seed by seed: n pairs, mean Δ, its std, the paired t-test's p (None for n < 2)."""
+def delta_test(deltas: pd.Series) -> dict:
+    """Paired differences (one per seed) tested against 0: n, their mean Δ, std, the t-test's two-sided p and the
+    ``LEVEL`` interval of Δ (p and std None for n < 2; interval None too). Identical differences have no spread:
+    p is then 0 (all ≠ 0) or 1 (all 0), the interval Δ itself."""
+    n, delta = len(deltas), float(deltas.mean())
+    if n < 2:
+        return {"n": n, "delta": delta, "std": None, "p": None, "interval": None}
+    std = float(deltas.std(ddof=1))
+    if std == 0:
+        return {"n": n, "delta": delta, "std": std, "p": 0.0 if delta != 0 else 1.0, "interval": [delta, delta]}
+    test = ttest_1samp(deltas, 0.0)
+    interval = test.confidence_interval(LEVEL)
+    return {"n": n, "delta": delta, "std": std, "p": float(test.pvalue), "interval": [interval.low, interval.high]}
+
+
+def seed_deltas(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str) -> pd.Series:
+    """The method minus the baseline per seed both ran, indexed by seed."""
     ours, baseline = (by_seed(frame, name, fraction, task, metric) for name in (method, "baseline"))
     seeds = sorted(set(ours.index) & set(baseline.index))
-    if not seeds or method == "baseline":
+    return pd.Series([ours[s] - baseline[s] for s in seeds], index=seeds, dtype=float)
+
+
+def paired_comparison(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str) -> dict | None:
+    """The method minus the baseline, seed by seed, over the seeds where neither cell is degenerate
+    (``delta_test``), with ``excluded``: the pairs left out for a degenerate cell. None for the baseline itself or
+    where no seed was run by both."""
+    if method == "baseline":
         return None
-    deltas = pd.Series([ours[s] - baseline[s] for s in seeds])
-    p_value = None
-    if len(seeds) > 1:
-        p_value = float(ttest_rel([ours[s] for s in seeds], [baseline[s] for s in seeds]).pvalue)
-        if p_value != p_value:  # identical differences: no spread, the test is undefined
-            p_value = 0.0 if deltas.abs().min() > 0 else 1.0
-    return {
-        "n": len(seeds),
-        "delta": float(deltas.mean()),
-        "std": float(deltas.std(ddof=1)) if len(seeds) > 1 else None,
-        "p": p_value,
-    }
+    every = seed_deltas(frame, method, fraction, task, metric)
+    if every.empty:
+        return None
+    kept = seed_deltas(comparable(frame), method, fraction, task, metric)
+    return {**delta_test(kept), "excluded": len(every) - len(kept)}
+
+
+def corrected(comparisons: list[dict]):
+    """Sets each comparison's ``q``: its p adjusted by Benjamini–Hochberg over ``comparisons``, one family (those
+    without a p get None)."""
+    tested = [found for found in comparisons if found["p"] is not None]
+    adjusted = false_discovery_control([found["p"] for found in tested]) if tested else []
+    for found in comparisons:
+        found["q"] = None
+    for found, q in zip(tested, adjusted):
+        found["q"] = float(q)
+
+
+def verdict(found: dict) -> str:
+    """What a comparison says (``corrected`` first): better / worse where q < ``SIGNIFICANCE``; "not significant
+    after correction" where only the raw p is; else "no difference" where the interval of Δ lies within
+    ±``NO_DIFFERENCE``, "too few seeds to tell" where it is wider."""
+    if not found["n"]:
+        return "every pair degenerate"
+    if found["p"] is None:
+        return "too few seeds"
+    if found["q"] < SIGNIFICANCE:
+        return "better" if found["delta"] > 0 else "worse"
+    if found["p"] < SIGNIFICANCE:
+        return "not significant after correction"
+    low, high = found["interval"]
+    return "no difference" if -NO_DIFFERENCE <= low and high <= NO_DIFFERENCE else "too few seeds to tell"
+
+
+def significance_mark(found: dict | None) -> str:
+    """↑ / ↓ where the corrected comparison is significant; "" otherwise."""
+    if found is None or found.get("q") is None or found["q"] >= SIGNIFICANCE:
+        return ""
+    return " ↑" if found["delta"] > 0 else " ↓"
+
+
+def page_comparisons(frame: pd.DataFrame, metrics: dict[str, str]) -> dict[tuple, dict]:
+    """Every method against the baseline on a page, ``(backbone, method, fraction, task)`` → ``paired_comparison``
+    of the task's metric (``metrics``), sweep variants aside, corrected over the page as one family."""
+    found = {}
+    plain = frame[frame.variant == ""]
+    for (backbone, method, fraction, task), _ in plain.groupby(["backbone", "method", "fraction", "task"]):
+        compared = paired_comparison(plain[plain.backbone == backbone], method, fraction, task, metrics[task])
+        if compared is not None:
+            found[backbone, method, fraction, task] = compared
+    corrected(list(found.values()))
+    return found
 
 
 def bootstrap_comparison(
@@ -333,6 +400,7 @@ def knowledge_used(
     if is_control(cells["cell_method"].iloc[0], variant):
         return "(control)"
     parts = []
+    frame, cells = comparable(frame), comparable(cells)
     for name, control in control_cells(frame, method, fraction, metric, variant):
         found = knowledge_delta(cells, control, dataset, task, metric, golds, groupings, groups)
         if found is None:
@@ -340,6 +408,6 @@ def knowledge_used(
         if found["interval"] is None:
             parts.append(f"{name}: {found['delta']:+.1f} (no kept predictions)")
             continue
-        low, high = found["interval"]
-        parts.append(f"{name}: {found['delta']:+.1f} [{low:+.1f}, {high:+.1f}]{ABOVE if low > 0 else ''}")
+        above = ABOVE if found["interval"][0] > 0 else ""
+        parts.append(f"{name}: {found['delta']:+.1f} {interval_text(found['interval'])}{above}")
     return "<br>".join(parts) or MISSING

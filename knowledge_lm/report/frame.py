@@ -2,10 +2,12 @@
 
 A cell's predictions count as kept where the reported split's gold, recomputed from the data directory
 (``knowledge_lm.report.gold``), has the sha256 its predictions file holds; its example groups (the generated task's
-statement families) count where there is one per gold answer. The frame's rows are looked up by method, fraction,
-task, metric and seed, and ordered for a page: each method followed by its sweep variants.
+statement families) count where there is one per gold answer. A cell is degenerate where it predicted one class for
+every example or was selected at its first evaluation (``degenerate_reason``). The frame's rows are looked up by
+method, fraction, task, metric and seed, and ordered for a page: each method followed by its sweep variants.
 """
 
+import json
 from functools import lru_cache
 from pathlib import Path
 
@@ -16,6 +18,16 @@ from knowledge_lm.report.gold import report_gold, report_groups
 from knowledge_lm.results import CellResult, gold_sha256, predictions_path, read_predictions, warn
 
 MISSING = "—"
+
+# What tells a cell's rows from another cell's.
+CELL_COLUMNS = ["dataset", "method", "task", "fraction", "seed", "backbone", "variant"]
+
+# Why a cell is degenerate: a result of the protocol, not of the method, so it is flagged and never compared.
+ONE_CLASS = "one class"  # every prediction of the reported split the same
+FIRST_EVALUATION = "first evaluation"  # selected at the first of its evaluations: training never improved on it
+
+# A result without ``protocol`` was recorded before splits and scorers had versions: their first.
+FIRST_PROTOCOL = {"split_version": "1", "scorer_version": "1"}
 
 
 def kept_predictions(
@@ -81,15 +93,36 @@ def table_backbone(result: CellResult) -> str:
     return result["backbone"].get("pretrained_from") or result["cell"]["backbone"]
 
 
+def degenerate_reason(path: Path, result: CellResult) -> str:
+    """Why the cell of ``path`` is degenerate: ``ONE_CLASS`` where its predictions file (read whether or not its gold
+    can be checked) holds one prediction for every example, ``FIRST_EVALUATION`` where it was selected at the first
+    of several evaluations; both, joined by ", "; "" for neither."""
+    reasons = []
+    sidecar = predictions_path(path)
+    if sidecar.is_file():
+        predicted = kept_run(str(sidecar)).get("predicted") or []
+        if len(predicted) > 1 and len({json.dumps(answer, sort_keys=True) for answer in predicted}) == 1:
+            reasons.append(ONE_CLASS)
+    evaluations, selection = result.get("evaluations") or [], result.get("selection") or {}
+    if len(evaluations) > 1 and selection.get("step") == evaluations[0].get("step"):
+        reasons.append(FIRST_EVALUATION)
+    return ", ".join(reasons)
+
+
 def results_frame(
-    results: list[CellResult], predictions: list[tuple[Path, str] | None] | None = None, groups: list[str] | None = None
+    results: list[CellResult],
+    predictions: list[tuple[Path, str] | None] | None = None,
+    groups: list[str] | None = None,
+    degenerate: list[str] | None = None,
 ) -> pd.DataFrame:
     """One row per result and metric; ``predictions[i]``: result i's kept predictions file and its gold's sha256
-    (``kept_predictions``), or None; ``groups[i]``: the sha256 of its examples' groups (``kept_groups``), or ""."""
+    (``kept_predictions``), or None; ``groups[i]``: the sha256 of its examples' groups (``kept_groups``), or "";
+    ``degenerate[i]``: why it is degenerate (``degenerate_reason``), or ""."""
     rows = []
     for index, result in enumerate(results):
         kept, digest = predictions[index] if predictions is not None and predictions[index] else (None, "")
         grouping = groups[index] if groups is not None else ""
+        protocol = {**FIRST_PROTOCOL, **result.get("protocol", {})}
         cell, split = {"variant": "", **result["cell"]}, result["report_split"]
         if table_backbone(result) != cell["backbone"]:  # a row of its base backbone's table, named by the checkpoint
             cell["method"], cell["backbone"] = f"{cell['method']} ⟨{cell['backbone']}⟩", table_backbone(result)
@@ -114,6 +147,11 @@ def results_frame(
                     "groups_sha256": grouping,
                     "cell_method": result["cell"]["method"],
                     "by_group": result.get("metrics_by_group") or None,
+                    "degenerate": degenerate[index] if degenerate is not None else "",
+                    "selected_on": (result.get("selection") or {}).get("split", ""),
+                    "evaluations": len(result.get("evaluations") or []),
+                    "split_version": str(protocol["split_version"]),
+                    "scorer_version": str(protocol["scorer_version"]),
                 }
             )
     return pd.DataFrame(rows)
@@ -172,6 +210,11 @@ def page_rows(frame: pd.DataFrame) -> list[tuple[str, str]]:
 
 def row_label(method: str, variant: str) -> str:
     return f"{method} [{variant}]" if variant else method
+
+
+def interval_text(interval: list[float]) -> str:
+    low, high = interval
+    return f"[{low:+.1f}, {high:+.1f}]"
 
 
 def fraction_label(fraction: float) -> str:

@@ -1,12 +1,15 @@
-"""Leaderboards regenerated from the results store alone: ``leaderboards/<dataset>.md``.
+"""Leaderboards regenerated from the results store alone: ``leaderboards/<dataset>.md`` and the answer at a glance,
+``leaderboards/README.md`` (``knowledge_lm.report.glance``).
 
 Paper-style tables: rows are methods, one column group per train fraction, each cell the mean ±
 sample std over seeds of the task's main metric on the reported split, with n. Best mean per column
 in bold. A cell with no result is "—", never averaged over. Each method is compared with the baseline
 seed by seed (same seed, same train subset): a paired t-test over the seeds both ran; ↑ / ↓ after a
-cell mark a difference with p < 0.05 (with 3 seeds only a large, consistent one qualifies), and a
-table per task gives Δ, n and p, and, where both kept their predictions, the paired bootstrap over test
-examples (``knowledge_lm.report.bootstrap``: 95 % interval of Δ and its p). A cell's predictions count as kept where
+cell mark a difference whose Benjamini–Hochberg q over the page's comparisons is below 0.05, and a
+table per task gives Δ with its interval, n, p and q, and, where both kept their predictions, the paired bootstrap
+over test examples (``knowledge_lm.report.bootstrap``: 95 % interval of Δ and its p). Degenerate cells (one class
+predicted, or selected at their first evaluation) are flagged and left out of every comparison, and only the newest
+split and scorer version of a task is shown (``knowledge_lm.report.protocol``). A cell's predictions count as kept where
 the reported split's gold, recomputed from the data directory (``knowledge_lm.report.gold``), has the sha256 its
 predictions file holds. The papers' own numbers appear only as reference rows marked †, from
 ``benchmarks/references.yaml``. Output is deterministic: the same results and data give the same bytes.
@@ -18,10 +21,11 @@ all? Each method also stands against its counterfactual controls (``comparisons.
 with the knowledge shuffled or zeroed, or ERICA's MLM-only checkpoint): Δ with a paired bootstrap interval over the
 examples, in the family table where there is one, else in a table per task where a control was run.
 
-The stages, one module each: ``knowledge_lm.report.frame`` (results → frame, kept predictions and groups),
+The stages, one module each: ``knowledge_lm.report.frame`` (results → frame, kept predictions and groups, degenerate
+cells), ``knowledge_lm.report.protocol`` (versions, commits, selection and degenerate cells as the pages say them),
 ``knowledge_lm.report.comparisons`` (t-tests, bootstrap comparisons, per-family scores, knowledge used against the
 controls, frequency buckets), ``knowledge_lm.report.references`` (the † rows) and ``knowledge_lm.report.pages`` (the
-markdown and figures).
+markdown and figures) and ``knowledge_lm.report.glance`` (the README).
 """
 
 import hashlib
@@ -31,7 +35,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from knowledge_lm.report.frame import kept_groups, kept_predictions, kept_run, results_frame, table_backbone
+from knowledge_lm.report.frame import (
+    degenerate_reason,
+    kept_groups,
+    kept_predictions,
+    kept_run,
+    results_frame,
+    table_backbone,
+)
+from knowledge_lm.report.glance import render_glance
 from knowledge_lm.report.pages import render_dataset, render_probes
 from knowledge_lm.results import PROBES_DIR, predictions_path, result_files, write_json_atomic
 from knowledge_lm.run.config import BENCHMARKS_DIR
@@ -82,6 +94,8 @@ def write_leaderboards(
         if backbones is None or table_backbone(result) in backbones:
             by_dataset.setdefault(result["cell"]["dataset"], []).append((path, result))
     pages = {out_dir / f"{dataset}.md": ("dataset", dataset, chosen) for dataset, chosen in sorted(by_dataset.items())}
+    if by_dataset:
+        pages[out_dir / "README.md"] = ("glance", "README", [file for chosen in by_dataset.values() for file in chosen])
     speed_records = sorted((Path(results_dir) / "speed").glob("*.json"))
     probes = sorted((Path(results_dir) / PROBES_DIR).glob("lama-*.json"))
     if speed_records:
@@ -117,7 +131,8 @@ def write_leaderboards(
 
 def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir) -> str | None:
     """The text of one page of ``kind``: ``speed`` from its records, ``lama`` from its probes, ``dataset`` (``name``'s
-    page) from its ``(path, result)`` files (None where they hold no metric)."""
+    page) or ``glance`` (the README over every dataset) from its ``(path, result)`` files (None where they hold no
+    metric)."""
     if kind == "speed":
         from knowledge_lm.tools.speed import render_speed  # torch: loaded only where speed was measured
 
@@ -126,5 +141,10 @@ def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir) -> 
         return render_probes([json.loads(p.read_text()) for p in inputs])
     predictions, golds = kept_predictions(inputs, data_dir)
     groups, groupings = kept_groups(inputs, predictions, golds, data_dir)
-    frame = results_frame([result for _, result in inputs], predictions, groups)
-    return None if frame.empty else render_dataset(name, frame, out_dir / "figures", golds, groupings)
+    degenerate = [degenerate_reason(path, result) for path, result in inputs]
+    frame = results_frame([result for _, result in inputs], predictions, groups, degenerate)
+    if frame.empty:
+        return None
+    if kind == "glance":
+        return render_glance(frame, golds, groupings)
+    return render_dataset(name, frame, out_dir / "figures", golds, groupings)

@@ -1,7 +1,9 @@
 """The markdown of the pages: a dataset's page of tables (and its figures), and the LAMA probing page.
 
-A dataset's page opens with the per-family tables where its examples fall in groups, then per backbone the main table
-(mean ± std over seeds per method, fraction and task, best in bold, ↑ / ↓ from the paired t-test, † reference rows),
+A dataset's page opens with its protocol (what selected the model, what is reported, the split and scorer versions)
+and how to read it, then the per-family tables where its examples fall in groups, then per backbone the main table
+(mean ± std over seeds per method, fraction and task, best in bold, ⊘ degenerate cells, ↑ / ↓ from the paired t-test
+corrected over the page, † reference rows), each table headed by the commits of its cells,
 and per task its sweep variants, figures, entity-frequency buckets, comparison with the baseline, knowledge used
 against the controls and all metrics; provenance last.
 """
@@ -16,24 +18,40 @@ from knowledge_lm.report.comparisons import (
     ABOVE,
     KNOWLEDGE_CONTROLS,
     KNOWLEDGE_FREE_GROUPS,
+    NO_DIFFERENCE,
     SIGNIFICANCE,
     bootstrap_comparison,
     family_score,
     frequency_buckets,
     kg_verdict,
     knowledge_used,
+    page_comparisons,
     page_groups,
-    paired_comparison,
+    significance_mark,
+    verdict,
 )
 from knowledge_lm.report.figures import bucket_bars, fraction_curves, spectrum_curves, variant_curves
 from knowledge_lm.report.frame import (
+    CELL_COLUMNS,
     MISSING,
     fraction_label,
     full_data_spectra,
+    interval_text,
     page_rows,
     row_label,
     seed_cells,
     variant_key,
+)
+from knowledge_lm.report.protocol import (
+    DEGENERATE_MARK,
+    commits_text,
+    comparable,
+    current_protocol,
+    degenerate_cells,
+    degenerate_group_text,
+    degenerate_text,
+    protocol_text,
+    versions_text,
 )
 from knowledge_lm.report.references import (
     load_references,
@@ -51,13 +69,20 @@ def summary(values: pd.Series) -> tuple[float, str]:
     return mean, f"{mean:.1f}{spread} (n={n})"
 
 
-def mark(comparison: dict | None) -> str:
-    if comparison is None or comparison["p"] is None or comparison["p"] >= SIGNIFICANCE:
-        return ""
-    return " ↑" if comparison["delta"] > 0 else " ↓"
+def seeds_text(cells: pd.DataFrame) -> tuple[float, str, bool]:
+    """``(mean, text, counts for best)`` of one group of seeds (rows of one metric): ``summary`` of their values,
+    then ⊘k where k of them are degenerate cells; a group all of them degenerate says so and is never the best."""
+    mean, text = summary(cells["value"])
+    degenerate = int((cells["degenerate"] != "").sum())
+    if degenerate == len(cells):
+        return mean, f"{degenerate_group_text(cells)}: {text}", False
+    return mean, text + (f"{DEGENERATE_MARK}{degenerate}" if degenerate else ""), True
 
 
-def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, references: list[dict]) -> list[str]:
+def main_table(
+    frame: pd.DataFrame, tasks: list[str], main_metric: dict, references: list[dict], comparisons: dict[tuple, dict]
+) -> list[str]:
+    """Mean ± std per method, fraction and task; ↑ / ↓ from ``comparisons`` (``page_comparisons``)."""
     fractions = sorted(frame["fraction"].unique())
     methods = sorted(frame["method"].unique(), key=lambda m: (m != "baseline", m))
     columns = [(fraction, task) for fraction in fractions for task in tasks]
@@ -65,19 +90,22 @@ def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, referen
     cells, means = {}, {}
     for method in methods:
         for fraction, task in columns:
-            values = frame[
+            rows = frame[
                 (frame.method == method)
                 & (frame.fraction == fraction)
                 & (frame.task == task)
                 & (frame.metric == main_metric[task])
-            ]["value"]
-            if len(values):
-                means[method, fraction, task], cells[method, fraction, task] = summary(values)
+            ]
+            if len(rows):
+                mean, cells[method, fraction, task], counts = seeds_text(rows)
+                if counts:
+                    means[method, fraction, task] = mean
     best = {}
     for key, mean in means.items():
         column = key[1:]
         best[column] = max(best.get(column, mean), mean)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    backbone = frame["backbone"].iloc[0]
+    lines = [commits_text(frame), "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for method in methods:
         row = [method]
         for fraction, task in columns:
@@ -88,8 +116,8 @@ def main_table(frame: pd.DataFrame, tasks: list[str], main_metric: dict, referen
                 and len(methods) > 1
             ):
                 text = f"**{text}**"
-            if (method, fraction, task) in means:
-                text += mark(paired_comparison(frame, method, fraction, task, main_metric[task]))
+            if (method, fraction, task) in cells:
+                text += significance_mark(comparisons.get((backbone, method, fraction, task)))
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")
     return lines + main_table_references(references, methods, columns, main_metric)
@@ -100,20 +128,38 @@ def variants_table(frame: pd.DataFrame, task: str, main_metric: str, references:
     per variant; † rows: papers' numbers for the same variants (a reference with a ``variant``)."""
     task_frame = frame[(frame.task == task) & (frame.metric == main_metric)]
     variants = sorted(task_frame["variant"].unique(), key=variant_key)
-    lines = ["| method | fraction | " + " | ".join(variants) + " |", "|---|---|" + "---|" * len(variants)]
+    lines = [
+        commits_text(task_frame),
+        "",
+        "| method | fraction | " + " | ".join(variants) + " |",
+        "|---|---|" + "---|" * len(variants),
+    ]
     for (fraction, method), group in task_frame.groupby(["fraction", "method"]):
-        cells = [
-            summary(group[group.variant == v]["value"])[1] if (group.variant == v).any() else MISSING for v in variants
-        ]
+        cells = [seeds_text(group[group.variant == v])[1] if (group.variant == v).any() else MISSING for v in variants]
         lines.append(f"| {method} | {fraction_label(fraction)} | " + " | ".join(cells) + " |")
     return lines + variant_references(references, task, main_metric, variants)
+
+
+# Metrics whose name alone does not say which of two definitions in use it is (knowledge_lm/tasks/typing.py).
+METRIC_DEFINITIONS = {
+    "loose_macro_f1": "loose macro-F1 as ERNIE's code computes it: precision and recall each averaged over all "
+    "mentions",
+    "ling_weld_loose_macro_f1": "loose macro-F1 as Ling & Weld (2012) define it: precision averaged over the mentions "
+    "with a predicted type, recall over those with a gold type",
+}
+
+
+def metric_definitions(metrics: list[str]) -> list[str]:
+    """A line naming the definition of each of ``metrics`` that has two (``METRIC_DEFINITIONS``); none if none."""
+    named = [f"{metric} = {METRIC_DEFINITIONS[metric]}" for metric in metrics if metric in METRIC_DEFINITIONS]
+    return ["", "; ".join(named) + "."] if named else []
 
 
 def detail_table(frame: pd.DataFrame, task: str) -> list[str]:
     task_frame = frame[frame.task == task]
     metrics = list(dict.fromkeys(task_frame["metric"]))
-    header = ["method", "fraction", "split"] + metrics + ["train size", "steps", "subset hash"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    header = ["method", "fraction", "split"] + metrics + ["degenerate cells", "train size", "steps", "subset hash"]
+    lines = [commits_text(task_frame), "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     keys = (
         task_frame[["method", "fraction"]].drop_duplicates().sort_values(["fraction", "method"]).itertuples(index=False)
     )
@@ -125,52 +171,58 @@ def detail_table(frame: pd.DataFrame, task: str) -> list[str]:
             for metric in metrics
         ]
         first = group.drop_duplicates("seed")
+        degenerate = degenerate_cells(first)
         row += [
+            ", ".join(f"s{cell.seed}: {cell.degenerate}" for cell in degenerate.itertuples()) or "0",
             str(int(first["train_size"].iloc[0])),
             "/".join(map(str, sorted(first["steps"].unique()))),
             ", ".join(sorted(first["subset_hash"].unique())),
         ]
         lines.append("| " + " | ".join(row) + " |")
-    return lines
+    return lines + metric_definitions(metrics)
 
 
-def comparison_table(frame: pd.DataFrame, task: str, metric: str, golds: dict[str, list]) -> list[str]:
-    """Each method against the baseline per fraction: Δ (mean ± std over paired seeds), n, the paired t-test's p,
-    the paired bootstrap's 95 % interval of Δ and p over test examples (where predictions were kept), and
-    what the t-test says."""
+def comparison_table(
+    frame: pd.DataFrame, task: str, metric: str, golds: dict[str, list], comparisons: dict[tuple, dict]
+) -> list[str]:
+    """Each method against the baseline per fraction (``comparisons``: ``page_comparisons``): Δ (mean ± std over
+    paired seeds) with its 95 % interval, n, the pairs left out as degenerate, the paired t-test's raw p and its
+    Benjamini–Hochberg q, the paired bootstrap's 95 % interval of Δ and (raw, one-sided) p over the test examples
+    (where predictions were kept), and the verdict."""
     lines = [
-        "| method | fraction | Δ vs baseline | n pairs | p (paired t) | Δ 95% CI (bootstrap over examples) | "
-        "p (bootstrap) | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        commits_text(frame[frame.task == task]),
+        "",
+        "| method | fraction | Δ vs baseline | Δ 95% CI (t, over seeds) | n pairs | degenerate pairs left out | "
+        "p (paired t) | q (BH, page) | Δ 95% CI (bootstrap over examples) | p (bootstrap) | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     task_frame = frame[frame.task == task]
+    backbone = frame["backbone"].iloc[0]
     for fraction in sorted(task_frame["fraction"].unique()):
         for method in sorted(m for m in task_frame["method"].unique() if m != "baseline"):
-            found = paired_comparison(task_frame, method, fraction, task, metric)
+            found = comparisons.get((backbone, method, fraction, task))
             if found is None:
+                continue
+            if not found["n"]:
+                lines.append(
+                    f"| {method} | {fraction_label(fraction)} | {MISSING} | {MISSING} | 0 | {found['excluded']} | "
+                    f"{MISSING} | {MISSING} | {MISSING} | {MISSING} | {verdict(found)} |"
+                )
                 continue
             spread = f" ± {found['std']:.1f}" if found["std"] is not None else ""
             p_text = MISSING if found["p"] is None else f"{found['p']:.3f}"
-            verdict = (
-                "too few seeds"
-                if found["p"] is None
-                else "no significant difference"
-                if found["p"] >= SIGNIFICANCE
-                else "better"
-                if found["delta"] > 0
-                else "worse"
-            )
-            resampled = bootstrap_comparison(task_frame, method, fraction, task, metric, golds)
+            q_text = MISSING if found["q"] is None else f"{found['q']:.3f}"
+            seeds_interval = MISSING if found["interval"] is None else interval_text(found["interval"])
+            resampled = bootstrap_comparison(comparable(task_frame), method, fraction, task, metric, golds)
             interval, p_boot = MISSING, MISSING
             if resampled is not None:
-                low, high = resampled["delta_interval"]
-                interval = f"[{low:+.1f}, {high:+.1f}]"
-                p_boot = f"{resampled['p_not_better' if found['delta'] > 0 else 'p_not_worse']:.3f}"
+                interval = interval_text(resampled["delta_interval"])
+                p_boot = f"{resampled['p_not_better' if found['delta'] > 0 else 'p_not_worse']:.4f}"
             lines.append(
-                f"| {method} | {fraction_label(fraction)} | {found['delta']:+.1f}{spread} | {found['n']} | {p_text} | "
-                f"{interval} | {p_boot} | {verdict} |"
+                f"| {method} | {fraction_label(fraction)} | {found['delta']:+.1f}{spread} | {seeds_interval} | "
+                f"{found['n']} | {found['excluded']} | {p_text} | {q_text} | {interval} | {p_boot} | {verdict(found)} |"
             )
-    return lines if len(lines) > 2 else []
+    return lines if len(lines) > 4 else []
 
 
 def family_text(score: dict | None) -> str:
@@ -209,6 +261,8 @@ def family_table(
     names = [f"{group} ({counts[group].pop()})" if len(counts[group]) == 1 else group for group in groups]
     split = at["split"].iloc[0]
     lines = [
+        commits_text(at),
+        "",
         "| method | seeds | " + " | ".join(names) + f" | uses the KG | knowledge used: {'+'.join(knowledge)} | "
         f"knowledge used: whole {split} split |",
         "|---|---|" + "---|" * (len(groups) + 3),
@@ -296,7 +350,7 @@ def knowledge_used_table(
 
 
 def provenance(frame: pd.DataFrame) -> list[str]:
-    seeds = frame.drop_duplicates(["method", "task", "fraction", "seed", "backbone", "variant"])
+    seeds = frame.drop_duplicates(CELL_COLUMNS)
     lines = [
         "| backbone | weights from | weights sha256 | device | commits | cells | per-device batch | summed cell time |",
         "|---|---|---|---|---|---|---|---|",
@@ -333,6 +387,25 @@ def dataset_notes(dataset: str) -> list[str]:
     ]
 
 
+def reading_text(comparisons: dict[tuple, dict], degenerate: str) -> str:
+    """How to read a page's tables: what a cell is, what marks it, what a verdict means."""
+    tested = sum(found["p"] is not None for found in comparisons.values())
+    return (
+        "Mean ± sample std over training seeds (n = seeds) of each task's main metric on the reported split. "
+        "Best mean per column in bold; — = no result. ↑ / ↓ = above / below the baseline in a paired t-test over "
+        f"seeds, significant after Benjamini–Hochberg correction over this page's {tested} comparisons with the "
+        f"baseline (q < {SIGNIFICANCE}). The per-task tables give Δ with its 95 % interval over seeds, n, the raw p "
+        f"and q, and a paired bootstrap over the test examples ({REPLICATES} replicates; its p one-sided and "
+        "uncorrected) where both kept predictions. Verdicts: better / worse (q < 0.05); not significant after "
+        "correction (p < 0.05 ≤ q); no difference (the interval of Δ over seeds lies within "
+        f"±{NO_DIFFERENCE:g} point); too few seeds to tell (a wider interval that does not exclude 0 after "
+        "correction). "
+        + (degenerate + " " if degenerate else "")
+        + "† = the paper's own number, for reference only (different backbone and protocol: not comparable one to "
+        "one)."
+    )
+
+
 def render_dataset(
     dataset: str,
     frame: pd.DataFrame,
@@ -343,10 +416,12 @@ def render_dataset(
     """``dataset``'s page; ``golds``: the gold answers of the kept predictions in ``frame``, by their sha256;
     ``groupings``: their examples' groups (``kept_groups``), by their sha256."""
     golds, groupings = golds or {}, groupings or {}
+    frame, older = current_protocol(frame)
     dataset_class = DATASETS.get(dataset)
     tasks = [task for task in dataset_class.tasks if task in set(frame["task"])]
     main_metric = {task: dataset_class.spec(task).main_metric for task in dataset_class.tasks}
     references = load_references(dataset)
+    comparisons = page_comparisons(frame, main_metric)
     families = {
         (backbone, task): family_section(group, dataset, task, main_metric[task], backbone, golds, groupings)
         for backbone, group in frame.groupby("backbone")
@@ -356,12 +431,13 @@ def render_dataset(
         f"# {dataset}",
         "",
         "Generated by `klm leaderboard` from `results/`; do not edit by hand.",
-        "Mean ± sample std over training seeds (n = seeds), main metric of each task, on the reported split "
-        "(test where a labelled test split exists, else dev; model selection on dev). "
-        "Best mean per column in bold; — = no result; ↑ / ↓ = above / below the baseline in a paired t-test over "
-        "seeds (p < 0.05; the per-task tables give Δ, n and p, and a paired bootstrap over the test examples where "
-        "both kept predictions). † = the paper's own number, for reference only "
-        "(different backbone and protocol: not comparable one to one)."
+        "",
+        "**Protocol.** " + protocol_text(frame, dataset, tasks),
+        f"Versions: {versions_text(frame)}."
+        + (f" Left out: {older} cells of an older split or scorer version of their task." if older else ""),
+        "",
+        "**Reading the tables.** "
+        + reading_text(comparisons, degenerate_text(frame))
         + (" " + families_text() if any(families.values()) else ""),
         "",
     ]
@@ -372,7 +448,7 @@ def render_dataset(
         plain, varied = group[group.variant == ""], group[group.variant != ""]
         if not plain.empty:
             shown = paper_only_tasks(dataset_class, tasks, plain, references)
-            out += main_table(plain, tasks + shown, main_metric, references)
+            out += main_table(plain, tasks + shown, main_metric, references, comparisons)
             out.append("")
             if shown:
                 out += [
@@ -456,7 +532,7 @@ def render_dataset(
                         f"{task}: {main_metric[task]} by entity frequency",
                     )
             if (plain.task == task).any():
-                compared = comparison_table(plain, task, main_metric[task], golds)
+                compared = comparison_table(plain, task, main_metric[task], golds, comparisons)
                 if compared:
                     out += (
                         [f"### {task}: against the baseline ({main_metric[task]}, paired by seed)", ""]

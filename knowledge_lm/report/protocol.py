@@ -1,0 +1,163 @@
+"""What a page says of how its cells were produced: which split selected the model and which is reported, the
+versions of the splits and scorers compared, the commits that ran them, and which cells are degenerate.
+
+Within one dataset and task only the cells of the newest ``(split_version, scorer_version)`` are kept
+(``current_protocol``): numbers of another split or scorer are never averaged or compared with them. A degenerate
+cell (``knowledge_lm.report.frame.degenerate_reason``: one class predicted, or selected at its first evaluation) is
+shown, flagged, and left out of every comparison (``comparable``).
+"""
+
+import pandas as pd
+
+from knowledge_lm.report.frame import CELL_COLUMNS, FIRST_EVALUATION, ONE_CLASS
+
+DEGENERATE_MARK = " ⊘"  # followed by how many of a group's seeds are degenerate
+
+DEGENERATE_LABELS = {ONE_CLASS: "one class predicted", FIRST_EVALUATION: "selected at the first evaluation"}
+
+SMALL_GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "rte", "wnli")
+
+# What each split of a dataset is, as its data module's docstring (knowledge_lm/data/<dataset>.py) documents it.
+SPLIT_ORIGINS = {
+    "generated": {
+        "dev": "the generator's dev statements (about dev entities)",
+        "test": "the generator's test statements (about test entities, never a subject in train)",
+    },
+    "glue": {
+        "dev": "a part of GLUE train held out, seeded",
+        "test": "GLUE's labelled dev set",
+        "test_mismatched": "GLUE's MNLI dev mismatched",
+    },
+    "semeval2010": {"dev": "800 sentences held out of the train file (seed 0)", "test": "the official test file"},
+    "fewrel": {
+        "dev": "10 % of each relation's val_wiki instances (seed 0)",
+        "test": "20 % of each relation's val_wiki instances (seed 0)",
+    },
+    "tacred": {"dev": "TACRED dev", "test": "TACRED test"},
+    "openentity": {"dev": "ERNIE's dev.json", "test": "ERNIE's test.json"},
+    "figer": {"dev": "ERNIE's dev.json", "test": "ERNIE's test.json"},
+    "redocred": {
+        "dev": "documents held out of the train documents (seed 0)",
+        "test": "Re-DocRED documents never trained on (revised) or DocRED dev (docred)",
+    },
+    "cosmosqa": {
+        "dev": "paragraphs held out for selection (seed 0)",
+        "test": "other paragraphs of Cosmos QA's labelled dev set",
+    },
+    "squad_format": {"dev": "the task's dev.json", "test": "the task's test.json"},
+}
+
+# Splits whose meaning was another under the first split version: GLUE's small tasks selected on GLUE dev itself.
+FIRST_SPLIT_ORIGINS = {("glue", task): {"dev": "GLUE's labelled dev set"} for task in SMALL_GLUE_TASKS}
+
+
+def version_key(version: str) -> tuple:
+    """ "10" after "9": a version's dot-separated parts, numbers as numbers."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in str(version).split("."))
+
+
+def current_protocol(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """``frame`` less the cells whose dataset and task have cells of a newer ``(split_version, scorer_version)``,
+    and how many cells were left out."""
+    if frame.empty:
+        return frame, 0
+    versions = frame[["split_version", "scorer_version"]].apply(
+        lambda row: (version_key(row.split_version), version_key(row.scorer_version)), axis=1
+    )
+    newest = versions.groupby([frame["dataset"], frame["task"]]).transform("max")
+    kept = versions == newest
+    return frame[kept], len(frame[~kept].drop_duplicates(CELL_COLUMNS))
+
+
+def versions_text(frame: pd.DataFrame) -> str:
+    """The split and scorer versions of ``frame``'s tasks, tasks of the same versions together."""
+    by_versions = frame.drop_duplicates("task").groupby(["split_version", "scorer_version"])["task"].apply(sorted)
+    return "; ".join(
+        f"{', '.join(tasks)}: split version {split}, scorer version {scorer}"
+        for (split, scorer), tasks in by_versions.items()
+    )
+
+
+def comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` without its degenerate cells: what every comparison uses."""
+    return frame[frame["degenerate"] == ""]
+
+
+def degenerate_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["degenerate"] != ""].drop_duplicates(CELL_COLUMNS)
+
+
+def degenerate_text(frame: pd.DataFrame) -> str:
+    """How many of ``frame``'s cells are degenerate, by reason; "" where none is."""
+    cells = degenerate_cells(frame)
+    if cells.empty:
+        return ""
+    reasons = [reason for joined in cells["degenerate"] for reason in joined.split(", ")]
+    counts = ", ".join(
+        f"{reasons.count(reason)} {label}" for reason, label in DEGENERATE_LABELS.items() if reason in reasons
+    )
+    return (
+        f"{DEGENERATE_MARK.strip()}k = k of the group's seeds are degenerate cells ({len(cells)} on this page: "
+        f"{counts}); they are shown but left out of every comparison (Δ, tests, bootstrap, knowledge used)."
+    )
+
+
+def degenerate_group_text(cells: pd.DataFrame) -> str:
+    """A group of seeds all of them degenerate, said so: "degenerate: one class predicted (n=3)"."""
+    reasons = sorted({reason for joined in cells["degenerate"] for reason in joined.split(", ")})
+    return f"degenerate: {' / '.join(DEGENERATE_LABELS[reason] for reason in reasons)}"
+
+
+def commits_text(frame: pd.DataFrame) -> str:
+    """The commits that ran ``frame``'s cells: one named, or several, said to be mixed, each with its methods."""
+    cells = frame.drop_duplicates(CELL_COLUMNS)
+    commits = sorted(cells["commit"].unique())
+    if len(commits) == 1:
+        return f"Cells of commit {commits[0]}."
+    parts = [f"{commit} ({', '.join(sorted(cells[cells.commit == commit]['method'].unique()))})" for commit in commits]
+    return f"Cells of {len(commits)} commits (mixed): {'; '.join(parts)}."
+
+
+def split_origin(dataset: str, task: str, split: str, split_version: str) -> str:
+    """What ``split`` of ``dataset``'s ``task`` is, under its split version; "" where not written down."""
+    if split_version == "1" and (dataset, task) in FIRST_SPLIT_ORIGINS:
+        found = FIRST_SPLIT_ORIGINS[dataset, task].get(split)
+        if found:
+            return found
+    return SPLIT_ORIGINS.get(dataset, {}).get(split, "")
+
+
+def named_split(dataset: str, task: str, split: str, split_version: str) -> str:
+    origin = split_origin(dataset, task, split, split_version)
+    return f"{split} = {origin}" if origin else split
+
+
+def protocol_text(frame: pd.DataFrame, dataset: str, tasks: list[str]) -> str:
+    """``selection_text`` of each of ``tasks``, tasks of the same text named together: "cola, rte: model …"."""
+    by_text: dict[str, list[str]] = {}
+    for task in tasks:
+        by_text.setdefault(selection_text(frame, dataset, task), []).append(task)
+    return " ".join(f"{', '.join(named)}: {text}." for text, named in by_text.items())
+
+
+def selection_text(frame: pd.DataFrame, dataset: str, task: str) -> str:
+    """What ``task``'s cells selected their model on and reported: "model selected at the best of 10 evaluations on
+    dev = …; reported on test = …", from the results' ``selection`` and ``report_split``."""
+    cells = frame[frame.task == task].drop_duplicates(CELL_COLUMNS)
+    parts = []
+    for (selected, reported, version), group in cells.groupby(["selected_on", "split", "split_version"]):
+        counts = sorted(group["evaluations"].unique())
+        best_of = f"the best of {'/'.join(map(str, counts))} evaluations" if counts != [0] else "its best evaluation"
+        if not selected:
+            parts.append(f"reported on {named_split(dataset, task, reported, version)} (selection split not recorded)")
+        elif selected == reported:
+            parts.append(
+                f"model selected at {best_of} on {named_split(dataset, task, reported, version)} and reported on "
+                "that same split: the reported score is a maximum over evaluations, optimistic"
+            )
+        else:
+            parts.append(
+                f"model selected at {best_of} on {named_split(dataset, task, selected, version)}; reported on "
+                f"{named_split(dataset, task, reported, version)}"
+            )
+    return "; ".join(parts)

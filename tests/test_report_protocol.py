@@ -1,0 +1,152 @@
+"""What a page says of its cells: the metric definitions it uses, its degenerate cells, its protocol and commits."""
+
+import pytest
+from test_leaderboard import dataset_page, fake_result
+from test_leaderboard_families import table_row
+
+from knowledge_lm.report.comparisons import corrected, significance_mark, verdict
+from knowledge_lm.report.leaderboard import write_leaderboards
+from knowledge_lm.report.pages import metric_definitions
+
+
+def test_both_loose_macro_definitions_are_named():
+    [_, line] = metric_definitions(["micro_f1", "loose_macro_f1", "ling_weld_loose_macro_f1"])
+    assert "loose_macro_f1 = loose macro-F1 as ERNIE's code" in line and "ling_weld_loose_macro_f1 = " in line
+    assert metric_definitions(["micro_f1"]) == []
+
+
+def evaluations(selected_step: int, steps=(10, 20, 30)) -> dict:
+    """The ``evaluations`` and ``selection`` keys of a result selected at ``selected_step``."""
+    return {
+        "evaluations": [{"step": step, "epoch": step // 10, "metrics": {}} for step in steps],
+        "selection": {"split": "dev", "metric": "accuracy", "step": selected_step, "epoch": selected_step // 10},
+    }
+
+
+def test_degenerate_cells_are_flagged_counted_and_never_compared(tmp_path):
+    results = tmp_path / "results"
+    for seed, base in zip((1, 2, 3), (60.0, 62.0, 61.0)):
+        fake_result(results, "baseline", "rte", 1.0, seed, base, **evaluations(30))
+        fake_result(results, "stuck", "rte", 1.0, seed, 52.7, **evaluations(10))
+        fake_result(results, "partly", "rte", 1.0, seed, base + 5.0, **evaluations(10 if seed == 3 else 20))
+    path = dataset_page(results, tmp_path / "leaderboards")
+    lines = path.read_text().splitlines()
+    assert "⊘k = k of the group's seeds are degenerate cells (4 on this page: 4 selected at the first evaluation)" in (
+        "\n".join(lines)
+    )
+    assert "| stuck | degenerate: selected at the first evaluation: 52.7 ± 0.0 (n=3) |" in lines
+    assert "| partly | **66.0 ± 1.0 (n=3) ⊘1** ↑ |" in lines
+    assert "| stuck | 100% | — | — | 0 | 3 | — | — | — | — | every pair degenerate |" in lines
+    partly = next(line for line in lines if line.startswith("| partly | 100% |"))
+    assert partly.startswith("| partly | 100% | +5.0 ± 0.0 | [+5.0, +5.0] | 2 | 1 |")
+    detail = next(line for line in lines if line.startswith("| stuck | 100% | dev |"))
+    assert "s1: first evaluation, s2: first evaluation, s3: first evaluation" in detail
+
+
+def test_one_class_predictions_are_degenerate(tmp_path):
+    from knowledge_lm.report.frame import FIRST_EVALUATION, ONE_CLASS, degenerate_reason, kept_run
+    from knowledge_lm.results import predictions_path, write_predictions
+
+    path = tmp_path / "cell.json"
+    write_predictions(predictions_path(path), {"split": "test", "predicted": [1, 1, 1], "gold": [0, 1, 1]})
+    assert degenerate_reason(path, {**evaluations(10)}) == f"{ONE_CLASS}, {FIRST_EVALUATION}"
+    other = tmp_path / "other.json"
+    write_predictions(predictions_path(other), {"split": "test", "predicted": [1, 0, 1], "gold": [0, 1, 1]})
+    kept_run.cache_clear()
+    assert degenerate_reason(other, {**evaluations(20)}) == ""
+    assert degenerate_reason(tmp_path / "none.json", {}) == ""  # no predictions, no evaluations: nothing to tell
+
+
+def test_corrected_marks_and_verdicts():
+    from scipy.stats import false_discovery_control
+
+    comparisons = [
+        {"n": 3, "delta": 2.5, "p": 0.013, "interval": [1.3, 3.7]},
+        {"n": 3, "delta": 0.1, "p": 0.7, "interval": [-0.5, 0.6]},
+        {"n": 3, "delta": -1.0, "p": 0.8, "interval": [-4.0, 3.0]},
+        {"n": 3, "delta": 0.5, "p": 0.9, "interval": [-2.0, 3.0]},
+        {"n": 1, "delta": 0.5, "p": None, "interval": None},
+    ]
+    corrected(comparisons)
+    expected = false_discovery_control([0.013, 0.7, 0.8, 0.9])
+    assert [found["q"] for found in comparisons[:4]] == pytest.approx(list(expected))
+    assert comparisons[0]["q"] == pytest.approx(0.052) and comparisons[4]["q"] is None
+    assert [verdict(found) for found in comparisons] == [
+        "not significant after correction",
+        "no difference",
+        "too few seeds to tell",
+        "too few seeds to tell",
+        "too few seeds",
+    ]
+    assert significance_mark(comparisons[0]) == ""
+    corrected(comparisons[:1])
+    assert verdict(comparisons[0]) == "better" and significance_mark(comparisons[0]) == " ↑"
+
+
+def test_bootstrap_draws_enough_replicates():
+    from knowledge_lm.report.bootstrap import REPLICATES
+
+    assert REPLICATES >= 2000
+
+
+def test_only_the_newest_split_and_scorer_versions_are_compared(tmp_path):
+    results = tmp_path / "results"
+    new = {"protocol": {"split_version": "2", "scorer_version": "1"}}
+    for seed, base in zip((1, 2), (60.0, 62.0)):
+        fake_result(results, "baseline", "rte", 1.0, seed, base, report_split="test", **new)
+        fake_result(results, "older", "rte", 1.0, seed, 90.0)  # no protocol: split version 1, left out
+        fake_result(results, "baseline", "cola", 1.0, seed, 20.0 + seed)  # cola has only version-1 cells: kept
+    path = dataset_page(results, tmp_path / "leaderboards")
+    text = path.read_text()
+    assert "Left out: 2 cells of an older split or scorer version of their task." in text
+    assert "| older |" not in text
+    assert "cola: split version 1, scorer version 1; rte: split version 2, scorer version 1" in text
+
+
+def test_headers_say_what_is_selected_on_what_and_name_their_commits(tmp_path):
+    results = tmp_path / "results"
+    for seed in (1, 2):
+        fake_result(
+            results,
+            "baseline",
+            "rte",
+            1.0,
+            seed,
+            60.0,
+            report_split="test",
+            protocol={"split_version": "2", "scorer_version": "1"},
+            **evaluations(20),
+        )
+        fake_result(results, "baseline", "cola", 1.0, seed, 30.0, git={"commit": "abcdef0123"}, **evaluations(20))
+        fake_result(results, "kam", "cola", 1.0, seed, 31.0, git={"commit": "fedcba9876"}, **evaluations(20))
+    path = dataset_page(results, tmp_path / "leaderboards")
+    text = path.read_text()
+    assert (
+        "cola: model selected at the best of 3 evaluations on dev = GLUE's labelled dev set and reported on that "
+        "same split: the reported score is a maximum over evaluations, optimistic." in text
+    )
+    assert (
+        "rte: model selected at the best of 3 evaluations on dev = a part of GLUE train held out, seeded; reported "
+        "on test = GLUE's labelled dev set." in text
+    )
+    assert "Cells of 2 commits (mixed): abcdef0123 (baseline); fedcba9876 (kam)." in text
+    assert "Cells of commit 0123456789." in text  # rte's tables: one commit
+
+
+def test_the_glance_page_gives_each_methods_corrected_delta_per_dataset(tmp_path):
+    results = tmp_path / "results"
+    for seed, base in zip((1, 2, 3), (60.0, 62.0, 61.0)):
+        for task, shift in (("rte", 0.0), ("cola", -30.0)):
+            fake_result(results, "baseline", task, 1.0, seed, base + shift)
+            fake_result(results, "steady", task, 1.0, seed, base + shift + 4.0 + 0.1 * seed)
+        fake_result(results, "half", "rte", 1.0, seed, base + (1.0 if seed == 2 else -1.0))
+    written = write_leaderboards(results, tmp_path / "leaderboards")
+    glance = tmp_path / "leaderboards" / "README.md"
+    assert glance in written
+    lines = glance.read_text().splitlines()
+    assert "| method | [glue](glue.md) |" in lines
+    assert "| steady | +4.2 [+4.0, +4.4] (n=3) ↑ |" in lines
+    assert table_row(lines, "half")[1].startswith("-0.3 [") and table_row(lines, "half")[1].endswith(
+        "(n=3), 1 of 2 tasks |"
+    )
+    assert any("Benjamini–Hochberg correction over this table's 2 comparisons" in line for line in lines)
