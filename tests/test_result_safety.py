@@ -38,6 +38,18 @@ def test_a_local_directory_never_shares_a_built_in_or_namesakes_label(tmp_path):
     assert Cell("baseline", "generated", "facts", 1.0, 1, str(minilm)).key.split("/")[3] == backbone_label(str(minilm))
 
 
+def test_a_directory_of_minilms_own_weights_is_minilm(tmp_path, monkeypatch):
+    """pack.sh's float16 copy of the packaged MiniLM (GPU runs) files its results with the packaged one's."""
+    import hashlib
+
+    from knowledge_lm import backbones
+
+    copy = weights_dir(tmp_path / "device" / "minilm", b"float16 weights")
+    monkeypatch.setattr(backbones, "MINILM_FLOAT16_SHA256", hashlib.sha256(b"float16 weights").hexdigest())
+    assert backbone_label(str(copy)) == "minilm"
+    assert backbone_label(str(weights_dir(tmp_path / "other" / "minilm", b"other weights"))).startswith("minilm-")
+
+
 def test_a_result_filed_under_a_directorys_bare_name_counts_only_for_its_weights(tmp_path):
     """The ERICA checkpoints' results are filed under the checkpoint's folder name, from before labels held the
     weights' checksum: they are this cell's where their recorded checksum is the directory's."""
@@ -154,7 +166,7 @@ def test_leaderboard_warns_per_bad_file_and_renders_the_rest(tmp_path, capsys):
 
     written = write_leaderboards(results, tmp_path / "leaderboards")
     warnings = capsys.readouterr().err
-    assert [path.name for path in written] == ["generated.md"]
+    assert [path.name for path in written] == ["generated.md", "README.md"]
     for bad in ("tiny/f1-s1.json: corrupt", "tiny/f1-s2.json: corrupt", "tiny/f1-s3.json: misfiled"):
         assert bad in warnings
     assert f"{truncated}: corrupt predictions file" in warnings

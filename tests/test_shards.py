@@ -87,6 +87,6 @@ def test_cells_run_as_submitit_jobs(tmp_path):
     only = {sweep_cells(sweep)[0].key}
     executor = make_executor("local", runs / "submitit", devices=1)
     counts = run_sweep(sweep, results_dir=results, runs_dir=runs, only=only, executor=executor)
-    assert counts == {"done_before": 0, "finished": 1, "failed": 0}
+    assert counts == {"done_before": 0, "finished": 1, "failed": 0, "elsewhere": 0}
     [done] = [cell for cell in sweep_cells(sweep) if cell.key in only]
     assert json.loads(done.result_path(results).read_text())["cell"]["seed"] == 1

@@ -100,7 +100,10 @@ def degenerate_reason(path: Path, result: CellResult) -> str:
     reasons = []
     sidecar = predictions_path(path)
     if sidecar.is_file():
-        predicted = kept_run(str(sidecar)).get("predicted") or []
+        try:
+            predicted = kept_run(str(sidecar)).get("predicted") or []
+        except KlmError:  # a corrupt predictions file, warned about where predictions are kept
+            predicted = []
         if len(predicted) > 1 and len({json.dumps(answer, sort_keys=True) for answer in predicted}) == 1:
             reasons.append(ONE_CLASS)
     evaluations, selection = result.get("evaluations") or [], result.get("selection") or {}

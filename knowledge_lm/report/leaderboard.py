@@ -112,7 +112,7 @@ def write_leaderboards(
         overall = bar.add_task("leaderboards", total=len(pages))
         for page, (kind, name, inputs) in pages.items():
             bar.update(overall, description=f"leaderboards: {page.name}")
-            paths = [path for path, _ in inputs] if kind == "dataset" else inputs
+            paths = [path for path, _ in inputs] if kind in ("dataset", "glance") else inputs
             inputs_read = REPORT_CODE + [BENCHMARKS_DIR / "references.yaml", BENCHMARKS_DIR / "notes" / f"{name}.md"]
             inputs_read += paths + [predictions_path(path) for path in paths]
             fingerprint = page_fingerprint(page, inputs_read, (data_dir, backbones))

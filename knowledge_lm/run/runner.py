@@ -95,8 +95,17 @@ def failure_message(cell: Cell, runs_dir: Path) -> str:
 
 
 def cell_command(
-    cell: Cell, sweep: Sweep, overrides: dict, data_dir, results_dir, runs_dir, progress: bool
+    cell: Cell,
+    sweep: Sweep,
+    overrides: dict,
+    data_dir,
+    results_dir,
+    runs_dir,
+    progress: bool,
+    parent_pid: int | None = -1,
 ) -> list[str]:
+    """The command of a cell's process; it ends with ``parent_pid`` (default: this runner; None: a scheduler's job,
+    whose own process is its parent, so it does not watch one)."""
     spec = {
         "cell": asdict(cell),
         "train": sweep.train_values(cell.task, overrides, cell.variant),
@@ -105,7 +114,8 @@ def cell_command(
         "runs_dir": str(runs_dir),
         "dataset_options": sweep.variant_options(cell.variant),
         "progress": progress,
-        "parent_pid": os.getpid(),  # the cell process ends with this runner (knowledge_lm.run.cell.die_with_parent)
+        # the cell process ends with this runner (knowledge_lm.run.cell.die_with_parent)
+        "parent_pid": os.getpid() if parent_pid == -1 else parent_pid,
     }
     return [sys.executable, "-m", "knowledge_lm.run.cell", json.dumps(spec)]
 
@@ -348,7 +358,7 @@ def run_on_executor(executor, todo, sweep, overrides, data_dir, results_dir, run
             if cell.key in reruns:
                 superseded[cell.key] = supersede(cell.stored_result_path(results_dir), results_dir)
             cell.run_dir(runs_dir).mkdir(parents=True, exist_ok=True)
-            command = cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, False)
+            command = cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, False, parent_pid=None)
             log = str(cell.run_dir(runs_dir) / "log.txt")
             submitted[cell] = executor.submit(run_command, command, log, {"TOKENIZERS_PARALLELISM": "false"})
     by_job = {id(job): cell for cell, job in submitted.items()}
