@@ -307,9 +307,15 @@ def strip_gold(path: Path) -> bool:
     return True
 
 
+_WARNED: set[str] = set()
+
+
 def warn(message: str):
-    """A one-line warning on stderr: what a report skips, and why."""
-    print(f"warning: {message}", file=sys.stderr)
+    """A one-line warning on stderr: what a report skips, and why; each message once per process (pages that read
+    the same files, the glance page and a dataset's, would repeat it)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"warning: {message}", file=sys.stderr)
 
 
 def result_files(results_dir: Path) -> list[tuple[Path, CellResult]]:

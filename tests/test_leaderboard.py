@@ -486,18 +486,20 @@ def test_other_backbones_stay_off_the_default_pages_and_unchanged_pages_are_not_
     smoke = Cell("baseline", "glue", "rte", 0.01, 1, "tiny").result_path(results)
     smoke.parent.mkdir(parents=True)
     minilm = Cell("baseline", "glue", "rte", 1.0, 1, "minilm").result_path(results)
-    smoke.write_text(minilm.read_text().replace('"backbone": "minilm"', '"backbone": "tiny"'))
+    smoke_result = json.loads(minilm.read_text().replace('"backbone": "minilm"', '"backbone": "tiny"'))
+    smoke_result["cell"]["fraction"] = 0.01
+    smoke.write_text(json.dumps(smoke_result))
 
-    [page] = write_leaderboards(results, out, backbones=("minilm",), state_file=state)
+    page = dataset_page(results, out, backbones=("minilm",), state_file=state)
     assert "## Backbone: minilm" in page.read_text() and "tiny" not in page.read_text()
     assert "backbone(s) tiny left out" in capsys.readouterr().err
     assert write_leaderboards(results, out, backbones=("minilm",), state_file=state) == []
 
     fake_result(results, "baseline", "rte", 1.0, 3, 70.0)
-    [page] = write_leaderboards(results, out, backbones=("minilm",), state_file=state)
+    page = dataset_page(results, out, backbones=("minilm",), state_file=state)
     assert "(n=3)" in page.read_text()
     page.write_text("edited by hand")
     assert write_leaderboards(results, out, backbones=("minilm",), state_file=state) == [page]
 
-    [page] = write_leaderboards(results, tmp_path / "smoke", backbones=("tiny",), state_file=state)
+    page = dataset_page(results, tmp_path / "smoke", backbones=("tiny",), state_file=state)
     assert "## Backbone: tiny" in page.read_text() and "## Backbone: minilm" not in page.read_text()
