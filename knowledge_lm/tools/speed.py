@@ -67,6 +67,20 @@ def bert_base_shaped(attn_implementation, tokenizer_from: str):
     return BertModel(config, add_pooling_layer=False), load_tokenizer(tokenizer_from)
 
 
+class FixedLengthPadding:
+    """A tokenizer whose ``pad`` pads every batch to ``length`` tokens rather than to its longest text (``klm speed
+    --padded``: steps of one shape, e.g. GLUE's 128, on the generated task's short texts); all else delegated."""
+
+    def __init__(self, tokenizer, length: int):
+        self.tokenizer, self.length = tokenizer, length
+
+    def pad(self, features, *args, **kwargs):
+        return self.tokenizer.pad(features, *args, **{**kwargs, "padding": "max_length", "max_length": self.length})
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
 def build(
     method: str,
     backbone: str,
@@ -75,8 +89,10 @@ def build(
     total_steps: int,
     tokenizer: str = "minilm",
     compile: str | None = None,
+    padded: bool = False,
 ):
-    """The method's model and a set-up generated-task data module, as a cell builds them."""
+    """The method's model and a set-up generated-task data module, as a cell builds them; ``padded``: every batch
+    padded to ``max_length``."""
 
     pl.seed_everything(0, verbose=False)
     implementation = getattr(METHODS.get(method), "attn_implementation", None)
@@ -91,6 +107,8 @@ def build(
     model, data, _ = build_model_and_data(
         method, encoder, tokenizer_object, "generated", train, dataset_options=options, total_steps=total_steps
     )
+    if padded:  # after setup: the tokenization cache and the prepared features keep their own keys
+        data.tokenizer = FixedLengthPadding(data.tokenizer, max_length)
     return model, data
 
 
@@ -119,8 +137,9 @@ def measure_method(
     steps: int,
     tokenizer: str = "minilm",
     compile: str | None = None,
+    padded: bool = False,
 ) -> dict:
-    model, data = build(method, backbone, batch_size, max_length, warmup + steps, tokenizer, compile)
+    model, data = build(method, backbone, batch_size, max_length, warmup + steps, tokenizer, compile, padded)
     timer = StepTimer(warmup)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
@@ -138,10 +157,16 @@ def measure_method(
 
 
 def measure_bare_loop(
-    backbone: str, batch_size: int, max_length: int, warmup: int, steps: int, tokenizer: str = "minilm"
+    backbone: str,
+    batch_size: int,
+    max_length: int,
+    warmup: int,
+    steps: int,
+    tokenizer: str = "minilm",
+    padded: bool = False,
 ) -> dict:
     """The baseline's model, batches, optimiser, schedule, precision and clipping in a plain, eager PyTorch loop."""
-    model, data = build("baseline", backbone, batch_size, max_length, warmup + steps, tokenizer)
+    model, data = build("baseline", backbone, batch_size, max_length, warmup + steps, tokenizer, padded=padded)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device).train()
     optimizer_config = model.configure_optimizers()
@@ -183,19 +208,21 @@ def run_speed(
     tokenizer: str = "minilm",
     bare_loop: bool = True,
     compile: str | None = None,
+    padded: bool = False,
 ) -> dict:
     """Measure ``methods`` (the baseline first, always) and the bare loop; the record ``klm speed`` stores.
-    ``compile``: None (eager) or a torch.compile mode for the methods' layers (the bare loop stays eager)."""
+    ``compile``: None (eager) or a torch.compile mode for the methods' layers (the bare loop stays eager);
+    ``padded``: every batch padded to ``max_length`` (else to its longest text)."""
     methods = ["baseline"] + [method for method in methods if method != "baseline"]
     rows: dict[str, dict] = {}
     bare = None
     for _ in range(repeats):
         for method in methods:
-            row = measure_method(method, backbone, batch_size, max_length, warmup, steps, tokenizer, compile)
+            row = measure_method(method, backbone, batch_size, max_length, warmup, steps, tokenizer, compile, padded)
             if method not in rows or row["step_ms"] < rows[method]["step_ms"]:
                 rows[method] = row
         if bare_loop:
-            row = measure_bare_loop(backbone, batch_size, max_length, warmup, steps, tokenizer)
+            row = measure_bare_loop(backbone, batch_size, max_length, warmup, steps, tokenizer, padded)
             if bare is None or row["step_ms"] < bare["step_ms"]:
                 bare = row
     return {
@@ -204,6 +231,7 @@ def run_speed(
         "backbone": backbone,
         "batch_size": batch_size,
         "max_length": max_length,
+        **({"padded": True} if padded else {}),
         "warmup": warmup,
         "steps": steps,
         "repeats": repeats,
@@ -228,9 +256,8 @@ def speed_record_path(results_dir, record: dict) -> Path:
     if record.get("kind") == "peer":
         return Path(results_dir) / SPEED_DIR / f"{slug}-peer-{when}.json"
     compiled = compiled_label(record, "-compiled", "-compiled-{mode}")
-    return (
-        Path(results_dir) / SPEED_DIR / f"{slug}-b{record['batch_size']}-n{record['max_length']}{compiled}-{when}.json"
-    )
+    length = f"n{record['max_length']}" + ("-padded" if record.get("padded") else "")
+    return Path(results_dir) / SPEED_DIR / f"{slug}-b{record['batch_size']}-{length}{compiled}-{when}.json"
 
 
 def compiled_label(record: dict, default_mode: str, other_mode: str) -> str:
@@ -269,6 +296,7 @@ def render_speed(records: list[dict]) -> str:
             r["backbone"],
             r["batch_size"],
             r["max_length"],
+            bool(r.get("padded")),
             bool(r.get("compiled")),
             r.get("compile_mode", ""),
             r["measured_at"],
@@ -331,7 +359,7 @@ def shape_title(record: dict) -> str:
     )
     return (
         f"{record['device']}, {Path(record['backbone']).name}, batch {record['batch_size']}, "
-        f"length ≤ {record['max_length']}{compiled}"
+        f"length {'=' if record.get('padded') else '≤'} {record['max_length']}{compiled}"
     )
 
 
