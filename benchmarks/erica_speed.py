@@ -4,10 +4,11 @@ Both runs go through ``knowledge_lm.methods.erica.pretrain`` with the same seed,
 in the same order, the same masking and the same sampled pairs; MLM-only encodes one view per document,
 ERICA two (the document, and the document behind the ED prefix) plus the RD/ED similarity matrices.
 Steps after the warm-up are timed with the device synchronised; data loading is outside the timed span.
-Runs on whatever device is there (a GPU when one is visible, else the CPU) and says which.
+Runs on whatever device is there (a GPU when one is visible, else the CPU) and says which; both in the
+precision every cell trains in (``build_trainer``'s: bf16-mixed on a GPU, 32-bit on the CPU).
 
     python benchmarks/erica_speed.py --backbone minilm --corpus redocred --batch-size 8 --steps 20
-Target (issue 7): ERICA ≤ 2× the MLM-only step time on a GPU.
+Target: ERICA ≤ 2× the MLM-only step time on a GPU.
 """
 
 import argparse
@@ -21,6 +22,7 @@ from knowledge_lm.backbones import load_backbone
 from knowledge_lm.data.base import default_cache_dir
 from knowledge_lm.methods.erica import pretrain
 from knowledge_lm.methods.erica_corpus import cached_corpus
+from knowledge_lm.run.trainer import resolve_precision
 
 
 class StepTimer(pl.Callback):
@@ -74,7 +76,10 @@ def main():
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({torch.get_num_threads()} threads)"
     mlm = measure("erica-mlm-only", corpus, args)
     erica = measure("erica", corpus, args)
-    print(f"device: {device}; backbone {args.backbone}; corpus {args.corpus} ({len(corpus)} documents, {path})")
+    print(
+        f"device: {device}, {resolve_precision()}; backbone {args.backbone}; "
+        f"corpus {args.corpus} ({len(corpus)} documents, {path})"
+    )
     print(
         f"batch {args.batch_size} documents, max length {args.max_length}, "
         f"median of {args.steps} steps after {args.warmup}"

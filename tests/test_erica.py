@@ -20,6 +20,7 @@ from knowledge_lm.methods.erica import (
     relation_vocabulary,
     write_corpus,
 )
+from knowledge_lm.run.trainer import resolve_precision
 
 
 def cos(a, b):
@@ -301,6 +302,7 @@ def test_pretraining_lowers_ed_and_rd(tmp_path):
     assert after[0] < before[0] and after[1] < before[1]
     manifest = json.loads((tmp_path / "ckpt" / "manifest.json").read_text())
     assert manifest["steps"] == 20 and set(manifest["final_losses"]) == {"ed", "rd", "mlm"}
+    assert manifest["precision"] == resolve_precision()  # the cells' precision: bf16-mixed on a GPU
     assert len(manifest["corpus_hash"]) == 64
     reloaded, _, info = load_backbone(str(tmp_path / "ckpt"))
     assert torch.equal(reloaded.get_input_embeddings().weight, model.get_input_embeddings().weight)

@@ -128,3 +128,18 @@ def test_a_bad_option_set_on_the_command_line_fails_before_any_cell_starts(capsy
     code, err = klm(capsys, tmp_path, "bench", write_sweep(tmp_path), "--set", "method_options={alpah: 1}")
     assert code == 2 and len(err) == 1 and "method kam, variant a0: unknown option 'alpah'" in err[0]
     assert not (tmp_path / "results").exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_without_options_is_checked_without_importing_its_methods(monkeypatch):
+    """No options are every method's defaults (built above): the runner then starts cells without loading torch."""
+    from knowledge_lm.run import config
+
+    def refuse(name):
+        raise AssertionError(f"imported {name}")
+
+    monkeypatch.setattr(config.METHODS, "get", refuse)
+    sweep = config.load_sweep(config.BENCHMARKS_DIR / "glue.yaml")
+    sweep.methods = ["baseline", "knowbert", "kam"]
+    config.check_method_options(sweep, "glue.yaml")
+    with pytest.raises(AssertionError, match="imported baseline"):
+        config.check_method_options(sweep, "glue.yaml", {"method_options": {"zero_knowledge": True}})

@@ -170,3 +170,17 @@ def test_summary_gives_each_shape_the_spread_of_its_ratios():
     ]
     [line] = [line for line in speed_summary(records) if line.startswith("| GPU X")]
     assert "| 2 (abcdef1) |" in line and "1.20–1.40 (1/2 met)" in line and line.endswith("| 0.90–1.10 |")
+
+
+def test_padded_batches_have_the_length_and_their_own_record_name(tmp_path):
+    from knowledge_lm.tools.speed import build, shape_title, speed_record_path
+
+    _, data = build("baseline", "tiny", 4, 64, 2, padded=True)
+    batch = next(iter(data.train_dataloader()))
+    assert batch["input_ids"].shape == (4, 64) and batch["attention_mask"].shape == (4, 64)
+    _, unpadded = build("baseline", "tiny", 4, 64, 2)
+    assert next(iter(unpadded.train_dataloader()))["input_ids"].shape[1] < 64  # the generated texts are short
+    record = {"device": "CPU", "backbone": "tiny", "batch_size": 4, "max_length": 64, "padded": True}
+    record["measured_at"] = "2026-11-27T01:00:00+00:00"
+    assert speed_record_path(tmp_path, record).name == "CPU-tiny-b4-n64-padded-20261127T010000.json"
+    assert shape_title(record).endswith("length = 64")

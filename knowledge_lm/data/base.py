@@ -160,6 +160,13 @@ class TaskDataModule(pl.LightningDataModule):
         """Test where a labelled test split exists, otherwise dev."""
         return "test" if "test" in self.splits else SELECTION_SPLIT
 
+    def train_subset(self):
+        """The indices of the train split's rows that a cell trains on: its ``fraction``, stratified by the task
+        kind's strata, drawn with ``subset_seed``."""
+        train = self.read_labelled()["train"]
+        ids = [record["id"] for record in train]
+        return fraction_subset(ids, self.task_kind.strata(train), self.fraction, self.subset_seed)
+
     # -- tokenization, cached on disk --------------------------------------------------------
     @property
     def task_kind(self):
@@ -199,9 +206,8 @@ class TaskDataModule(pl.LightningDataModule):
         if self.tokenizer is None:
             raise KlmError("a tokenizer is needed to set up a data module")
         train = self.read_labelled()["train"]
-        ids = [record["id"] for record in train]
-        indices = fraction_subset(ids, self.task_kind.strata(train), self.fraction, self.subset_seed)
-        self.subset_hash = subset_hash(ids, indices)
+        indices = self.train_subset()
+        self.subset_hash = subset_hash([record["id"] for record in train], indices)
         self.train_size = len(indices)
         encoded = {split: self.tokenize(split, records) for split, records in self.splits.items()}
         if self.knowledge is not None:

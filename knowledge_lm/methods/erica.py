@@ -564,6 +564,8 @@ class EricaPretraining(pl.LightningModule):
             "method": self.objectives or "erica-custom",
             "corpus_hash": self.corpus_hash,
             "steps": int(self.global_step) if self._trainer else 0,
+            # The trainer's (build_trainer's "auto": bf16-mixed on a GPU, as every cell), None if never trained.
+            "precision": self._trainer.precision if self._trainer else None,
             "final_losses": {name: float(value) for name, value in self.final_losses.items()},
             "tau": self.tau,
             "lr": self.lr,

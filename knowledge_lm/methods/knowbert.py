@@ -705,6 +705,7 @@ class KnowBertPretraining(pl.LightningModule):
             "method": "knowbert-pretraining",
             "kar": self.shape,
             "steps": int(self.global_step) if self._trainer else 0,
+            "precision": self._trainer.precision if self._trainer else None,
             "final_losses": {name: float(value) for name, value in self.final_losses.items()},
             "lr": self.lr,
             "mask_probability": self.mask_probability,

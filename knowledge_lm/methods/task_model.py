@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 
 import pytorch_lightning as pl
 import torch
+from lightning_utilities.core.apply_func import apply_to_collection
 
 from knowledge_lm.backbones import encoder_layers
 from knowledge_lm.data.base import SELECTION_SPLIT
@@ -21,6 +22,12 @@ from knowledge_lm.errors import KlmError
 from knowledge_lm.methods.optim import adamw_with_warmup
 from knowledge_lm.run.config import parse_bool
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TASK_KINDS
+
+
+def to_host(data):
+    """``data`` (tensors, possibly nested in lists, dicts or dataclasses) with every tensor on the CPU, copied from a
+    GPU without waiting for it: read them only after synchronising the device."""
+    return apply_to_collection(data, torch.Tensor, lambda tensor: tensor.to("cpu", non_blocking=True))
 
 
 def logs_this_step(module: pl.LightningModule) -> bool:
@@ -151,7 +158,7 @@ class TaskModel(pl.LightningModule):
         self.evaluations: list[dict] = []
         self.cuda_graph_steps = False  # compile_modules(mode="reduce-overhead")
         self.best_outputs: dict[str, dict] = {}  # split → decoded predictions and gold of the best evaluation
-        self._outputs = defaultdict(lambda: ([], []))
+        self._outputs: defaultdict[int, list[tuple]] = defaultdict(list)  # split index → (logits, batch) on the host
         self._features: defaultdict[int, list[torch.Tensor]] = defaultdict(list)
 
     # -- what methods override -------------------------------------------------------------
@@ -217,16 +224,26 @@ class TaskModel(pl.LightningModule):
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
         logits, features = self(batch)
-        predicted, gold = self._outputs[dataloader_idx]
-        predicted.extend(self.kind.decode(logits, batch))
-        gold.extend(self.kind.gold(batch))
+        # Copied to the host without waiting (into pinned memory) and decoded once the evaluation ends: decoding
+        # here (``.tolist()``) would make the host wait for every batch before it could launch the next.
+        self._outputs[dataloader_idx].append(to_host((logits.detach(), batch)))
         if features.dim() == 2:  # one vector per example: the split's feature matrix, for its spectrum
             self._features[dataloader_idx].append(features.detach().float())
 
+    def decoded(self, index: int) -> tuple[list, list]:
+        """``(predictions, gold)`` of the evaluated split ``index``, from its batches copied to the host."""
+        predicted, gold = [], []
+        for logits, batch in self._outputs[index]:
+            predicted.extend(self.kind.decode(logits, batch))
+            gold.extend(self.kind.gold(batch))
+        return predicted, gold
+
     def on_validation_epoch_end(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # the one wait of an evaluation: its copies to the host are done
         scores, outputs = {}, {}
         for index, split in enumerate(self.eval_splits):
-            predicted, gold = self._outputs[index]
+            predicted, gold = self.decoded(index)
             if predicted:
                 outputs[split] = {"predicted": self.gather(predicted), "gold": self.gather(gold)}
                 scores[split] = self.kind.score(outputs[split]["predicted"], outputs[split]["gold"])

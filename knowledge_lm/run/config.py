@@ -343,11 +343,14 @@ def check_method_options(sweep: Sweep, where: str, overrides: dict | None = None
     and ``overrides``' as a cell would get them) built into the method's options dataclass, so that an unknown
     option or a value of the wrong type fails here, with one line, before any cell starts.
 
-    Imports the method classes (torch with them): called where a sweep is about to run, not in
-    :func:`validate_sweep`."""
+    Imports the method classes (torch with them) where there are options to check: called where a sweep is about
+    to run, not in :func:`validate_sweep`. No options are every method's defaults, which it accepts; a sweep
+    without options then starts its cells without the runner importing torch."""
     for variant in sweep.variants:
         for task in sweep.tasks:
             options = dict(sweep.train_values(task, overrides, variant).get("method_options") or {})
+            if not options:
+                continue
             for method in sweep.methods:
                 context = (
                     f"method {method}"

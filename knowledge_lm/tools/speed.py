@@ -32,6 +32,9 @@ from knowledge_lm.run.trainer import build_model_and_data, build_trainer
 SPEED_DIR = "speed"
 NOISE_FLOOR = 0.95  # a method that only adds work measured this much faster than the baseline flags a noisy run
 TARGETS = {"knowbert": 1.25, "knowbert+si+sr": 1.25, "bert+sr": 1.05, "kam": 1.3}  # × the baseline's step time
+# benchmarks/peer_speed.py: klm ÷ Hugging Face Trainer on one cell, and the small-GLUE grid's wall on one GPU.
+PEER_TARGETS = {"process wall": 0.5, "cell time": 0.7}
+GRID_CELLS, GRID_TARGET_S = 45, 90.0
 
 
 class StepTimer(pl.Callback):
@@ -64,6 +67,20 @@ def bert_base_shaped(attn_implementation, tokenizer_from: str):
     return BertModel(config, add_pooling_layer=False), load_tokenizer(tokenizer_from)
 
 
+class FixedLengthPadding:
+    """A tokenizer whose ``pad`` pads every batch to ``length`` tokens rather than to its longest text (``klm speed
+    --padded``: steps of one shape, e.g. GLUE's 128, on the generated task's short texts); all else delegated."""
+
+    def __init__(self, tokenizer, length: int):
+        self.tokenizer, self.length = tokenizer, length
+
+    def pad(self, features, *args, **kwargs):
+        return self.tokenizer.pad(features, *args, **{**kwargs, "padding": "max_length", "max_length": self.length})
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
 def build(
     method: str,
     backbone: str,
@@ -72,8 +89,10 @@ def build(
     total_steps: int,
     tokenizer: str = "minilm",
     compile: str | None = None,
+    padded: bool = False,
 ):
-    """The method's model and a set-up generated-task data module, as a cell builds them."""
+    """The method's model and a set-up generated-task data module, as a cell builds them; ``padded``: every batch
+    padded to ``max_length``."""
 
     pl.seed_everything(0, verbose=False)
     implementation = getattr(METHODS.get(method), "attn_implementation", None)
@@ -88,6 +107,8 @@ def build(
     model, data, _ = build_model_and_data(
         method, encoder, tokenizer_object, "generated", train, dataset_options=options, total_steps=total_steps
     )
+    if padded:  # after setup: the tokenization cache and the prepared features keep their own keys
+        data.tokenizer = FixedLengthPadding(data.tokenizer, max_length)
     return model, data
 
 
@@ -116,8 +137,9 @@ def measure_method(
     steps: int,
     tokenizer: str = "minilm",
     compile: str | None = None,
+    padded: bool = False,
 ) -> dict:
-    model, data = build(method, backbone, batch_size, max_length, warmup + steps, tokenizer, compile)
+    model, data = build(method, backbone, batch_size, max_length, warmup + steps, tokenizer, compile, padded)
     timer = StepTimer(warmup)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
@@ -135,10 +157,16 @@ def measure_method(
 
 
 def measure_bare_loop(
-    backbone: str, batch_size: int, max_length: int, warmup: int, steps: int, tokenizer: str = "minilm"
+    backbone: str,
+    batch_size: int,
+    max_length: int,
+    warmup: int,
+    steps: int,
+    tokenizer: str = "minilm",
+    padded: bool = False,
 ) -> dict:
     """The baseline's model, batches, optimiser, schedule, precision and clipping in a plain, eager PyTorch loop."""
-    model, data = build("baseline", backbone, batch_size, max_length, warmup + steps, tokenizer)
+    model, data = build("baseline", backbone, batch_size, max_length, warmup + steps, tokenizer, padded=padded)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device).train()
     optimizer_config = model.configure_optimizers()
@@ -180,19 +208,21 @@ def run_speed(
     tokenizer: str = "minilm",
     bare_loop: bool = True,
     compile: str | None = None,
+    padded: bool = False,
 ) -> dict:
     """Measure ``methods`` (the baseline first, always) and the bare loop; the record ``klm speed`` stores.
-    ``compile``: None (eager) or a torch.compile mode for the methods' layers (the bare loop stays eager)."""
+    ``compile``: None (eager) or a torch.compile mode for the methods' layers (the bare loop stays eager);
+    ``padded``: every batch padded to ``max_length`` (else to its longest text)."""
     methods = ["baseline"] + [method for method in methods if method != "baseline"]
     rows: dict[str, dict] = {}
     bare = None
     for _ in range(repeats):
         for method in methods:
-            row = measure_method(method, backbone, batch_size, max_length, warmup, steps, tokenizer, compile)
+            row = measure_method(method, backbone, batch_size, max_length, warmup, steps, tokenizer, compile, padded)
             if method not in rows or row["step_ms"] < rows[method]["step_ms"]:
                 rows[method] = row
         if bare_loop:
-            row = measure_bare_loop(backbone, batch_size, max_length, warmup, steps, tokenizer)
+            row = measure_bare_loop(backbone, batch_size, max_length, warmup, steps, tokenizer, padded)
             if bare is None or row["step_ms"] < bare["step_ms"]:
                 bare = row
     return {
@@ -201,6 +231,7 @@ def run_speed(
         "backbone": backbone,
         "batch_size": batch_size,
         "max_length": max_length,
+        **({"padded": True} if padded else {}),
         "warmup": warmup,
         "steps": steps,
         "repeats": repeats,
@@ -217,15 +248,16 @@ def run_speed(
 
 def speed_record_path(results_dir, record: dict) -> Path:
     """One file per measurement (its time in the name): a later run on another host of the same card sits
-    beside the earlier one instead of replacing it."""
+    beside the earlier one instead of replacing it. A peer record (``kind: peer``) is named as such."""
     slug = "".join(ch if ch.isalnum() else "-" for ch in f"{record['device']}-{Path(record['backbone']).name}").strip(
         "-"
     )
-    compiled = compiled_label(record, "-compiled", "-compiled-{mode}")
     when = compact_time(record["measured_at"])
-    return (
-        Path(results_dir) / SPEED_DIR / f"{slug}-b{record['batch_size']}-n{record['max_length']}{compiled}-{when}.json"
-    )
+    if record.get("kind") == "peer":
+        return Path(results_dir) / SPEED_DIR / f"{slug}-peer-{when}.json"
+    compiled = compiled_label(record, "-compiled", "-compiled-{mode}")
+    length = f"n{record['max_length']}" + ("-padded" if record.get("padded") else "")
+    return Path(results_dir) / SPEED_DIR / f"{slug}-b{record['batch_size']}-{length}{compiled}-{when}.json"
 
 
 def compiled_label(record: dict, default_mode: str, other_mode: str) -> str:
@@ -239,7 +271,9 @@ def compiled_label(record: dict, default_mode: str, other_mode: str) -> str:
 
 def render_speed(records: list[dict]) -> str:
     """``leaderboards/speed.md`` from the stored speed records: one table per measurement, grouped by (device,
-    backbone, shape, compilation), oldest first."""
+    backbone, shape, compilation), oldest first; then the peer records (``render_peer``)."""
+    peers = [record for record in records if record.get("kind") == "peer"]
+    records = [record for record in records if record.get("kind") != "peer"]
     lines = [
         "# Training speed",
         "",
@@ -262,6 +296,7 @@ def render_speed(records: list[dict]) -> str:
             r["backbone"],
             r["batch_size"],
             r["max_length"],
+            bool(r.get("padded")),
             bool(r.get("compiled")),
             r.get("compile_mode", ""),
             r["measured_at"],
@@ -313,6 +348,8 @@ def render_speed(records: list[dict]) -> str:
                 "(issue 8's target: ≥ 1.0×).",
             ]
         lines.append("")
+    if peers:
+        lines += render_peer(peers)
     return "\n".join(lines)
 
 
@@ -322,7 +359,7 @@ def shape_title(record: dict) -> str:
     )
     return (
         f"{record['device']}, {Path(record['backbone']).name}, batch {record['batch_size']}, "
-        f"length ≤ {record['max_length']}{compiled}"
+        f"length {'=' if record.get('padded') else '≤'} {record['max_length']}{compiled}"
     )
 
 
@@ -375,3 +412,86 @@ def speed_summary(records: list[dict]) -> list[str]:
         commits = ", ".join(dict.fromkeys(r["git"]["commit"][:7] for r in group))
         lines.append(f"| {title} | {len(group)} ({commits}) | " + " | ".join(cells) + f" | {spread(bare)} |")
     return lines + [""]
+
+
+def verdict(value: float, target: float, unit: str) -> str:
+    """Whether ``value`` is within ``target``, or by how much it missed it."""
+    if value <= target:
+        return f"≤ {target:g}{unit} met"
+    return f"≤ {target:g}{unit} NOT met: {value / target:.2f}× the target"
+
+
+def peer_rows(side: dict) -> dict[str, float]:
+    """A peer measurement's figures of one side: its process wall, its cells' summed times and mean metrics."""
+    cells = side["cells"]
+    return {
+        "process wall": side["process_wall_s"],
+        "cell time": sum(cell["cell_s"] for cell in cells),
+        "dev": sum(cell["dev"] for cell in cells) / len(cells),
+        "test": sum(cell["test"] for cell in cells) / len(cells),
+    }
+
+
+def render_peer(records: list[dict]) -> list[str]:
+    """The section of ``leaderboards/speed.md`` comparing ``klm`` with Hugging Face's Trainer
+    (``benchmarks/peer_speed.py``): per record, the single cell and the grid, each side's process wall,
+    summed cell time and mean dev and test main metric, with klm ÷ Trainer and the issue's targets."""
+    lines = [
+        "## Against Hugging Face Trainer",
+        "",
+        "Generated from `benchmarks/peer_speed.py` records: the same GLUE cells (same rows, the suite's protocol) "
+        "through `klm bench` and through Hugging Face's `Trainer`, one process per cell, on one device. Process "
+        "wall: from starting the processes to their end (the grid: the whole batch, both sides running `jobs` "
+        "cells at once); cell time: from loading the backbone to the last evaluation (a result's `wall_time_s`), "
+        "summed over cells; dev and test: the selected evaluation's main metric, mean over cells. Targets: "
+        + ", ".join(f"{name} ≤ {target}× the Trainer's" for name, target in PEER_TARGETS.items())
+        + f" on the single cell; the {GRID_CELLS}-cell grid within {GRID_TARGET_S:g} s.",
+        "",
+    ]
+    for record in sorted(records, key=lambda r: (r["device"], r["backbone"], r["measured_at"])):
+        capped = f"; steps capped at {record['max_steps']} (a smoke run)" if record.get("max_steps") else ""
+        lines += [
+            f"### {record['device']}, {Path(record['backbone']).name}, {record['precision']}",
+            "",
+            f"{record['jobs']} job(s) at once{capped}; commit {record['git']['commit'][:10]}, "
+            f"measured {record['measured_at']}.",
+            "",
+            "| cells | figure | klm | Trainer | klm ÷ Trainer | target |",
+            "|---|---|---|---|---|---|",
+        ]
+        for part in ("cell", "grid"):
+            if part not in record:
+                continue
+            measured = record[part]
+            cells = measured["cells"]
+            if part == "cell":
+                [cell] = cells
+                name = f"{cell['task']} {cell['fraction']:.0%} seed {cell['seed']}"
+            else:
+                name = (
+                    f"{len(cells)}: {', '.join(measured['tasks'])} × "
+                    f"{', '.join(f'{f:.0%}' for f in measured['fractions'])} × seeds "
+                    f"{', '.join(map(str, measured['seeds']))}"
+                )
+            sides = {
+                side: peer_rows({"process_wall_s": measured[side]["process_wall_s"], "cells": [c[side] for c in cells]})
+                for side in ("klm", "hf")
+            }
+            for figure in ("process wall", "cell time", "dev", "test"):
+                klm, hf = sides["klm"][figure], sides["hf"][figure]
+                unit = " s" if figure in ("process wall", "cell time") else ""
+                target = ""
+                if part == "cell" and figure in PEER_TARGETS:
+                    target = verdict(klm / hf, PEER_TARGETS[figure], "×")
+                elif part == "grid" and figure == "process wall" and len(cells) == GRID_CELLS:
+                    target = verdict(klm, GRID_TARGET_S, " s")
+                ratio = f"{klm / hf:.2f}" if unit else f"{klm - hf:+.1f} (difference)"
+                lines.append(f"| {name} | {figure} | {klm:.1f}{unit} | {hf:.1f}{unit} | {ratio} | {target} |")
+            different = [c for c in cells if not c["same_rows"]]
+            if different:
+                lines.append(
+                    f"| {name} | rows differ | {len(different)} cell(s): klm's subset hash is not the "
+                    "exported one | | | |"
+                )
+        lines.append("")
+    return lines

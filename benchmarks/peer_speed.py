@@ -1,0 +1,289 @@
+"""The peer benchmark: the same GLUE cells through ``klm bench`` and through Hugging Face's ``Trainer`` (one
+process per cell, ``benchmarks/peer_hf_cell.py``), on one device, in one process tree; prints the ratios
+and stores the record under ``results/speed/``, which ``klm leaderboard`` renders into
+``leaderboards/speed.md``.
+
+Two measurements, each cell run by both sides with the suite's protocol (``benchmarks/glue.yaml``'s
+training settings and step budget: batch 32, lr 5e-5, 3 epochs but at least 150 steps, warm-up 0.1,
+weight decay 0.01, length 128, 10 evaluations, the best dev evaluation selected):
+
+1. one cell (RTE, 100 %, seed 1): each side's process wall (process start to exit) and cell time (from
+   loading the backbone to the end of the last evaluation: a ``klm`` result's ``wall_time_s``);
+2. the small-GLUE baseline grid (5 tasks × 1/10/100 % × 3 seeds; ``--grid-tasks``, ``--grid-fractions``,
+   ``--grid-seeds`` limit it, ``--no-grid`` skips it): one ``klm bench`` against one Trainer process per
+   cell, ``--jobs`` at a time on each side.
+
+Both sides read the same rows: the splits come from the suite's ``GlueDataModule`` (its train fraction and
+the dev split it holds out of GLUE train; GLUE dev is the reported test), exported for the Trainer as JSON
+lines; a cell whose ``klm`` subset hash differs from the exported one is flagged. ``klm`` gets a cache
+directory of its own, empty at the start, so its first cell tokenizes as the Trainer's always does. The
+Trainer side needs ``accelerate`` (``pip install 'knowledge-lm[peer]'``).
+
+    python benchmarks/peer_speed.py --jobs 8                       # on a GPU: the cell, then the grid
+    python benchmarks/peer_speed.py --backbone tiny --max-steps 3 --grid-tasks rte --grid-fractions 0.1
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from itertools import product
+from pathlib import Path
+
+from transformers import TrainingArguments
+from transformers.utils import logging as transformers_logging
+
+from knowledge_lm.backbones import load_backbone, resolve_backbone
+from knowledge_lm.data.glue import GlueDataModule
+from knowledge_lm.data.subsets import subset_hash
+from knowledge_lm.errors import KlmError
+from knowledge_lm.results import load_results, write_json_atomic
+from knowledge_lm.run.config import BENCHMARKS_DIR, load_sweep, parse_fractions, parse_seeds
+from knowledge_lm.run.provenance import device_name, git_commit, versions
+from knowledge_lm.run.trainer import resolve_precision
+from knowledge_lm.tools.speed import render_peer, speed_record_path
+
+GLUE_CONFIG = BENCHMARKS_DIR / "glue.yaml"
+HF_CELL = Path(__file__).resolve().with_name("peer_hf_cell.py")
+SINGLE_CELL = ("rte", 1.0, 1)
+
+
+def fail(message: str):
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def check_trainer():
+    """Exit with one line where transformers' Trainer lacks a package it needs (``accelerate``: the ``[peer]``
+    extra), before any cell runs."""
+    try:
+        TrainingArguments(output_dir=tempfile.gettempdir(), report_to="none")
+    except ImportError as error:
+        fail(
+            f"Hugging Face's Trainer cannot run here ({str(error).splitlines()[0].strip()}); "
+            "pip install 'knowledge-lm[peer]'"
+        )
+
+
+def export_cell(sweep, task: str, fraction: float, overrides: dict, data_dir, folder: Path) -> dict:
+    """The cell's rows as the suite reads them, written as JSON lines under ``folder``, with the step budget,
+    the task's metrics and the train subset's hash: what the Trainer side needs, seed aside."""
+    train = sweep.train_config(task, overrides)
+    data = GlueDataModule(
+        task=task,
+        data_dir=data_dir,
+        fraction=fraction,
+        subset_seed=train.subset_seed,
+        max_length=train.max_length,
+    )
+    splits, indices = data.read_labelled(), data.train_subset()
+    rows = {"train": [splits["train"][index] for index in indices], "dev": splits["dev"], "test": splits["test"]}
+    paths = {}
+    for split, records in rows.items():
+        paths[split] = str(folder / f"{task}-{fraction}-{split}.jsonl")
+        Path(paths[split]).write_text(
+            "".join(
+                json.dumps({"text_a": r["text_a"], "text_b": r["text_b"], "label": r["label"]}) + "\n" for r in records
+            )
+        )
+    spec = data.task_spec
+    return {
+        "splits": paths,
+        "train": {name: value for name, value in vars(train).items() if name != "method_options"},
+        "budget": train.budget(len(indices)),
+        "kind": spec.kind,
+        "metrics": list(spec.metrics),
+        "main_metric": spec.main_metric,
+        "num_labels": spec.num_labels,
+        "subset_hash": subset_hash([record["id"] for record in splits["train"]], indices),
+    }
+
+
+def trainer_backbone(name: str, folder: Path) -> str:
+    """What ``from_pretrained`` loads for the Trainer: the backbone's directory (or hub id); ``tiny``, built here,
+    is saved into ``folder`` first."""
+    if name != "tiny":
+        return str(resolve_backbone(name)[0])
+    model, tokenizer, _ = load_backbone("tiny")
+    model.save_pretrained(folder / "tiny")
+    tokenizer.save_pretrained(folder / "tiny")
+    return str(folder / "tiny")
+
+
+def run_trainer_cells(cells: list[dict], jobs: int, folder: Path) -> tuple[float, list[dict]]:
+    """``(process wall, outcomes)`` of one Trainer process per cell, ``jobs`` at a time; the first failure ends
+    the benchmark with the process's last line."""
+
+    def run(index_cell):
+        index, cell = index_cell
+        spec_path, out_path = folder / f"hf-{index}.json", folder / f"hf-{index}-out.json"
+        spec_path.write_text(json.dumps(cell))
+        process = subprocess.run(
+            [sys.executable, str(HF_CELL), str(spec_path), str(out_path)], capture_output=True, text=True
+        )
+        if process.returncode != 0:
+            last = (process.stderr.strip().splitlines() or ["(no output)"])[-1]
+            fail(f"Trainer cell {cell['task']} {cell['fraction']} seed {cell['seed']}: {last.removeprefix('error: ')}")
+        return json.loads(out_path.read_text())
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(jobs) as pool:
+        outcomes = list(pool.map(run, enumerate(cells)))
+    return time.perf_counter() - started, outcomes
+
+
+def run_klm(args, tasks, fractions, seeds, folder: Path) -> tuple[float, dict]:
+    """``(process wall, results by (task, fraction, seed))`` of one ``klm bench`` over the grid."""
+    results_dir = folder / "klm-results"
+    command = [
+        sys.executable,
+        "-m",
+        "knowledge_lm.cli",
+        "bench",
+        "--config",
+        str(GLUE_CONFIG),
+        "--tasks",
+        ",".join(tasks),
+        "--fractions",
+        ",".join(map(str, fractions)),
+        "--seeds",
+        ",".join(map(str, seeds)),
+        "--backbone",
+        args.backbone,
+        "--results-dir",
+        str(results_dir),
+        "--runs-dir",
+        str(folder / "klm-runs"),
+        "--jobs",
+        str(args.jobs),
+        "--no-leaderboard",
+        *(["--set", f"max_steps={args.max_steps}"] if args.max_steps else []),
+        *(["--data-dir", args.data_dir] if args.data_dir else []),
+    ]
+    environment = {**os.environ, "KLM_CACHE_DIR": str(folder / "klm-cache")}
+    log = folder / "klm.log"
+    started = time.perf_counter()
+    with open(log, "w") as output:
+        code = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, env=environment).returncode
+    wall = time.perf_counter() - started
+    if code != 0:
+        last = (log.read_text().strip().splitlines() or ["(no output)"])[-1]
+        fail(f"klm bench exited {code}: {last}")
+    return wall, {(r["cell"]["task"], r["cell"]["fraction"], r["cell"]["seed"]): r for r in load_results(results_dir)}
+
+
+def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folder: Path) -> dict:
+    """Both sides over the cells ``tasks × fractions × seeds``: process walls, and per cell its time and its
+    selected evaluation's dev and test main metric."""
+    folder.mkdir(parents=True, exist_ok=True)
+    exported = {
+        (task, fraction): export_cell(sweep, task, fraction, overrides, args.data_dir, folder)
+        for task, fraction in product(tasks, fractions)
+    }
+    keys = list(product(tasks, fractions, seeds))
+    cells = [
+        {**exported[task, fraction], "task": task, "fraction": fraction, "seed": seed, "backbone": backbone_dir}
+        for task, fraction, seed in keys
+    ]
+    hf_wall, outcomes = run_trainer_cells(cells, args.jobs, folder)
+    klm_wall, results = run_klm(args, tasks, fractions, seeds, folder)
+    rows = []
+    for (task, fraction, seed), cell, outcome in zip(keys, cells, outcomes):
+        result = results.get((task, fraction, seed))
+        if result is None:
+            fail(f"klm bench left no result for {task} {fraction} seed {seed} (see {folder / 'klm.log'})")
+        metric = cell["main_metric"]
+        rows.append(
+            {
+                "task": task,
+                "fraction": fraction,
+                "seed": seed,
+                "metric": metric,
+                "steps": cell["budget"]["max_steps"],
+                "same_rows": result["data"]["subset_hash"] == cell["subset_hash"],
+                "klm": {
+                    "cell_s": result["wall_time_s"],
+                    "dev": result["metrics"]["dev"][metric],
+                    "test": result["metrics"][result["report_split"]][metric],
+                },
+                "hf": {
+                    "cell_s": outcome["cell_s"],
+                    "dev": outcome["metrics"]["dev"][metric],
+                    "test": outcome["metrics"]["test"][metric],
+                },
+            }
+        )
+    return {
+        "tasks": tasks,
+        "fractions": fractions,
+        "seeds": seeds,
+        "klm": {"process_wall_s": round(klm_wall, 2)},
+        "hf": {"process_wall_s": round(hf_wall, 2)},
+        "cells": rows,
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backbone", default="minilm", help="minilm, tiny, or a local model directory")
+    parser.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None)
+    parser.add_argument("--jobs", type=int, default=1, help="cells at once on each side (klm bench --jobs)")
+    parser.add_argument("--max-steps", type=int, default=0, help="cap every cell's steps (a smoke run); 0: none")
+    parser.add_argument("--no-cell", action="store_true", help="skip the single RTE cell")
+    parser.add_argument("--no-grid", action="store_true", help="skip the grid")
+    parser.add_argument("--grid-tasks", help="comma-separated (default: glue.yaml's five)")
+    parser.add_argument("--grid-fractions", help="e.g. 0.01,0.1,1 (default: glue.yaml's)")
+    parser.add_argument("--grid-seeds", help="e.g. 1,2,3 (default: glue.yaml's)")
+    parser.add_argument("--results-dir", default="results", type=Path)
+    parser.add_argument("--work-dir", type=Path, help="keep the exported splits and both sides' outputs here")
+    args = parser.parse_args(argv)
+    if args.jobs < 1 or args.max_steps < 0:
+        fail("--jobs must be ≥ 1 and --max-steps ≥ 0")
+    check_trainer()
+    transformers_logging.disable_progress_bar()
+    try:
+        sweep = load_sweep(GLUE_CONFIG)
+        tasks = args.grid_tasks.split(",") if args.grid_tasks else sweep.tasks
+        fractions = parse_fractions(args.grid_fractions) if args.grid_fractions else sweep.fractions
+        seeds = parse_seeds(args.grid_seeds) if args.grid_seeds else sweep.seeds
+        unknown = [task for task in tasks if task not in sweep.tasks]
+        if unknown:
+            fail(f"--grid-tasks {','.join(unknown)}: not among glue.yaml's {','.join(sweep.tasks)}")
+        overrides = {"max_steps": args.max_steps} if args.max_steps else {}
+        with tempfile.TemporaryDirectory(prefix="klm-peer-") as temporary:
+            folder = args.work_dir or Path(temporary)
+            backbone_dir = trainer_backbone(args.backbone, folder)
+            record = {
+                "schema": 1,
+                "kind": "peer",
+                "device": device_name(),
+                "backbone": args.backbone,
+                "precision": resolve_precision(),
+                "jobs": args.jobs,
+                "max_steps": args.max_steps or None,
+            }
+            if not args.no_cell:
+                task, fraction, seed = SINGLE_CELL
+                record["cell"] = measure(
+                    args, sweep, [task], [fraction], [seed], overrides, backbone_dir, folder / "cell"
+                )
+            if not args.no_grid:
+                record["grid"] = measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folder / "grid")
+    except KlmError as error:
+        fail(str(error))
+    record.update(
+        git=git_commit(), versions=versions(), measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds")
+    )
+    path = speed_record_path(args.results_dir, record)
+    write_json_atomic(path, record)
+    print("\n".join(render_peer([record])))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

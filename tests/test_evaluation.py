@@ -1,0 +1,48 @@
+"""An evaluation decodes its batches once it ends (no host wait per batch): the same scores and predictions as
+decoding every batch as it comes."""
+
+import pytest
+import torch
+
+from knowledge_lm.backbones import load_backbone
+from knowledge_lm.run.config import TrainConfig
+from knowledge_lm.run.trainer import build_model_and_data, build_trainer
+
+FILES = {
+    "rte": ("index\tsentence1\tsentence2\tlabel\n", lambda i: ("entailment", "not_entailment")[i % 2]),
+    "stsb": ("index\tsentence1\tsentence2\tscore\n", lambda i: f"{(i * 7) % 50 / 10:.1f}"),
+}
+
+
+def glue_folder(root, task: str):
+    header, label = FILES[task]
+    folder = root / f"glue_{task}"
+    folder.mkdir(parents=True)
+    rows = [f"{i}\tA man number {i} sleeps here.\tSomeone {i % 5} sleeps.\t{label(i)}\n" for i in range(50)]
+    (folder / "train.tsv").write_text(header + "".join(rows))
+    (folder / "dev.tsv").write_text(header + "".join(rows[:21]))
+    return root
+
+
+@pytest.mark.parametrize("task", sorted(FILES))
+def test_deferred_decoding_equals_decoding_every_batch(tmp_path, task):
+    encoder, tokenizer, _ = load_backbone("tiny", seed=0)
+    train = TrainConfig(eval_batch_size=4, max_length=32)
+    model, data, _ = build_model_and_data(
+        "baseline", encoder, tokenizer, "glue", train, task, data_dir=glue_folder(tmp_path / "data", task)
+    )
+    build_trainer(1, eval_every_steps=1).validate(model, datamodule=data)
+    [evaluation] = model.evaluations
+
+    model.eval()
+    with torch.no_grad():
+        for split in data.eval_split_names:
+            predicted, gold = [], []
+            for batch in data.evaluation_loader(split):  # several batches: 4 rows each
+                logits, _ = model(batch)
+                predicted += model.kind.decode(logits, batch)
+                gold += model.kind.gold(batch)
+            assert model.best_outputs[split]["gold"] == gold
+            assert model.best_outputs[split]["predicted"] == pytest.approx(predicted, abs=1e-6)
+            expected = model.kind.score(predicted, gold)
+            assert evaluation["metrics"][split] == pytest.approx(expected, abs=1e-6, nan_ok=True)

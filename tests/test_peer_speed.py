@@ -1,0 +1,111 @@
+"""benchmarks/peer_speed.py: klm against Hugging Face's Trainer on the same cells; its record on the speed page."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from knowledge_lm.report.leaderboard import write_leaderboards
+from knowledge_lm.tools.speed import render_speed, speed_record_path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "peer_speed.py"
+RTE_HEADER = "index\tsentence1\tsentence2\tlabel\n"
+
+
+def side(wall: float, cell_s: float, dev: float, test: float) -> tuple[dict, dict]:
+    return {"process_wall_s": wall}, {"cell_s": cell_s, "dev": dev, "test": test}
+
+
+def peer_record(cells: int = 1) -> dict:
+    rows = [
+        {
+            "task": "rte",
+            "fraction": 1.0,
+            "seed": seed,
+            "metric": "accuracy",
+            "steps": 237,
+            "same_rows": True,
+            "klm": {"cell_s": 10.0, "dev": 60.0, "test": 58.0},
+            "hf": {"cell_s": 12.5, "dev": 59.0, "test": 57.0},
+        }
+        for seed in range(1, cells + 1)
+    ]
+    measured = {"tasks": ["rte"], "fractions": [1.0], "seeds": list(range(1, cells + 1)), "cells": rows}
+    return {
+        "schema": 1,
+        "kind": "peer",
+        "device": "NVIDIA H100 80GB HBM3",
+        "backbone": "minilm",
+        "precision": "bf16-mixed",
+        "jobs": 1,
+        "max_steps": None,
+        "cell": {**measured, "klm": {"process_wall_s": 20.0}, "hf": {"process_wall_s": 31.0}},
+        "git": {"commit": "0123456789abcdef", "dirty": False},
+        "versions": {},
+        "measured_at": "2026-11-27T01:00:00+00:00",
+    }
+
+
+def test_peer_record_renders_ratios_and_targets(tmp_path):
+    record = peer_record()
+    path = speed_record_path(tmp_path / "results", record)
+    assert path.name == "NVIDIA-H100-80GB-HBM3-minilm-peer-20261127T010000.json"
+    page = render_speed([record])
+    assert "## Against Hugging Face Trainer" in page
+    assert "| rte 100% seed 1 | process wall | 20.0 s | 31.0 s | 0.65 | ≤ 0.5× NOT met: 1.29× the target |" in page
+    assert "| rte 100% seed 1 | cell time | 10.0 s | 12.5 s | 0.80 | ≤ 0.7× NOT met: 1.14× the target |" in page
+    assert "| rte 100% seed 1 | dev | 60.0 | 59.0 | +1.0 (difference) |  |" in page
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record))
+    write_leaderboards(tmp_path / "results", tmp_path / "boards")
+    assert (tmp_path / "boards" / "speed.md").read_text() == page
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("peer_speed", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_missing_trainer_package_is_one_line(monkeypatch, capsys):
+    script = load_script()
+
+    def needs_accelerate(**_):
+        raise ImportError("Using the `Trainer` with `PyTorch` requires `accelerate>=1.1.0`: pip install accelerate")
+
+    monkeypatch.setattr(script, "TrainingArguments", needs_accelerate)
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--backbone", "tiny", "--no-grid"])
+    assert exit_info.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: Hugging Face's Trainer cannot run here") and "knowledge-lm[peer]" in line
+
+
+@pytest.mark.slow
+def test_peer_benchmark_smoke_run_on_cpu(tmp_path):
+    """One tiny RTE cell through both sides, three steps: the record holds both sides' figures on the same rows."""
+    pytest.importorskip("accelerate")
+    folder = tmp_path / "data" / "glue_rte"
+    folder.mkdir(parents=True)
+    labels = ("entailment", "not_entailment")
+    rows = [f"{i}\tA man number {i} sleeps.\tSomeone sleeps {i % 3}.\t{labels[i % 2]}\n" for i in range(60)]
+    (folder / "train.tsv").write_text(RTE_HEADER + "".join(rows))
+    (folder / "dev.tsv").write_text(RTE_HEADER + "".join(rows[:12]))
+    results = tmp_path / "results"
+    command = [sys.executable, str(SCRIPT), "--backbone", "tiny", "--max-steps", "3", "--no-grid"]
+    command += ["--data-dir", str(tmp_path / "data"), "--results-dir", str(results)]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=tmp_path)
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert "| rte 100% seed 1 | process wall |" in process.stdout
+    [path] = (results / "speed").glob("*-peer-*.json")
+    [cell] = json.loads(path.read_text())["cell"]["cells"]
+    assert cell["same_rows"] and cell["steps"] == 3
+    for name in ("klm", "hf"):
+        assert cell[name]["cell_s"] > 0 and 0 <= cell[name]["test"] <= 100
