@@ -9,6 +9,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import weakref
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -118,6 +119,8 @@ def tiny_tokenizer():
 
 
 BUILT_IN = ("minilm", "tiny")
+
+_fingerprints: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer → (size, tokenizer_fingerprint)
 
 # The backbones a sweep worker keeps (``keep_backbones_loaded``): each as it was read, never trained, by what it was
 # read from. None: every load reads the weights.
@@ -310,7 +313,17 @@ def encoder_layers(encoder):
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
-    """A hash of the tokenizer's vocabulary and rules: part of every cache key that depends on tokenization."""
+    """A hash of the tokenizer's vocabulary and rules: part of every cache key that depends on tokenization.
+    Computed once per tokenizer object and size (tokens added change it): every split of every cell asks."""
+    known = _fingerprints.get(tokenizer)
+    if known is not None and known[0] == len(tokenizer):
+        return known[1]
+    fingerprint = compute_fingerprint(tokenizer)
+    _fingerprints[tokenizer] = (len(tokenizer), fingerprint)
+    return fingerprint
+
+
+def compute_fingerprint(tokenizer) -> str:
     if getattr(tokenizer, "is_fast", False):
         state = json.loads(tokenizer.backend_tokenizer.to_str())
         # A call with truncation or padding rewrites these in the backend: they say nothing of the vocabulary.
