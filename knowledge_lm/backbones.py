@@ -4,9 +4,12 @@
 weights checksum, parameter count) that goes into every result file.
 """
 
+import copy
+import dataclasses
 import hashlib
 import json
 import os
+import weakref
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -117,6 +120,12 @@ def tiny_tokenizer():
 
 BUILT_IN = ("minilm", "tiny")
 
+_fingerprints: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer → (size, tokenizer_fingerprint)
+
+# The backbones a sweep worker keeps (``keep_backbones_loaded``): each as it was read, never trained, by what it was
+# read from. None: every load reads the weights.
+_kept_backbones: dict | None = None
+
 
 def backbone_label(name: str) -> str:
     """The backbone's name in result paths, one per backbone: a built-in name as it is; a local directory holding
@@ -207,8 +216,32 @@ def load_tokenizer(name: str = "minilm"):
         raise KlmError(f"cannot load the tokenizer of {name!r} ({str(error).splitlines()[0]})") from None
 
 
+def keep_backbones_loaded():
+    """From now on this process reads each backbone once and every ``load_backbone`` hands out a copy of it: a sweep
+    worker's cells share the read, and each trains a fresh model, as it would in a process of its own."""
+    global _kept_backbones
+    if _kept_backbones is None:
+        _kept_backbones = {}
+
+
 def load_backbone(name: str = "minilm", attn_implementation: str | None = None, seed: int = 0):
-    """``(model, tokenizer, BackboneInfo)`` for a backbone name, a local directory or a hub id."""
+    """``(model, tokenizer, BackboneInfo)`` for a backbone name, a local directory or a hub id (``tiny``: its
+    random weights drawn from ``seed``). Where backbones are kept (``keep_backbones_loaded``), a copy of the kept
+    one: same weights, config and tokenizer."""
+    if _kept_backbones is None:
+        return read_backbone(name, attn_implementation, seed)
+    path = Path(name).expanduser()
+    # A directory's weights may be rewritten (a pretraining run): its key holds their checksum.
+    source = seed if name == "tiny" else weights_checksum(path.resolve()) if path.is_dir() else None
+    key = (name, attn_implementation, source)
+    if key not in _kept_backbones:
+        _kept_backbones[key] = read_backbone(name, attn_implementation, seed)
+    model, tokenizer, info = _kept_backbones[key]
+    return copy.deepcopy(model), tokenizer, dataclasses.replace(info)
+
+
+def read_backbone(name: str, attn_implementation: str | None, seed: int):
+    """``load_backbone``'s model, tokenizer and record, read from the weights."""
     import torch
     from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
     from transformers.utils import logging as transformers_logging
@@ -280,7 +313,17 @@ def encoder_layers(encoder):
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
-    """A hash of the tokenizer's vocabulary and rules: part of every cache key that depends on tokenization."""
+    """A hash of the tokenizer's vocabulary and rules: part of every cache key that depends on tokenization.
+    Computed once per tokenizer object and size (tokens added change it): every split of every cell asks."""
+    known = _fingerprints.get(tokenizer)
+    if known is not None and known[0] == len(tokenizer):
+        return known[1]
+    fingerprint = compute_fingerprint(tokenizer)
+    _fingerprints[tokenizer] = (len(tokenizer), fingerprint)
+    return fingerprint
+
+
+def compute_fingerprint(tokenizer) -> str:
     if getattr(tokenizer, "is_fast", False):
         state = json.loads(tokenizer.backend_tokenizer.to_str())
         # A call with truncation or padding rewrites these in the backend: they say nothing of the vocabulary.

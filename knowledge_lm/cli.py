@@ -165,6 +165,7 @@ def command_bench(args):
             rerun_without_predictions=args.rerun_without_predictions,
             only=only,
             executor=executor,
+            isolate_cells=args.isolate_cells,
         )["failed"]
     if shard:  # shards end at different times, and one page from several writers would be torn
         print(f"shard {args.shard} done; run `klm leaderboard` once every shard has finished")
@@ -442,6 +443,12 @@ def build_parser():
         "default: $KLM_JOBS, else 1",
     )
     bench.add_argument("--devices-per-cell", type=int, help="GPUs per cell (DDP within the cell; default 1)")
+    bench.add_argument(
+        "--isolate-cells",
+        action="store_true",
+        help="run every cell in a fresh process of its own (default: one worker process per job imports once "
+        "and runs its cells back to back; DDP cells always get their own)",
+    )
     bench.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. lr=3e-5")
     bench.add_argument(
         "--rerun-without-predictions",

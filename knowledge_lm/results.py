@@ -9,6 +9,7 @@ import tempfile
 import time
 import zlib
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypedDict
 
@@ -191,6 +192,15 @@ def write_json_atomic(path: Path, payload: dict):
             out.write("\n")
 
     write_file_atomic(path, write)
+
+
+def write_failure(run_dir: Path, message: str, trace: str = ""):
+    """A cell's ``failed.json`` in its run directory: its error in one line, the end of the traceback (where one
+    was caught), when."""
+    write_json_atomic(
+        Path(run_dir) / FAILURE_FILE,
+        {"error": message, "traceback": trace[-4000:], "at": datetime.now(timezone.utc).isoformat(timespec="seconds")},
+    )
 
 
 def free_output_dir(out) -> Path:

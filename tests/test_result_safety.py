@@ -145,7 +145,7 @@ def test_bench_sets_bad_results_aside_and_runs_their_cells_again(tmp_path, monke
             return 1
 
     monkeypatch.setattr(runner.subprocess, "Popen", Process)
-    run_sweep(small_sweep(), results_dir=results, runs_dir=tmp_path / "runs", gpus=[])
+    run_sweep(small_sweep(), results_dir=results, runs_dir=tmp_path / "runs", gpus=[], isolate_cells=True)
     assert launched == [1, 2]
     for path, content in bad.items():
         [aside] = path.parent.glob(f"{path.name}.corrupt-*")

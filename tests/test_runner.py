@@ -89,7 +89,13 @@ def launched_on(tmp_path, monkeypatch, gpus, jobs, overrides=None, seeds=(1, 2, 
         "test",
     )
     runner.run_sweep(
-        sweep, overrides, results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", jobs=jobs, gpus=gpus
+        sweep,
+        overrides,
+        results_dir=tmp_path / "results",
+        runs_dir=tmp_path / "runs",
+        jobs=jobs,
+        gpus=gpus,
+        isolate_cells=True,
     )
     return launched
 
@@ -210,7 +216,9 @@ def test_failed_rerun_leaves_the_old_result_in_place(tmp_path, monkeypatch):
 
     seen_by_cells = []
     monkeypatch.setattr(runner.subprocess, "Popen", FailingProcess)
-    counts = runner.run_sweep(sweep, results_dir=results, runs_dir=runs, gpus=[], rerun_without_predictions=True)
+    counts = runner.run_sweep(
+        sweep, results_dir=results, runs_dir=runs, gpus=[], rerun_without_predictions=True, isolate_cells=True
+    )
     assert seen_by_cells == [False, True]  # moved aside while its re-run ran, back before the next cell (seed 2)
     assert counts["failed"] == 2 and json.loads(result.read_text())["finished_at"] == "2026-01-01T00:00:00"
     assert not predictions_path(result).exists() and not list((results / "superseded").rglob("*.json"))

@@ -62,7 +62,9 @@ def test_a_shard_runs_its_cells_only(tmp_path, monkeypatch):
     monkeypatch.setattr(runner.subprocess, "Popen", FinishedProcess)
     sweep = small_sweep(seeds=(1, 2))
     only = shard_keys(sweep_cells(sweep), (2, 2))
-    counts = run_sweep(sweep, results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", gpus=[], only=only)
+    counts = run_sweep(
+        sweep, results_dir=tmp_path / "results", runs_dir=tmp_path / "runs", gpus=[], only=only, isolate_cells=True
+    )
     assert counts["failed"] == len(started) == 2 and len(only) == 2
 
 

@@ -82,6 +82,9 @@ class TaskDataModule(pl.LightningDataModule):
     name: ClassVar[str]
     tasks: ClassVar[tuple[str, ...]]
     default_tasks: ClassVar[tuple[str, ...]] = ()
+    # The encodings a sweep worker keeps (``keep_encodings``), by their disk cache path (dataset, task, records,
+    # tokenizer, maximum length); None: every set-up loads them from disk.
+    kept_encodings: ClassVar[dict | None] = None
 
     def __init__(
         self,
@@ -121,6 +124,13 @@ class TaskDataModule(pl.LightningDataModule):
         self._task_kind = None
         self.splits = None  # read by ``read_labelled``
         self.encoded = None  # tokenized by ``setup``
+
+    @staticmethod
+    def keep_encodings():
+        """From now on this process keeps every split it tokenizes or loads in memory: a sweep worker's cells of one
+        task (any fraction, seed or method) share them."""
+        if TaskDataModule.kept_encodings is None:
+            TaskDataModule.kept_encodings = {}
 
     @classmethod
     def spec(cls, task: str) -> TaskSpec:
@@ -185,8 +195,19 @@ class TaskDataModule(pl.LightningDataModule):
         return self.cache_dir / "tokenized" / self.name / self.task / f"{split}-{self.encoding_key(records)}"
 
     def tokenize(self, split: str, records: list[dict]):
-        disable_progress_bars()
+        """The split's encoding: from the disk cache (written first where missing), or from memory where this
+        process keeps encodings (``keep_encodings``). Callers derive new datasets from it, never change it."""
         path = self._cache_path(split, records)
+        kept = TaskDataModule.kept_encodings
+        if kept is not None and path in kept:
+            return kept[path]
+        encoded = self.tokenize_on_disk(path, records)
+        if kept is not None:
+            kept[path] = encoded
+        return encoded
+
+    def tokenize_on_disk(self, path: Path, records: list[dict]):
+        disable_progress_bars()
         if path.exists():
             return load_from_disk(str(path))
         dataset = Dataset.from_dict(self.task_kind.encode(records, self.tokenizer, self.max_length))

@@ -32,6 +32,7 @@ from knowledge_lm.results import (
     Cell,
     CellResult,
     predictions_path,
+    write_failure,
     write_json_atomic,
     write_predictions,
 )
@@ -95,14 +96,7 @@ def die_with_parent(parent_pid: int | None):
 def record_failure(run_dir: Path, error: BaseException):
     """Write the cell's ``failed.json``: its error in one line, the traceback's end."""
     message = str(error) if isinstance(error, KlmError) else f"{type(error).__name__}: {error}"
-    write_json_atomic(
-        run_dir / FAILURE_FILE,
-        {
-            "error": message,
-            "traceback": traceback.format_exc()[-4000:],
-            "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        },
-    )
+    write_failure(run_dir, message, traceback.format_exc())
 
 
 def clear_run_dir(run_dir: Path):
@@ -276,16 +270,15 @@ def train_cell(
     return result
 
 
-def main(argv=None):
-    spec = json.loads((argv or sys.argv[1:])[0])
+def run_spec(spec: dict) -> int:
+    """Run the cell of a spec (``knowledge_lm.run.runner.cell_spec``'s) in this process; its exit status: 0 done,
+    ``CLAIMED_EXIT`` where another process holds or has finished it, 1 failed (the error printed in one line and
+    recorded in ``failed.json``)."""
     cell = Cell(**spec["cell"])
-    train = TrainConfig.from_dict(spec.get("train", {}))
-    if spec.get("parent_pid") is not None:
-        die_with_parent(spec["parent_pid"] if owns_cell(train) else None)  # DDP's other ranks: their parent is rank 0
     try:
         run_cell(
             cell,
-            train,
+            TrainConfig.from_dict(spec.get("train", {})),
             data_dir=spec.get("data_dir"),
             results_dir=spec.get("results_dir", "results"),
             runs_dir=spec.get("runs_dir", "runs"),
@@ -294,11 +287,20 @@ def main(argv=None):
         )
     except CellClaimed as claimed:
         print(f"{cell.key}: {claimed}", file=sys.stderr)
-        sys.exit(CLAIMED_EXIT)
+        return CLAIMED_EXIT
     except BaseException as error:
         message = str(error) if isinstance(error, KlmError) else f"{type(error).__name__}: {error}"
         print(f"error: {cell.key}: {message}", file=sys.stderr)
-        sys.exit(1)
+        return 1
+    return 0
+
+
+def main(argv=None):
+    spec = json.loads((argv or sys.argv[1:])[0])
+    if spec.get("parent_pid") is not None:
+        # DDP's other ranks: their parent is rank 0
+        die_with_parent(spec["parent_pid"] if owns_cell(TrainConfig.from_dict(spec.get("train", {}))) else None)
+    sys.exit(run_spec(spec))
 
 
 if __name__ == "__main__":

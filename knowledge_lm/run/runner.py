@@ -1,11 +1,16 @@
-"""The sweep runner: every cell in its own process, finished cells skipped, crashed ones resumed, cells claimed by
-another live process (another runner, here or on another machine sharing the directories) left to it."""
+"""The sweep runner: cells run by a worker process per slot (one that imports once and runs cells back to back) or
+each in its own process, finished cells skipped, crashed ones resumed, cells claimed by another live process (another
+runner, here or on another machine sharing the directories) left to it."""
 
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
 import time
+from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 
@@ -26,6 +31,7 @@ from knowledge_lm.results import (
     restore,
     set_aside,
     supersede,
+    write_failure,
 )
 from knowledge_lm.run.claims import CLAIMED_EXIT, describe, is_stale, read_claim
 from knowledge_lm.run.config import Sweep, check_method_options
@@ -94,7 +100,7 @@ def failure_message(cell: Cell, runs_dir: Path) -> str:
         return ""
 
 
-def cell_command(
+def cell_spec(
     cell: Cell,
     sweep: Sweep,
     overrides: dict,
@@ -103,10 +109,11 @@ def cell_command(
     runs_dir,
     progress: bool,
     parent_pid: int | None = -1,
-) -> list[str]:
-    """The command of a cell's process; it ends with ``parent_pid`` (default: this runner; None: a scheduler's job,
-    whose own process is its parent, so it does not watch one)."""
-    spec = {
+) -> dict:
+    """What a cell's process (``knowledge_lm.run.cell``) or a worker (``knowledge_lm.run.worker``) runs the cell
+    from; a cell process ends with ``parent_pid`` (default: this runner; None: a scheduler's job, whose own process
+    is its parent, so it does not watch one)."""
+    return {
         "cell": asdict(cell),
         "train": sweep.train_values(cell.task, overrides, cell.variant),
         "data_dir": str(data_dir) if data_dir else None,
@@ -117,6 +124,23 @@ def cell_command(
         # the cell process ends with this runner (knowledge_lm.run.cell.die_with_parent)
         "parent_pid": os.getpid() if parent_pid == -1 else parent_pid,
     }
+
+
+def cell_command(
+    cell: Cell,
+    sweep: Sweep,
+    overrides: dict,
+    data_dir,
+    results_dir,
+    runs_dir,
+    progress: bool,
+    parent_pid: int | None = -1,
+) -> list[str]:
+    """The command of a cell's own process (``cell_spec``'s arguments)."""
+    return spec_command(cell_spec(cell, sweep, overrides, data_dir, results_dir, runs_dir, progress, parent_pid))
+
+
+def spec_command(spec: dict) -> list[str]:
     return [sys.executable, "-m", "knowledge_lm.run.cell", json.dumps(spec)]
 
 
@@ -140,9 +164,121 @@ def gpu_groups(gpus: list[str], devices_per_cell: int) -> list[tuple[str, ...]]:
     return [tuple(gpus[i : i + devices_per_cell]) for i in range(0, len(gpus) - devices_per_cell + 1, devices_per_cell)]
 
 
-def least_loaded(groups: list[tuple[str, ...]], load: dict) -> tuple[str, ...]:
-    """The group running the fewest cells (the first such): several small cells share a GPU, spread evenly."""
-    return min(groups, key=lambda group: load.get(group, 0))
+def ended_how(returncode: int) -> str:
+    """A process's exit status in words: ``exit code N`` or ``signal NAME`` (killed: out of memory, a crash)."""
+    if returncode < 0:
+        try:
+            return f"signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+class CellProcesses:
+    """A slot that runs each cell in a process of its own (``knowledge_lm.run.cell``), its output in the cell's
+    ``log.txt`` or, with ``progress``, on this terminal."""
+
+    def __init__(self, env: dict, progress: bool):
+        self.env, self.progress = env, progress
+        self.process = self.log = None
+
+    def start(self, cell: Cell, spec: dict):
+        command = spec_command(spec)
+        if self.progress:
+            self.process = subprocess.Popen(command, env=self.env)
+            return
+        self.log = open(Path(spec["runs_dir"]) / cell.key / "log.txt", "a")
+        self.process = subprocess.Popen(command, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def ended(self) -> tuple[int, str] | None:
+        """None while the cell runs; then its process's exit status, and how it ended in words."""
+        if self.process.poll() is None:
+            return None
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+        return self.process.returncode, f"its process ended with {ended_how(self.process.returncode)}"
+
+    def close(self):
+        pass
+
+
+class Worker:
+    """A slot's worker process (``knowledge_lm.run.worker``): started for the slot's first cell, and again for the
+    next cell after it died; its own output (not its cells') in ``log``, or with ``progress`` on this terminal."""
+
+    def __init__(self, env: dict, progress: bool, log: Path):
+        self.env, self.progress, self.log_path = env, progress, log
+        self.process = self.replies = None
+        self.busy = False
+
+    def launch(self):
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "a") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "knowledge_lm.run.worker", str(os.getpid())],
+                env=self.env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=None if self.progress else log,
+                text=True,
+            )
+        self.replies = queue.Queue()
+        threading.Thread(target=self.read_replies, args=(self.process, self.replies), daemon=True).start()
+
+    @staticmethod
+    def read_replies(process: subprocess.Popen, replies: queue.Queue):
+        for line in process.stdout:
+            replies.put(json.loads(line)["status"])
+        replies.put(None)  # the worker ended
+
+    def start(self, cell: Cell, spec: dict):
+        if self.process is None or self.process.poll() is not None:
+            self.launch()
+        self.busy = True
+        try:
+            self.process.stdin.write(json.dumps(spec) + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:  # it died meanwhile: ``ended`` says so
+            pass
+
+    def ended(self) -> tuple[int, str] | None:
+        """None while the cell runs; then its exit status (as its own process's would be), and how it ended in
+        words; a worker that died with the cell is started again for the next."""
+        try:
+            status = self.replies.get_nowait()
+        except queue.Empty:
+            return None
+        self.busy = False
+        if status is not None:
+            return status, f"exit code {status}"
+        try:
+            returncode = self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # its output ended, the process did not
+            self.process.kill()
+            returncode = self.process.wait()
+        return returncode or 1, f"its worker (pid {self.process.pid}) ended with {ended_how(returncode)}"
+
+    def close(self):
+        """End the worker: an idle one at the end of its input, one still running a cell (this runner stops early)
+        killed, its cell left to resume."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        if self.busy:
+            self.process.kill()
+        else:
+            self.process.stdin.close()
+        self.process.wait()
+
+
+def record_process_failure(cell: Cell, runs_dir: Path, how: str):
+    """Record in ``failed.json`` a cell whose process ended without recording why (killed, crashed), unless
+    another live process holds the cell now."""
+    run_dir = cell.run_dir(runs_dir)
+    claim = read_claim(run_dir)
+    if (run_dir / FAILURE_FILE).is_file() or (claim is not None and not is_stale(claim)):
+        return
+    write_failure(run_dir, f"{cell.key}: {how}")
 
 
 def check_data(sweep: Sweep, data_dir) -> None:
@@ -209,10 +345,13 @@ def run_sweep(
     rerun_without_predictions: bool = False,
     only: set[str] | None = None,
     executor=None,
+    isolate_cells: bool = False,
 ) -> dict[str, int]:
     """Run every unfinished cell (of those whose keys are in ``only``, where given: a shard); ``jobs`` cells at a
-    time (each its own process), spread over ``gpus`` (default: the visible ones) in groups of the cells'
-    ``devices`` (DDP within a cell), or each as a job of a submitit ``executor`` (``knowledge_lm.run.submit``).
+    time, spread over ``gpus`` (default: the visible ones) in groups of the cells' ``devices`` (DDP within a cell),
+    or each as a job of a submitit ``executor`` (``knowledge_lm.run.submit``). Each of the ``jobs`` slots runs its
+    cells in one worker process (``knowledge_lm.run.worker``), started again where a cell took it down; with
+    ``isolate_cells``, and for DDP cells, each cell runs in a process of its own.
     With ``rerun_without_predictions``, finished cells that kept no predictions (results from before cells kept
     them) run again, and the old result moves to ``results/superseded/`` as the re-run starts (back, if it
     fails). A cell claimed by another live process is left to it, and a bad result file (``read_result``) is set
@@ -233,7 +372,6 @@ def run_sweep(
     groups = gpu_groups(gpus, devices_per_cell)
     if gpus and not groups:
         raise KlmError(f"a cell wants {devices_per_cell} GPUs (devices) but {len(gpus)} are visible")
-    load: dict[tuple[str, ...], int] = {}
     cells = [cell for cell in sweep_cells(sweep) if only is None or cell.key in only]
     states = {cell.key: cell_status(cell, results_dir, runs_dir) for cell in cells}
     elsewhere = {key: detail for key, (state, detail) in states.items() if state == "running"}
@@ -272,62 +410,67 @@ def run_sweep(
         **os.environ,
         "TOKENIZERS_PARALLELISM": "false",
     }
-    running: dict[subprocess.Popen, tuple[Cell, object, tuple | None, dict]] = {}
+    # A DDP cell starts its ranks from its own process: such cells keep a process each.
+    in_workers = not isolate_cells and devices_per_cell == 1
+    slots = []
+    for index in range(jobs):
+        group = groups[index % len(groups)] if groups else None
+        slot_env = env if group is None else {**env, "CUDA_VISIBLE_DEVICES": ",".join(group)}
+        if in_workers:
+            slots.append(Worker(slot_env, show_cell_progress, Path(runs_dir) / "workers" / f"slot-{index}.log"))
+        else:
+            slots.append(CellProcesses(slot_env, show_cell_progress))
+    running: dict[CellProcesses | Worker, tuple[Cell, dict]] = {}
     # Larger train fractions first: the longest cells start early, so side-by-side jobs end together.
-    queue = sorted(todo, key=lambda cell: -cell.fraction)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-        disable=show_cell_progress,
-    ) as bar:
+    waiting = sorted(todo, key=lambda cell: -cell.fraction)
+    with (
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+            disable=show_cell_progress,
+        ) as bar,
+        ExitStack() as open_slots,
+    ):
+        for slot in slots:
+            open_slots.callback(slot.close)
         overall = bar.add_task("cells", total=len(todo))
-        while queue or running:
-            while queue and len(running) < jobs:
-                cell = queue.pop(0)
+        while waiting or running:
+            for slot in [slot for slot in slots if slot not in running]:
+                if not waiting:
+                    break
+                cell = waiting.pop(0)
                 state, detail = cell_status(cell, results_dir, runs_dir)
                 if cell.key not in reruns and state in ("done", "running"):  # another process took it meanwhile
                     elsewhere[cell.key] = detail or "finished elsewhere"
                     bar.advance(overall)
                     continue
                 superseded = supersede(cell.stored_result_path(results_dir), results_dir) if cell.key in reruns else {}
-                group = least_loaded(groups, load) if groups else None
-                cell_env = env if group is None else {**env, "CUDA_VISIBLE_DEVICES": ",".join(group)}
-                load[group] = load.get(group, 0) + 1
-                run_dir = cell.run_dir(runs_dir)
-                run_dir.mkdir(parents=True, exist_ok=True)
-                log = open(run_dir / "log.txt", "a")
+                cell.run_dir(runs_dir).mkdir(parents=True, exist_ok=True)
                 if show_cell_progress:
                     console.print(f"[cyan]→ {cell.key}[/]")
-                    process = subprocess.Popen(
-                        cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, True), env=cell_env
-                    )
-                else:
-                    process = subprocess.Popen(
-                        cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, False),
-                        env=cell_env,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                    )
-                running[process] = (cell, log, group, superseded)
+                slot.start(cell, cell_spec(cell, sweep, overrides, data_dir, results_dir, runs_dir, show_cell_progress))
+                running[slot] = (cell, superseded)
             time.sleep(0.2)
-            for process in [p for p in running if p.poll() is not None]:
-                cell, log, group, superseded = running.pop(process)
-                load[group] -= 1
-                log.close()
-                if process.returncode == 0 and cell.result_path(results_dir).is_file():
+            for slot in list(running):
+                ended = slot.ended()
+                if ended is None:
+                    continue
+                (returncode, how), (cell, superseded) = ended, running.pop(slot)
+                if returncode == 0 and cell.result_path(results_dir).is_file():
                     counts["finished"] += 1
-                elif process.returncode == CLAIMED_EXIT:
+                elif returncode == CLAIMED_EXIT:
                     restore(superseded)
                     elsewhere[cell.key] = cell_status(cell, results_dir, runs_dir)[1] or "finished elsewhere"
                 else:
                     counts["failed"] += 1
                     restore(superseded)
+                    record_process_failure(cell, runs_dir, how)
                     console.print(
-                        f"[red]✗ {cell.key}[/]: {failure_message(cell, runs_dir) or f'exit code {process.returncode}'}"
+                        f"[red]✗ {cell.key}[/]: {failure_message(cell, runs_dir) or how}"
                         f" (log: {cell.run_dir(runs_dir) / 'log.txt'})"
                     )
                 bar.advance(overall)

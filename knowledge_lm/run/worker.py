@@ -1,0 +1,59 @@
+"""A sweep worker: one long-lived process per GPU slot that imports once and runs cells back to back.
+
+Run as ``python -m knowledge_lm.run.worker <runner pid>`` by the sweep runner, with the GPUs of its slot in
+``CUDA_VISIBLE_DEVICES``. It reads cell specs (``knowledge_lm.run.runner.cell_spec``), one JSON line each, from
+stdin, and runs each as a cell process would (``knowledge_lm.run.cell.run_spec``: claimed by this process, seeded,
+its failure recorded), its output in the cell's ``log.txt`` (on the terminal where the spec asks for progress
+bars). After each cell it writes one JSON line to stdout, ``{"key": cell key, "status": exit status}``. Backbones
+and tokenized splits stay in memory between cells; each cell trains a fresh model. It ends at the end of its input,
+or with its runner.
+"""
+
+import gc
+import json
+import os
+import sys
+
+import torch
+
+from knowledge_lm.backbones import keep_backbones_loaded
+from knowledge_lm.data.base import TaskDataModule
+from knowledge_lm.results import Cell
+from knowledge_lm.run.cell import die_with_parent, run_spec
+
+
+def output_to(descriptor: int):
+    """Send this process's stdout and stderr (its own and its libraries') to ``descriptor`` from now on."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(descriptor, 1)
+    os.dup2(descriptor, 2)
+
+
+def serve(runner_pid: int):
+    """Run the cell specs of stdin one after another, answering each on stdout, until stdin ends."""
+    die_with_parent(runner_pid)
+    keep_backbones_loaded()
+    TaskDataModule.keep_encodings()
+    replies = os.fdopen(os.dup(1), "w", buffering=1)  # stdout is the runner's: the cells' output goes elsewhere
+    own_output = os.dup(2)
+    output_to(own_output)
+    for line in sys.stdin:
+        spec = json.loads(line)
+        cell = Cell(**spec["cell"])
+        if spec.get("progress"):
+            status = run_spec(spec)
+        else:
+            with open(cell.run_dir(spec["runs_dir"]) / "log.txt", "a") as log:
+                output_to(log.fileno())
+                try:
+                    status = run_spec(spec)
+                finally:
+                    output_to(own_output)
+        gc.collect()  # the cell's model and trainer, before its successor allocates: as a process of its own would
+        torch.cuda.empty_cache()  # and the GPU memory it held, for the other workers on this GPU
+        replies.write(json.dumps({"key": cell.key, "status": status}) + "\n")
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

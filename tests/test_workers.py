@@ -1,0 +1,94 @@
+"""Sweep workers: cells run back to back in one process per slot give what a process per cell gives; a cell that
+raises or takes its worker down is recorded failed, and the sweep goes on."""
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+import torch
+
+from knowledge_lm.results import predictions_path, read_predictions
+from knowledge_lm.run.claims import read_claim
+from knowledge_lm.run.config import validate_sweep
+from knowledge_lm.run.runner import cell_state, failure_message, run_sweep, sweep_cells
+
+
+def tiny_sweep(name: str, seeds, fractions=(1.0,), epochs: int = 1):
+    return validate_sweep(
+        {
+            "name": name,
+            "dataset": "generated",
+            "methods": ["baseline"],
+            "fractions": list(fractions),
+            "seeds": list(seeds),
+            "backbone": "tiny",
+            "dataset_options": {"train_size": 160, "dev_size": 40, "test_size": 40},
+            "train": {"batch_size": 8, "epochs": epochs, "min_steps": 1, "evaluations": 3, "max_length": 48},
+        },
+        "test",
+    )
+
+
+@pytest.mark.slow  # about 90 s on 2 cores: four processes import torch (one worker, three cell processes)
+def test_cells_in_a_worker_equal_cells_in_processes_of_their_own(tmp_path):
+    sweep = tiny_sweep("same", seeds=(1, 2), fractions=(1.0, 0.5))
+    cells = [cell for cell in sweep_cells(sweep) if not (cell.fraction == 0.5 and cell.seed == 2)]
+    only = {cell.key for cell in cells}  # two seeds of one fraction, and another fraction: the caches are shared
+    for way, isolate, jobs in (("workers", False, 1), ("processes", True, 3)):
+        counts = run_sweep(
+            sweep, results_dir=tmp_path / way / "results", runs_dir=tmp_path / way / "runs", only=only, jobs=jobs,
+            isolate_cells=isolate, gpus=[],
+        )  # fmt: skip
+        assert counts["finished"] == 3, way
+
+    def stored(cell, way: str) -> tuple[dict, dict]:
+        path = cell.result_path(tmp_path / way / "results")
+        return json.loads(path.read_text()), read_predictions(predictions_path(path))
+
+    for cell in cells:
+        (worked, worked_predictions), (alone, alone_predictions) = stored(cell, "workers"), stored(cell, "processes")
+        assert worked["data"] == alone["data"] and worked["budget"] == alone["budget"]  # subset and split hashes
+        assert worked["backbone"] == alone["backbone"]
+        for split, metrics in alone["metrics"].items():
+            assert worked["metrics"][split] == pytest.approx(metrics, abs=1e-6)
+        for worked_evaluation, alone_evaluation in zip(worked["evaluations"], alone["evaluations"], strict=True):
+            assert worked_evaluation["step"] == alone_evaluation["step"]
+            assert worked_evaluation["metrics"]["dev"] == pytest.approx(alone_evaluation["metrics"]["dev"], abs=1e-6)
+        assert worked_predictions["predicted"] == alone_predictions["predicted"]
+        assert worked_predictions["gold_sha256"] == alone_predictions["gold_sha256"]
+
+
+def kill_when_claimed(run_dir, killed: list):
+    """Kill (SIGKILL) the process that claims ``run_dir``'s cell, once it has trained a step or so."""
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        claim = read_claim(run_dir)
+        if claim is not None and isinstance(claim["pid"], int):
+            time.sleep(0.5)
+            os.kill(claim["pid"], signal.SIGKILL)
+            killed.append(claim["pid"])
+            return
+        time.sleep(0.05)
+
+
+@pytest.mark.slow  # about 30 s on 2 cores: the worker imports torch twice (started, and again after its kill)
+def test_a_failing_cell_and_a_killed_worker_are_recorded_and_the_sweep_goes_on(tmp_path):
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    raising, killed_cell, last = sweep_cells(tiny_sweep("crash", seeds=(1, 2, 3), epochs=4))
+    # A checkpoint that loads as tensors but is no Lightning checkpoint: the cell raises as it resumes.
+    raising.run_dir(runs).mkdir(parents=True)
+    torch.save({"not": torch.zeros(1)}, raising.run_dir(runs) / "last.ckpt")
+    killed = []
+    killer = threading.Thread(target=kill_when_claimed, args=(killed_cell.run_dir(runs), killed))
+    killer.start()
+    counts = run_sweep(tiny_sweep("crash", seeds=(1, 2, 3), epochs=4), results_dir=results, runs_dir=runs, gpus=[])
+    killer.join()
+    assert counts == {"done_before": 0, "finished": 1, "failed": 2, "elsewhere": 0}
+    assert cell_state(raising, results, runs) == "failed" and "KeyError" in failure_message(raising, runs)
+    assert killed and killed[0] != os.getpid()  # the worker held the claim
+    assert cell_state(killed_cell, results, runs) == "failed"
+    assert f"worker (pid {killed[0]}) ended with signal SIGKILL" in failure_message(killed_cell, runs)
+    assert cell_state(last, results, runs) == "done"  # on the worker started again
