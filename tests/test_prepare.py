@@ -271,7 +271,7 @@ def test_derived_pmi_features_equal_the_direct_computation(prepared, tokenizer):
     loaded = load_prepared(data, tokenizer, KnowledgeConfig(), cache)
     compared = 0
     for split, records in splits.items():
-        for record, (_, stored), row in zip(records, read_jsonl(folder / f"{split}.jsonl.gz"), loaded[split]):
+        for record, (_, stored), row in zip(records, read_jsonl(folder / f"{split}.jsonl.xz"), loaded[split]):
             words = [vocabulary[number] for number in stored["pmi_words"]]
             assert len(words) == len(row["words"]) and all(word in record["text_a"].lower() for word in words)
             assert row["pmi_neighbours"] == [vocabulary[number] for number in stored["pmi_neighbours"]]
