@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from knowledge_lm.errors import KlmError
-from knowledge_lm.knowledge.pmi import CorpusStatistics, cache_key, load_unigram_counts, tokenize_words
+from knowledge_lm.knowledge.pmi import CorpusStatistics, PmiTable, cache_key, load_unigram_counts, tokenize_words
 
 # Units = texts. Texts holding: the 3, cat 2, sat 2, ran 2, dog 2, a 1.
 # Pairs: (cat, the) 2, (sat, the) 2, (cat, sat) 1, (cat, ran) 1, (ran, the) 1, (a, dog) 1, (a, ran) 1,
@@ -94,6 +94,32 @@ def test_save_load_round_trip(tmp_path, name):
     words = ["the", "cat", "dog", "ran"]
     np.testing.assert_array_equal(loaded.normalised_pmi_matrix(words), statistics.normalised_pmi_matrix(words))
     assert loaded.top_k_neighbours(["cat"], 3) == statistics.top_k_neighbours(["cat"], 3)
+
+
+def test_table_gives_the_map_of_its_vocabulary_and_survives_saving(tmp_path):
+    statistics = CorpusStatistics.from_texts(CORPUS, min_count=1)
+    vocabulary = ["the", "zebra", "dog", "cat", "a", "sat"]  # zebra: no PMI; ran: outside the table
+    table = PmiTable.load(statistics.table(vocabulary).save(tmp_path / "pmi.npz"))
+    assert table.vocabulary == vocabulary and table.max_pmi == statistics.max_pmi
+    words = ["the", "cat", "zebra", "the", "dog", "a", "sat"]
+    entries = table.entries(np.array([vocabulary.index(word) for word in words]))
+    map_values = np.where(entries >= 0, table.normalised()[entries], 0.0)
+    expected = statistics.normalised_pmi_matrix(words)
+    np.fill_diagonal(expected, 0.0)
+    expected[0, 3] = expected[3, 0] = 0.0  # the same word twice: no entry
+    np.testing.assert_array_equal(map_values.astype(np.float32), expected)
+    assert (entries[0, 3], entries[2, 2]) == (-1, -1)
+    assert len(table.pmi) == 3  # the positive pairs within vocabulary: (cat, the), (sat, the), (a, dog)
+
+
+def test_table_load_rejects_other_files(tmp_path):
+    path = tmp_path / "pmi.npz"
+    np.savez(path, format_version=np.int64(99))
+    with pytest.raises(KlmError, match="format version"):
+        PmiTable.load(path)
+    path.write_text("not numpy")
+    with pytest.raises(KlmError, match="unreadable PMI table"):
+        PmiTable.load(path)
 
 
 def test_load_rejects_other_files(tmp_path):

@@ -232,3 +232,70 @@ def test_pmi_from_a_named_corpus(tmp_path, tokenizer):
     rows = load_prepared(data, tokenizer, config, tmp_path)["train"]
     neighbours = {word for row in rows for word in row["pmi_neighbours"]}
     assert "zorblat" in neighbours and neighbours <= set(corpus.read_text().split())
+
+
+def direct_pmi_features(word_texts: list[str], neighbours: list[str], statistics, tokenizer) -> tuple[list, list]:
+    """KAM's pmi_pairs and pmi_expansion computed per example from the corpus statistics: the reference the
+    stored-then-derived features must equal."""
+    matrix = statistics.normalised_pmi_matrix(word_texts + neighbours) if word_texts or neighbours else []
+    pairs = [
+        [i, j, round(float(matrix[i][j]), 4)]
+        for i in range(len(word_texts))
+        for j in range(i + 1, len(word_texts))
+        if matrix[i][j] > 0 and word_texts[i] != word_texts[j]
+    ]
+    pieces = tokenizer(neighbours, add_special_tokens=False)["input_ids"] if neighbours else []
+    n = len(word_texts)
+    expansion = [
+        {
+            "word": word,
+            "ids": ids,
+            "pmi": [[i, round(float(matrix[n + k][i]), 4)] for i in range(n) if matrix[n + k][i] > 0],
+        }
+        for k, (word, ids) in enumerate(zip(neighbours, pieces))
+        if ids
+    ]
+    return pairs, expansion
+
+
+def test_derived_pmi_features_equal_the_direct_computation(prepared, tokenizer):
+    from knowledge_lm.data.io import read_jsonl
+    from knowledge_lm.knowledge.pmi import PmiTable
+    from knowledge_lm.knowledge.prepare import PMI_TABLE, pmi_statistics
+
+    cache, _ = prepared
+    data = GeneratedDataModule(tokenizer=tokenizer, cache_dir=cache, max_length=48, **SIZES)
+    splits, _, folder = split_keys(data, tokenizer, KnowledgeConfig(), cache)
+    statistics = pmi_statistics(KnowledgeConfig(), splits["train"])
+    vocabulary = PmiTable.load(folder / PMI_TABLE).vocabulary
+    loaded = load_prepared(data, tokenizer, KnowledgeConfig(), cache)
+    compared = 0
+    for split, records in splits.items():
+        for record, (_, stored), row in zip(records, read_jsonl(folder / f"{split}.jsonl.xz"), loaded[split]):
+            words = [vocabulary[number] for number in stored["pmi_words"]]
+            assert len(words) == len(row["words"]) and all(word in record["text_a"].lower() for word in words)
+            assert row["pmi_neighbours"] == [vocabulary[number] for number in stored["pmi_neighbours"]]
+            pairs, expansion = direct_pmi_features(words, row["pmi_neighbours"], statistics, tokenizer)
+            assert row["pmi_pairs"] == pairs and row["pmi_expansion"] == expansion
+            assert set(row) == {"id", "links", "ner", "phrases", "words", "dependencies"} | {
+                "pmi_neighbours",
+                "pmi_pairs",
+                "pmi_expansion",
+            }
+            compared += bool(pairs) + bool(expansion)
+    assert compared
+
+
+def test_derived_pmi_features_of_repeated_unknown_and_neighbour_words(tokenizer):
+    from knowledge_lm.knowledge.pmi import CorpusStatistics
+    from knowledge_lm.knowledge.prepare import with_pmi_features
+
+    statistics = CorpusStatistics.from_texts(["The cat sat.", "the cat ran", "A dog ran", "the dog sat"], min_count=1)
+    words = ["the", "cat", "zebra", "the", "dog", "ran", "a"]
+    for neighbours in (["sat", "dog", "zebra"], [], ["a"]):
+        features = {"words": [{"segment": 0, "tokens": [i + 1]} for i in range(len(words))], "pmi_words": words}
+        row = with_pmi_features({**features, "pmi_neighbours": neighbours}, statistics, tokenizer)
+        pairs, expansion = direct_pmi_features(words, neighbours, statistics, tokenizer)
+        assert row["pmi_pairs"] == pairs and row["pmi_expansion"] == expansion and row["pmi_neighbours"] == neighbours
+        assert "pmi_words" not in row
+    assert any(value == 1.0 for word in expansion for _, value in word["pmi"])  # "a", a neighbour and a word

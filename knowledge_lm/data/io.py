@@ -3,6 +3,7 @@
 import csv
 import gzip
 import json
+import lzma
 import os
 import zlib
 from contextlib import contextmanager
@@ -73,12 +74,14 @@ def find_split_files(
 
 @contextmanager
 def open_text(path: Path):
-    """A text file (gzip-compressed where its name ends in .gz) to read in a ``with`` block; bytes that are not
-    UTF-8, or a compressed stream cut short, fail as one line naming the file."""
+    """A text file (gzip- or xz-compressed where its name ends in .gz or .xz) to read in a ``with`` block; bytes
+    that are not UTF-8, or a compressed stream cut short, fail as one line naming the file."""
     path = Path(path)
     # utf-8-sig: MRPC's header starts with a byte-order mark.
     if path.suffix == ".gz":
         handle = gzip.open(path, "rt", encoding="utf-8-sig", newline="")
+    elif path.suffix == ".xz":
+        handle = lzma.open(path, "rt", encoding="utf-8-sig", newline="")
     else:
         handle = open(path, encoding="utf-8-sig", newline="")
     try:
@@ -86,8 +89,9 @@ def open_text(path: Path):
             yield handle
     except UnicodeDecodeError as error:
         raise KlmError(f"{path}: not UTF-8 text (byte {error.object[error.start]:#04x}: {error.reason})") from None
-    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
-        raise KlmError(f"{path}: truncated or corrupt gzip file ({error})") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError) as error:
+        kind = "xz" if path.suffix == ".xz" else "gzip"
+        raise KlmError(f"{path}: truncated or corrupt {kind} file ({error})") from None
 
 
 def read_tsv(

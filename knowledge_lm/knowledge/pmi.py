@@ -17,6 +17,10 @@ table has no PMI.
 PMI map (``normalised_pmi_matrix``): ``max(0, PMI(w_i, w_j)) / Z`` with ``Z`` the largest PMI of any
 pair in the corpus, so every value is in [0, 1] and unknown pairs are 0; two occurrences of the same
 word (the diagonal included) get 1.
+
+``PmiTable`` (``CorpusStatistics.table``): the positive PMI of the pairs of a vocabulary and the corpus's
+``Z``, what the PMI map of sentences made of those words needs, without the corpus; saved as a small
+``.npz`` beside prepared features and looked up for many pairs at once.
 """
 
 import gzip
@@ -91,6 +95,71 @@ def units_of(words: list[str], window: int | None) -> list[list[str]]:
     if window is None or len(words) <= window:
         return [words]
     return [words[start : start + window] for start in range(len(words) - window + 1)]
+
+
+class PmiTable:
+    """The positive PMI of word pairs, as indices into ``vocabulary`` (``first < second``, sorted), and
+    ``max_pmi`` (the corpus's ``Z``): the values ``CorpusStatistics.normalised_pmi_matrix`` gives those words."""
+
+    def __init__(self, vocabulary: list[str], first: np.ndarray, second: np.ndarray, pmi: np.ndarray, max_pmi: float):
+        self.vocabulary = vocabulary
+        self.max_pmi = max_pmi
+        self.pmi = np.asarray(pmi, dtype=np.float64)
+        self.keys = np.asarray(first, dtype=np.int64) * len(vocabulary) + np.asarray(second, dtype=np.int64)
+        if np.any(self.keys[1:] <= self.keys[:-1]):
+            raise KlmError("a PMI table's pairs must be distinct and sorted")
+
+    def normalised(self) -> np.ndarray:
+        """Each pair's value in the PMI map, ``max(0, PMI) / Z`` as float32, as ``normalised_pmi_matrix`` gives it."""
+        scale = self.max_pmi if self.max_pmi > 0 else 1.0
+        return np.clip((np.maximum(self.pmi, 0.0) / scale).astype(np.float32), 0.0, 1.0)
+
+    def entries(self, ids: np.ndarray) -> np.ndarray:
+        """For every pair of the words ``ids`` (indices into ``vocabulary``), the index of its entry in the
+        table; -1 where the table has none (the same word twice included)."""
+        distinct, position = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+        first, second = np.triu_indices(len(distinct), 1)  # distinct is sorted: first's word has the lower index
+        keys = distinct[first] * len(self.vocabulary) + distinct[second]
+        found = np.searchsorted(self.keys, keys)
+        found[found == len(self.keys)] = 0
+        hit = self.keys[found] == keys if len(self.keys) else np.zeros(len(keys), dtype=bool)
+        between_distinct = np.full((len(distinct), len(distinct)), -1, dtype=np.int64)
+        between_distinct[first, second] = between_distinct[second, first] = np.where(hit, found, -1)
+        return between_distinct[np.ix_(position.ravel(), position.ravel())]
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """A compressed ``.npz`` (PMI as float64: exact), written atomically."""
+        path = Path(path)
+        size = len(self.vocabulary)
+        staging = path.with_name(path.name + f".tmp{os.getpid()}.npz")
+        np.savez_compressed(
+            staging,
+            format_version=np.int64(FORMAT_VERSION),
+            vocabulary=np.array(self.vocabulary, dtype=str),
+            first=(self.keys // max(size, 1)).astype(np.int32),
+            second=(self.keys % max(size, 1)).astype(np.int32),
+            pmi=self.pmi,
+            max_pmi=np.float64(self.max_pmi),
+        )
+        os.replace(staging, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "PmiTable":
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                if int(stored["format_version"]) != FORMAT_VERSION:
+                    raise KlmError(f"{path}: not a PMI table of format version {FORMAT_VERSION}")
+                return cls(
+                    stored["vocabulary"].tolist(),
+                    stored["first"],
+                    stored["second"],
+                    stored["pmi"],
+                    float(stored["max_pmi"]),
+                )
+        except (OSError, KeyError, ValueError) as error:
+            raise KlmError(f"{path}: unreadable PMI table ({type(error).__name__}: {error})") from None
 
 
 class CorpusStatistics:
@@ -224,6 +293,17 @@ class CorpusStatistics:
         position = {word: index for index, word in enumerate(distinct)}
         rows = np.array([position[word] for word in words], dtype=np.int64)
         return np.clip(between_distinct[np.ix_(rows, rows)], 0.0, 1.0)
+
+    def table(self, vocabulary: list[str]) -> PmiTable:
+        """The positive PMI of the pairs of ``vocabulary``'s words (the others give 0 in the map) and ``Z``."""
+        index = {word: number for number, word in enumerate(vocabulary)}
+        pairs = sorted(
+            (min(index[first], index[second]), max(index[first], index[second]), value)
+            for (first, second), value in self.pair_pmi.items()
+            if value > 0 and first in index and second in index
+        )
+        columns = [np.array(column) for column in zip(*pairs)] if pairs else [np.zeros(0)] * 3
+        return PmiTable(vocabulary, *columns, self.max_pmi)
 
     def top_k_neighbours(self, words: list[str], k: int) -> list[str]:
         """KAM's PMI expansion: up to ``k`` words absent from ``words`` with the highest positive mean PMI.

@@ -6,9 +6,15 @@ PMI neighbours; every character span also as the indices of the backbone's sub-w
 tokenization, truncation included, that training uses). KAM's PMI features: the pairwise PMI of the
 sentence's words (``pmi_pairs``) and its expansion words (``pmi_expansion``: the ``pmi_top_k`` words absent
 from it with the highest mean PMI, each with its sub-word ids and its PMI with the sentence's words). Per linked
-entity, what selective injection
-needs: its document frequency over the train split and its number of other linked entities within
-``k_hop`` in the KG. Training reads these files only: no spaCy, no KG walk, so GPU runs carry the cache.
+entity, what selective injection needs: its document frequency over the train split and its number of other
+linked entities within ``k_hop`` in the KG. Training reads these files only: no spaCy, no KG walk, so GPU runs
+carry the cache.
+
+Layout: ``<split>.jsonl.xz`` (one row per example), ``pmi.npz`` (a ``PmiTable``: the folder's word vocabulary
+and the positive PMI of its pairs) and ``manifest.json``, written last. A row stores its words as indices into
+that vocabulary (``pmi_words``, one per entry of ``words``) and its neighbours likewise; ``load_prepared``
+derives ``pmi_pairs`` and ``pmi_expansion`` from them (``PmiFeatures``), the same values computing them per
+example from the corpus statistics gives, so the folder holds each pair's PMI once, not once per example.
 
 Two controls corrupt the links before any feature is computed (``knowledge.noise``, each split on its own
 seeded stream): ``shuffle_links`` first re-links a share of each text's entities to another entity of the
@@ -25,16 +31,22 @@ import json
 import os
 import shutil
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from knowledge_lm.errors import KlmError
+
+if TYPE_CHECKING:
+    from knowledge_lm.knowledge.pmi import PmiTable
 
 # torch, transformers, spaCy and the KG code load inside the functions that use them: `klm list`, `klm status`
 # and argument errors import this module and answer before any of them loads (tests/test_cli_errors.py).
 
 LINKING_MODES = ("auto", "gold", "alias")
-FEATURES_VERSION = 4  # part of the cache key: bump when the features written per example change
+FEATURES_VERSION = 5  # part of the cache key: bump when the features written per example change
+PMI_TABLE = "pmi.npz"  # beside the splits' files: the PMI their pmi_pairs and pmi_expansion are derived from
 DEFAULT_KG = "wikidata_kg"
 
 
@@ -234,9 +246,11 @@ def pmi_statistics(config: KnowledgeConfig, train_records: list[dict]):
     return CorpusStatistics.from_texts(texts, min_count=config.pmi_min_count, unigram_counts=unigrams)
 
 
-def example_features(
-    record, mentions_by_segment, annotations_by_segment, encoding, pmi, df, kg, config, task_kind, tokenizer
-) -> dict:
+def example_features(record, mentions_by_segment, annotations_by_segment, encoding, pmi, df, kg, config, task_kind):
+    """One example's features as ``klm prepare`` stores them, with words as text: ``links``, ``ner``,
+    ``phrases``, ``words`` (segment and sub-word indices), ``dependencies`` (over word indices), ``pmi_words``
+    (each word's lower-cased text) and ``pmi_neighbours``. :func:`with_pmi_features` turns the last two into
+    what KAM reads."""
     from knowledge_lm.knowledge.annotate import align_char_spans
     from knowledge_lm.knowledge.pmi import tokenize_words
 
@@ -247,7 +261,7 @@ def example_features(
         spans = task_kind.map_char_spans(record, spans) if segment == 0 else spans
         return align_char_spans(offsets, spans, sequence_ids=sequence_ids, sequence=segment)
 
-    features = {"links": [], "ner": [], "phrases": [], "words": [], "dependencies": []}
+    features = {"links": [], "ner": [], "phrases": [], "words": [], "dependencies": [], "pmi_words": []}
     linked_entities = [top_entity(m) for mentions in mentions_by_segment for m in mentions]
     close = kg.close_counts([qid for qid in set(linked_entities) if qid in kg], config.k_hop)
     for segment, mentions in enumerate(mentions_by_segment):
@@ -263,12 +277,10 @@ def example_features(
                     "close": close.get(top_entity(mention), 0),
                 }
             )
-    for segment, annotation in enumerate(annotations_by_segment):
+    for (segment, text), annotation in zip(text_segments(record), annotations_by_segment):
         word_offset = len(features["words"])
-        word_tokens = tokens(segment, annotation.words)
-        features["words"] += [
-            {"segment": segment, "start": s, "end": e, "tokens": t} for (s, e), t in zip(annotation.words, word_tokens)
-        ]
+        features["words"] += [{"segment": segment, "tokens": t} for t in tokens(segment, annotation.words)]
+        features["pmi_words"] += [text[start:end].lower() for start, end in annotation.words]
         features["ner"] += [
             {"segment": segment, "start": s, "end": e, "label": label, "tokens": t}
             for (s, e, label), t in zip(annotation.ner, tokens(segment, [(s, e) for s, e, _ in annotation.ner]))
@@ -281,41 +293,89 @@ def example_features(
             [head + word_offset, dependent + word_offset, label] for head, dependent, label in annotation.dependencies
         ]
     words = [w for _, text in text_segments(record) for w in tokenize_words(text)]
-    neighbours = pmi.top_k_neighbours(words, config.pmi_top_k)
-    features["pmi_neighbours"] = neighbours
-    # KAM's PMI map, kept sparse: [i, j, max(0, PMI)/Z] over pairs of the annotated words (i < j, value > 0).
-    texts = dict(text_segments(record))
-    word_texts = [texts[word["segment"]][word["start"] : word["end"]].lower() for word in features["words"]]
-    matrix = pmi.normalised_pmi_matrix(word_texts + neighbours) if word_texts or neighbours else []
-    features["pmi_pairs"] = [
-        [i, j, round(float(matrix[i][j]), 4)]
-        for i in range(len(word_texts))
-        for j in range(i + 1, len(word_texts))
-        if matrix[i][j] > 0 and word_texts[i] != word_texts[j]
-    ]
-    # KAM's PMI expansion: the neighbours as the backbone's sub-words, with their PMI to the sentence's words.
-    pieces = tokenizer(neighbours, add_special_tokens=False)["input_ids"] if neighbours else []
-    features["pmi_expansion"] = [
-        {
-            "word": word,
-            "ids": ids,
-            "pmi": [
-                [i, round(float(matrix[len(word_texts) + k][i]), 4)]
-                for i in range(len(word_texts))
-                if matrix[len(word_texts) + k][i] > 0
-            ],
-        }
-        for k, (word, ids) in enumerate(zip(neighbours, pieces))
-        if ids
-    ]
+    features["pmi_neighbours"] = pmi.top_k_neighbours(words, config.pmi_top_k)
     return features
 
 
-def write_jsonl_gz(path: Path, rows: list[dict]):
-    import gzip
+def pmi_vocabulary(rows: list[dict]) -> list[str]:
+    """Every word and neighbour of ``rows`` (``example_features``'s), the most frequent first: small
+    indices compress best."""
+    counts = Counter(word for row in rows for word in row["pmi_words"] + row["pmi_neighbours"])
+    return sorted(counts, key=lambda word: (-counts[word], word))
+
+
+def stored_row(features: dict, index: dict[str, int]) -> dict:
+    """``example_features``'s features as a split's file holds them: ``pmi_words`` and ``pmi_neighbours`` as
+    indices into the PMI table's vocabulary (``index``: word → index)."""
+    return {
+        **features,
+        "pmi_words": [index[word] for word in features["pmi_words"]],
+        "pmi_neighbours": [index[word] for word in features["pmi_neighbours"]],
+    }
+
+
+class PmiFeatures:
+    """A stored row (``stored_row``) as training reads it: ``pmi_words`` replaced by KAM's PMI map and
+    expansion, derived from the PMI table of the row's folder, ``pmi_neighbours`` as words.
+
+    * ``pmi_pairs``: ``[i, j, max(0, PMI)/Z]`` over the pairs of the example's words (``i < j``, distinct
+      texts, value > 0), row by row: the map kept sparse;
+    * ``pmi_expansion``: per neighbour the backbone splits into sub-words, ``{"word", "ids": its sub-word ids,
+      "pmi": [[i, value], ...]}`` over the example's words i it has a value > 0 with (1 for the same text).
+
+    Values are the float32 map's, rounded to 4 decimals."""
+
+    def __init__(self, table: "PmiTable", tokenizer):
+        import numpy as np
+
+        self.table = table
+        normalised = table.normalised()
+        # One more entry for the table's -1 (no entry): not positive, 0. Rounding once per pair, not per
+        # example, is what makes loading fast: Python's round is most of the time otherwise.
+        self.positive = np.append(normalised > 0, False)
+        self.values = np.array([round(value, 4) for value in normalised.tolist()] + [0.0])
+        vocabulary = table.vocabulary
+        self.pieces = tokenizer(vocabulary, add_special_tokens=False)["input_ids"] if vocabulary else []
+
+    def __call__(self, row: dict) -> dict:
+        import numpy as np
+
+        words, neighbours = row["pmi_words"], row["pmi_neighbours"]
+        ids = np.array(words + neighbours, dtype=np.int64)
+        entries = self.table.entries(ids)
+        same = np.equal.outer(ids, ids)
+        positive = same | self.positive[entries]
+        values = np.where(same, 1.0, self.values[entries])
+        count = len(words)
+        first, second = np.nonzero(np.triu(positive[:count, :count] & ~same[:count, :count], 1))
+        pmi_pairs = list(map(list, zip(first.tolist(), second.tolist(), values[first, second].tolist())))
+        pmi_expansion = []
+        for k, word in enumerate(neighbours):
+            if self.pieces[word]:
+                (columns,) = np.nonzero(positive[count + k, :count])
+                pmi = list(map(list, zip(columns.tolist(), values[count + k, columns].tolist())))
+                pmi_expansion.append({"word": self.table.vocabulary[word], "ids": self.pieces[word], "pmi": pmi})
+        return {
+            **{name: value for name, value in row.items() if name != "pmi_words"},
+            "pmi_neighbours": [self.table.vocabulary[word] for word in neighbours],
+            "pmi_pairs": pmi_pairs,
+            "pmi_expansion": pmi_expansion,
+        }
+
+
+def with_pmi_features(features: dict, statistics, tokenizer) -> dict:
+    """One example's features (``example_features``'s) as training reads them, the PMI from ``statistics``."""
+    vocabulary = pmi_vocabulary([features])
+    row = stored_row(features, {word: number for number, word in enumerate(vocabulary)})
+    return PmiFeatures(statistics.table(vocabulary), tokenizer)(row)
+
+
+def write_jsonl_xz(path: Path, rows: list[dict]):
+    import lzma
 
     staging = path.with_name(path.name + f".tmp{os.getpid()}")
-    with gzip.open(staging, "wt", encoding="utf-8") as handle:
+    # xz at its largest dictionary: rows repeat text far beyond gzip's 32 KB window (SST-2: 3.8 MB, gzip 7.9 MB).
+    with lzma.open(staging, "wt", encoding="utf-8", preset=9) as handle:
         for row in rows:
             handle.write(json.dumps(row, separators=(",", ":")) + "\n")
     os.replace(staging, path)
@@ -385,7 +445,7 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
 
     clock = time.time()
     folder.mkdir(parents=True, exist_ok=True)
-    stats = {}
+    stats, rows_by_split = {}, {}
     for split, records in splits.items():
         first, second = data_module.task_kind.texts(records)
         encoded = tokenizer(
@@ -407,16 +467,20 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
                         kg,
                         config,
                         data_module.task_kind,
-                        tokenizer,
                     ),
                 }
             )
-        write_jsonl_gz(folder / f"{split}.jsonl.gz", rows)
+        rows_by_split[split] = rows
         stats[split] = {
             "examples": len(records),
             "linked_coverage": coverage([sum(segments, []) for segments in linked[split]]),
             "mentions_per_example": sum(len(r["links"]) for r in rows) / len(rows),
         }
+    vocabulary = pmi_vocabulary([row for rows in rows_by_split.values() for row in rows])
+    index = {word: number for number, word in enumerate(vocabulary)}
+    for split, rows in rows_by_split.items():
+        write_jsonl_xz(folder / f"{split}.jsonl.xz", [stored_row(row, index) for row in rows])
+    pmi.table(vocabulary).save(folder / PMI_TABLE)
     timings["features_s"] = time.time() - clock
     manifest = {
         "dataset": data_module.name,
@@ -438,8 +502,10 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
 
 
 def load_prepared(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path) -> dict[str, list[dict]]:
-    """The cached features of every split, for training; never computes them."""
+    """The cached features of every split, for training; never computes them. KAM's PMI map and expansion
+    are derived here from each example's words and the folder's PMI table (``with_pmi_features``)."""
     from knowledge_lm.data.io import read_jsonl
+    from knowledge_lm.knowledge.pmi import PmiTable
 
     splits, _, folder = split_keys(data_module, tokenizer, config, cache_dir)
     if not (folder / "manifest.json").is_file():
@@ -450,10 +516,11 @@ def load_prepared(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Pa
         )
     features = {}
     for split, records in splits.items():
-        rows = [row for _, row in read_jsonl(folder / f"{split}.jsonl.gz")]
+        rows = [row for _, row in read_jsonl(folder / f"{split}.jsonl.xz")]
         if [row["id"] for row in rows] != [record["id"] for record in records]:
             raise KlmError(
-                f"{folder / f'{split}.jsonl.gz'}: features do not match the {split} split; run `klm prepare` again"
+                f"{folder / f'{split}.jsonl.xz'}: features do not match the {split} split; run `klm prepare` again"
             )
         features[split] = rows
-    return features
+    derive = PmiFeatures(PmiTable.load(folder / PMI_TABLE), tokenizer)
+    return {split: [derive(row) for row in rows] for split, rows in features.items()}

@@ -24,7 +24,7 @@ from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.annotate import Annotator
 from knowledge_lm.knowledge.kg import KnowledgeGraph
 from knowledge_lm.knowledge.linking import AliasTable, EntityLinker
-from knowledge_lm.knowledge.prepare import KnowledgeConfig, example_features, pmi_statistics
+from knowledge_lm.knowledge.prepare import KnowledgeConfig, example_features, pmi_statistics, with_pmi_features
 from knowledge_lm.methods.kam import Kam
 from knowledge_lm.registry import METHODS
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TASK_KINDS, tokenize_with_offsets
@@ -62,7 +62,8 @@ def sentence_features(
     encoded = tokenize_with_offsets(tokenizer, text, max_length=max_length)
     encoding = {"offset_mapping": encoded["offset_mapping"], "sequence_ids": encoded.sequence_ids()}
     task_kind = TASK_KINDS.get("classification")(TaskSpec("attention", "classification", ("0", "1")))
-    return example_features(record, [mentions], [annotation], encoding, pmi, {}, kg, config, task_kind, tokenizer)
+    features = example_features(record, [mentions], [annotation], encoding, pmi, {}, kg, config, task_kind)
+    return with_pmi_features(features, pmi, tokenizer)
 
 
 def load_encoder_weights(encoder: torch.nn.Module, path: str, what: str):
