@@ -503,3 +503,15 @@ def test_other_backbones_stay_off_the_default_pages_and_unchanged_pages_are_not_
 
     page = dataset_page(results, tmp_path / "smoke", backbones=("tiny",), state_file=state)
     assert "## Backbone: tiny" in page.read_text() and "## Backbone: minilm" not in page.read_text()
+
+
+def test_a_rebuilt_page_leaves_none_of_its_old_figures_behind(tmp_path):
+    results, out = tmp_path / "results", tmp_path / "leaderboards"
+    for seed in (1, 2):
+        fake_result(results, "baseline", "rte", 1.0, seed, 60.0 + seed)
+    (out / "figures").mkdir(parents=True)
+    stale, other = out / "figures" / "glue-cola-minilm-variants.png", out / "figures" / "generated-facts-x.png"
+    stale.write_bytes(b"old")
+    other.write_bytes(b"another page's")
+    dataset_page(results, out)
+    assert not stale.exists() and other.exists()

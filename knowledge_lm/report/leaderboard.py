@@ -118,6 +118,9 @@ def write_leaderboards(
             fingerprint = page_fingerprint(page, inputs_read, (data_dir, backbones))
             key = str(page.resolve())
             if state.get(key) != fingerprint:
+                if kind == "dataset":  # its figures are all drawn again: none it no longer makes stays behind
+                    for figure in (out_dir / "figures").glob(f"{name}-*.png"):
+                        figure.unlink()
                 text = render_page(kind, name, inputs, out_dir, data_dir)
                 if text is not None:
                     page.write_text(text)
