@@ -38,3 +38,25 @@ def stored_result(cell, **fields) -> dict:
         "wall_time_s": 1.0,
         **fields,
     }
+
+
+def tiny_bench(capsys, tmp_path: Path, *args: str) -> tuple[int, list[str]]:
+    """``klm bench ARGS`` on the tiny backbone with its results, runs and leaderboards under ``tmp_path``: its exit
+    code and the lines it wrote on stderr."""
+    from knowledge_lm.cli import main
+
+    code = main(
+        [
+            "bench",
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--leaderboards-dir",
+            str(tmp_path / "leaderboards"),
+            "--backbone",
+            "tiny",
+            *args,
+        ]
+    )
+    return code, capsys.readouterr().err.strip().splitlines()

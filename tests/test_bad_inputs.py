@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from knowledge_lm.cli import main
+from helpers import tiny_bench
 
 REPO = Path(__file__).resolve().parents[1]
 RTE_HEADER = "index\tsentence1\tsentence2\tlabel\n"
@@ -16,23 +15,8 @@ RTE_ROW = "0\tA man sleeps.\tSomeone sleeps.\tentailment\n"
 
 
 def bench(capsys, tmp_path, *args) -> tuple[int, list[str]]:
-    """``klm bench ARGS`` on the tiny backbone with every output under ``tmp_path``: its exit code and stderr's
-    lines, after checking that it wrote nothing."""
-    code = main(
-        [
-            "bench",
-            "--results-dir",
-            str(tmp_path / "results"),
-            "--runs-dir",
-            str(tmp_path / "runs"),
-            "--leaderboards-dir",
-            str(tmp_path / "leaderboards"),
-            "--backbone",
-            "tiny",
-            *args,
-        ]
-    )
-    err = capsys.readouterr().err.strip().splitlines()
+    """``tiny_bench``, after checking that it wrote nothing."""
+    code, err = tiny_bench(capsys, tmp_path, *args)
     assert not any((tmp_path / name).exists() for name in ("results", "runs", "leaderboards"))
     return code, err
 

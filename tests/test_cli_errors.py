@@ -8,9 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import stored_result
-
-from knowledge_lm.cli import main
+from helpers import stored_result, tiny_bench
 
 RTE_HEADER = "index\tsentence1\tsentence2\tlabel\n"
 RTE_ROW = "0\tA man sleeps.\tSomeone sleeps.\tentailment\n"
@@ -22,20 +20,8 @@ def write(path, text):
 
 
 def run(capsys, tmp_path, *args):
-    code = main(
-        [
-            "bench",
-            "--results-dir",
-            str(tmp_path / "results"),
-            "--runs-dir",
-            str(tmp_path / "runs"),
-            "--backbone",
-            "tiny",
-            "--no-leaderboard",
-            *args,
-        ]
-    )
-    err = capsys.readouterr().err.strip().splitlines()
+    """``tiny_bench``, after checking that it wrote no result."""
+    code, err = tiny_bench(capsys, tmp_path, *args)
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.json"))
     return code, err
 
