@@ -123,6 +123,8 @@ def test_small_tasks_select_on_a_stratified_part_of_train(task):
         assert abs(held[label] - count * len(splits["dev"]) / sum(whole.values())) <= 1
     assert GlueDataModule(task=task, data_dir=SHARED).split_version == "2"
     assert GlueDataModule(task="mnli", data_dir=SHARED).split_version == "1"
+    assert GlueDataModule.split_origin(task, "dev", "2") == "a part of GLUE train held out, seeded"
+    assert GlueDataModule.split_origin(task, "dev", "1") == "GLUE's labelled dev set"  # selected on what it reported
 
 
 # -- the official GLUE layout --------------------------------------------------------------------

@@ -82,6 +82,7 @@ class TaskDataModule(pl.LightningDataModule):
     name: ClassVar[str]
     tasks: ClassVar[tuple[str, ...]]
     default_tasks: ClassVar[tuple[str, ...]] = ()
+    split_origins: ClassVar[dict[str, str]] = {}  # split → what it is, as the pages' protocol line names it
     # The encodings a sweep worker keeps (``keep_encodings``), by their disk cache path (dataset, task, records,
     # tokenizer, maximum length); None: every set-up loads them from disk.
     kept_encodings: ClassVar[dict | None] = None
@@ -159,6 +160,11 @@ class TaskDataModule(pl.LightningDataModule):
     @property
     def eval_split_names(self) -> list[str]:
         return [split for split in self.splits if split != "train"]
+
+    @classmethod
+    def split_origin(cls, task: str, split: str, split_version: str) -> str:
+        """What ``split`` of ``task`` was under ``split_version`` (a result's); "" where not written down."""
+        return cls.split_origins.get(split, "")
 
     @property
     def split_version(self) -> str:

@@ -85,6 +85,10 @@ def split_by_paragraph(records: list[dict], seed: int = SPLIT_SEED) -> dict[str,
 @register_dataset("cosmosqa")
 class CosmosQADataModule(TaskDataModule):
     name = "cosmosqa"
+    split_origins = {
+        "dev": "paragraphs held out for selection (seed 0)",
+        "test": "other paragraphs of Cosmos QA's labelled dev set",
+    }
     tasks = ("main",)
 
     @classmethod

@@ -89,6 +89,10 @@ def token_span(entity, tokens: list[str], starts: list[int], role: str, where: s
 @register_dataset("fewrel")
 class FewRelDataModule(RelationTasks, TaskDataModule):
     name = "fewrel"
+    split_origins = {
+        "dev": "10 % of each relation's val_wiki instances (seed 0)",
+        "test": "20 % of each relation's val_wiki instances (seed 0)",
+    }
     relation_spec = SPEC
 
     def read_splits(self) -> dict[str, list[dict]]:

@@ -32,6 +32,7 @@ SCORING = TaskSpec(
 @register_dataset("figer")
 class FigerDataModule(ErnieTypingDataModule):
     name = "figer"
+    split_origins = {"dev": "ERNIE's dev.json", "test": "ERNIE's test.json"}
     tasks = ("main",)
     title = "FIGER"
     folders = ("figer", "FIGER", ".")

@@ -722,6 +722,10 @@ class GeneratedDataModule(TaskDataModule):
     """
 
     name = "generated"
+    split_origins = {
+        "dev": "the generator's dev statements (about dev entities)",
+        "test": "the generator's test statements (about test entities, never a subject in train)",
+    }
     tasks = ("facts",)
     default_tasks = ("facts",)
 

@@ -101,6 +101,11 @@ HELD_OUT_SEED = 0
 @register_dataset("glue")
 class GlueDataModule(TaskDataModule):
     name = "glue"
+    split_origins = {
+        "dev": "a part of GLUE train held out, seeded",
+        "test": "GLUE's labelled dev set",
+        "test_mismatched": "GLUE's MNLI dev mismatched",
+    }
     tasks = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
     default_tasks = ("rte", "mrpc", "cola", "stsb", "sst2")
 
@@ -126,6 +131,12 @@ class GlueDataModule(TaskDataModule):
     @property
     def split_version(self) -> str:
         return "1" if self.task in HELD_OUT_TASKS else "2"
+
+    @classmethod
+    def split_origin(cls, task: str, split: str, split_version: str) -> str:
+        if split_version == "1" and task not in HELD_OUT_TASKS and split == "dev":  # selected on GLUE dev itself
+            return "GLUE's labelled dev set"
+        return super().split_origin(task, split, split_version)
 
     # -- finding the files ------------------------------------------------------------------
     def find_files(self):

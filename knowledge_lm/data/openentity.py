@@ -115,6 +115,7 @@ def check_item(item, where: str):
 @register_dataset("openentity")
 class OpenEntityDataModule(ErnieTypingDataModule):
     name = "openentity"
+    split_origins = {"dev": "ERNIE's dev.json", "test": "ERNIE's test.json"}
     tasks = ("main",)
     title = "Open Entity"
     folders = ("openentity", "OpenEntity", ".")

@@ -196,6 +196,10 @@ def document_text(sentences: list[list[str]]) -> tuple[str, list[list[int]]]:
 @register_dataset("redocred")
 class DocREDDataModule(TaskDataModule):
     name = "redocred"
+    split_origins = {
+        "dev": "documents held out of the train documents (seed 0)",
+        "test": "Re-DocRED documents never trained on (revised) or DocRED dev (docred)",
+    }
     tasks = ("revised", "docred")
     default_tasks = ("revised",)
 

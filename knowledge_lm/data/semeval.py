@@ -123,6 +123,7 @@ def strip_entity_tags(tagged: str, where: str) -> tuple[str, list[dict]]:
 @register_dataset("semeval2010")
 class SemEvalDataModule(RelationTasks, TaskDataModule):
     name = "semeval2010"
+    split_origins = {"dev": "800 sentences held out of the train file (seed 0)", "test": "the official test file"}
     relation_spec = SPEC
 
     def read_splits(self) -> dict[str, list[dict]]:

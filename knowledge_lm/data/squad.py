@@ -71,6 +71,7 @@ def read_squad_json(path, task: str, split: str) -> list[dict]:
 @register_dataset("squad_format")
 class SquadFormatDataModule(TaskDataModule):
     name = "squad_format"
+    split_origins = {"dev": "the task's dev.json", "test": "the task's test.json"}
     tasks = TASKS
 
     @classmethod

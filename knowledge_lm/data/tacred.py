@@ -73,6 +73,7 @@ PTB_BRACKETS = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-":
 @register_dataset("tacred")
 class TacredDataModule(RelationTasks, TaskDataModule):
     name = "tacred"
+    split_origins = {"dev": "TACRED dev", "test": "TACRED test"}
     relation_spec = SPEC
 
     def read_splits(self) -> dict[str, list[dict]]:

@@ -9,46 +9,12 @@ shown, flagged, and left out of every comparison (``comparable``).
 
 import pandas as pd
 
+from knowledge_lm.registry import DATASETS
 from knowledge_lm.report.frame import CELL_COLUMNS, FIRST_EVALUATION, ONE_CLASS
 
 DEGENERATE_MARK = " ⊘"  # followed by how many of a group's seeds are degenerate
 
 DEGENERATE_LABELS = {ONE_CLASS: "one class predicted", FIRST_EVALUATION: "selected at the first evaluation"}
-
-SMALL_GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "rte", "wnli")
-
-# What each split of a dataset is, as its data module's docstring (knowledge_lm/data/<dataset>.py) documents it.
-SPLIT_ORIGINS = {
-    "generated": {
-        "dev": "the generator's dev statements (about dev entities)",
-        "test": "the generator's test statements (about test entities, never a subject in train)",
-    },
-    "glue": {
-        "dev": "a part of GLUE train held out, seeded",
-        "test": "GLUE's labelled dev set",
-        "test_mismatched": "GLUE's MNLI dev mismatched",
-    },
-    "semeval2010": {"dev": "800 sentences held out of the train file (seed 0)", "test": "the official test file"},
-    "fewrel": {
-        "dev": "10 % of each relation's val_wiki instances (seed 0)",
-        "test": "20 % of each relation's val_wiki instances (seed 0)",
-    },
-    "tacred": {"dev": "TACRED dev", "test": "TACRED test"},
-    "openentity": {"dev": "ERNIE's dev.json", "test": "ERNIE's test.json"},
-    "figer": {"dev": "ERNIE's dev.json", "test": "ERNIE's test.json"},
-    "redocred": {
-        "dev": "documents held out of the train documents (seed 0)",
-        "test": "Re-DocRED documents never trained on (revised) or DocRED dev (docred)",
-    },
-    "cosmosqa": {
-        "dev": "paragraphs held out for selection (seed 0)",
-        "test": "other paragraphs of Cosmos QA's labelled dev set",
-    },
-    "squad_format": {"dev": "the task's dev.json", "test": "the task's test.json"},
-}
-
-# Splits whose meaning was another under the first split version: GLUE's small tasks selected on GLUE dev itself.
-FIRST_SPLIT_ORIGINS = {("glue", task): {"dev": "GLUE's labelled dev set"} for task in SMALL_GLUE_TASKS}
 
 
 def version_key(version: str) -> tuple:
@@ -119,12 +85,11 @@ def commits_text(frame: pd.DataFrame) -> str:
 
 
 def split_origin(dataset: str, task: str, split: str, split_version: str) -> str:
-    """What ``split`` of ``dataset``'s ``task`` is, under its split version; "" where not written down."""
-    if split_version == "1" and (dataset, task) in FIRST_SPLIT_ORIGINS:
-        found = FIRST_SPLIT_ORIGINS[dataset, task].get(split)
-        if found:
-            return found
-    return SPLIT_ORIGINS.get(dataset, {}).get(split, "")
+    """What ``split`` of ``dataset``'s ``task`` is, under its split version, as its data module says; "" where not
+    written down."""
+    if dataset not in DATASETS.names():
+        return ""
+    return DATASETS.get(dataset).split_origin(task, split, split_version)
 
 
 def named_split(dataset: str, task: str, split: str, split_version: str) -> str:
