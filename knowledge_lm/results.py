@@ -297,12 +297,13 @@ def read_predictions(path: Path) -> dict:
 
 
 def write_predictions(path: Path, payload: dict):
-    """Written atomically; a ``gold`` in ``payload`` is kept as its ``gold_sha256`` only."""
+    """Written atomically; a ``gold`` in ``payload`` is kept as its ``gold_sha256`` only. The same payload gives the
+    same bytes (no time or file name in the gzip header): the bootstrap seeds its replicates by them."""
     payload = without_gold(payload)
 
     def write(staging):
-        with gzip.open(staging, "wt") as out:
-            json.dump(payload, out)
+        with open(staging, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
+            packed.write(json.dumps(payload).encode())
 
     write_file_atomic(path, write)
 

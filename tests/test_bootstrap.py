@@ -72,3 +72,17 @@ def test_summed_statistics_equal_the_scorer_on_resamples(dataset, task, metric):
 def test_metrics_without_sums_run_the_scorer():
     kind = task_kind("glue", "stsb")
     assert additive_statistics(kind, "spearman", [1.0, 2.0], [1.0, 3.0]) is None
+
+
+def test_a_predictions_file_is_the_same_bytes_whenever_written(tmp_path):
+    """The bootstrap seeds its replicates by the files' bytes: no time or name in the gzip header."""
+    import time
+
+    from knowledge_lm.results import read_predictions, write_predictions
+
+    payload = {"split": "test", "predicted": [0, 1, 1], "gold_sha256": "0" * 64}
+    write_predictions(tmp_path / "a.predictions.json.gz", payload)
+    time.sleep(1.1)  # gzip headers keep whole seconds
+    write_predictions(tmp_path / "b.predictions.json.gz", payload)
+    assert (tmp_path / "a.predictions.json.gz").read_bytes() == (tmp_path / "b.predictions.json.gz").read_bytes()
+    assert read_predictions(tmp_path / "b.predictions.json.gz") == payload
