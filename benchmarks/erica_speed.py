@@ -8,12 +8,15 @@ Runs on whatever device is there (a GPU when one is visible, else the CPU) and s
 precision every cell trains in (``build_trainer``'s: bf16-mixed on a GPU, 32-bit on the CPU).
 
     python benchmarks/erica_speed.py --backbone minilm --corpus redocred --batch-size 8 --steps 20
-Target: ERICA ≤ 2× the MLM-only step time on a GPU.
+Target: ERICA ≤ 2× the MLM-only step time on a GPU. The record goes to ``results/speed/`` (``klm leaderboard``
+renders it on ``leaderboards/speed.md``).
 """
 
 import argparse
 import statistics
 import time
+from datetime import datetime, timezone
+from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
@@ -22,7 +25,10 @@ from knowledge_lm.backbones import load_backbone
 from knowledge_lm.data.base import default_cache_dir
 from knowledge_lm.methods.erica import pretrain
 from knowledge_lm.methods.erica_corpus import cached_corpus
+from knowledge_lm.results import write_json_atomic
+from knowledge_lm.run.provenance import device_name, git_commit, versions
 from knowledge_lm.run.trainer import resolve_precision
+from knowledge_lm.tools.speed import ERICA_TARGET, speed_record_path
 
 
 class StepTimer(pl.Callback):
@@ -70,6 +76,8 @@ def main():
     parser.add_argument("--steps", type=int, default=20, help="timed steps")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--results-dir", default="results", type=Path, help="the record goes under its speed/")
+    parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args()
 
     corpus, path = cached_corpus(args.corpus, default_cache_dir(), args.data_dir, min_relations=args.min_relations)
@@ -86,7 +94,30 @@ def main():
     )
     print(f"MLM-only: {mlm * 1000:.1f} ms/step, {args.batch_size / mlm:.1f} documents/s")
     print(f"ERICA:    {erica * 1000:.1f} ms/step, {args.batch_size / erica:.1f} documents/s")
-    print(f"ERICA / MLM-only step time: {erica / mlm:.2f}× (target ≤ 2× on a GPU)")
+    print(f"ERICA / MLM-only step time: {erica / mlm:.2f}× (target ≤ {ERICA_TARGET:g}× on a GPU)")
+    if args.no_record:
+        return
+    record = {
+        "schema": 1,
+        "kind": "erica",
+        "device": device_name(),
+        "backbone": args.backbone,
+        "precision": resolve_precision(),
+        "corpus": args.corpus,
+        "documents": len(corpus),
+        "batch_size": args.batch_size,
+        "max_length": args.max_length,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "mlm_ms": round(mlm * 1000, 3),
+        "erica_ms": round(erica * 1000, 3),
+        "git": git_commit(),
+        "versions": versions(),
+        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    path = speed_record_path(args.results_dir, record)
+    write_json_atomic(path, record)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -163,6 +163,7 @@ def run_klm(args, tasks, fractions, seeds, folder: Path) -> tuple[float, dict]:
         str(args.jobs),
         "--no-leaderboard",
         *(["--set", f"max_steps={args.max_steps}"] if args.max_steps else []),
+        *[part for setting in args.klm_set for part in ("--set", setting)],
         *(["--data-dir", args.data_dir] if args.data_dir else []),
     ]
     environment = {**os.environ, "KLM_CACHE_DIR": str(folder / "klm-cache")}
@@ -177,9 +178,9 @@ def run_klm(args, tasks, fractions, seeds, folder: Path) -> tuple[float, dict]:
     return wall, {(r["cell"]["task"], r["cell"]["fraction"], r["cell"]["seed"]): r for r in load_results(results_dir)}
 
 
-def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folder: Path) -> dict:
-    """Both sides over the cells ``tasks × fractions × seeds``: process walls, and per cell its time and its
-    selected evaluation's dev and test main metric."""
+def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folder: Path, trainer: bool = True) -> dict:
+    """Both sides (``klm`` alone where ``trainer`` is false) over the cells ``tasks × fractions × seeds``: process
+    walls, and per cell its time and its selected evaluation's dev and test main metric."""
     folder.mkdir(parents=True, exist_ok=True)
     exported = {
         (task, fraction): export_cell(sweep, task, fraction, overrides, args.data_dir, folder)
@@ -190,7 +191,7 @@ def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folde
         {**exported[task, fraction], "task": task, "fraction": fraction, "seed": seed, "backbone": backbone_dir}
         for task, fraction, seed in keys
     ]
-    hf_wall, outcomes = run_trainer_cells(cells, args.jobs, folder)
+    hf_wall, outcomes = run_trainer_cells(cells, args.jobs, folder) if trainer else (None, [None] * len(cells))
     klm_wall, results = run_klm(args, tasks, fractions, seeds, folder)
     rows = []
     for (task, fraction, seed), cell, outcome in zip(keys, cells, outcomes):
@@ -211,11 +212,17 @@ def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folde
                     "dev": result["metrics"]["dev"][metric],
                     "test": result["metrics"][result["report_split"]][metric],
                 },
-                "hf": {
-                    "cell_s": outcome["cell_s"],
-                    "dev": outcome["metrics"]["dev"][metric],
-                    "test": outcome["metrics"]["test"][metric],
-                },
+                **(
+                    {
+                        "hf": {
+                            "cell_s": outcome["cell_s"],
+                            "dev": outcome["metrics"]["dev"][metric],
+                            "test": outcome["metrics"]["test"][metric],
+                        }
+                    }
+                    if trainer
+                    else {}
+                ),
             }
         )
     return {
@@ -223,7 +230,7 @@ def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folde
         "fractions": fractions,
         "seeds": seeds,
         "klm": {"process_wall_s": round(klm_wall, 2)},
-        "hf": {"process_wall_s": round(hf_wall, 2)},
+        **({"hf": {"process_wall_s": round(hf_wall, 2)}} if trainer else {}),
         "cells": rows,
     }
 
@@ -236,6 +243,16 @@ def main(argv=None):
     parser.add_argument("--max-steps", type=int, default=0, help="cap every cell's steps (a smoke run); 0: none")
     parser.add_argument("--no-cell", action="store_true", help="skip the single RTE cell")
     parser.add_argument("--no-grid", action="store_true", help="skip the grid")
+    parser.add_argument(
+        "--grid-sides", choices=("both", "klm"), default="both", help="klm: the grid through klm bench alone"
+    )
+    parser.add_argument(
+        "--klm-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a training setting of the klm side (klm bench --set), e.g. compile=true; repeatable",
+    )
     parser.add_argument("--grid-tasks", help="comma-separated (default: glue.yaml's five)")
     parser.add_argument("--grid-fractions", help="e.g. 0.01,0.1,1 (default: glue.yaml's)")
     parser.add_argument("--grid-seeds", help="e.g. 1,2,3 (default: glue.yaml's)")
@@ -244,6 +261,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.max_steps < 0:
         fail("--jobs must be ≥ 1 and --max-steps ≥ 0")
+    malformed = [setting for setting in args.klm_set if "=" not in setting]
+    if malformed:
+        fail(f"--klm-set {malformed[0]!r}: expected KEY=VALUE, e.g. compile=true")
     check_trainer()
     transformers_logging.disable_progress_bar()
     try:
@@ -266,6 +286,7 @@ def main(argv=None):
                 "precision": resolve_precision(),
                 "jobs": args.jobs,
                 "max_steps": args.max_steps or None,
+                "klm_settings": dict(setting.split("=", 1) for setting in args.klm_set),
             }
             if not args.no_cell:
                 task, fraction, seed = SINGLE_CELL
@@ -273,7 +294,17 @@ def main(argv=None):
                     args, sweep, [task], [fraction], [seed], overrides, backbone_dir, folder / "cell"
                 )
             if not args.no_grid:
-                record["grid"] = measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folder / "grid")
+                record["grid"] = measure(
+                    args,
+                    sweep,
+                    tasks,
+                    fractions,
+                    seeds,
+                    overrides,
+                    backbone_dir,
+                    folder / "grid",
+                    trainer=args.grid_sides == "both",
+                )
     except KlmError as error:
         fail(str(error))
     record.update(

@@ -109,3 +109,15 @@ def test_peer_benchmark_smoke_run_on_cpu(tmp_path):
     assert cell["same_rows"] and cell["steps"] == 3
     for name in ("klm", "hf"):
         assert cell[name]["cell_s"] > 0 and 0 <= cell[name]["test"] <= 100
+
+
+def test_a_grid_through_klm_alone_renders_without_trainer_figures(tmp_path):
+    record = peer_record()
+    rows = [{key: value for key, value in row.items() if key != "hf"} for row in record["cell"]["cells"]]
+    record["grid"] = {**record["cell"], "cells": rows, "klm": {"process_wall_s": 42.0}}
+    del record["grid"]["hf"]
+    record["klm_settings"] = {"compile": "true"}
+    page = render_speed([record])
+    assert "klm with compile=true" in page
+    assert "| 1: rte × 100% × seeds 1 | process wall | 42.0 s | — | — |  |" in page
+    assert "| longest klm cell (a floor for its process wall) | rte 100% seed 1: 10.0 s, 237 steps |" in page

@@ -7,6 +7,7 @@ import pytest
 from knowledge_lm.cli import main
 from knowledge_lm.report.leaderboard import write_leaderboards
 from knowledge_lm.results import load_results
+from knowledge_lm.tools.speed import render_speed, speed_record_path
 
 
 def test_speed_record_and_table(tmp_path, capsys):
@@ -184,3 +185,28 @@ def test_padded_batches_have_the_length_and_their_own_record_name(tmp_path):
     record["measured_at"] = "2026-11-27T01:00:00+00:00"
     assert speed_record_path(tmp_path, record).name == "CPU-tiny-b4-n64-padded-20261127T010000.json"
     assert shape_title(record).endswith("length = 64")
+
+
+def test_erica_record_renders_its_ratio_against_the_target(tmp_path):
+    record = {
+        "schema": 1,
+        "kind": "erica",
+        "device": "NVIDIA H200",
+        "backbone": ".device/minilm",
+        "precision": "bf16-mixed",
+        "corpus": "generated",
+        "documents": 400,
+        "batch_size": 8,
+        "max_length": 512,
+        "steps": 20,
+        "warmup": 3,
+        "mlm_ms": 20.0,
+        "erica_ms": 50.0,
+        "git": {"commit": "0123456789abcdef", "dirty": False},
+        "versions": {},
+        "measured_at": "2026-11-27T04:00:00+00:00",
+    }
+    assert speed_record_path(tmp_path, record).name == "NVIDIA-H200-minilm-erica-20261127T040000.json"
+    page = render_speed([record])
+    assert "## ERICA pretraining against MLM-only" in page
+    assert "| 20.0 | 50.0 | 2.50 | ≤ 2× NOT met: 1.25× the target | 0123456789 |" in page

@@ -5,6 +5,7 @@ runner, here or on another machine sharing the directories) left to it."""
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -260,14 +261,12 @@ class Worker:
         return returncode or 1, f"its worker (pid {self.process.pid}) ended with {ended_how(returncode)}"
 
     def close(self):
-        """End the worker: an idle one at the end of its input, one still running a cell (this runner stops early)
-        killed, its cell left to resume."""
+        """End the worker. Killed: an idle one holds no cell (and one still importing, where the checks before the
+        first cell failed, need not finish), and one still running a cell (this runner stops early) leaves it to
+        resume."""
         if self.process is None or self.process.poll() is not None:
             return
-        if self.busy:
-            self.process.kill()
-        else:
-            self.process.stdin.close()
+        self.process.kill()
         self.process.wait()
 
 
@@ -386,57 +385,94 @@ def run_sweep(
         or (states[c.key][0] not in ("done", "running") and (retry_failed or states[c.key][0] != "failed"))
     ]
     counts = {"done_before": len(cells) - len(todo) - len(elsewhere), "finished": 0, "failed": 0, "elsewhere": 0}
-    if todo:  # what every cell needs is checked (and prepared) once, before any cell starts
-        for backbone in sorted({cell.backbone for cell in todo}):
-            check_backbone(backbone)
-        check_data(sweep, data_dir)
-        methods = knowledge_methods(sweep)
-        if methods:
-            prepare_knowledge(sweep, methods, overrides, data_dir, progress=sys.stderr.isatty())
-    console.print(
-        f"[bold]{sweep.name}[/]: {len(cells)} cells, {counts['done_before']} already done, {len(todo)} to run"
-        + (f", {len(elsewhere)} running elsewhere" if elsewhere else "")
-    )
-    if not todo:
-        counts["elsewhere"] = len(elsewhere)
-        report_elsewhere(elsewhere)
-        return counts
-    if executor is not None:
-        return run_on_executor(executor, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts)
     show_cell_progress = jobs == 1 and sys.stderr.isatty()
+    # A DDP cell starts its ranks from its own process: such cells keep a process each.
+    in_workers = executor is None and not isolate_cells and devices_per_cell == 1
+    with ExitStack() as open_slots:
+        # Bad input leaves nothing behind: the worker logs of a sweep whose checks fail go with their folders.
+        new_folders = [folder for folder in (Path(runs_dir), Path(runs_dir) / "workers") if not folder.exists()]
+        checked = False
+        open_slots.callback(lambda: checked or remove_new_folders(new_folders))
+        slots = make_slots(min(jobs, len(todo)), groups, in_workers, show_cell_progress, runs_dir)
+        for slot in slots:
+            open_slots.callback(slot.close)
+            if in_workers:  # its imports overlap the checks below, instead of following them
+                slot.launch()
+        if todo:  # what every cell needs is checked (and prepared) once, before any cell starts
+            for backbone in sorted({cell.backbone for cell in todo}):
+                check_backbone(backbone)
+            check_data(sweep, data_dir)
+            methods = knowledge_methods(sweep)
+            if methods:
+                prepare_knowledge(sweep, methods, overrides, data_dir, progress=sys.stderr.isatty())
+        checked = True
+        console.print(
+            f"[bold]{sweep.name}[/]: {len(cells)} cells, {counts['done_before']} already done, {len(todo)} to run"
+            + (f", {len(elsewhere)} running elsewhere" if elsewhere else "")
+        )
+        if not todo:
+            counts["elsewhere"] = len(elsewhere)
+            report_elsewhere(elsewhere)
+            return counts
+        if executor is not None:
+            return run_on_executor(executor, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts)
+        run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts, elsewhere)
+    counts["elsewhere"] = len(elsewhere)
+    report_elsewhere(elsewhere)
+    console.print(f"finished {counts['finished']}, failed {counts['failed']}, elsewhere {counts['elsewhere']}")
+    return counts
+
+
+def remove_new_folders(folders: list[Path]):
+    """Remove ``folders`` (created by this run, outermost first): the last of them with what it holds (the worker
+    logs), the others only where that left them empty."""
+    if folders:
+        shutil.rmtree(folders[-1], ignore_errors=True)
+    for folder in reversed(folders[:-1]):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+
+
+def make_slots(
+    count: int, groups: list[tuple[str, ...]], in_workers: bool, progress: bool, runs_dir
+) -> list["CellProcesses | Worker"]:
+    """``count`` job slots spread over the GPU ``groups`` in turn: workers, or (``in_workers`` false) slots that
+    start a process per cell."""
     # Cells running side by side share the cores instead of each spinning up a thread per core.
     env = {
-        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // jobs)),
+        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // max(count, 1))),
         **os.environ,
         "TOKENIZERS_PARALLELISM": "false",
     }
-    # A DDP cell starts its ranks from its own process: such cells keep a process each.
-    in_workers = not isolate_cells and devices_per_cell == 1
     slots = []
-    for index in range(jobs):
+    for index in range(count):
         group = groups[index % len(groups)] if groups else None
         slot_env = env if group is None else {**env, "CUDA_VISIBLE_DEVICES": ",".join(group)}
         if in_workers:
-            slots.append(Worker(slot_env, show_cell_progress, Path(runs_dir) / "workers" / f"slot-{index}.log"))
+            slots.append(Worker(slot_env, progress, Path(runs_dir) / "workers" / f"slot-{index}.log"))
         else:
-            slots.append(CellProcesses(slot_env, show_cell_progress))
+            slots.append(CellProcesses(slot_env, progress))
+    return slots
+
+
+def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts, elsewhere):
+    """Run ``todo`` on ``slots``, each taking the next waiting cell when its last one ends; ``counts`` and
+    ``elsewhere`` are updated in place."""
+    show_cell_progress = bool(slots) and slots[0].progress
     running: dict[CellProcesses | Worker, tuple[Cell, dict]] = {}
     # Larger train fractions first: the longest cells start early, so side-by-side jobs end together.
     waiting = sorted(todo, key=lambda cell: -cell.fraction)
-    with (
-        Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
-            disable=show_cell_progress,
-        ) as bar,
-        ExitStack() as open_slots,
-    ):
-        for slot in slots:
-            open_slots.callback(slot.close)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+        disable=show_cell_progress,
+    ) as bar:
         overall = bar.add_task("cells", total=len(todo))
         while waiting or running:
             for slot in [slot for slot in slots if slot not in running]:
@@ -474,10 +510,6 @@ def run_sweep(
                         f" (log: {cell.run_dir(runs_dir) / 'log.txt'})"
                     )
                 bar.advance(overall)
-    counts["elsewhere"] = len(elsewhere)
-    report_elsewhere(elsewhere)
-    console.print(f"finished {counts['finished']}, failed {counts['failed']}, elsewhere {counts['elsewhere']}")
-    return counts
 
 
 def report_elsewhere(elsewhere: dict[str, str]):
