@@ -1,10 +1,13 @@
 """An evaluation decodes its batches once it ends (no host wait per batch): the same scores and predictions as
 decoding every batch as it comes."""
 
+from collections import defaultdict
+
 import pytest
 import torch
 
 from knowledge_lm.backbones import load_backbone
+from knowledge_lm.methods.task_model import TaskModel
 from knowledge_lm.run.config import TrainConfig
 from knowledge_lm.run.trainer import build_model_and_data, build_trainer
 
@@ -46,3 +49,22 @@ def test_deferred_decoding_equals_decoding_every_batch(tmp_path, task):
             assert model.best_outputs[split]["predicted"] == pytest.approx(predicted, abs=1e-6)
             expected = model.kind.score(predicted, gold)
             assert evaluation["metrics"][split] == pytest.approx(expected, abs=1e-6, nan_ok=True)
+
+
+def test_evaluation_keeps_copies_of_the_features_not_views_of_the_model_s_output():
+    """Under CUDA graphs a layer's output buffer is overwritten by the next replay: what an evaluation keeps until
+    its end must not share memory with the forward's output (GLUE cells failed at their first evaluation)."""
+    output = torch.randn(4, 8)
+    features = output[:, :3]  # pooled as a view, like a [CLS] slice of the last layer's output
+
+    class Evaluated:
+        _outputs, _features = defaultdict(list), defaultdict(list)
+
+        def __call__(self, batch):
+            return torch.randn(4, 2), features
+
+    model = Evaluated()
+    TaskModel.validation_step(model, {"labels": torch.zeros(4, dtype=torch.long)}, 0)
+    [kept] = model._features[0]
+    assert torch.equal(kept, features)
+    assert kept.untyped_storage().data_ptr() != output.untyped_storage().data_ptr()

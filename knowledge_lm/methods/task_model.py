@@ -228,7 +228,9 @@ class TaskModel(pl.LightningModule):
         # here (``.tolist()``) would make the host wait for every batch before it could launch the next.
         self._outputs[dataloader_idx].append(to_host((logits.detach(), batch)))
         if features.dim() == 2:  # one vector per example: the split's feature matrix, for its spectrum
-            self._features[dataloader_idx].append(features.detach().float())
+            # A copy: under CUDA graphs (compile_mode reduce-overhead) the features view a graph's output buffer,
+            # which the next replay overwrites before the evaluation ends.
+            self._features[dataloader_idx].append(features.detach().to(torch.float32, copy=True))
 
     def decoded(self, index: int) -> tuple[list, list]:
         """``(predictions, gold)`` of the evaluated split ``index``, from its batches copied to the host."""
