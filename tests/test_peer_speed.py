@@ -63,7 +63,7 @@ def test_peer_record_renders_ratios_and_targets(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(record))
     write_leaderboards(tmp_path / "results", tmp_path / "boards")
-    assert (tmp_path / "boards" / "speed.md").read_text() == page
+    assert (tmp_path / "boards" / "speed.md").read_text().startswith(page)  # then benchmarks/notes/speed.md
 
 
 def load_script():
@@ -120,4 +120,4 @@ def test_a_grid_through_klm_alone_renders_without_trainer_figures(tmp_path):
     page = render_speed([record])
     assert "klm with compile=true" in page
     assert "| 1: rte × 100% × seeds 1 | process wall | 42.0 s | — | — |  |" in page
-    assert "| longest klm cell (a floor for its process wall) | rte 100% seed 1: 10.0 s, 237 steps |" in page
+    assert "| longest klm cell (a floor for its process wall) | rte 100% seed 1: 10.0 s, 237 steps (42.2 ms" in page

@@ -44,7 +44,7 @@ from knowledge_lm.report.frame import (
     table_backbone,
 )
 from knowledge_lm.report.glance import render_glance
-from knowledge_lm.report.pages import render_dataset, render_probes
+from knowledge_lm.report.pages import dataset_notes, render_dataset, render_probes
 from knowledge_lm.results import PROBES_DIR, predictions_path, result_files, write_json_atomic
 from knowledge_lm.run.config import BENCHMARKS_DIR
 
@@ -139,7 +139,8 @@ def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir) -> 
     if kind == "speed":
         from knowledge_lm.tools.speed import render_speed  # torch: loaded only where speed was measured
 
-        return render_speed([json.loads(p.read_text()) for p in inputs])
+        notes = dataset_notes("speed")
+        return render_speed([json.loads(p.read_text()) for p in inputs]) + "\n".join(notes)
     if kind == "lama":
         return render_probes([json.loads(p.read_text()) for p in inputs])
     predictions, golds = kept_predictions(inputs, data_dir)

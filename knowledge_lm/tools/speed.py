@@ -506,7 +506,14 @@ def render_peer(records: list[dict]) -> list[str]:
                 lines.append(
                     f"| {name} | longest klm cell (a floor for its process wall) | {longest['task']} "
                     f"{longest['fraction']:.0%} seed {longest['seed']}: {longest['klm']['cell_s']:.1f} s, "
-                    f"{longest['steps']} steps | | | |"
+                    f"{longest['steps']} steps ({1000 * longest['klm']['cell_s'] / longest['steps']:.1f} ms a step, "
+                    "evaluations included) | | | |"
+                )
+            if part == "cell" and "hf" in sides:  # what a process spends outside its cell: imports, checks, exit
+                outside = {side: sides[side]["process wall"] - sides[side]["cell time"] for side in sides}
+                lines.append(
+                    f"| {name} | process wall − cell time (imports, checks, exit) | {outside['klm']:.1f} s "
+                    f"| {outside['hf']:.1f} s | {outside['klm'] / outside['hf']:.2f} | |"
                 )
             different = [c for c in cells if not c["same_rows"]]
             if different:
@@ -535,7 +542,8 @@ def render_erica(records: list[dict]) -> list[str]:
     for record in sorted(records, key=lambda r: (r["device"], r["backbone"], r["measured_at"])):
         ratio = record["erica_ms"] / record["mlm_ms"]
         lines.append(
-            f"| {record['device']} | {Path(record['backbone']).name} | {record['precision']} | {record['corpus']} "
+            f"| {record['device']} | {Path(record['backbone']).name} | {record['precision']} | "
+            f"{Path(record['corpus']).name} "
             f"({record['documents']} documents) | {record['batch_size']} × ≤ {record['max_length']} | "
             f"{record['mlm_ms']:.1f} | {record['erica_ms']:.1f} | {ratio:.2f} | {verdict(ratio, ERICA_TARGET, '×')} | "
             f"{record['git']['commit'][:10]} |"
