@@ -8,6 +8,7 @@ import argparse
 import os
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import yaml
@@ -33,6 +34,7 @@ from knowledge_lm.run.runner import (
     run_sweep,
     shard_keys,
     sweep_cells,
+    worker_pool,
 )
 
 
@@ -154,19 +156,24 @@ def command_bench(args):
             args.executor, args.runs_dir / "submitit", devices, parse_overrides(args.executor_option)
         )
     failed = 0
-    for sweep in sweeps:
-        failed += run_sweep(
-            sweep,
-            overrides,
-            data_dir=data_dir,
-            results_dir=args.results_dir,
-            runs_dir=args.runs_dir,
-            jobs=jobs,
-            rerun_without_predictions=args.rerun_without_predictions,
-            only=only,
-            executor=executor,
-            isolate_cells=args.isolate_cells,
-        )["failed"]
+    with ExitStack() as stack:
+        # A table's configs share one set of workers: each imports once and keeps its caches for the next sweep.
+        shared = len(sweeps) > 1 and executor is None and not args.isolate_cells
+        pool = stack.enter_context(worker_pool(jobs, args.runs_dir)) if shared else None
+        for sweep in sweeps:
+            failed += run_sweep(
+                sweep,
+                overrides,
+                data_dir=data_dir,
+                results_dir=args.results_dir,
+                runs_dir=args.runs_dir,
+                jobs=jobs,
+                rerun_without_predictions=args.rerun_without_predictions,
+                only=only,
+                executor=executor,
+                isolate_cells=args.isolate_cells,
+                pool=pool,
+            )["failed"]
     if shard:  # shards end at different times, and one page from several writers would be torn
         print(f"shard {args.shard} done; run `klm leaderboard` once every shard has finished")
     elif not args.no_leaderboard:

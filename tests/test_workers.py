@@ -13,7 +13,7 @@ import torch
 from knowledge_lm.results import predictions_path, read_predictions
 from knowledge_lm.run.claims import read_claim
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.run.runner import cell_state, failure_message, run_sweep, sweep_cells
+from knowledge_lm.run.runner import cell_state, failure_message, run_sweep, sweep_cells, worker_pool
 
 
 def tiny_sweep(name: str, seeds, fractions=(1.0,), epochs: int = 1):
@@ -92,3 +92,17 @@ def test_a_failing_cell_and_a_killed_worker_are_recorded_and_the_sweep_goes_on(t
     assert cell_state(killed_cell, results, runs) == "failed"
     assert f"worker (pid {killed[0]}) ended with signal SIGKILL" in failure_message(killed_cell, runs)
     assert cell_state(last, results, runs) == "done"  # on the worker started again
+
+
+def test_sweeps_sharing_a_pool_run_in_its_workers_which_outlive_each_sweep(tmp_path):
+    """A ``--table``'s configs share one set of workers: the second sweep's cell runs in the worker that ran the
+    first's, which imported once."""
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    with worker_pool(1, runs, gpus=[]) as pool:
+        first = run_sweep(tiny_sweep("first", seeds=(1,)), results_dir=results, runs_dir=runs, pool=pool, gpus=[])
+        [worker] = pool
+        pid = worker.process.pid
+        assert first["finished"] == 1 and worker.alive()
+        second = run_sweep(tiny_sweep("second", seeds=(2,)), results_dir=results, runs_dir=runs, pool=pool, gpus=[])
+        assert second["finished"] == 1 and worker.process.pid == pid
+    assert not worker.alive()

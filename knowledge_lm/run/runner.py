@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -233,8 +233,11 @@ class Worker:
             replies.put(json.loads(line)["status"])
         replies.put(None)  # the worker ended
 
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def start(self, cell: Cell, spec: dict):
-        if self.process is None or self.process.poll() is not None:
+        if not self.alive():
             self.launch()
         self.busy = True
         try:
@@ -345,12 +348,15 @@ def run_sweep(
     only: set[str] | None = None,
     executor=None,
     isolate_cells: bool = False,
+    pool: list["Worker"] | None = None,
 ) -> dict[str, int]:
     """Run every unfinished cell (of those whose keys are in ``only``, where given: a shard); ``jobs`` cells at a
     time, spread over ``gpus`` (default: the visible ones) in groups of the cells' ``devices`` (DDP within a cell),
     or each as a job of a submitit ``executor`` (``knowledge_lm.run.submit``). Each of the ``jobs`` slots runs its
     cells in one worker process (``knowledge_lm.run.worker``), started again where a cell took it down; with
-    ``isolate_cells``, and for DDP cells, each cell runs in a process of its own.
+    ``isolate_cells``, and for DDP cells, each cell runs in a process of its own. ``pool``: workers shared with the
+    other sweeps of one invocation (``worker_pool``: a ``--table``'s configs), used instead of new ones and left
+    running, so the imports and caches of one sweep serve the next.
     With ``rerun_without_predictions``, finished cells that kept no predictions (results from before cells kept
     them) run again, and the old result moves to ``results/superseded/`` as the re-run starts (back, if it
     fails). A cell claimed by another live process is left to it, and a bad result file (``read_result``) is set
@@ -393,10 +399,14 @@ def run_sweep(
         new_folders = [folder for folder in (Path(runs_dir), Path(runs_dir) / "workers") if not folder.exists()]
         checked = False
         open_slots.callback(lambda: checked or remove_new_folders(new_folders))
-        slots = make_slots(min(jobs, len(todo)), groups, in_workers, show_cell_progress, runs_dir)
+        if pool is not None and in_workers:
+            slots = pool
+        else:
+            slots = make_slots(min(jobs, len(todo)), groups, in_workers, show_cell_progress, runs_dir)
+            for slot in slots:
+                open_slots.callback(slot.close)
         for slot in slots:
-            open_slots.callback(slot.close)
-            if in_workers:  # its imports overlap the checks below, instead of following them
+            if in_workers and not slot.alive():  # its imports overlap the checks below, instead of following them
                 slot.launch()
         if todo:  # what every cell needs is checked (and prepared) once, before any cell starts
             for backbone in sorted({cell.backbone for cell in todo}):
@@ -433,6 +443,19 @@ def remove_new_folders(folders: list[Path]):
             folder.rmdir()
         except OSError:
             pass
+
+
+@contextmanager
+def worker_pool(jobs: int, runs_dir, gpus: list[str] | None = None):
+    """``jobs`` workers for several sweeps of one invocation (``run_sweep``'s ``pool``), spread over ``gpus`` (default:
+    the visible ones) as one sweep spreads its own, ended when the block ends."""
+    gpus = visible_gpus() if gpus is None else gpus
+    workers = make_slots(jobs, gpu_groups(gpus, 1), True, jobs == 1 and sys.stderr.isatty(), runs_dir)
+    try:
+        yield workers
+    finally:
+        for worker in workers:
+            worker.close()
 
 
 def make_slots(
