@@ -68,3 +68,28 @@ def test_evaluation_keeps_copies_of_the_features_not_views_of_the_model_s_output
     [kept] = model._features[0]
     assert torch.equal(kept, features)
     assert kept.untyped_storage().data_ptr() != output.untyped_storage().data_ptr()
+
+
+def test_batches_padded_to_a_multiple_give_the_same_logits(tmp_path):
+    """``pad_to_multiple_of`` (few shapes under CUDA graphs) pads with masked tokens only: every eval batch is a
+    multiple of 16 long and the model's logits equal those of batches padded to their longest text."""
+    data_dir = glue_folder(tmp_path / "data", "rte")
+    logits = {}
+    for multiple in (0, 16):
+        encoder, tokenizer, _ = load_backbone("tiny", seed=0)
+        train = TrainConfig(eval_batch_size=4, max_length=32, pad_to_multiple_of=multiple)
+        torch.manual_seed(0)  # the same task head
+        model, data, _ = build_model_and_data("baseline", encoder, tokenizer, "glue", train, "rte", data_dir=data_dir)
+        model.eval()
+        batches = list(data.evaluation_loader("test"))
+        if multiple:
+            assert all(batch["input_ids"].shape[-1] % multiple == 0 for batch in batches)
+        with torch.no_grad():
+            logits[multiple] = torch.cat([model(batch)[0] for batch in batches])
+    assert torch.allclose(logits[0], logits[16], atol=1e-5)
+
+
+def test_reduce_overhead_pads_to_a_multiple_unless_told_otherwise():
+    assert TrainConfig(compile=True, compile_mode="reduce-overhead").padding_multiple == 16
+    assert TrainConfig(compile=True, compile_mode="reduce-overhead", pad_to_multiple_of=8).padding_multiple == 8
+    assert TrainConfig(compile=True).padding_multiple == 0 and TrainConfig().padding_multiple == 0

@@ -71,6 +71,24 @@ def hold_out(records: list[dict], rows: int, seed: int = 0, strata=None) -> tupl
     )
 
 
+class StaticPadding:
+    """A tokenizer whose ``pad`` gives batches few distinct lengths: every batch ``length`` tokens long, or its longest
+    text rounded up to a multiple of ``multiple``; all else delegated. Set as a data module's ``tokenizer`` after its
+    set-up (the encodings and prepared features keep their keys): under CUDA graphs each new shape is captured again,
+    and a method's knowledge tensors follow the padded length (``knowledge_batch``)."""
+
+    def __init__(self, tokenizer, length: int | None = None, multiple: int | None = None):
+        self.tokenizer, self.length, self.multiple = tokenizer, length, multiple
+
+    def pad(self, features, *args, **kwargs):
+        if self.length:
+            return self.tokenizer.pad(features, *args, **{**kwargs, "padding": "max_length", "max_length": self.length})
+        return self.tokenizer.pad(features, *args, **{**kwargs, "pad_to_multiple_of": self.multiple})
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
 class TaskDataModule(pl.LightningDataModule):
     """One task of one dataset, tokenized, with its train split cut to ``fraction``.
 

@@ -30,6 +30,7 @@ def parse_bool(value) -> bool:
 
 # Counts a cell divides by or loops over: zero or less is a typo, never a setting.
 POSITIVE_SETTINGS = ("batch_size", "eval_batch_size", "max_length", "evaluations", "devices", "num_nodes")
+CUDA_GRAPH_PADDING = 16  # batches' length multiple where layers replay as CUDA graphs (one graph per length)
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
@@ -74,6 +75,9 @@ class TrainConfig:
     compile: bool = False
     # torch.compile's mode for those layers; "reduce-overhead" replays them as CUDA graphs (one per shape).
     compile_mode: str = "default"
+    # Each batch padded to its longest text rounded up to this multiple (0: not rounded; under compile_mode
+    # reduce-overhead, 16): few shapes, so few CUDA graphs to capture. Padding is masked: the metrics do not change.
+    pad_to_multiple_of: int = 0
     # Where the training curve goes (loss, learning rate, dev metrics per evaluation), under
     # <results>/logs/<cell key>/: csv (Lightning's CSVLogger), tensorboard, wandb, or none.
     logger: str = "csv"
@@ -100,6 +104,8 @@ class TrainConfig:
         for name in POSITIVE_SETTINGS:
             if name in checked and checked[name] < 1:
                 raise KlmError(f"{where}: training setting {name}={checked[name]} must be at least 1")
+        if checked.get("pad_to_multiple_of", 0) < 0:
+            raise KlmError(f"{where}: training setting pad_to_multiple_of={checked['pad_to_multiple_of']} must be ≥ 0")
         if checked.get("compile_mode", "default") not in COMPILE_MODES:
             raise KlmError(
                 f"{where}: training setting compile_mode={checked['compile_mode']!r} is not one of "
@@ -111,6 +117,13 @@ class TrainConfig:
         except KlmError as error:
             raise KlmError(f"{where}: {error}") from None
         return config
+
+    @property
+    def padding_multiple(self) -> int:
+        """What each batch's length is rounded up to (``pad_to_multiple_of``; 0: its longest text)."""
+        if self.pad_to_multiple_of:
+            return self.pad_to_multiple_of
+        return CUDA_GRAPH_PADDING if self.compile and self.compile_mode == "reduce-overhead" else 0
 
     @property
     def world_size(self) -> int:

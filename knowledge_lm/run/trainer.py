@@ -9,6 +9,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.plugins import TorchCheckpointIO
 
+from knowledge_lm.data.base import StaticPadding
 from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.run.config import TrainConfig
 
@@ -133,6 +134,8 @@ def build_model_and_data(
         **options,
     )
     data.setup()
+    if train.padding_multiple:  # after set-up: the encodings and prepared features keep their cache keys
+        data.tokenizer = StaticPadding(data.tokenizer, multiple=train.padding_multiple)
     budget = train.budget(data.train_size)
     model = method_class(
         encoder,

@@ -23,6 +23,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers import BertConfig, BertModel
 
 from knowledge_lm.backbones import load_backbone, load_tokenizer
+from knowledge_lm.data.base import StaticPadding
 from knowledge_lm.registry import METHODS
 from knowledge_lm.results import compact_time
 from knowledge_lm.run.config import TrainConfig, dataset_defaults
@@ -70,20 +71,6 @@ def bert_base_shaped(attn_implementation, tokenizer_from: str):
     return BertModel(config, add_pooling_layer=False), load_tokenizer(tokenizer_from)
 
 
-class FixedLengthPadding:
-    """A tokenizer whose ``pad`` pads every batch to ``length`` tokens rather than to its longest text (``klm speed
-    --padded``: steps of one shape, e.g. GLUE's 128, on the generated task's short texts); all else delegated."""
-
-    def __init__(self, tokenizer, length: int):
-        self.tokenizer, self.length = tokenizer, length
-
-    def pad(self, features, *args, **kwargs):
-        return self.tokenizer.pad(features, *args, **{**kwargs, "padding": "max_length", "max_length": self.length})
-
-    def __getattr__(self, name):
-        return getattr(self.tokenizer, name)
-
-
 def build(
     method: str,
     backbone: str,
@@ -111,7 +98,7 @@ def build(
         method, encoder, tokenizer_object, "generated", train, dataset_options=options, total_steps=total_steps
     )
     if padded:  # after setup: the tokenization cache and the prepared features keep their own keys
-        data.tokenizer = FixedLengthPadding(data.tokenizer, max_length)
+        data.tokenizer = StaticPadding(data.tokenizer, length=max_length)
     return model, data
 
 
