@@ -7,7 +7,7 @@ import torch
 from knowledge_lm.data.generated import GeneratedDataModule
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
-from knowledge_lm.methods.kam import DEFAULT_MAPS, Kam, KamSelfAttention, knowledge_maps
+from knowledge_lm.methods.kam import DEFAULT_MAPS, Kam, KamSelfAttention, knowledge_maps, mix_attention
 from knowledge_lm.registry import METHODS
 
 SIZES = {"train_size": 40, "dev_size": 10, "test_size": 10}
@@ -55,6 +55,22 @@ def features():
 def batch(tokenizer):
     encoded = tokenizer(["alpha beta gamma delta epsilon", "zeta eta"], padding=True, return_tensors="pt")
     return {**encoded, "knowledge": features()}
+
+
+def first_conv_inputs(model: Kam, seen: list | None = None) -> list:
+    """Appends to ``seen`` (returned) what the first layer's conv reads in each ``encode`` from now on: the logits
+    with padding pairs zeroed, then the maps (b × (heads + maps) × n × n)."""
+    seen = [] if seen is None else seen
+    mix, first = model.kam_state.mix, model.kam_layers[0].conv
+
+    def reading(logits, maps, attention_mask, padding_pairs, weight, *rest):
+        if weight is first.weight:
+            visible = logits if padding_pairs is None else logits.masked_fill(padding_pairs, 0.0)
+            seen.append(torch.cat([visible, maps], 1))
+        return mix(logits, maps, attention_mask, padding_pairs, weight, *rest)
+
+    model.kam_state.mix = reading
+    return seen
 
 
 def test_alpha_zero_without_skip_is_the_backbone_exactly(tokenizer):
@@ -190,9 +206,10 @@ def test_the_model_reads_the_chosen_entity_source(tokenizer):
     entity_maps = []  # text 1's entity map as the first conv reads it
     for source in ("ner", "links"):
         model = kam(entity_source=source).eval()
-        model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: entity_maps.append(args[0][1, -3]))
+        seen = first_conv_inputs(model)
         with torch.no_grad():
             model.encode(batch(tokenizer))
+        entity_maps.append(seen[0][1, -3])
     ner, links = entity_maps
     assert ner[2, 2] == 1 and ner[1, 1] == 0 and links[1, 1] == 1 and links[2, 2] == 0
 
@@ -210,8 +227,7 @@ def test_zero_knowledge_runs_on_empty_knowledge(tokenizer):
         real = model.encode(inputs)
         without = model.encode(empty)
         model.options.zero_knowledge = True
-        seen = []
-        model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: seen.append(args[0]))
+        seen = first_conv_inputs(model)
         zeroed = model.encode(inputs)
     assert torch.allclose(zeroed, without, atol=1e-6)
     assert (zeroed - real).abs().max() > 1e-3
@@ -234,10 +250,10 @@ def test_kam_kg_adds_the_kg_map(tokenizer):
         "words": [],
         "pmi_pairs": [],
     }
-    seen = []
-    model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: seen.append(args[0][:, -1].clone()))
+    seen = first_conv_inputs(model)
     with torch.no_grad():
         model.encode({**inputs, "knowledge": [example, {**example, "links": []}]})
+    seen = [conv_input[:, -1] for conv_input in seen]
     assert seen[0][0, 1, 2] == 1 and seen[0][0, 2, 1] == 1 and seen[0][0].sum() == 2
     assert seen[0][1].sum() == 0
 
@@ -314,8 +330,8 @@ def test_expansion_keeps_n_outputs_and_attends_to_the_auxiliary_words(tokenizer)
     length = inputs["input_ids"].shape[1]
     model = kam(alpha=0.0, skip=False, expansion_k=2).eval()
     seen = []
-    model.kam_layers[0].conv.register_forward_hook(lambda module, args, output: seen.append(args[0].shape))
-    model.kam_layers[0].register_forward_hook(lambda module, args, output: seen.append(output[1].shape))
+    first_conv_inputs(model, seen)
+    model.kam_layers[0].register_forward_hook(lambda module, args, output: seen.append(output[1]))
     with torch.no_grad():
         states = model.encode(inputs)
         plain = plain_encoder()(
@@ -323,7 +339,7 @@ def test_expansion_keeps_n_outputs_and_attends_to_the_auxiliary_words(tokenizer)
         ).last_hidden_state
         assert states.shape == plain.shape == (2, length, model.encoder.config.hidden_size)
         heads = model.encoder.config.num_attention_heads
-        assert seen == [(2, heads + 3, length + 3, length + 3), (2, heads, length, length + 3)]
+        assert [x.shape for x in seen] == [(2, heads + 3, length + 3, length + 3), (2, heads, length, length + 3)]
         # Text 0 attends to its expansion words, text 1 has none: with α = 0 and no skip it is the backbone's.
         assert (states[0] - plain[0]).abs().max() > 1e-4
         assert torch.allclose(states[1], plain[1], atol=1e-5)
@@ -396,11 +412,21 @@ def test_kam_si_filters_the_links_in_training_only(tokenizer):
             {**example, "links": [{**link, "df": 1, "close": 0} for link in example["links"]]} for example in features()
         ],
     }
-    seen = []
-    model.kam_layers[0].conv.register_forward_hook(
-        lambda module, args, output: seen.append(args[0][:, -3].sum().item())
-    )
+    seen = first_conv_inputs(model)
     model.train().encode(inputs)
     model.eval().encode(inputs)
+    seen = [conv_input[:, -3].sum().item() for conv_input in seen]
     assert filtered == [2]  # called once, for the training batch
     assert seen[0] == 0 and seen[1] > 0  # the entity map: empty after SI dropped every link, full in evaluation
+
+
+def test_compiled_kam_matches_eager(tokenizer):
+    """``compile=true``: the mix is one compiled function for every layer (the layers' shared state stays outside
+    it) and the parts after the attention compile as plain modules; the states match the eager ones."""
+    inputs, model = batch(tokenizer), kam().eval()
+    with torch.no_grad():
+        expected = model.encode(inputs)
+        model.compile_modules("default")
+        assert model.kam_state.mix is not mix_attention
+        states = model.encode(inputs)
+    assert torch.allclose(states, expected, atol=1e-5)

@@ -281,6 +281,9 @@ class KamState:
         self.real: torch.Tensor | None = None  # b × (n+K) bool: which positions are tokens, not padding
         self.auxiliary: torch.Tensor | None = None  # b × K × hidden: the expansion sub-words' embeddings
         self.memos: dict | None = None  # per encode call: what every layer would otherwise rebuild
+        # Every layer's mix of logits and maps (``mix_attention``), torch.compile'd by ``Kam.compile_modules``: the
+        # state reads stay outside, so one compiled graph serves every layer.
+        self.mix = mix_attention
 
     def memo(self, key, build):
         """``build()`` once per ``encode`` call (each op costs host time, and a MiniLM step is bound by it)."""
@@ -310,6 +313,27 @@ def initialise_conv(conv: nn.Conv2d, maps, seed: int, layer: int):
             conv.weight[:, channel].copy_(
                 torch.empty(heads, 3, 3).normal_(0.0, MAP_INIT_STD, generator=channel_generator(seed, layer, name))
             )
+
+
+def mix_attention(logits, maps, attention_mask, padding_pairs, weight, bias, alpha: float, num_maps: int):
+    """One layer's attention probabilities from its logits L (b × m × n × n) and the maps (b × c × n × n):
+    softmax(α·A_sem + (1−α)·L + mask), A_sem the conv over [L, maps] (``weight``/``bias``; padding pairs zeroed
+    in L first), or without a conv the maps' mean. Tensors in, tensors out: what ``torch.compile`` replays."""
+    if weight is not None:
+        visible = logits if padding_pairs is None else logits.masked_fill(padding_pairs, 0.0)
+        semantic = F.conv2d(torch.cat([visible, maps], dim=1), weight, bias, padding=1)  # A_sem
+    elif num_maps:
+        semantic = maps.mean(1, keepdim=True)  # w/o conv: the maps' mean, every head
+    else:
+        semantic = torch.zeros_like(logits)
+    result = torch.lerp(logits, semantic, alpha)  # α·A_sem + (1−α)·L in one pass
+    scores = result if attention_mask is None else result + attention_mask
+    # In the logits' dtype (bf16 under mixed precision), the softmax accumulating in float32 inside: autocast
+    # would return float32, and every b × m × n × n pass after it (the hand-over to the next layer, its
+    # sum, the conv's input, the mix) would then move twice the bytes; those passes are KAM's step time
+    # where the GPU is busy. The baseline's SDPA also multiplies bf16 probabilities with V.
+    with torch.autocast(scores.device.type, enabled=False):
+        return scores.softmax(-1)
 
 
 class KamSelfAttention(nn.Module):
@@ -377,26 +401,21 @@ class KamSelfAttention(nn.Module):
             maps = logits.new_zeros(logits.shape[0], self.num_maps, *logits.shape[-2:])
         else:
             maps = state.memo(("maps", dtype), lambda: state.maps.to(dtype))
-        if self.conv is not None:
-            if attention_mask is not None:
-                mask = attention_mask
-                logits_padding = state.memo("padding pairs", lambda: self._padding_pairs(mask))
-                visible = logits.masked_fill(logits_padding, 0.0)
-            else:
-                visible = logits
-            semantic = self.conv(torch.cat([visible, maps], dim=1))  # A_sem
-        elif self.num_maps:
-            semantic = maps.mean(1, keepdim=True)  # w/o conv: the maps' mean, every head
-        else:
-            semantic = torch.zeros_like(logits)
-        result = torch.lerp(logits, semantic, self.alpha)  # α·A_sem + (1−α)·L in one pass
-        scores = result if attention_mask is None else result + attention_mask
-        # In the logits' dtype (bf16 under mixed precision), the softmax accumulating in float32 inside: autocast
-        # would return float32, and every b × m × n × n pass after it (the hand-over to the next layer, its
-        # sum, the conv's input, the mix) would then move twice the bytes; those passes are KAM's step time
-        # where the GPU is busy. The baseline's SDPA also multiplies bf16 probabilities with V.
-        with torch.autocast(scores.device.type, enabled=False):
-            attention = scores.softmax(-1)
+        padding_pairs = None
+        if self.conv is not None and attention_mask is not None:
+            mask = attention_mask
+            padding_pairs = state.memo("padding pairs", lambda: self._padding_pairs(mask))
+        conv = self.conv
+        attention = state.mix(
+            logits,
+            maps,
+            attention_mask,
+            padding_pairs,
+            None if conv is None else conv.weight,
+            None if conv is None else conv.bias,
+            self.alpha,
+            self.num_maps,
+        )
         self.kam_state.previous = attention
         probabilities = F.dropout(attention, p=self.dropout.p, training=self.training)
         probabilities = probabilities[:, :, :length]  # trimmed back to the n sentence rows
@@ -511,9 +530,23 @@ class Kam(TaskModel):
             )
 
     def compiled_modules(self):
-        # Its layers read and write the shared map state: compiled, each layer guards on that state and
-        # recompiles, past dynamo's limit at MiniLM's six layers. They stay eager.
-        return []
+        # Not the layers: they read and write the shared map state, and compiled, each layer would guard on that
+        # state and recompile, past dynamo's limit at MiniLM's six layers. Their parts after the attention are
+        # plain modules; the attention's mix is compiled apart (``compile_modules``).
+        return [
+            module
+            for layer in encoder_layers(self.encoder)
+            for module in (
+                getattr(getattr(layer, "attention", None), "output", None),
+                getattr(layer, "intermediate", None),
+                getattr(layer, "output", None),
+            )
+            if module is not None
+        ]
+
+    def compile_modules(self, mode: str = "default"):
+        super().compile_modules(mode)
+        self.kam_state.mix = torch.compile(mix_attention, dynamic=True, mode=None if mode == "default" else mode)
 
     def encode(self, batch):
         knowledge, input_ids = batch["knowledge"], batch["input_ids"]
