@@ -8,7 +8,7 @@ import pytest
 from helpers import stored_result
 
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.run.runner import cell_command, cell_state, run_sweep, sweep_cells
+from knowledge_lm.run.runner import cell_spec, cell_state, run_sweep, spec_command, sweep_cells
 
 
 def small_sweep(**train):
@@ -32,7 +32,7 @@ def test_killed_cell_resumes_and_nothing_runs_twice(tmp_path):
     sweep = small_sweep(epochs=8, checkpoint_every_steps=7)
     killed = sweep_cells(sweep)[0]
     process = subprocess.Popen(
-        cell_command(killed, sweep, {}, None, results, runs, False),
+        spec_command(cell_spec(killed, sweep, {}, None, results, runs, False)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

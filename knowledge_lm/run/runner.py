@@ -127,21 +127,8 @@ def cell_spec(
     }
 
 
-def cell_command(
-    cell: Cell,
-    sweep: Sweep,
-    overrides: dict,
-    data_dir,
-    results_dir,
-    runs_dir,
-    progress: bool,
-    parent_pid: int | None = -1,
-) -> list[str]:
-    """The command of a cell's own process (``cell_spec``'s arguments)."""
-    return spec_command(cell_spec(cell, sweep, overrides, data_dir, results_dir, runs_dir, progress, parent_pid))
-
-
 def spec_command(spec: dict) -> list[str]:
+    """The command of a cell's own process."""
     return [sys.executable, "-m", "knowledge_lm.run.cell", json.dumps(spec)]
 
 
@@ -211,7 +198,6 @@ class Worker:
     def __init__(self, env: dict, progress: bool, log: Path):
         self.env, self.progress, self.log_path = env, progress, log
         self.process = self.replies = None
-        self.busy = False
 
     def launch(self):
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -239,7 +225,6 @@ class Worker:
     def start(self, cell: Cell, spec: dict):
         if not self.alive():
             self.launch()
-        self.busy = True
         try:
             self.process.stdin.write(json.dumps(spec) + "\n")
             self.process.stdin.flush()
@@ -253,7 +238,6 @@ class Worker:
             status = self.replies.get_nowait()
         except queue.Empty:
             return None
-        self.busy = False
         if status is not None:
             return status, f"exit code {status}"
         try:
@@ -267,7 +251,7 @@ class Worker:
         """End the worker. Killed: an idle one holds no cell (and one still importing, where the checks before the
         first cell failed, need not finish), and one still running a cell (this runner stops early) leaves it to
         resume."""
-        if self.process is None or self.process.poll() is not None:
+        if not self.alive():
             return
         self.process.kill()
         self.process.wait()
@@ -405,7 +389,7 @@ def run_sweep(
             slots = make_slots(min(jobs, len(todo)), groups, in_workers, show_cell_progress, runs_dir)
             for slot in slots:
                 open_slots.callback(slot.close)
-        for slot in slots:
+        for slot in slots[: len(todo)]:  # a shared pool's others stay idle (or unstarted) for a smaller sweep
             if in_workers and not slot.alive():  # its imports overlap the checks below, instead of following them
                 slot.launch()
         if todo:  # what every cell needs is checked (and prepared) once, before any cell starts
@@ -556,7 +540,8 @@ def run_on_executor(executor, todo, sweep, overrides, data_dir, results_dir, run
             if cell.key in reruns:
                 superseded[cell.key] = supersede(cell.stored_result_path(results_dir), results_dir)
             cell.run_dir(runs_dir).mkdir(parents=True, exist_ok=True)
-            command = cell_command(cell, sweep, overrides, data_dir, results_dir, runs_dir, False, parent_pid=None)
+            spec = cell_spec(cell, sweep, overrides, data_dir, results_dir, runs_dir, False, parent_pid=None)
+            command = spec_command(spec)
             log = str(cell.run_dir(runs_dir) / "log.txt")
             submitted[cell] = executor.submit(run_command, command, log, {"TOKENIZERS_PARALLELISM": "false"})
     by_job = {id(job): cell for cell, job in submitted.items()}
