@@ -442,14 +442,14 @@ def render_peer(records: list[dict]) -> list[str]:
         "",
     ]
     for record in sorted(records, key=lambda r: (r["device"], r["backbone"], r["measured_at"])):
-        capped = f"; steps capped at {record['max_steps']} (a smoke run)" if record.get("max_steps") else ""
+        conditions = f"; steps capped at {record['max_steps']} (a smoke run)" if record.get("max_steps") else ""
         settings = record.get("klm_settings") or {}
         if settings:
-            capped += "; klm with " + ", ".join(f"{name}={value}" for name, value in settings.items())
+            conditions += "; klm with " + ", ".join(f"{name}={value}" for name, value in settings.items())
         lines += [
             f"### {record['device']}, {Path(record['backbone']).name}, {record['precision']}",
             "",
-            f"{record['jobs']} job(s) at once{capped}; commit {record['git']['commit'][:10]}, "
+            f"{record['jobs']} job(s) at once{conditions}; commit {record['git']['commit'][:10]}, "
             f"measured {record['measured_at']}.",
             "",
             "| cells | figure | klm | Trainer | klm ÷ Trainer | target |",
