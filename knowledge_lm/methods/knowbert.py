@@ -540,15 +540,10 @@ class KnowBert(TaskModel):
         return [] if self.kar_pretrained else [self.kar]
 
     def compiled_modules(self):
-        return super().compiled_modules() + [self.kar]
-
-    def compile_modules(self, mode: str = "default"):
-        if mode == "reduce-overhead":  # refused up front rather than crashing the process mid-run
-            raise KlmError(
-                "knowbert: compile_mode reduce-overhead (CUDA graphs) crashes with a segfault in a compiled "
-                "backward (seen with torch 2.11 on an H100); use compile_mode default, or no compile"
-            )
-        super().compile_modules(mode)
+        layers = super().compiled_modules()
+        # Under CUDA graphs KAR runs eager between the layers' graphs: compiled there, its backward segfaulted
+        # (torch 2.11, H100).
+        return layers if self.cuda_graph_steps else layers + [self.kar]
 
     def encode(self, batch):
         tensors = batch_knowledge(batch, self.kar)
