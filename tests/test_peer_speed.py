@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -121,3 +122,13 @@ def test_a_grid_through_klm_alone_renders_without_trainer_figures(tmp_path):
     assert "klm with compile=true" in page
     assert "| 1: rte × 100% × seeds 1 | process wall | 42.0 s | — | — |  |" in page
     assert "| longest klm cell (a floor for its process wall) | rte 100% seed 1: 10.0 s, 237 steps (42.2 ms" in page
+
+
+def test_a_cell_whose_metric_one_side_left_undefined_leaves_both_means():
+    record = peer_record(cells=2)
+    record["cell"]["cells"][1]["hf"]["dev"] = math.nan  # a Pearson over constant predictions
+    record["cell"]["cells"][1]["klm"]["dev"] = 0.0
+    record["grid"] = record.pop("cell")
+    page = render_speed([record])
+    assert "| 2: rte × 100% × seeds 1, 2 | dev | 60.0 | 59.0 | +1.0 (difference) |  |" in page
+    assert "leave out | 1 cell(s) whose metric one side left undefined: rte 100% seed 2 |" in page

@@ -12,6 +12,7 @@ optimiser, schedule, precision and gradient clipping without Lightning, always e
 the prepared features: run ``klm prepare --dataset generated --kg-embeddings`` first.
 """
 
+import math
 import statistics
 import time
 from datetime import datetime, timezone
@@ -414,14 +415,16 @@ def verdict(value: float, target: float, unit: str) -> str:
     return f"≤ {target:g}{unit} NOT met: {value / target:.2f}× the target"
 
 
-def peer_rows(side: dict) -> dict[str, float]:
-    """A peer measurement's figures of one side: its process wall, its cells' summed times and mean metrics."""
+def peer_rows(side: dict, scored: list[bool]) -> dict[str, float]:
+    """A peer measurement's figures of one side: its process wall, its cells' summed times and mean metrics over
+    the cells ``scored`` marks (those whose metrics both sides define)."""
     cells = side["cells"]
+    kept = [cell for cell, keep in zip(cells, scored) if keep]
     return {
         "process wall": side["process_wall_s"],
         "cell time": sum(cell["cell_s"] for cell in cells),
-        "dev": sum(cell["dev"] for cell in cells) / len(cells),
-        "test": sum(cell["test"] for cell in cells) / len(cells),
+        "dev": sum(cell["dev"] for cell in kept) / max(len(kept), 1),
+        "test": sum(cell["test"] for cell in kept) / max(len(kept), 1),
     }
 
 
@@ -469,10 +472,14 @@ def render_peer(records: list[dict]) -> list[str]:
                     f"{', '.join(f'{f:.0%}' for f in measured['fractions'])} × seeds "
                     f"{', '.join(map(str, measured['seeds']))}"
                 )
+            present = [side for side in ("klm", "hf") if side in measured]  # klm alone: no Trainer side
+            # A metric can be undefined (a Pearson over constant predictions): such cells leave both sides' means.
+            scored = [all(math.isfinite(c[side][m]) for side in present for m in ("dev", "test")) for c in cells]
             sides = {
-                side: peer_rows({"process_wall_s": measured[side]["process_wall_s"], "cells": [c[side] for c in cells]})
-                for side in ("klm", "hf")
-                if side in measured  # a grid run through klm alone has no Trainer side
+                side: peer_rows(
+                    {"process_wall_s": measured[side]["process_wall_s"], "cells": [c[side] for c in cells]}, scored
+                )
+                for side in present
             }
             for figure in ("process wall", "cell time", "dev", "test"):
                 klm, hf = sides["klm"][figure], sides.get("hf", {}).get(figure)
@@ -501,6 +508,14 @@ def render_peer(records: list[dict]) -> list[str]:
                 lines.append(
                     f"| {name} | process wall − cell time (imports, checks, exit) | {outside['klm']:.1f} s "
                     f"| {outside['hf']:.1f} s | {outside['klm'] / outside['hf']:.2f} | |"
+                )
+            if not all(scored):
+                undefined = [
+                    f"{c['task']} {c['fraction']:.0%} seed {c['seed']}" for c, keep in zip(cells, scored) if not keep
+                ]
+                lines.append(
+                    f"| {name} | dev and test means leave out | {len(undefined)} cell(s) whose metric one side left "
+                    f"undefined: {', '.join(undefined)} | | | |"
                 )
             different = [c for c in cells if not c["same_rows"]]
             if different:
