@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from knowledge_lm.backbones import load_backbone
+from knowledge_lm.errors import KlmError
 from knowledge_lm.methods.task_model import TaskModel
+from knowledge_lm.registry import METHODS
 from knowledge_lm.run.config import TrainConfig
 from knowledge_lm.run.trainer import build_model_and_data, build_trainer
 
@@ -93,3 +95,18 @@ def test_reduce_overhead_pads_to_a_multiple_unless_told_otherwise():
     assert TrainConfig(compile=True, compile_mode="reduce-overhead").padding_multiple == 16
     assert TrainConfig(compile=True, compile_mode="reduce-overhead", pad_to_multiple_of=8).padding_multiple == 8
     assert TrainConfig(compile=True).padding_multiple == 0 and TrainConfig().padding_multiple == 0
+
+
+def test_compile_auto_gives_cuda_graphs_only_to_methods_measured_faster_on_one_gpu():
+    auto = TrainConfig.from_dict({"compile": "auto"})
+    assert auto == TrainConfig()
+    graphs = auto.resolved(METHODS.get("baseline"), on_gpu=True)
+    assert (graphs.compile, graphs.compile_mode, graphs.padding_multiple) == (True, "reduce-overhead", 16)
+    assert auto.resolved(METHODS.get("knowbert+si+sr"), on_gpu=True).compile is True
+    assert auto.resolved(METHODS.get("kam"), on_gpu=True).compile is False  # slower with graphs (speed.md)
+    assert auto.resolved(METHODS.get("baseline"), on_gpu=False).compile is False
+    assert TrainConfig(devices=2).resolved(METHODS.get("baseline"), on_gpu=True).compile is False
+    explicit = TrainConfig.from_dict({"compile": "false"})
+    assert explicit.resolved(METHODS.get("baseline"), on_gpu=True) is explicit and explicit.compile is False
+    with pytest.raises(KlmError, match="compile='sometimes' is not a boolean or auto"):
+        TrainConfig.from_dict({"compile": "sometimes"})

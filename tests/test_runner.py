@@ -100,6 +100,32 @@ def launched_on(tmp_path, monkeypatch, gpus, jobs, overrides=None, seeds=(1, 2, 
     return launched
 
 
+def test_the_cells_with_most_train_examples_start_first(tmp_path, monkeypatch, shared_data):
+    from knowledge_lm.run import runner
+
+    started = []
+
+    class Process:
+        returncode = 1
+
+        def __init__(self, command, env=None, **options):
+            spec = json.loads(command[-1])
+            started.append((spec["cell"]["task"], spec["cell"]["fraction"]))
+
+        def poll(self):
+            return 1
+
+    monkeypatch.setattr(runner.subprocess, "Popen", Process)
+    sweep = validate_sweep(
+        {"dataset": "glue", "tasks": ["rte", "sst2"], "methods": ["baseline"], "fractions": [0.1, 1.0], "seeds": [1]},
+        "test",
+    )
+    run_sweep(
+        sweep, data_dir=shared_data, results_dir=tmp_path / "r", runs_dir=tmp_path / "runs", gpus=[], isolate_cells=True
+    )
+    assert started == [("sst2", 1.0), ("sst2", 0.1), ("rte", 1.0), ("rte", 0.1)]  # 67k, 6.7k, 2.5k, 250 examples
+
+
 def test_cells_spread_evenly_over_the_gpus(tmp_path, monkeypatch):
     assert launched_on(tmp_path, monkeypatch, ["0", "1"], jobs=4) == ["0", "1", "0", "1", "0"]
     assert launched_on(tmp_path, monkeypatch, [], jobs=2, seeds=(1,)) == [None]  # no GPU: nothing set

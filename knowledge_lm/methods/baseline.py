@@ -11,3 +11,5 @@ from knowledge_lm.registry import register_method
 @register_method("baseline", "bert")
 class Baseline(TaskModel):
     """Fine-tuned encoder without knowledge."""
+
+    cuda_graphs = True

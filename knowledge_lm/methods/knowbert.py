@@ -511,6 +511,7 @@ class KnowBert(TaskModel):
     options_class = KnowBertOptions
     needs_knowledge = True
     attn_implementation = None
+    cuda_graphs = True
     selective_injection: SelectiveInjection | None = None
 
     def __init__(self, encoder, spec, **options):

@@ -131,6 +131,9 @@ class TaskModel(pl.LightningModule):
     the class's ``options_class``)."""
 
     options_class: type[MethodOptions] = MethodOptions
+    # Whether training setting compile=auto replays this method's layers as CUDA graphs on a GPU: true only for
+    # methods measured equal in metrics and faster that way (leaderboards/speed.md).
+    cuda_graphs: bool = False
 
     def __init__(
         self,

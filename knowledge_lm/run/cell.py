@@ -170,6 +170,7 @@ def train_cell(
     emptied but for the claim."""
     started = time.time()
     method_class = METHODS.get(cell.method)
+    train = train.resolved(method_class, torch.cuda.is_available())  # recorded as it ran: eager or CUDA graphs
 
     pl.seed_everything(cell.seed, workers=True, verbose=False)
     encoder, tokenizer, backbone = load_backbone(

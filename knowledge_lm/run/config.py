@@ -16,6 +16,11 @@ from knowledge_lm.registry import DATASETS, METHODS
 BENCHMARKS_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
+def parse_auto_bool(value) -> bool | str:
+    """``auto``, or a boolean as ``parse_bool`` reads it."""
+    return "auto" if str(value).strip().lower() == "auto" else parse_bool(value)
+
+
 def parse_bool(value) -> bool:
     """A YAML boolean, or ``--set name=true|false`` (also 1/0, yes/no)."""
     if isinstance(value, bool):
@@ -71,8 +76,10 @@ class TrainConfig:
     checkpoint_every_steps: int = 0  # overrides checkpoint_minutes when > 0
     max_steps: int = 0  # a hard cap (smoke tests); 0 means none
     # torch.compile each transformer layer's forward (and a method's own modules): less host time per step
-    # (a MiniLM step on a GPU is bound by it), for a compilation at the start of every run.
-    compile: bool = False
+    # (a MiniLM step on a GPU is bound by it), for a compilation at the start of every run. "auto": on one GPU,
+    # CUDA graphs (compile_mode reduce-overhead) for the methods measured equal in metrics and faster with them
+    # (a method's ``cuda_graphs``), else eager; resolved per cell (``TrainConfig.resolved``) and recorded so.
+    compile: bool | str = "auto"
     # torch.compile's mode for those layers; "reduce-overhead" replays them as CUDA graphs (one per shape).
     compile_mode: str = "default"
     # Each batch padded to its longest text rounded up to this multiple (0: not rounded; under compile_mode
@@ -92,13 +99,13 @@ class TrainConfig:
         checked = {}
         for name, value in values.items():
             expected = known[name].type
-            caster = {"float": float, "int": int, "str": str, "dict": dict, "bool": parse_bool}[
-                expected if isinstance(expected, str) else expected.__name__
-            ]
+            caster = {"float": float, "int": int, "str": str, "dict": dict, "bool": parse_bool}.get(
+                expected if isinstance(expected, str) else getattr(expected, "__name__", ""), parse_auto_bool
+            )
             try:
                 checked[name] = caster(value)
             except (TypeError, ValueError):
-                kind = "boolean" if caster is parse_bool else caster.__name__
+                kind = {parse_bool: "boolean", parse_auto_bool: "boolean or auto"}.get(caster, caster.__name__)
                 raise KlmError(f"{where}: training setting {name}={value!r} is not a {kind}") from None
         check_logger(checked.get("logger", "csv"), where)
         for name in POSITIVE_SETTINGS:
@@ -118,12 +125,21 @@ class TrainConfig:
             raise KlmError(f"{where}: {error}") from None
         return config
 
+    def resolved(self, method_class, on_gpu: bool) -> "TrainConfig":
+        """These settings with ``compile="auto"`` made concrete for a cell of ``method_class``: CUDA graphs where
+        the cell trains on one GPU and the method's ``cuda_graphs`` says it gains from them, else eager."""
+        if self.compile != "auto":
+            return self
+        graphs = on_gpu and self.world_size == 1 and getattr(method_class, "cuda_graphs", False)
+        mode = "reduce-overhead" if graphs else self.compile_mode
+        return dataclasses.replace(self, compile=graphs, compile_mode=mode)
+
     @property
     def padding_multiple(self) -> int:
         """What each batch's length is rounded up to (``pad_to_multiple_of``; 0: its longest text)."""
         if self.pad_to_multiple_of:
             return self.pad_to_multiple_of
-        return CUDA_GRAPH_PADDING if self.compile and self.compile_mode == "reduce-overhead" else 0
+        return CUDA_GRAPH_PADDING if self.compile is True and self.compile_mode == "reduce-overhead" else 0
 
     @property
     def world_size(self) -> int:

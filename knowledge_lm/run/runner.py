@@ -267,11 +267,14 @@ def record_process_failure(cell: Cell, runs_dir: Path, how: str):
     write_failure(run_dir, f"{cell.key}: {how}")
 
 
-def check_data(sweep: Sweep, data_dir) -> None:
-    """Read every task's splits once before any cell starts: bad data fails here, with one line."""
+def check_data(sweep: Sweep, data_dir) -> dict[str, int]:
+    """Read every task's splits once before any cell starts: bad data fails here, with one line. Returns each
+    task's train examples."""
     dataset_class = DATASETS.get(sweep.dataset)
-    for task in sweep.tasks:
-        dataset_class(task=task, data_dir=data_dir, **sweep.dataset_options).labelled_splits()
+    return {
+        task: len(dataset_class(task=task, data_dir=data_dir, **sweep.dataset_options).labelled_splits()["train"])
+        for task in sweep.tasks
+    }
 
 
 def knowledge_methods(sweep: Sweep) -> list[str]:
@@ -395,7 +398,10 @@ def run_sweep(
         if todo:  # what every cell needs is checked (and prepared) once, before any cell starts
             for backbone in sorted({cell.backbone for cell in todo}):
                 check_backbone(backbone)
-            check_data(sweep, data_dir)
+            train_sizes = check_data(sweep, data_dir)
+            # The longest cells (most train examples, which their steps follow) first: side-by-side jobs end
+            # together, and no long cell starts last.
+            todo.sort(key=lambda cell: -cell.fraction * train_sizes[cell.task])
             methods = knowledge_methods(sweep)
             if methods:
                 prepare_knowledge(sweep, methods, overrides, data_dir, progress=sys.stderr.isatty())
@@ -465,12 +471,11 @@ def make_slots(
 
 
 def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts, elsewhere):
-    """Run ``todo`` on ``slots``, each taking the next waiting cell when its last one ends; ``counts`` and
-    ``elsewhere`` are updated in place."""
+    """Run ``todo`` on ``slots`` in its order, each taking the next waiting cell when its last one ends;
+    ``counts`` and ``elsewhere`` are updated in place."""
     show_cell_progress = bool(slots) and slots[0].progress
     running: dict[CellProcesses | Worker, tuple[Cell, dict]] = {}
-    # Larger train fractions first: the longest cells start early, so side-by-side jobs end together.
-    waiting = sorted(todo, key=lambda cell: -cell.fraction)
+    waiting = list(todo)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

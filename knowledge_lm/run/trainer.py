@@ -121,6 +121,7 @@ def build_model_and_data(
     method's joined to its prepared features), the step budget ``train`` gives its train split, and ``method``'s
     model over ``encoder``, trained for ``total_steps`` (default: the budget's), compiled where ``train`` says."""
     method_class = METHODS.get(method)
+    train = train.resolved(method_class, torch.cuda.is_available())
     options = method_dataset_options(method, dataset_options)
     data = DATASETS.get(dataset)(
         task=task,
