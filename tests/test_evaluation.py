@@ -10,7 +10,7 @@ from knowledge_lm.backbones import load_backbone
 from knowledge_lm.errors import KlmError
 from knowledge_lm.methods.task_model import TaskModel
 from knowledge_lm.registry import METHODS
-from knowledge_lm.run.config import TrainConfig
+from knowledge_lm.run.config import CUDA_GRAPH_MIN_STEPS, TrainConfig
 from knowledge_lm.run.trainer import build_model_and_data, build_trainer
 
 FILES = {
@@ -33,7 +33,7 @@ def glue_folder(root, task: str):
 def test_deferred_decoding_equals_decoding_every_batch(tmp_path, task):
     encoder, tokenizer, _ = load_backbone("tiny", seed=0)
     train = TrainConfig(eval_batch_size=4, max_length=32)
-    model, data, _ = build_model_and_data(
+    model, data, _, _ = build_model_and_data(
         "baseline", encoder, tokenizer, "glue", train, task, data_dir=glue_folder(tmp_path / "data", task)
     )
     build_trainer(1, eval_every_steps=1).validate(model, datamodule=data)
@@ -81,7 +81,8 @@ def test_batches_padded_to_a_multiple_give_the_same_logits(tmp_path):
         encoder, tokenizer, _ = load_backbone("tiny", seed=0)
         train = TrainConfig(eval_batch_size=4, max_length=32, pad_to_multiple_of=multiple)
         torch.manual_seed(0)  # the same task head
-        model, data, _ = build_model_and_data("baseline", encoder, tokenizer, "glue", train, "rte", data_dir=data_dir)
+        built = build_model_and_data("baseline", encoder, tokenizer, "glue", train, "rte", data_dir=data_dir)
+        model, data = built[:2]
         model.eval()
         batches = list(data.evaluation_loader("test"))
         if multiple:
@@ -97,16 +98,18 @@ def test_reduce_overhead_pads_to_a_multiple_unless_told_otherwise():
     assert TrainConfig(compile=True).padding_multiple == 0 and TrainConfig().padding_multiple == 0
 
 
-def test_compile_auto_gives_cuda_graphs_only_to_methods_measured_faster_on_one_gpu():
+def test_compile_auto_gives_cuda_graphs_only_to_long_cells_of_methods_measured_faster_on_one_gpu():
     auto = TrainConfig.from_dict({"compile": "auto"})
     assert auto == TrainConfig()
-    graphs = auto.resolved(METHODS.get("baseline"), on_gpu=True)
+    baseline, long = METHODS.get("baseline"), CUDA_GRAPH_MIN_STEPS
+    graphs = auto.resolved(baseline, on_gpu=True, steps=long)
     assert (graphs.compile, graphs.compile_mode, graphs.padding_multiple) == (True, "reduce-overhead", 16)
-    assert auto.resolved(METHODS.get("knowbert+si+sr"), on_gpu=True).compile is True
-    assert auto.resolved(METHODS.get("kam"), on_gpu=True).compile is False  # slower with graphs (speed.md)
-    assert auto.resolved(METHODS.get("baseline"), on_gpu=False).compile is False
-    assert TrainConfig(devices=2).resolved(METHODS.get("baseline"), on_gpu=True).compile is False
+    assert auto.resolved(METHODS.get("knowbert+si+sr"), on_gpu=True, steps=long).compile is True
+    assert auto.resolved(baseline, on_gpu=True, steps=long - 1).compile is False  # capture costs more than it saves
+    assert auto.resolved(METHODS.get("kam"), on_gpu=True, steps=long).compile is False  # slower with graphs
+    assert auto.resolved(baseline, on_gpu=False, steps=long).compile is False
+    assert TrainConfig(devices=2).resolved(baseline, on_gpu=True, steps=long).compile is False
     explicit = TrainConfig.from_dict({"compile": "false"})
-    assert explicit.resolved(METHODS.get("baseline"), on_gpu=True) is explicit and explicit.compile is False
+    assert explicit.resolved(baseline, on_gpu=True, steps=long) is explicit and explicit.compile is False
     with pytest.raises(KlmError, match="compile='sometimes' is not a boolean or auto"):
         TrainConfig.from_dict({"compile": "sometimes"})

@@ -170,13 +170,12 @@ def train_cell(
     emptied but for the claim."""
     started = time.time()
     method_class = METHODS.get(cell.method)
-    train = train.resolved(method_class, torch.cuda.is_available())  # recorded as it ran: eager or CUDA graphs
 
     pl.seed_everything(cell.seed, workers=True, verbose=False)
     encoder, tokenizer, backbone = load_backbone(
         cell.backbone, getattr(method_class, "attn_implementation", None), seed=cell.seed
     )
-    model, data, budget = build_model_and_data(
+    model, data, budget, train = build_model_and_data(  # train resolved: the result records eager or CUDA graphs
         cell.method, encoder, tokenizer, cell.dataset, train, cell.task, cell.fraction, data_dir, dataset_options
     )
     dataset_options = method_dataset_options(cell.method, dataset_options)

@@ -117,11 +117,11 @@ def build_model_and_data(
     dataset_options: dict | None = None,
     total_steps: int | None = None,
 ):
-    """``(model, data, budget)``: ``dataset``'s data module for ``task`` at ``fraction``, set up (a knowledge
-    method's joined to its prepared features), the step budget ``train`` gives its train split, and ``method``'s
-    model over ``encoder``, trained for ``total_steps`` (default: the budget's), compiled where ``train`` says."""
+    """``(model, data, budget, train)``: ``dataset``'s data module for ``task`` at ``fraction``, set up (a
+    knowledge method's joined to its prepared features), the step budget ``train`` gives its train split,
+    ``method``'s model over ``encoder``, trained for ``total_steps`` (default: the budget's) and compiled where
+    ``train`` says, and ``train`` as resolved for this cell (``compile="auto"`` made concrete)."""
     method_class = METHODS.get(method)
-    train = train.resolved(method_class, torch.cuda.is_available())
     options = method_dataset_options(method, dataset_options)
     data = DATASETS.get(dataset)(
         task=task,
@@ -135,9 +135,10 @@ def build_model_and_data(
         **options,
     )
     data.setup()
+    budget = train.budget(data.train_size)
+    train = train.resolved(method_class, torch.cuda.is_available(), total_steps or budget["max_steps"])
     if train.padding_multiple:  # after set-up: the encodings and prepared features keep their cache keys
         data.tokenizer = StaticPadding(data.tokenizer, multiple=train.padding_multiple)
-    budget = train.budget(data.train_size)
     model = method_class(
         encoder,
         data.task_spec,
@@ -154,4 +155,4 @@ def build_model_and_data(
         # and CUDA graphs under guards on objects since freed, counting against dynamo's recompile limit.
         torch._dynamo.reset()
         model.compile_modules(train.compile_mode)
-    return model, data, budget
+    return model, data, budget, train

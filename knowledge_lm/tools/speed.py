@@ -95,7 +95,7 @@ def build(
         batch_size=batch_size, max_length=max_length, compile=bool(compile), compile_mode=compile or "default"
     )
     options = dict(dataset_defaults("generated").get("dataset_options") or {})
-    model, data, _ = build_model_and_data(
+    model, data, _, _ = build_model_and_data(
         method, encoder, tokenizer_object, "generated", train, dataset_options=options, total_steps=total_steps
     )
     if padded:  # after setup: the tokenization cache and the prepared features keep their own keys
