@@ -36,6 +36,7 @@ from knowledge_lm.run.runner import (
     sweep_cells,
     worker_pool,
 )
+from knowledge_lm.run.serve import forked_by_server, forward, serve
 
 
 def sweep_from_args(args):
@@ -426,6 +427,12 @@ def command_leaderboard(args):
     return 0
 
 
+def command_serve(args):
+    if args.idle_minutes <= 0:
+        raise KlmError(f"--idle-minutes {args.idle_minutes:g}: expected more than 0")
+    return serve(args.idle_minutes)
+
+
 def command_list(args):
     print("methods:", ", ".join(METHODS.names()))
     for name in DATASETS.names():
@@ -644,12 +651,32 @@ def build_parser():
     leaderboard.add_argument("--force", action="store_true", help="rebuild every page, changed inputs or not")
     leaderboard.set_defaults(handler=command_leaderboard)
 
+    serving = commands.add_parser(
+        "serve",
+        help="keep a warm process that forks sweep workers already imported (later klm bench runs start at once)",
+    )
+    serving.add_argument(
+        "--idle-minutes", type=float, default=30.0, help="end after this long without workers (default 30)"
+    )
+    serving.set_defaults(handler=command_serve)
+
     listing = commands.add_parser("list", help="registered methods and datasets")
     listing.set_defaults(handler=command_list)
     return parser
 
 
+# Commands that run where they are started: serve is the server, and cell may be relaunched by Lightning's DDP
+# from its own command line.
+NOT_FORWARDED = ("serve", "cell")
+
+
 def main(argv=None) -> int:
+    """``klm``'s entry point. Run as the program (``argv`` None), a command goes to a running ``klm serve`` of this
+    code and environment where there is one, already imported."""
+    if argv is None and sys.argv[1:2] and sys.argv[1] not in NOT_FORWARDED and not forked_by_server():
+        code = forward(sys.argv[1:])
+        if code is not None:
+            return code
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)

@@ -36,6 +36,7 @@ from knowledge_lm.results import (
 )
 from knowledge_lm.run.claims import CLAIMED_EXIT, describe, is_stale, read_claim
 from knowledge_lm.run.config import Sweep, check_method_options
+from knowledge_lm.run.serve import spawn
 
 console = Console(stderr=True)
 
@@ -202,14 +203,19 @@ class Worker:
     def launch(self):
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "a") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "knowledge_lm.run.worker", str(os.getpid())],
-                env=self.env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=None if self.progress else log,
-                text=True,
-            )
+            arguments = [str(os.getpid())]
+            # Forked, already imported, by a `klm serve` of this code and environment where one runs.
+            stderr = None if self.progress else log.fileno()
+            self.process = spawn("knowledge_lm.run.worker", arguments, self.env, stderr)
+            if self.process is None:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "knowledge_lm.run.worker", *arguments],
+                    env=self.env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=None if self.progress else log,
+                    text=True,
+                )
         self.replies = queue.Queue()
         threading.Thread(target=self.read_replies, args=(self.process, self.replies), daemon=True).start()
 

@@ -1,12 +1,12 @@
 """A sweep worker: one long-lived process per GPU slot that imports once and runs cells back to back.
 
-Run as ``python -m knowledge_lm.run.worker <runner pid>`` by the sweep runner, with the GPUs of its slot in
-``CUDA_VISIBLE_DEVICES``. It reads cell specs (``knowledge_lm.run.runner.cell_spec``), one JSON line each, from
-stdin, and runs each as a cell process would (``knowledge_lm.run.cell.run_spec``: claimed by this process, seeded,
-its failure recorded), its output in the cell's ``log.txt`` (on the terminal where the spec asks for progress
-bars). After each cell it writes one JSON line to stdout, ``{"key": cell key, "status": exit status}``. Backbones
-and tokenized splits stay in memory between cells; each cell trains a fresh model. It ends at the end of its input,
-or with its runner.
+Run as ``python -m knowledge_lm.run.worker <runner pid>`` by the sweep runner (or forked so, already imported, by
+``klm serve``), with the GPUs of its slot in ``CUDA_VISIBLE_DEVICES``. It reads cell specs
+(``knowledge_lm.run.runner.cell_spec``), one JSON line each, from stdin, and runs each as a cell process would
+(``knowledge_lm.run.cell.run_spec``: claimed by this process, seeded, its failure recorded), its output in the
+cell's ``log.txt`` (on the terminal where the spec asks for progress bars). After each cell it writes one JSON line
+to stdout, ``{"key": cell key, "status": exit status}``. Backbones and tokenized splits stay in memory between
+cells; each cell trains a fresh model. It ends at the end of its input, or with its runner.
 """
 
 import gc
@@ -20,6 +20,7 @@ from knowledge_lm.backbones import keep_backbones_loaded
 from knowledge_lm.data.base import TaskDataModule
 from knowledge_lm.results import Cell
 from knowledge_lm.run.cell import die_with_parent, run_spec
+from knowledge_lm.run.serve import forked_by_server
 
 
 def output_to(descriptor: int):
@@ -32,7 +33,10 @@ def output_to(descriptor: int):
 
 def serve(runner_pid: int):
     """Run the cell specs of stdin one after another, answering each on stdout, until stdin ends."""
-    die_with_parent(runner_pid)
+    if forked_by_server():  # its parent is the server, which ends it with the runner
+        print(f"worker pid {os.getpid()}: forked by klm serve (pid {os.getppid()})", file=sys.stderr)
+    else:
+        die_with_parent(runner_pid)
     keep_backbones_loaded()
     TaskDataModule.keep_encodings()
     replies = os.fdopen(os.dup(1), "w", buffering=1)  # stdout is the runner's: the cells' output goes elsewhere
@@ -55,5 +59,10 @@ def serve(runner_pid: int):
         replies.write(json.dumps({"key": cell.key, "status": status}) + "\n")
 
 
+def main(argv: list[str] | None = None):
+    """``python -m knowledge_lm.run.worker <runner pid>``."""
+    serve(int((sys.argv[1:] if argv is None else argv)[0]))
+
+
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    main()

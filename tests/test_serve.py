@@ -1,0 +1,108 @@
+"""klm serve: a command handed to the warm server, and the workers it forks, run as they would cold."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from knowledge_lm.results import predictions_path, read_predictions
+from knowledge_lm.run.cell import run_spec
+from knowledge_lm.run.config import validate_sweep
+from knowledge_lm.run.runner import cell_spec, sweep_cells
+from knowledge_lm.run.serve import server_key, socket_path, spawn
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = {
+    "name": "served",
+    "dataset": "generated",
+    "methods": ["baseline"],
+    "fractions": [1.0],
+    "seeds": [1],
+    "backbone": "tiny",
+    "dataset_options": {"train_size": 64, "dev_size": 16, "test_size": 16},
+    "train": {"batch_size": 8, "epochs": 1, "min_steps": 1, "evaluations": 2, "max_length": 48},
+}
+
+
+def klm(*arguments: str, flags: tuple = ()) -> subprocess.CompletedProcess:
+    """``klm arguments`` as the program (``python -m knowledge_lm.cli``), so that it may go to a server."""
+    command = [sys.executable, *flags, "-m", "knowledge_lm.cli", *arguments]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A ``klm serve`` of this code and environment, listening; stopped (SIGTERM) after the test."""
+    path = socket_path(server_key())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "knowledge_lm.cli", "serve", "--idle-minutes", "5"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.time() + 180
+    while not path.exists():
+        assert process.poll() is None, process.stdout.read()
+        assert time.time() < deadline, "the server never listened"
+        time.sleep(0.1)
+    yield process
+    process.terminate()
+    assert process.wait(60) == 0
+    assert not path.exists()
+
+
+def test_the_key_follows_import_time_environment_only(monkeypatch):
+    key = server_key()
+    assert server_key({**os.environ, "OMP_NUM_THREADS": "3", "KLM_CACHE_DIR": "/elsewhere"}) == key
+    assert server_key({**os.environ, "HF_HUB_OFFLINE": "0" if os.environ.get("HF_HUB_OFFLINE") == "1" else "1"}) != key
+    assert socket_path(key).parent.name == f"klm-serve-{os.getuid()}"
+    no_server = {**os.environ, "PYTHONPATH": "/no/server/imported/with/this"}
+    assert spawn("knowledge_lm.run.worker", ["1"], no_server) is None  # the runner then starts its own
+
+
+def test_a_bench_handed_to_the_server_imports_no_torch_and_gives_a_cold_cells_result(server, tmp_path):
+    config = tmp_path / "served.yaml"
+    config.write_text(yaml.safe_dump(SWEEP))
+    served, cold = tmp_path / "served", tmp_path / "cold"
+    common = ("--config", str(config), "--no-leaderboard")
+    done = klm("bench", *common, "--results-dir", str(served / "r"), "--runs-dir", str(served / "runs"),
+               flags=("-X", "importtime"))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time")}
+    assert "knowledge_lm.run.runner" in imported and "torch" not in imported  # it ran in a child of the server
+    worker_log = (served / "runs" / "workers" / "slot-0.log").read_text()
+    assert f"forked by klm serve (pid {server.pid})" in worker_log
+
+    sweep = validate_sweep(SWEEP, "test")
+    [cell] = sweep_cells(sweep)
+    cell.run_dir(cold / "runs").mkdir(parents=True)
+    assert run_spec(cell_spec(cell, sweep, {}, None, cold / "r", cold / "runs", False)) == 0  # in this process
+    warm_path, cold_path = cell.result_path(served / "r"), cell.result_path(cold / "r")
+    warm, alone = json.loads(warm_path.read_text()), json.loads(cold_path.read_text())
+    assert warm["data"] == alone["data"] and warm["budget"] == alone["budget"]
+    for split, metrics in alone["metrics"].items():
+        assert warm["metrics"][split] == pytest.approx(metrics, abs=1e-6)
+    assert (
+        read_predictions(predictions_path(warm_path))["predicted"]
+        == (read_predictions(predictions_path(cold_path))["predicted"])
+    )
+
+    failed = klm("bench", "--dataset", "no-such-dataset")  # an error comes back as it would cold
+    assert failed.returncode == 2 and "no-such-dataset" in failed.stderr
+
+
+def test_a_killed_served_worker_reports_its_signal_and_a_second_server_is_refused(server):
+    worker = spawn("knowledge_lm.run.worker", [str(os.getpid())], dict(os.environ))
+    assert worker is not None and worker.poll() is None
+    worker.kill()
+    assert worker.wait(60) == -signal.SIGKILL
+
+    second = klm("serve")
+    assert second.returncode == 2 and "already listens" in second.stderr
