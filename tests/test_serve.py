@@ -60,7 +60,8 @@ def server():
 
 def test_the_key_follows_import_time_environment_only(monkeypatch):
     key = server_key()
-    assert server_key({**os.environ, "OMP_NUM_THREADS": "3", "KLM_CACHE_DIR": "/elsewhere"}) == key
+    set_by_imports = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1", "TORCHINDUCTOR_CACHE_DIR": "/tmp/inductor"}
+    assert server_key({**os.environ, "OMP_NUM_THREADS": "3", "KLM_CACHE_DIR": "/elsewhere", **set_by_imports}) == key
     assert server_key({**os.environ, "HF_HUB_OFFLINE": "0" if os.environ.get("HF_HUB_OFFLINE") == "1" else "1"}) != key
     assert socket_path(key).parent.name == f"klm-serve-{os.getuid()}"
     no_server = {**os.environ, "PYTHONPATH": "/no/server/imported/with/this"}

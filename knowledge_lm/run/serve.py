@@ -35,8 +35,11 @@ from knowledge_lm.errors import KlmError
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # What the server imports before forking: what a worker would spend its first seconds importing.
 PRELOADED = ("torch", "transformers", "pytorch_lightning", "knowledge_lm.run.worker", "knowledge_lm.cli")
-# Environment read while those modules import (so a server started under other values would behave otherwise).
-IMPORT_TIME_ENV = ("HF_", "TRANSFORMERS_", "TORCH", "PYTORCH_", "PYTHONPATH", "CUDA_HOME", "LD_LIBRARY_PATH")
+# Environment read while those modules import (so a server started under other values would behave otherwise):
+# the Hugging Face hub's settings (offline mode, caches) and the import path. Not torch's own variables: torch
+# reads them when used, and importing Lightning and torch sets some (PYTORCH_NVML_BASED_CUDA_CHECK,
+# TORCHINDUCTOR_CACHE_DIR), which a klm started from such a process would inherit.
+IMPORT_TIME_ENV = ("HF_", "TRANSFORMERS_", "PYTHONPATH")
 FORKED = False  # set in the children the server forks
 
 
