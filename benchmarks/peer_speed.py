@@ -45,6 +45,7 @@ from knowledge_lm.errors import KlmError
 from knowledge_lm.results import load_results, write_json_atomic
 from knowledge_lm.run.config import BENCHMARKS_DIR, load_sweep, parse_fractions, parse_seeds
 from knowledge_lm.run.provenance import device_name, git_commit, versions
+from knowledge_lm.run.serve import server_key, socket_path
 from knowledge_lm.run.trainer import resolve_precision
 from knowledge_lm.tools.speed import render_peer, speed_record_path
 
@@ -211,6 +212,8 @@ def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folde
                     "cell_s": result["wall_time_s"],
                     "dev": result["metrics"]["dev"][metric],
                     "test": result["metrics"][result["report_split"]][metric],
+                    "cuda_graphs": result["config"]["train"].get("compile") is True
+                    and result["config"]["train"].get("compile_mode") == "reduce-overhead",
                 },
                 **(
                     {
@@ -287,6 +290,8 @@ def main(argv=None):
                 "jobs": args.jobs,
                 "max_steps": args.max_steps or None,
                 "klm_settings": dict(setting.split("=", 1) for setting in args.klm_set),
+                # The klm side handed to a warm `klm serve` (its imports done before the clock starts)?
+                "klm_served": socket_path(server_key()).exists(),
             }
             if not args.no_cell:
                 task, fraction, seed = SINGLE_CELL

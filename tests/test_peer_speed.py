@@ -118,8 +118,11 @@ def test_a_grid_through_klm_alone_renders_without_trainer_figures(tmp_path):
     record["grid"] = {**record["cell"], "cells": rows, "klm": {"process_wall_s": 42.0}}
     del record["grid"]["hf"]
     record["klm_settings"] = {"compile": "true"}
+    record["klm_served"] = True
+    record["grid"]["cells"][0]["klm"]["cuda_graphs"] = True
     page = render_speed([record])
-    assert "klm with compile=true" in page
+    assert "klm with compile=true; klm handed to a warm `klm serve`" in page
+    assert "| klm cells with CUDA graphs (compile_mode reduce-overhead) | 1 of 1 |" in page
     assert "| 1: rte × 100% × seeds 1 | process wall | 42.0 s | — | — |  |" in page
     assert "| longest klm cell (a floor for its process wall) | rte 100% seed 1: 10.0 s, 237 steps (42.2 ms" in page
 

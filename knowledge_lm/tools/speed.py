@@ -449,6 +449,8 @@ def render_peer(records: list[dict]) -> list[str]:
         settings = record.get("klm_settings") or {}
         if settings:
             conditions += "; klm with " + ", ".join(f"{name}={value}" for name, value in settings.items())
+        if record.get("klm_served"):
+            conditions += "; klm handed to a warm `klm serve`"
         lines += [
             f"### {record['device']}, {Path(record['backbone']).name}, {record['precision']}",
             "",
@@ -495,6 +497,12 @@ def render_peer(records: list[dict]) -> list[str]:
                     hf_text = f"{hf:.1f}{unit}"
                     ratio = f"{klm / hf:.2f}" if unit else f"{klm - hf:+.1f} (difference)"
                 lines.append(f"| {name} | {figure} | {klm:.1f}{unit} | {hf_text} | {ratio} | {target} |")
+            graphs = [c for c in cells if c["klm"].get("cuda_graphs")]
+            if graphs:
+                lines.append(
+                    f"| {name} | klm cells with CUDA graphs (compile_mode reduce-overhead) | {len(graphs)} of "
+                    f"{len(cells)} | | | |"
+                )
             if part == "grid":  # the grid's wall cannot be below its longest cell's
                 longest = max(cells, key=lambda c: c["klm"]["cell_s"])
                 lines.append(
