@@ -167,7 +167,8 @@ def run_klm(args, tasks, fractions, seeds, folder: Path) -> tuple[float, dict]:
         *[part for setting in args.klm_set for part in ("--set", setting)],
         *(["--data-dir", args.data_dir] if args.data_dir else []),
     ]
-    environment = {**os.environ, "KLM_CACHE_DIR": str(folder / "klm-cache")}
+    # KLM_SERVE=0: a cold klm starts no server beside the cells it is timed on (a warm one is started beforehand).
+    environment = {**os.environ, "KLM_CACHE_DIR": str(folder / "klm-cache"), "KLM_SERVE": "0"}
     log = folder / "klm.log"
     started = time.perf_counter()
     with open(log, "w") as output:

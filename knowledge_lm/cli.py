@@ -36,7 +36,7 @@ from knowledge_lm.run.runner import (
     sweep_cells,
     worker_pool,
 )
-from knowledge_lm.run.serve import forked_by_server, forward, serve
+from knowledge_lm.run.serve import forked_by_server, forward, serve, start_in_background
 
 
 def sweep_from_args(args):
@@ -668,15 +668,25 @@ def build_parser():
 # Commands that run where they are started: serve is the server, and cell may be relaunched by Lightning's DDP
 # from its own command line.
 NOT_FORWARDED = ("serve", "cell")
+# How long a server that `klm bench` starts for the runs after it stays up without work.
+BACKGROUND_SERVER_IDLE_MINUTES = 10
 
 
 def main(argv=None) -> int:
     """``klm``'s entry point. Run as the program (``argv`` None), a command goes to a running ``klm serve`` of this
-    code and environment where there is one, already imported."""
+    code and environment where there is one, already imported; where there is none, ``klm bench`` runs here and
+    starts one in the background for the runs after it (unless ``KLM_SERVE=0``)."""
     if argv is None and sys.argv[1:2] and sys.argv[1] not in NOT_FORWARDED and not forked_by_server():
         code = forward(sys.argv[1:])
         if code is not None:
             return code
+        if sys.argv[1] == "bench" and os.environ.get("KLM_SERVE", "1") != "0":
+            log = start_in_background(BACKGROUND_SERVER_IDLE_MINUTES)
+            print(
+                f"klm: started klm serve in the background for later runs ({BACKGROUND_SERVER_IDLE_MINUTES} idle "
+                f"minutes; log {log}; KLM_SERVE=0 to run without)",
+                file=sys.stderr,
+            )
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)

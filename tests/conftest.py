@@ -8,6 +8,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Tests train tiny models: one thread each is faster than two threads synchronising over 32-wide matrices,
 # and cell processes started by the tests inherit it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# A klm bench the tests start as a program starts no background server (tests/test_serve.py starts its own).
+os.environ["KLM_SERVE"] = "0"
 
 
 @pytest.fixture(scope="session")

@@ -68,6 +68,31 @@ def test_the_key_follows_import_time_environment_only(monkeypatch):
     assert spawn("knowledge_lm.run.worker", ["1"], no_server) is None  # the runner then starts its own
 
 
+def test_a_bench_without_a_server_starts_one_in_the_background():
+    """Runs before the module's server fixture starts one: here none listens."""
+    path = socket_path(server_key())
+    assert not path.exists()
+    done = subprocess.run(
+        [sys.executable, "-m", "knowledge_lm.cli", "bench", "--dataset", "no-such-dataset"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "KLM_SERVE": "1"},
+        timeout=120,
+    )
+    assert done.returncode == 2 and "no-such-dataset" in done.stderr  # answered at once, cold
+    assert "started klm serve in the background" in done.stderr
+    deadline = time.time() + 180
+    while "listening" not in path.with_suffix(".log").read_text():
+        assert time.time() < deadline, path.with_suffix(".log").read_text()
+        time.sleep(0.1)
+    pid = int(path.with_suffix(".log").read_text().split("klm serve: pid ")[-1].split(",")[0])
+    os.kill(pid, signal.SIGTERM)
+    while path.exists():
+        assert time.time() < deadline + 60
+        time.sleep(0.1)
+
+
 def test_a_bench_handed_to_the_server_imports_no_torch_and_gives_a_cold_cells_result(server, tmp_path):
     config = tmp_path / "served.yaml"
     config.write_text(yaml.safe_dump(SWEEP))

@@ -164,6 +164,22 @@ def forward(argv: list[str]) -> int | None:
     return 128 - returncode if returncode < 0 else returncode  # a signal's number, as a shell reports it
 
 
+def start_in_background(idle_minutes: float) -> Path:
+    """Start ``klm serve`` for this code and environment, detached (its own session), without waiting for it to
+    listen; its log's path (beside its socket)."""
+    log_path = socket_path(server_key()).with_suffix(".log")
+    log_path.parent.mkdir(mode=0o700, exist_ok=True)
+    with open(log_path, "w") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", "knowledge_lm.cli", "serve", "--idle-minutes", f"{idle_minutes:g}"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return log_path
+
+
 def forked_by_server() -> bool:
     """Whether this process is a child ``klm serve`` forked (its parent is the server, not its requester)."""
     return FORKED
