@@ -384,7 +384,7 @@ def run_sweep(
         or (states[c.key][0] not in ("done", "running") and (retry_failed or states[c.key][0] != "failed"))
     ]
     counts = {"done_before": len(cells) - len(todo) - len(elsewhere), "finished": 0, "failed": 0, "elsewhere": 0}
-    show_cell_progress = jobs == 1 and sys.stderr.isatty()
+    show_cell_progress = cell_progress_bars(jobs)
     # A DDP cell starts its ranks from its own process: such cells keep a process each.
     in_workers = executor is None and not isolate_cells and devices_per_cell == 1
     with ExitStack() as open_slots:
@@ -446,12 +446,17 @@ def worker_pool(jobs: int, runs_dir, gpus: list[str] | None = None):
     """``jobs`` workers for several sweeps of one invocation (``run_sweep``'s ``pool``), spread over ``gpus`` (default:
     the visible ones) as one sweep spreads its own, ended when the block ends."""
     gpus = visible_gpus() if gpus is None else gpus
-    workers = make_slots(jobs, gpu_groups(gpus, 1), True, jobs == 1 and sys.stderr.isatty(), runs_dir)
+    workers = make_slots(jobs, gpu_groups(gpus, 1), True, cell_progress_bars(jobs), runs_dir)
     try:
         yield workers
     finally:
         for worker in workers:
             worker.close()
+
+
+def cell_progress_bars(jobs: int) -> bool:
+    """Whether cells show their own progress bars on this terminal: one cell at a time, on a terminal."""
+    return jobs == 1 and sys.stderr.isatty()
 
 
 def make_slots(

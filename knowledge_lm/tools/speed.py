@@ -237,6 +237,10 @@ def run_speed(
     }
 
 
+# Records of the benchmarks/ scripts (peer_speed.py, erica_speed.py), named and rendered apart from klm speed's.
+BENCHMARK_KINDS = ("peer", "erica")
+
+
 def speed_record_path(results_dir, record: dict) -> Path:
     """One file per measurement (its time in the name): a later run on another host of the same card sits
     beside the earlier one instead of replacing it. A peer record (``kind: peer``) is named as such."""
@@ -244,7 +248,7 @@ def speed_record_path(results_dir, record: dict) -> Path:
         "-"
     )
     when = compact_time(record["measured_at"])
-    if record.get("kind") in ("peer", "erica"):
+    if record.get("kind") in BENCHMARK_KINDS:
         return Path(results_dir) / SPEED_DIR / f"{slug}-{record['kind']}-{when}.json"
     compiled = compiled_label(record, "-compiled", "-compiled-{mode}")
     length = f"n{record['max_length']}" + ("-padded" if record.get("padded") else "")
@@ -265,7 +269,7 @@ def render_speed(records: list[dict]) -> str:
     backbone, shape, compilation), oldest first; then the peer records (``render_peer``)."""
     peers = [record for record in records if record.get("kind") == "peer"]
     ericas = [record for record in records if record.get("kind") == "erica"]
-    records = [record for record in records if record.get("kind") not in ("peer", "erica")]
+    records = [record for record in records if record.get("kind") not in BENCHMARK_KINDS]
     lines = [
         "# Training speed",
         "",
