@@ -201,6 +201,9 @@ def test_klm_cell_runs_one_cell_in_process_and_refuses_a_wider_selection(tmp_pat
     assert two_nodes["steps_per_epoch"] == 40 and two_nodes["per_device_batch_size"] == 2 and two_nodes["nodes"] == 2
 
 
+# About 20 s on 2 cores (a worker imports torch, then three cells train); moving a result aside and back is also
+# covered, fast, by test_failed_rerun_leaves_the_old_result_in_place.
+@pytest.mark.slow
 def test_rerun_without_predictions_supersedes_old_results_and_keeps_them(tmp_path):
     """A result from before cells kept predictions runs again with --rerun-without-predictions; the old one moves
     under results/superseded/ (not a cell for the leaderboard), and a result with predictions is left alone."""
