@@ -682,11 +682,12 @@ def main(argv=None) -> int:
             return code
         if sys.argv[1] == "bench" and os.environ.get("KLM_SERVE", "1") != "0":
             log = start_in_background(BACKGROUND_SERVER_IDLE_MINUTES)
-            print(
-                f"klm: started klm serve in the background for later runs ({BACKGROUND_SERVER_IDLE_MINUTES} idle "
-                f"minutes; log {log}; KLM_SERVE=0 to run without)",
-                file=sys.stderr,
-            )
+            if log is not None:
+                print(
+                    f"klm: started klm serve in the background for later runs ({BACKGROUND_SERVER_IDLE_MINUTES} idle "
+                    f"minutes; log {log}; KLM_SERVE=0 to run without)",
+                    file=sys.stderr,
+                )
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)

@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from knowledge_lm.results import predictions_path, read_predictions
 from knowledge_lm.run.cell import run_spec
 from knowledge_lm.run.config import validate_sweep
 from knowledge_lm.run.runner import cell_spec, sweep_cells
-from knowledge_lm.run.serve import server_key, socket_path, spawn
+from knowledge_lm.run.serve import ServedProcess, own_folder, receive_line, server_key, socket_path, spawn
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = {
@@ -73,6 +74,20 @@ def test_the_key_follows_import_time_environment_only(monkeypatch):
     assert socket_path(key).parent.name == f"klm-serve-{os.getuid()}"
     no_server = {**os.environ, "PYTHONPATH": "/no/server/imported/with/this"}
     assert spawn("knowledge_lm.run.worker", ["1"], no_server) is None  # the runner then starts its own
+
+
+def test_an_exit_status_read_along_with_the_pid_is_not_waited_for_again(tmp_path):
+    """A child that ends at once: the server's two lines (pid, exit) may arrive in one read."""
+    mine, servers = socket.socketpair()
+    servers.sendall(b'{"pid": 1}\n{"exit": 3}\n')
+    line, pending = receive_line(mine)
+    process = ServedProcess(mine, json.loads(line)["pid"], pending)
+    assert process.poll() == 3 and process.wait(0) == 3
+    servers.close()
+    private, shared = tmp_path / "private", tmp_path / "shared"
+    private.mkdir(mode=0o700)
+    shared.mkdir(mode=0o755)
+    assert own_folder(private / "x.sock") and not own_folder(shared / "x.sock")
 
 
 def test_a_bench_handed_to_the_server_imports_no_torch_and_gives_a_cold_cells_result(server, tmp_path):

@@ -66,26 +66,26 @@ def socket_path(key: str) -> Path:
 class ServedProcess:
     """A process forked by the server for this one, used as a ``subprocess.Popen``: ``pid``, its pipes (``stdin``,
     ``stdout``: text, where it has them) and ``poll`` / ``wait`` / ``kill``; its exit status arrives from the server
-    (negative: the signal that ended it)."""
+    (negative: the signal that ended it). ``pending``: bytes the server sent after the pid, read with it."""
 
-    def __init__(self, connection: socket.socket, replies, pid: int, stdin=None, stdout=None):
-        self.connection, self.replies, self.pid, self.stdin, self.stdout = connection, replies, pid, stdin, stdout
+    def __init__(self, connection: socket.socket, pid: int, pending: bytes = b"", stdin=None, stdout=None):
+        self.connection, self.pid, self.pending, self.stdin, self.stdout = connection, pid, pending, stdin, stdout
         self.returncode = None
 
     def poll(self) -> int | None:
-        if self.returncode is None and readable(self.connection, 0):
+        if self.returncode is None and (b"\n" in self.pending or readable(self.connection, 0)):
             self.read_status()
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            if not readable(self.connection, timeout):
+            if b"\n" not in self.pending and not readable(self.connection, timeout):
                 raise subprocess.TimeoutExpired(f"process {self.pid}", timeout)
             self.read_status()
         return self.returncode
 
     def read_status(self):
-        line = self.replies.readline()
+        line, self.pending = receive_line(self.connection, self.pending)
         self.returncode = json.loads(line)["exit"] if line else 1  # the server went first: its children with it
         self.connection.close()
 
@@ -103,12 +103,32 @@ def readable(connection: socket.socket, timeout: float | None) -> bool:
         return bool(selector.select(timeout))
 
 
+def receive_line(connection: socket.socket, pending: bytes = b"") -> tuple[bytes, bytes]:
+    """The next line from ``connection`` after ``pending`` (b"" where it closes first), and the bytes read past it."""
+    while b"\n" not in pending:
+        chunk = connection.recv(4096)
+        if not chunk:
+            return b"", b""
+        pending += chunk
+    line, _, rest = pending.partition(b"\n")
+    return line, rest
+
+
+def own_folder(path: Path) -> bool:
+    """Whether ``path``'s folder is this user's alone: a socket in a folder another user made could be theirs."""
+    try:
+        folder = path.parent.stat()
+    except OSError:
+        return False
+    return folder.st_uid == os.getuid() and not folder.st_mode & 0o077
+
+
 def request_child(module: str, argv: list[str], env: dict, descriptors: list[int]) -> ServedProcess | None:
     """``module.main(argv)`` forked by the server whose key ``env`` gives, with ``descriptors`` as its stdin, stdout
     and stderr, this process's folder and ``env``; it ends when this process does. None where no such server runs
     (or it ended meanwhile)."""
     path = socket_path(server_key(env))
-    if not path.exists():
+    if not path.exists() or not own_folder(path):
         return None
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     request = {"module": module, "argv": argv, "env": env, "cwd": os.getcwd(), "requester": os.getpid()}
@@ -117,14 +137,13 @@ def request_child(module: str, argv: list[str], env: dict, descriptors: list[int
         connection.connect(str(path))
         sent = socket.send_fds(connection, [payload], descriptors)
         connection.sendall(payload[sent:])
-        replies = connection.makefile("r")
-        reply = replies.readline()
+        line, pending = receive_line(connection)
     except OSError:  # a socket left by a server that was killed, or one ending now
-        reply = ""
-    if not reply:
+        line = b""
+    if not line:
         connection.close()
         return None
-    return ServedProcess(connection, replies, json.loads(reply)["pid"])
+    return ServedProcess(connection, json.loads(line)["pid"], pending)
 
 
 def spawn(module: str, argv: list[str], env: dict, stderr: int | None = None) -> ServedProcess | None:
@@ -164,11 +183,13 @@ def forward(argv: list[str]) -> int | None:
     return 128 - returncode if returncode < 0 else returncode  # a signal's number, as a shell reports it
 
 
-def start_in_background(idle_minutes: float) -> Path:
+def start_in_background(idle_minutes: float) -> Path | None:
     """Start ``klm serve`` for this code and environment, detached (its own session), without waiting for it to
-    listen; its log's path (beside its socket)."""
+    listen; its log's path (beside its socket), or None where its folder is not this user's alone."""
     log_path = socket_path(server_key()).with_suffix(".log")
     log_path.parent.mkdir(mode=0o700, exist_ok=True)
+    if not own_folder(log_path):
+        return None  # klm serve would refuse it
     with open(log_path, "w") as log:
         subprocess.Popen(
             [sys.executable, "-m", "knowledge_lm.cli", "serve", "--idle-minutes", f"{idle_minutes:g}"],
@@ -189,6 +210,8 @@ def serve(idle_minutes: float = 30.0) -> int:
     """Import, then fork the children runners ask for until ``idle_minutes`` pass without any (or a signal)."""
     path = socket_path(server_key())  # the key before the imports, some of which set environment variables
     path.parent.mkdir(mode=0o700, exist_ok=True)
+    if not own_folder(path):
+        raise KlmError(f"klm serve: {path.parent} is not this user's alone (another user made it?); remove it")
     if path.exists():
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
             if probe.connect_ex(str(path)) == 0:
