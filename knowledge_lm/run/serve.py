@@ -114,6 +114,20 @@ def receive_line(connection: socket.socket, pending: bytes = b"") -> tuple[bytes
     return line, rest
 
 
+def send_line(connection: socket.socket, message: dict):
+    """``message`` as one JSON line to a requester (none sent where it is gone)."""
+    try:
+        connection.sendall(json.dumps(message).encode() + b"\n")
+    except OSError:
+        pass
+
+
+def private_folder(path: Path) -> bool:
+    """Make ``path``'s folder where missing; whether it is this user's alone (``own_folder``)."""
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    return own_folder(path)
+
+
 def own_folder(path: Path) -> bool:
     """Whether ``path``'s folder is this user's alone: a socket in a folder another user made could be theirs."""
     try:
@@ -187,8 +201,7 @@ def start_in_background(idle_minutes: float) -> Path | None:
     """Start ``klm serve`` for this code and environment, detached (its own session), without waiting for it to
     listen; its log's path (beside its socket), or None where its folder is not this user's alone."""
     log_path = socket_path(server_key()).with_suffix(".log")
-    log_path.parent.mkdir(mode=0o700, exist_ok=True)
-    if not own_folder(log_path):
+    if not private_folder(log_path):
         return None  # klm serve would refuse it
     with open(log_path, "w") as log:
         subprocess.Popen(
@@ -209,8 +222,7 @@ def forked_by_server() -> bool:
 def serve(idle_minutes: float = 30.0) -> int:
     """Import, then fork the children runners ask for until ``idle_minutes`` pass without any (or a signal)."""
     path = socket_path(server_key())  # the key before the imports, some of which set environment variables
-    path.parent.mkdir(mode=0o700, exist_ok=True)
-    if not own_folder(path):
+    if not private_folder(path):
         raise KlmError(f"klm serve: {path.parent} is not this user's alone (another user made it?); remove it")
     if path.exists():
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
@@ -255,15 +267,14 @@ def serve(idle_minutes: float = 30.0) -> int:
 def fork_child(connection: socket.socket, listener: socket.socket, children: dict) -> int | None:
     """Read one request and fork its child; the child's pid, sent back too (None for a request that broke off).
     The child keeps none of the server's sockets: a requester sees the server's end when the server ends."""
+    descriptors = []
     try:
         data, descriptors, _, _ = socket.recv_fds(connection, 1 << 16, 3)
-        while not data.endswith(b"\n"):
-            more = connection.recv(1 << 16)
-            if not more:
-                raise OSError("the request broke off")
-            data += more
-        request = json.loads(data)
+        line, _ = receive_line(connection, data)
+        request = json.loads(line)  # b"": the request broke off, and json says so
     except (OSError, ValueError):
+        for descriptor in descriptors:
+            os.close(descriptor)
         connection.close()
         return None
     pid = os.fork()
@@ -273,10 +284,7 @@ def fork_child(connection: socket.socket, listener: socket.socket, children: dic
         run_child(request, descriptors)  # never returns
     for descriptor in descriptors:
         os.close(descriptor)
-    try:
-        connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-    except OSError:
-        pass
+    send_line(connection, {"pid": pid})
     return pid
 
 
@@ -289,10 +297,7 @@ def report_ended(children: dict[int, socket.socket], wait: bool = False):
         connection = children.pop(pid, None)
         if connection is None:
             continue
-        try:
-            connection.sendall(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
-        except OSError:  # its requester is gone
-            pass
+        send_line(connection, {"exit": os.waitstatus_to_exitcode(status)})
         connection.close()
 
 
