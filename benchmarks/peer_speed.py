@@ -43,7 +43,7 @@ from knowledge_lm.data.glue import GlueDataModule
 from knowledge_lm.data.subsets import subset_hash
 from knowledge_lm.errors import KlmError
 from knowledge_lm.results import load_results, write_json_atomic
-from knowledge_lm.run.config import BENCHMARKS_DIR, load_sweep, parse_fractions, parse_seeds
+from knowledge_lm.run.config import BENCHMARKS_DIR, TrainConfig, load_sweep, parse_fractions, parse_seeds
 from knowledge_lm.run.provenance import device_name, git_commit, versions
 from knowledge_lm.run.serve import server_key, socket_path
 from knowledge_lm.run.trainer import resolve_precision
@@ -213,8 +213,7 @@ def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folde
                     "cell_s": result["wall_time_s"],
                     "dev": result["metrics"]["dev"][metric],
                     "test": result["metrics"][result["report_split"]][metric],
-                    "cuda_graphs": result["config"]["train"].get("compile") is True
-                    and result["config"]["train"].get("compile_mode") == "reduce-overhead",
+                    "cuda_graphs": TrainConfig.from_dict(result["config"]["train"]).cuda_graphs,
                 },
                 **(
                     {

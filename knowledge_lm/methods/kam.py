@@ -71,7 +71,7 @@ from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.kg import KnowledgeGraph
 from knowledge_lm.methods.knowbert import prepared_kg_dir
 from knowledge_lm.methods.sisr import SelectiveInjection, SelectiveInjectionOptions, SelectivelyInjected
-from knowledge_lm.methods.task_model import MethodOptions, TaskModel
+from knowledge_lm.methods.task_model import MethodOptions, TaskModel, compiled
 from knowledge_lm.registry import register_method
 
 MAP_NAMES = ("entity", "phrase", "pmi", "kg")
@@ -546,7 +546,7 @@ class Kam(TaskModel):
 
     def compile_modules(self, mode: str = "default"):
         super().compile_modules(mode)
-        self.kam_state.mix = torch.compile(mix_attention, dynamic=True, mode=None if mode == "default" else mode)
+        self.kam_state.mix = compiled(mix_attention, mode)
 
     def encode(self, batch):
         knowledge, input_ids = batch["knowledge"], batch["input_ids"]

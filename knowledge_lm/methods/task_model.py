@@ -30,6 +30,12 @@ def to_host(data):
     return apply_to_collection(data, torch.Tensor, lambda tensor: tensor.to("cpu", non_blocking=True))
 
 
+def compiled(function, mode: str = "default"):
+    """``function`` under ``torch.compile`` in ``mode`` (a training setting ``compile_mode``), shapes dynamic: each
+    batch is padded to its own longest text and span count."""
+    return torch.compile(function, dynamic=True, mode=None if mode == "default" else mode)
+
+
 def logs_this_step(module: pl.LightningModule) -> bool:
     """Whether a training step logs its losses: every ``log_every_n_steps`` steps, when a logger would write
     them. Each call costs host time on a launch-bound step, and a progress bar showing the value syncs the device."""
@@ -197,7 +203,7 @@ class TaskModel(pl.LightningModule):
         "reduce-overhead" each shape gets its own CUDA graph, and every step marks a new graph generation."""
         self.cuda_graph_steps = mode == "reduce-overhead"
         for module in self.compiled_modules():
-            module.forward = torch.compile(module.forward, dynamic=True, mode=None if mode == "default" else mode)
+            module.forward = compiled(module.forward, mode)
 
     def on_train_batch_start(self, batch, batch_idx):
         # CUDA-graph outputs of one step are overwritten by the next replay; tell the graph trees where steps begin.

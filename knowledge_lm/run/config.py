@@ -145,11 +145,16 @@ class TrainConfig:
         return dataclasses.replace(self, compile=graphs, compile_mode=mode)
 
     @property
+    def cuda_graphs(self) -> bool:
+        """Whether the layers replay as CUDA graphs: compiled (``compile`` true, not "auto") in reduce-overhead."""
+        return self.compile is True and self.compile_mode == "reduce-overhead"
+
+    @property
     def padding_multiple(self) -> int:
         """What each batch's length is rounded up to (``pad_to_multiple_of``; 0: its longest text)."""
         if self.pad_to_multiple_of:
             return self.pad_to_multiple_of
-        return CUDA_GRAPH_PADDING if self.compile is True and self.compile_mode == "reduce-overhead" else 0
+        return CUDA_GRAPH_PADDING if self.cuda_graphs else 0
 
     @property
     def world_size(self) -> int:
