@@ -213,7 +213,7 @@ class Worker:
                     env=self.env,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
-                    stderr=None if self.progress else log,
+                    stderr=stderr,
                     text=True,
                 )
         self.replies = queue.Queue()
