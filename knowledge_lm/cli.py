@@ -676,19 +676,20 @@ def main(argv=None) -> int:
     """``klm``'s entry point. Run as the program (``argv`` None), a command goes to a running ``klm serve`` of this
     code and environment where there is one, already imported; where there is none, ``klm bench`` runs here and
     starts one in the background for the runs after it (unless ``KLM_SERVE=0``)."""
-    if argv is None and sys.argv[1:2] and sys.argv[1] not in NOT_FORWARDED and not forked_by_server():
+    as_program = argv is None and sys.argv[1:2] and sys.argv[1] not in NOT_FORWARDED and not forked_by_server()
+    if as_program:
         code = forward(sys.argv[1:])
         if code is not None:
             return code
-        if sys.argv[1] == "bench" and os.environ.get("KLM_SERVE", "1") != "0":
-            log = start_in_background(BACKGROUND_SERVER_IDLE_MINUTES)
-            if log is not None:
-                print(
-                    f"klm: started klm serve in the background for later runs ({BACKGROUND_SERVER_IDLE_MINUTES} idle "
-                    f"minutes; log {log}; KLM_SERVE=0 to run without)",
-                    file=sys.stderr,
-                )
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # --help and argument errors end here, before any server starts
+    if as_program and args.command == "bench" and os.environ.get("KLM_SERVE", "1") != "0":
+        log = start_in_background(BACKGROUND_SERVER_IDLE_MINUTES)
+        if log is not None:
+            print(
+                f"klm: started klm serve in the background for later runs ({BACKGROUND_SERVER_IDLE_MINUTES} idle "
+                f"minutes; log {log}; KLM_SERVE=0 to run without)",
+                file=sys.stderr,
+            )
     try:
         return args.handler(args)
     except KlmError as error:
