@@ -15,7 +15,6 @@ renders it on ``leaderboards/speed.md``).
 import argparse
 import statistics
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -26,7 +25,7 @@ from knowledge_lm.data.base import default_cache_dir
 from knowledge_lm.methods.erica import pretrain
 from knowledge_lm.methods.erica_corpus import cached_corpus
 from knowledge_lm.results import write_json_atomic
-from knowledge_lm.run.provenance import device_name, git_commit, versions
+from knowledge_lm.run.provenance import device_name, measured_now
 from knowledge_lm.run.trainer import resolve_precision
 from knowledge_lm.tools.speed import ERICA_TARGET, speed_record_path
 
@@ -111,9 +110,7 @@ def main():
         "warmup": args.warmup,
         "mlm_ms": round(mlm * 1000, 3),
         "erica_ms": round(erica * 1000, 3),
-        "git": git_commit(),
-        "versions": versions(),
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **measured_now(),
     }
     path = speed_record_path(args.results_dir, record)
     write_json_atomic(path, record)

@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
 from itertools import product
 from pathlib import Path
 
@@ -44,7 +43,7 @@ from knowledge_lm.data.subsets import subset_hash
 from knowledge_lm.errors import KlmError
 from knowledge_lm.results import load_results, write_json_atomic
 from knowledge_lm.run.config import BENCHMARKS_DIR, TrainConfig, load_sweep, parse_fractions, parse_seeds
-from knowledge_lm.run.provenance import device_name, git_commit, versions
+from knowledge_lm.run.provenance import device_name, measured_now
 from knowledge_lm.run.serve import server_key, socket_path
 from knowledge_lm.run.trainer import resolve_precision
 from knowledge_lm.tools.speed import render_peer, speed_record_path
@@ -312,9 +311,7 @@ def main(argv=None):
                 )
     except KlmError as error:
         fail(str(error))
-    record.update(
-        git=git_commit(), versions=versions(), measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds")
-    )
+    record.update(measured_now())
     path = speed_record_path(args.results_dir, record)
     write_json_atomic(path, record)
     print("\n".join(render_peer([record])))

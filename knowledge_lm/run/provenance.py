@@ -46,6 +46,15 @@ def versions() -> dict:
     return found
 
 
+def measured_now() -> dict:
+    """What a speed record states beside its numbers: the commit and library versions it ran at, and when."""
+    return {
+        "git": git_commit(),
+        "versions": versions(),
+        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
 def device_record(precision: str, devices: int) -> dict:
     """The accelerator a cell ran on, as its result records it."""
     if torch.cuda.is_available():

@@ -15,7 +15,6 @@ the prepared features: run ``klm prepare --dataset generated --kg-embeddings`` f
 import math
 import statistics
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -28,7 +27,7 @@ from knowledge_lm.data.base import StaticPadding
 from knowledge_lm.registry import METHODS
 from knowledge_lm.results import compact_time
 from knowledge_lm.run.config import TrainConfig, dataset_defaults
-from knowledge_lm.run.provenance import device_name, git_commit, versions
+from knowledge_lm.run.provenance import device_name, measured_now
 from knowledge_lm.run.trainer import build_model_and_data, build_trainer
 
 SPEED_DIR = "speed"
@@ -231,9 +230,7 @@ def run_speed(
         **({"compile_mode": compile} if compile else {}),
         "methods": rows,
         "bare_loop": bare,
-        "git": git_commit(),
-        "versions": versions(),
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **measured_now(),
     }
 
 
