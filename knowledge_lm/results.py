@@ -56,6 +56,7 @@ class CellResult(_CellResultRequired, total=False):
     schema: int
     selection: dict  # {"split": "dev", "metric", "step", "epoch"}: the evaluation reported
     metrics_by_group: dict[str, dict[str, float]]  # example group → {"examples", metric → value}, reported split
+    dev_metrics_by_group: dict[str, dict[str, float]]  # the same on dev, the split settings are chosen on
     method_stats: dict  # what the method measured of its own run (e.g. SI's kept share)
     evaluations: list[dict]  # every evaluation: step, epoch, split → metrics
     resumed_from_checkpoint: bool

@@ -213,3 +213,5 @@ def test_kg_text_trains_as_a_cell(prepared_cache, tmp_path):
     assert result["cell"]["method"] == "kg-text" and "accuracy" in result["metrics"]["test"]
     assert result["method_stats"]["examples_with_facts"] > 0
     assert set(result["metrics_by_group"]) <= {"text", "type", "one_hop", "two_hop"}
+    assert set(result["dev_metrics_by_group"]) <= {"text", "type", "one_hop", "two_hop"}
+    assert result["dev_metrics_by_group"] and all("accuracy" in g for g in result["dev_metrics_by_group"].values())

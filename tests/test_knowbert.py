@@ -252,6 +252,7 @@ def test_knowbert_trains_as_a_cell(method, prepared_cache, tmp_path):
         progress=False,
     )
     assert result["cell"]["method"] == method and "accuracy" in result["metrics"]["test"]
+    assert result["method_stats"]["entity_scale"] > 0  # the scale the TransE rows were read at, as derived
     if method != "knowbert":  # SI's record: the share of links kept, K_thresh from the train split's DF
         stats = result["method_stats"]
         assert 0 < stats["si_kept_share"] <= 1 and stats["si_k_thresh_source"] == "quantile 0.9 of train DF"

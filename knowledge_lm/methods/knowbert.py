@@ -540,6 +540,11 @@ class KnowBert(TaskModel):
     def new_modules(self):
         return [] if self.kar_pretrained else [self.kar]
 
+    def method_stats(self) -> dict:
+        """The entity scale the table's rows were read at: the option, or the one ``EntityTable.load`` derived."""
+        scale = self.kar.entities.scale
+        return {**super().method_stats(), "entity_scale": None if scale is None else round(float(scale), 6)}
+
     def compiled_modules(self):
         layers = super().compiled_modules()
         # Under CUDA graphs KAR runs eager between the layers' graphs: compiled there, its backward segfaulted

@@ -111,10 +111,9 @@ def clear_run_dir(run_dir: Path):
             entry.unlink(missing_ok=True)
 
 
-def group_metrics(model, data) -> dict:
-    """The best evaluation's metrics on the reported split per example group (``example_groups``: the generated
-    task's statement families), ``{group: {"examples": n, metric: value}}``; empty where the dataset has none."""
-    split = data.report_split
+def group_metrics(model, data, split: str) -> dict:
+    """The best evaluation's metrics on ``split`` per example group (``example_groups``: the generated task's
+    statement families), ``{group: {"examples": n, metric: value}}``; empty where the dataset has none."""
     groups, outputs = data.example_groups(split), model.best_outputs.get(split)
     if not groups or not outputs or len(groups) != len(outputs["predicted"]):
         return {}
@@ -249,7 +248,9 @@ def train_cell(
             "epoch": best["epoch"],
         },
         "metrics": best["metrics"],
-        "metrics_by_group": group_metrics(model, data) if train.world_size == 1 else {},  # split order only
+        "metrics_by_group": group_metrics(model, data, data.report_split) if train.world_size == 1 else {},
+        # Per family on dev as well, where model selection and method settings are judged (split order only).
+        "dev_metrics_by_group": group_metrics(model, data, "dev") if train.world_size == 1 else {},
         "method_stats": model.method_stats(),
         "evaluations": model.evaluations,
         "resumed_from_checkpoint": resumed_from is not None,
