@@ -154,7 +154,7 @@ def test_bench_sets_bad_results_aside_and_runs_their_cells_again(tmp_path, monke
 
 def test_leaderboard_warns_per_bad_file_and_renders_the_rest(tmp_path, capsys):
     results = tmp_path / "results"
-    source = ROOT / "results/generated/facts/baseline/minilm"
+    source = ROOT / "results/superseded/generated/split-v1/facts/baseline/minilm"
     good = results / "generated/facts/baseline/minilm"
     good.mkdir(parents=True)
     for name in ("f1-s1.json", "f1-s1.predictions.json.gz", "f1-s2.json", "f1-s2.predictions.json.gz"):
