@@ -551,7 +551,7 @@ def render_dataset(
                         f"{task}: {metric} against the sweep variant",
                     )
             if figures_dir is not None:
-                spectra = full_data_spectra(plain[plain.task == task])
+                spectra = full_data_spectra(comparable(plain[plain.task == task]))
                 if spectra:
                     out += figure_link(
                         spectrum_curves(

@@ -67,10 +67,10 @@ def degenerate_cells(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def degenerate_text(frame: pd.DataFrame) -> str:
-    """How many of ``frame``'s cells are degenerate, by reason; "" where none is."""
+    """The degenerate rule (``DEGENERATE_RULE``) and how many of ``frame``'s cells it flags, by reason."""
     cells = degenerate_cells(frame)
     if cells.empty:
-        return ""
+        return f"{DEGENERATE_RULE.text()} No cell on this page is."
     reasons = [reason for joined in cells["degenerate"] for reason in joined.split(", ")]
     counts = ", ".join(
         f"{reasons.count(reason)} {label}" for reason, label in DEGENERATE_LABELS.items() if reason in reasons
