@@ -68,6 +68,12 @@ def test_families_open_the_page_with_intervals_chance_marks_and_the_kg_verdict(t
     text = page.read_text()
     lines = text.splitlines()
     assert "the seeds are pooled by averaging each example's correctness" in lines[7]
+    # One family: knower and typer against the baseline, 3 methods x 4 families above chance (recorded: one seed).
+    assert (
+        "over one family per page that holds every test whose mark (↑ / ↓ / ✓) the page shows: 14 comparisons "
+        in (lines[7])
+        and "(2 against the baseline, 12 a family above chance)" in lines[7]
+    )
     assert lines[9] == "## facts: accuracy per statement family (tiny, 100%)"
     assert text.index("per statement family") < text.index("## Backbone: tiny")
     header = next(line for line in lines if line.startswith("| method | seeds |"))
@@ -78,14 +84,14 @@ def test_families_open_the_page_with_intervals_chance_marks_and_the_kg_verdict(t
     assert table_row(lines, "recorded")[1:7] == ["1"] + ["75.0"] * 4 + ["—"]  # metrics_by_group alone: no interval
     assert "<details><summary>Other fractions: 10%</summary>" in lines
     later = lines[lines.index("**10%**") :]
-    assert table_row(later, "knower")[1:3] == ["1", "100.0 [100.0, 100.0] ✓"]
+    assert table_row(later, "knower")[1:3] == ["1", "100.0 [100.0, 100.0]"]  # one seed: no test above chance
     assert "knowledge used (accuracy, against" not in text  # no knowledge-used table of its own on a page with families
 
 
 def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_path):
     results = tmp_path / "results"
     knowledge = {"type", "one_hop", "two_hop"}
-    for seed in (1, 2):
+    for seed in (1, 2, 3, 4, 5):
         kept_result(results, "knowbert", seed, 100.0, right_on(knowledge | {"text"}))
         kept_result(results, "knowbert", seed, accuracy_on({"text"}), right_on({"text"}), variant="shuffled")
         kept_result(results, "kam", seed, 100.0, right_on(knowledge | {"text"}))
@@ -94,13 +100,14 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
     page = dataset_page(results, tmp_path / "leaderboards")
     lines = page.read_text().splitlines()
     knowbert = table_row(lines, "knowbert")
-    assert knowbert[7] == "shuffled: +100.0 [+100.0, +100.0] ✓"
+    assert knowbert[7] == "shuffled: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0]"
     whole = 100 - accuracy_on({"text"})
-    assert knowbert[8].startswith(f"shuffled: {whole:+.1f} [") and knowbert[8].endswith("] ✓ |")
+    assert knowbert[8].startswith(f"shuffled: {whole:+.1f} [") and "(n=5, q=0.000) ✓; examples [" in knowbert[8]
     assert table_row(lines, "knowbert [shuffled]")[7:] == ["(control)", "(control) |"]
     assert table_row(lines, "kam")[7:] == ["—", "— |"]  # no control cells
     assert (
-        table_row(lines, "kam [t20k]")[7] == "zeroed: +100.0 [+100.0, +100.0] ✓"
+        table_row(lines, "kam [t20k]")[7]
+        == "zeroed: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0]"
     )  # a variant's control: <variant>-zeroed
     assert table_row(lines, "kam [t20k-zeroed]")[7:] == ["(control)", "(control) |"]
     assert any(line.startswith("Knowledge used = the method's accuracy minus") for line in lines)
@@ -136,5 +143,8 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
     page = dataset_page(glue, tmp_path / "glue-leaderboards")
     lines = page.read_text().splitlines()
     assert "### rte: knowledge used (accuracy, against each method's control)" in lines
-    assert "| erica ⟨erica-minilm⟩ | 100% | mlm-only: +3.0 (no kept predictions) |" in lines
+    assert (
+        "| erica ⟨erica-minilm⟩ | 100% | mlm-only: +3.0 [+3.0, +3.0] (n=2, q=0.000) too few seeds; "
+        "no kept predictions |" in lines
+    )  # seed level: a verdict needs 5 seed pairs
     assert not any(line.startswith("| erica-mlm-only ⟨erica-mlm-only-minilm⟩ | 100% | mlm-only") for line in lines)

@@ -31,11 +31,13 @@ def test_degenerate_cells_are_flagged_counted_and_never_compared(tmp_path):
         fake_result(results, "partly", "rte", 1.0, seed, base + 5.0, **evaluations(10 if seed == 3 else 20))
     path = dataset_page(results, tmp_path / "leaderboards")
     lines = path.read_text().splitlines()
-    assert "⊘k = k of the group's seeds are degenerate cells (4 on this page: 4 selected at the first evaluation)" in (
+    assert "⊘k = k of the group's seeds are degenerate cells (4 on this page: 4 selected at the first evaluation;" in (
         "\n".join(lines)
     )
+    assert "<details><summary>Dropped: 4 degenerate cells (partly 1, stuck 3)</summary>" in lines
+    assert "- partly 100% s3 (rte): selected at the first evaluation" in lines
     assert "| stuck | degenerate: selected at the first evaluation: 52.7 ± 0.0 (n=3) |" in lines
-    assert "| partly | **66.0 ± 1.0 (n=3) ⊘1** ↑ |" in lines
+    assert "| partly | **66.0 ± 1.4 (n=2) ⊘1** ↑ |" in lines  # the mean of the seeds compared, 65 and 67
     assert "| stuck | 100% | — | — | 0 | 3 | — | — | — | — | every pair degenerate |" in lines
     partly = next(line for line in lines if line.startswith("| partly | 100% |"))
     assert partly.startswith("| partly | 100% | +5.0 ± 0.0 | [+5.0, +5.0] | 2 | 1 |")
@@ -149,4 +151,7 @@ def test_the_glance_page_gives_each_methods_corrected_delta_per_dataset(tmp_path
     assert table_row(lines, "half")[1].startswith("-0.3 [") and table_row(lines, "half")[1].endswith(
         "(n=3), 1 of 2 tasks |"
     )
-    assert any("Benjamini–Hochberg correction over this table's 2 comparisons" in line for line in lines)
+    assert any("after the Benjamini–Hochberg correction of the dataset's own page" in line for line in lines)
+    page = (tmp_path / "leaderboards" / "glue.md").read_text().splitlines()
+    page = page[next(i for i, line in enumerate(page) if line.startswith("Against the baseline at 100 %")) :]
+    assert table_row(page, "steady")[1:4] == ["cola, rte", "+4.2 ↑", "[+4.0, +4.4]"]  # the README's, from the page

@@ -5,8 +5,10 @@ corrected by Benjamini–Hochberg over a page's comparisons (``SIGNIFICANCE`` on
 difference" (interval within ±``NO_DIFFERENCE``) from "too few seeds to tell"; where both kept predictions of the
 same gold, the paired bootstrap over test examples (``knowledge_lm.report.bootstrap``). Per statement family
 (the generated task's text, type, one_hop, two_hop): a method's score with a bootstrap interval over the family's
-examples and the family's chance level. Against its controls (``KNOWLEDGE_CONTROLS``: the same cells with the
-knowledge shuffled or zeroed, or ERICA's MLM-only checkpoint): Δ with a paired bootstrap interval over the examples.
+examples and the family's chance level, tested above chance over the seeds (``above_chance_test``). Against its
+controls (``KNOWLEDGE_CONTROLS``): Δ paired by seed, tested like Δ against the baseline (``knowledge_test``; a verdict
+needs ``MIN_SEEDS``), with the paired bootstrap interval over the examples beside it. Every p whose mark a page shows
+(against the baseline, knowledge used, above chance) is corrected together, once per page (``page_tests``).
 At 100 %, each method scored per entity-frequency bucket of the reported split's examples.
 """
 
@@ -19,7 +21,7 @@ import pandas as pd
 from scipy.stats import false_discovery_control, ttest_1samp
 
 from knowledge_lm.report.bootstrap import LEVEL, bootstrap_interval, paired_bootstrap, task_scorer
-from knowledge_lm.report.frame import MISSING, by_seed, interval_text, kept_run, seed_cells
+from knowledge_lm.report.frame import MISSING, by_seed, interval_text, kept_run, page_rows, seed_cells
 from knowledge_lm.report.protocol import comparable
 
 SIGNIFICANCE = 0.05  # of a Benjamini–Hochberg q: the false discovery rate among a page's ↑ / ↓
@@ -27,7 +29,11 @@ SIGNIFICANCE = 0.05  # of a Benjamini–Hochberg q: the false discovery rate amo
 NO_DIFFERENCE = 1.0  # points of the metric: an interval of Δ within ±this says the methods do not differ
 
 
-ABOVE = " ✓"  # a 95 % interval wholly above chance (a family's score) or above 0 (a Δ)
+ABOVE = " ✓"  # significant after the page's correction: above chance (a family's score) or above 0 (knowledge used)
+
+MIN_SEEDS = 5  # seed pairs a knowledge-used verdict needs; fewer: "too few seeds"
+
+FRACTION = 1.0  # the fraction of the answer at a glance (``knowledge_lm.report.glance``)
 
 
 # The generated task's statement families in the order of the page. Text statements are answered from the sentence
@@ -53,6 +59,15 @@ KNOWLEDGE_CONTROLS = {
     "zeroed": Control(
         "zeroed", None, "the method's knowledge zeroed (KnowBERT's entity table, KAM's maps, kg-text's facts)"
     ),
+    "relations-permuted": Control(
+        "relations-permuted",
+        None,
+        "the same edges with their relation labels permuted (TransE retrained on that graph; kg-text's facts carry "
+        "the permuted relations)",
+    ),
+    "test-shuffled": Control(
+        "test-shuffled", None, "trained and selected with the right links, evaluated with every test link shuffled"
+    ),
     "mlm-only": Control(
         "", {"erica": "erica-mlm-only"}, "for ERICA, its MLM-only checkpoint pretrained on the same corpus"
     ),
@@ -72,6 +87,15 @@ def delta_test(deltas: pd.Series) -> dict:
     test = ttest_1samp(deltas, 0.0)
     interval = test.confidence_interval(LEVEL)
     return {"n": n, "delta": delta, "std": std, "p": float(test.pvalue), "interval": [interval.low, interval.high]}
+
+
+def above_chance_test(values: pd.Series, chance: float) -> dict:
+    """Seed scores tested above ``chance``: a one-sided one-sample t-test (``delta_test``'s fields for the scores
+    minus chance, its p one-sided). Identical scores have no spread: p is 0 above chance, else 1."""
+    found = delta_test(values - chance)
+    if found["p"] is None or not found["std"]:
+        return {**found, "p": None if found["p"] is None else (0.0 if found["delta"] > 0 else 1.0)}
+    return {**found, "p": float(ttest_1samp(values - chance, 0.0, alternative="greater").pvalue)}
 
 
 def seed_deltas(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str) -> pd.Series:
@@ -128,17 +152,101 @@ def significance_mark(found: dict | None) -> str:
     return " ↑" if found["delta"] > 0 else " ↓"
 
 
-def page_comparisons(frame: pd.DataFrame, metrics: dict[str, str]) -> dict[tuple, dict]:
+def page_comparisons(frame: pd.DataFrame, metrics: dict[str, str], correct: bool = True) -> dict[tuple, dict]:
     """Every method against the baseline on a page, ``(backbone, method, fraction, task)`` → ``paired_comparison``
-    of the task's metric (``metrics``), sweep variants aside, corrected over the page as one family."""
+    of the task's metric (``metrics``), sweep variants aside, corrected as one family where ``correct`` (else left
+    to ``page_tests``, which corrects them with the page's other tests)."""
     found = {}
     plain = frame[frame.variant == ""]
     for (backbone, method, fraction, task), _ in plain.groupby(["backbone", "method", "fraction", "task"]):
         compared = paired_comparison(plain[plain.backbone == backbone], method, fraction, task, metrics[task])
         if compared is not None:
             found[backbone, method, fraction, task] = compared
-    corrected(list(found.values()))
+    if correct:
+        corrected(list(found.values()))
     return found
+
+
+def dataset_delta(frame: pd.DataFrame, method: str, metrics: dict[str, str]) -> dict | None:
+    """``delta_test`` of ``method``'s per-seed Δ against the baseline at ``FRACTION``, averaged over the tasks of
+    ``frame`` (one dataset and backbone, sweep variants and degenerate cells aside) that both ran, with ``tasks``:
+    those tasks; None where they share no seed on every such task."""
+    plain = comparable(frame[(frame.fraction == FRACTION) & (frame.variant == "")])
+    per_task = {
+        task: seed_deltas(plain, method, FRACTION, task, metrics[task])
+        for task in sorted(plain[plain.method == method]["task"].unique())
+    }
+    per_task = {task: deltas for task, deltas in per_task.items() if not deltas.empty}
+    seeds = pd.DataFrame(per_task).dropna()
+    if seeds.empty:
+        return None
+    return {**delta_test(seeds.mean(axis=1)), "tasks": list(per_task)}
+
+
+class PageTests(NamedTuple):
+    """Every test whose mark a page shows, corrected as one Benjamini–Hochberg family (``page_tests``)."""
+
+    baseline: dict[tuple, dict]  # (backbone, method, fraction, task) → ``paired_comparison``
+    overall: dict[tuple, dict]  # (backbone, method) → ``dataset_delta`` at ``FRACTION``: a page of several tasks
+    used: dict[tuple, dict]  # (backbone, task, method, variant, fraction, control, scope) → ``knowledge_test``
+    chance: dict[tuple, dict]  # (backbone, task, method, variant, fraction, group) → ``above_chance_test``
+
+    def size(self) -> int:
+        """How many comparisons the family holds: those with a p."""
+        return sum(found["p"] is not None for tests in self for found in tests.values())
+
+
+WHOLE = "whole"  # the scope of a knowledge-used test on the whole split; else on the families that need the graph
+
+
+def page_tests(
+    frame: pd.DataFrame, metrics: dict[str, str], golds: dict[str, list], groupings: dict[str, list[str]]
+) -> PageTests:
+    """The tests of one dataset's page (``frame``: its cells of the current protocol), ``metrics``: each task's main
+    metric: every method against the baseline; on a page of several tasks, each method against it averaged over the
+    tasks at ``FRACTION`` (the answer at a glance); knowledge used against each control per method, variant and
+    fraction (on a task with statement families: on the whole split and on the families that need the graph
+    pooled; else on the whole split, variants aside); and each family's score above chance. Their p's corrected
+    together (``corrected``)."""
+    baseline = page_comparisons(frame, metrics, correct=False)
+    overall, used, chance = {}, {}, {}
+    tasks = sorted(frame["task"].unique())
+    dataset = frame["dataset"].iloc[0]
+    for backbone, group in frame.groupby("backbone"):
+        if len(tasks) > 1:
+            for method in sorted(set(group["method"]) - {"baseline"}):
+                found = dataset_delta(group, method, metrics)
+                if found is not None:
+                    overall[backbone, method] = found
+        for task in tasks:
+            metric = metrics[task]
+            task_frame = group[(group.task == task) & (group.metric == metric)]
+            groups = page_groups(task_frame, groupings)
+            knowledge = {g for g in groups if g not in KNOWLEDGE_FREE_GROUPS}
+            scopes = {WHOLE: None, **({"graph": knowledge} if knowledge else {})}
+            kept = comparable(task_frame)
+            for fraction in sorted(task_frame["fraction"].unique()):
+                at = kept[kept.fraction == fraction]
+                rows = page_rows(at if groups else at[at.variant == ""])
+                for method, variant in rows:
+                    cells = seed_cells(at, method, variant, fraction, metric)
+                    controls = (
+                        []
+                        if is_control(cells["cell_method"].iloc[0], variant)
+                        else control_cells(at, method, fraction, metric, variant)
+                    )
+                    for name, control in controls:
+                        for scope, pooled in scopes.items():
+                            found = knowledge_test(cells, control, dataset, task, metric, golds, groupings, pooled)
+                            if found is not None:
+                                used[backbone, task, method, variant, fraction, name, scope] = found
+                    for family in groups:
+                        found = family_test(cells, family, dataset, task, metric, golds, groupings)
+                        if found is not None:
+                            chance[backbone, task, method, variant, fraction, family] = found
+    tests = PageTests(baseline, overall, used, chance)
+    corrected([found for found_by_key in tests for found in found_by_key.values()])
+    return tests
 
 
 def bootstrap_comparison(
@@ -278,16 +386,76 @@ def family_score(
     return found
 
 
-def kg_verdict(scores: dict[str, dict | None]) -> str:
-    """ "yes" where a method is above chance on every family that needs the graph, "only …" naming those it is
-    above chance on, "no" on none; — where a family has no interval or chance."""
-    knowledge = [group for group in scores if group not in KNOWLEDGE_FREE_GROUPS]
-    if not knowledge or any(
-        scores[group] is None or scores[group]["interval"] is None or scores[group]["chance"] is None
-        for group in knowledge
-    ):
+def seed_score(
+    cell, groups, dataset: str, task: str, metric: str, golds: dict[str, list], groupings: dict[str, list[str]]
+) -> float | None:
+    """One cell's ``metric`` on the examples of ``groups`` pooled (None: its value on the whole split): from its
+    ``metrics_by_group`` (weighted by each group's examples), else its kept predictions scored on those examples;
+    None where it has neither."""
+    if groups is None:
+        return float(cell.value)
+    by_group = cell.by_group if isinstance(cell.by_group, dict) else {}
+    if all(metric in by_group.get(group, {}) for group in groups):
+        if len(groups) == 1:
+            return float(by_group[next(iter(groups))][metric])
+        weights = [by_group[group].get("examples") for group in groups]
+        if all(weights):
+            return sum(by_group[g][metric] * w for g, w in zip(groups, weights)) / sum(weights)
+    if cell.predictions and cell.groups_sha256 and set(groups) & set(groupings[cell.groups_sha256]):
+        members = members_of(groupings[cell.groups_sha256], set(groups))
+        return subset_score(dataset, task, metric, cell.predictions, golds[cell.gold_sha256], members)
+    return None
+
+
+def seed_scores(cells: pd.DataFrame, groups, *scoring) -> pd.Series | None:
+    """``seed_score`` of each of ``cells``, indexed by seed; None where a cell has none."""
+    values = [seed_score(cell, groups, *scoring) for cell in cells.itertuples()]
+    if any(value is None for value in values):
+        return None
+    return pd.Series(values, index=list(cells["seed"]), dtype=float)
+
+
+def family_chance(cells: pd.DataFrame, group: str, golds: dict[str, list], groupings: dict[str, list[str]]):
+    """The share of ``group``'s most frequent gold label (× 100), from the first of ``cells`` that kept predictions
+    and groups; None where none did."""
+    for cell in cells.itertuples():
+        if cell.predictions and cell.groups_sha256 and group in groupings[cell.groups_sha256]:
+            gold, members = golds[cell.gold_sha256], members_of(groupings[cell.groups_sha256], {group})
+            labels = Counter(json.dumps(gold[i], sort_keys=True) for i in members)
+            return 100 * max(labels.values()) / sum(labels.values())
+    return None
+
+
+def family_test(
+    cells: pd.DataFrame,
+    group: str,
+    dataset: str,
+    task: str,
+    metric: str,
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+) -> dict | None:
+    """``above_chance_test`` of the seeds' accuracy on ``group`` (``cells``: one method's non-degenerate seeds), with
+    ``chance``; None for another metric, or where chance or a seed's score is unknown."""
+    chance = family_chance(cells, group, golds, groupings) if metric == "accuracy" else None
+    scores = seed_scores(cells, {group}, dataset, task, metric, golds, groupings) if chance is not None else None
+    if scores is None:
+        return None
+    return {**above_chance_test(scores, chance), "chance": chance}
+
+
+def significant(found: dict | None) -> bool:
+    """Whether a corrected test (``corrected``) has q < ``SIGNIFICANCE``."""
+    return found is not None and found.get("q") is not None and found["q"] < SIGNIFICANCE
+
+
+def kg_verdict(tests: dict[str, dict | None]) -> str:
+    """From each family's ``family_test`` (``tests``, corrected): "yes" where a method is above chance on every family
+    that needs the graph, "only …" naming those it is above chance on, "no" on none; — where a family has no test."""
+    knowledge = [group for group in tests if group not in KNOWLEDGE_FREE_GROUPS]
+    if not knowledge or any(tests[group] is None or tests[group]["p"] is None for group in knowledge):
         return MISSING
-    above = [group for group in knowledge if scores[group]["interval"][0] > scores[group]["chance"]]
+    above = [group for group in knowledge if significant(tests[group]) and tests[group]["delta"] > 0]
     return "yes" if len(above) == len(knowledge) else f"only {', '.join(above)}" if above else "no"
 
 
@@ -380,6 +548,54 @@ def knowledge_delta(
     return {"delta": delta, "interval": resampled["delta_interval"] if resampled else None}
 
 
+def knowledge_test(
+    ours: pd.DataFrame,
+    control: pd.DataFrame,
+    dataset: str,
+    task: str,
+    metric: str,
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+    groups=None,
+) -> dict | None:
+    """The method's ``metric`` minus its control's, paired by seed over the seeds both ran (``ours``, ``control``:
+    their non-degenerate cells), tested as against the baseline (``delta_test``); ``groups``: on the examples of
+    those groups pooled (``seed_score``). None where they share no seed or a seed has no score."""
+    seeds = sorted(set(ours["seed"]) & set(control["seed"]))
+    if not seeds:
+        return None
+    scoring = (dataset, task, metric, golds, groupings)
+    mine, theirs = (
+        seed_scores(cells.set_index("seed").loc[seeds].reset_index(), groups, *scoring) for cells in (ours, control)
+    )
+    if mine is None or theirs is None:
+        return None
+    return delta_test(mine - theirs)
+
+
+def knowledge_verdict(found: dict) -> str:
+    """What a corrected ``knowledge_test`` says: ✓ (uses it) or "below its control" where q < ``SIGNIFICANCE``
+    over at least ``MIN_SEEDS`` seed pairs; "too few seeds" under them; else "not significant"."""
+    if found["n"] < MIN_SEEDS or found["p"] is None:
+        return "too few seeds"
+    if significant(found):
+        return ABOVE.strip() if found["delta"] > 0 else "below its control"
+    return "not significant"
+
+
+def knowledge_used_text(found: dict, resampled: dict | None) -> str:
+    """A knowledge-used test as a page says it: Δ, its interval over seeds, n, q, the verdict, and the paired bootstrap
+    interval over the examples (``knowledge_delta``) beside it."""
+    seeds = MISSING if found["interval"] is None else interval_text(found["interval"])
+    q = MISSING if found["q"] is None else f"{found['q']:.3f}"
+    examples = (
+        "no kept predictions"
+        if resampled is None or resampled["interval"] is None
+        else f"examples {interval_text(resampled['interval'])}"
+    )
+    return f"{found['delta']:+.1f} {seeds} (n={found['n']}, q={q}) {knowledge_verdict(found)}; {examples}"
+
+
 def knowledge_used(
     frame: pd.DataFrame,
     method: str,
@@ -390,24 +606,24 @@ def knowledge_used(
     metric: str,
     golds: dict[str, list],
     groupings: dict[str, list[str]],
+    used: dict[tuple, dict],
     groups=None,
 ) -> str:
-    """A row's knowledge-used cell: Δ against each of its controls, "(control)" on a control's own row, — where
-    it has no control cells."""
-    cells = seed_cells(frame, method, variant, fraction, metric)
+    """A row's knowledge-used cell: against each of its controls, the seed-level test of ``used`` (``PageTests.used``,
+    corrected with the page) and the bootstrap over the examples beside it; "(control)" on a control's own row, —
+    where it has no control cells."""
+    cells = seed_cells(comparable(frame), method, variant, fraction, metric)
     if cells.empty:
         return MISSING
     if is_control(cells["cell_method"].iloc[0], variant):
         return "(control)"
+    backbone = cells["backbone"].iloc[0]
+    scope = WHOLE if groups is None else "graph"
     parts = []
-    frame, cells = comparable(frame), comparable(cells)
-    for name, control in control_cells(frame, method, fraction, metric, variant):
-        found = knowledge_delta(cells, control, dataset, task, metric, golds, groupings, groups)
+    for name, control in control_cells(comparable(frame), method, fraction, metric, variant):
+        found = used.get((backbone, task, method, variant, fraction, name, scope))
         if found is None:
             continue
-        if found["interval"] is None:
-            parts.append(f"{name}: {found['delta']:+.1f} (no kept predictions)")
-            continue
-        above = ABOVE if found["interval"][0] > 0 else ""
-        parts.append(f"{name}: {found['delta']:+.1f} {interval_text(found['interval'])}{above}")
+        resampled = knowledge_delta(cells, control, dataset, task, metric, golds, groupings, groups)
+        parts.append(f"{name}: {knowledge_used_text(found, resampled)}")
     return "<br>".join(parts) or MISSING

@@ -3,10 +3,12 @@
 A cell's predictions count as kept where the reported split's gold, recomputed from the data directory
 (``knowledge_lm.report.gold``), has the sha256 its predictions file holds; its example groups (the generated task's
 statement families) count where there is one per gold answer. A cell is degenerate where it predicted one class for
-every example or was selected at its first evaluation (``degenerate_reason``). The frame's rows are looked up by
+every example or was selected at its first evaluation (``degenerate_reason``), or where its knowledge-free family
+is at chance while the baseline solves it (``DEGENERATE_RULE``, ``family_at_chance``). The frame's rows are looked up by
 method, fraction, task, metric and seed, and ordered for a page: each method followed by its sweep variants.
 """
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,6 +26,33 @@ CELL_COLUMNS = ["dataset", "method", "task", "fraction", "seed", "backbone", "va
 # Why a cell is degenerate: a result of the protocol, not of the method, so it is flagged and never compared.
 ONE_CLASS = "one class"  # every prediction of the reported split the same
 FIRST_EVALUATION = "first evaluation"  # selected at the first of its evaluations: training never improved on it
+FAMILY_AT_CHANCE = "family at chance"  # its knowledge-free family at chance where the baseline solves it
+
+
+@dataclass(frozen=True)
+class DegenerateRule:
+    """The degenerate-cell rule, declared before the runs and applied to every method alike, the baseline included:
+    a cell is degenerate where it predicted one class (``ONE_CLASS``), was selected at its first evaluation
+    (``FIRST_EVALUATION``), or scores at most ``at_most`` on ``family`` (a family answered from the sentence alone)
+    while the baseline's mean on it, over its own seeds of the same fraction not degenerate otherwise, is above
+    ``solved_above`` (``FAMILY_AT_CHANCE``): training collapsed on what any fine-tuned model learns."""
+
+    family: str = "text"
+    metric: str = "accuracy"
+    at_most: float = 60.0
+    solved_above: float = 60.0
+
+    def text(self) -> str:
+        return (
+            "A cell is degenerate (declared before the runs, the same rule for every method, the baseline included) "
+            "where it predicted one class for every example, or was selected at its first evaluation, or scores "
+            f"≤ {self.at_most:g} {self.metric} on the {self.family} family (answered from the sentence alone) while "
+            f"the baseline's mean on it at that fraction is > {self.solved_above:g}: a family at chance that the "
+            "baseline solves."
+        )
+
+
+DEGENERATE_RULE = DegenerateRule()
 
 # A result without ``protocol`` was recorded before splits and scorers had versions: their first.
 FIRST_PROTOCOL = {"split_version": "1", "scorer_version": "1"}
@@ -157,7 +186,42 @@ def results_frame(
                     "scorer_version": str(protocol["scorer_version"]),
                 }
             )
-    return pd.DataFrame(rows)
+    return family_at_chance(pd.DataFrame(rows))
+
+
+def family_score_of(by_group, rule: DegenerateRule = DEGENERATE_RULE) -> float | None:
+    """A cell's ``rule.metric`` on ``rule.family`` from its ``metrics_by_group``; None where not recorded."""
+    if not isinstance(by_group, dict):
+        return None
+    value = by_group.get(rule.family, {}).get(rule.metric)
+    return None if value is None else float(value)
+
+
+def family_at_chance(frame: pd.DataFrame, rule: DegenerateRule = DEGENERATE_RULE) -> pd.DataFrame:
+    """``frame`` with ``FAMILY_AT_CHANCE`` added to the ``degenerate`` reasons of each cell whose ``rule.family`` score
+    is at most ``rule.at_most`` where the baseline's mean on that family (same dataset, task, backbone, fraction and
+    versions; its seeds not degenerate otherwise) is above ``rule.solved_above``."""
+    if frame.empty or "by_group" not in frame:
+        return frame
+    score = pd.to_numeric(frame["by_group"].map(lambda by_group: family_score_of(by_group, rule)), errors="coerce")
+    where = ["dataset", "task", "backbone", "fraction", "split_version", "scorer_version"]
+    solvers = frame[(frame.method == "baseline") & (frame.variant == "") & (frame.degenerate == "") & score.notna()]
+    solved = (
+        solvers.drop_duplicates(CELL_COLUMNS)
+        .assign(score=score)
+        .groupby(where)["score"]
+        .mean()
+        .rename("baseline_score")
+    )
+    if solved.empty:
+        return frame
+    baseline = frame[where].merge(solved.reset_index(), on=where, how="left")["baseline_score"].to_numpy()
+    flagged = (score.to_numpy() <= rule.at_most) & (baseline > rule.solved_above)
+    frame = frame.copy()
+    frame.loc[flagged, "degenerate"] = [
+        f"{reason}, {FAMILY_AT_CHANCE}" if reason else FAMILY_AT_CHANCE for reason in frame.loc[flagged, "degenerate"]
+    ]
+    return frame
 
 
 @lru_cache(maxsize=None)

@@ -1,56 +1,55 @@
 """The answer at a glance, ``leaderboards/README.md``: does knowledge injection help, and by how much?
 
 One row per method, one column per dataset (linking to its page). A cell is the method's Δ against the baseline at
-100 % train: per seed, the method's main metric minus the baseline's, averaged over the dataset's tasks both ran
-(seeds with every one of those tasks), then tested over the seeds (``comparisons.delta_test``: mean, 95 % interval,
-p), the p's of the whole table corrected as one family (Benjamini–Hochberg). Degenerate cells and older split or
-scorer versions are left out as on the pages. Where the method has counterfactual controls, the cell adds its
-knowledge used (``comparisons.knowledge_used``, the pages' own).
+100 % train as the dataset's page tests it (``comparisons.page_tests``, corrected with every other mark of that
+page): on a page of one task, the task's own comparison; on a page of several, the per-seed Δ averaged over the
+tasks both ran. Where the method has counterfactual controls, the cell adds its knowledge used, the page's seed-level
+test too. The README computes no test of its own, so it and the page give the same verdict for the same comparison.
+Degenerate cells and older split or scorer versions are left out as on the pages.
 """
 
 import pandas as pd
 
 from knowledge_lm.registry import DATASETS
 from knowledge_lm.report.comparisons import (
+    FRACTION,
+    MIN_SEEDS,
     NO_DIFFERENCE,
     SIGNIFICANCE,
-    corrected,
-    delta_test,
-    knowledge_used,
-    seed_deltas,
+    WHOLE,
+    PageTests,
+    knowledge_verdict,
+    page_tests,
     significance_mark,
 )
 from knowledge_lm.report.frame import MISSING, interval_text
-from knowledge_lm.report.protocol import comparable, current_protocol, degenerate_cells
-
-FRACTION = 1.0
+from knowledge_lm.report.protocol import current_protocol, degenerate_cells
 
 
-def dataset_delta(frame: pd.DataFrame, method: str, metrics: dict[str, str]) -> dict | None:
-    """``delta_test`` of ``method``'s per-seed Δ against the baseline at ``FRACTION``, averaged over the tasks of
-    ``frame`` (one dataset and backbone) that both ran, with ``tasks``: those tasks; None where they share no seed
-    on every such task."""
-    plain = comparable(frame[(frame.fraction == FRACTION) & (frame.variant == "")])
-    per_task = {
-        task: seed_deltas(plain, method, FRACTION, task, metrics[task])
-        for task in sorted(plain[plain.method == method]["task"].unique())
-    }
-    per_task = {task: deltas for task, deltas in per_task.items() if not deltas.empty}
-    by_seed = pd.DataFrame(per_task).dropna()
-    if by_seed.empty:
-        return None
-    return {**delta_test(by_seed.mean(axis=1)), "tasks": list(per_task)}
-
-
-def used_text(frame: pd.DataFrame, method: str, dataset: str, tasks: list[str], metrics: dict, golds, groupings) -> str:
-    """The knowledge-used cells of ``method`` on ``tasks`` at ``FRACTION`` (task-named where several); "" if none."""
-    parts = []
-    for task in tasks:
-        task_frame = frame[(frame.task == task) & (frame.metric == metrics[task])]
-        used = knowledge_used(task_frame, method, "", FRACTION, dataset, task, metrics[task], golds, groupings)
-        if used != MISSING:
-            parts.append(f"{task}: {used}" if len(tasks) > 1 else used)
-    return "<br>".join(parts)
+def glance_cells(page: pd.DataFrame, tests: PageTests) -> dict[tuple[str, str], dict]:
+    """``(backbone, method)`` → the page's test of the method against the baseline at ``FRACTION`` (``page``: one
+    dataset's cells of the current protocol, ``tests``: its ``page_tests``), with ``tasks``, ``all_tasks`` (the tasks
+    the baseline ran there) and ``used``: its knowledge-used tests on the whole split, by task and control."""
+    tasks = sorted(page["task"].unique())
+    cells = {}
+    for backbone, group in page.groupby("backbone"):
+        all_tasks = group[(group.method == "baseline") & (group.fraction == FRACTION)]["task"].nunique()
+        for method in sorted(set(group["method"]) - {"baseline"}):
+            if len(tasks) == 1:
+                found = tests.baseline.get((backbone, method, FRACTION, tasks[0]))
+                found = None if found is None or not found["n"] else {**found, "tasks": tasks}
+            else:
+                found = tests.overall.get((backbone, method))
+            if found is None:
+                continue
+            used = {
+                (task, control): test
+                for (b, task, m, variant, fraction, control, scope), test in tests.used.items()
+                if (b, m, variant, fraction, scope) == (backbone, method, "", FRACTION, WHOLE)
+                and task in found["tasks"]
+            }
+            cells[backbone, method] = {**found, "all_tasks": all_tasks, "used": used}
+    return cells
 
 
 def render_glance(frame: pd.DataFrame, golds: dict[str, list], groupings: dict[str, list[str]]) -> str:
@@ -64,18 +63,8 @@ def render_glance(frame: pd.DataFrame, golds: dict[str, list], groupings: dict[s
     cells: dict[tuple[str, str], dict] = {}
     for dataset, page in pages.items():
         metrics = {task: DATASETS.get(dataset).spec(task).main_metric for task in page["task"].unique()}
-        for backbone, group in page.groupby("backbone"):
-            row_of = (lambda m: m) if len(backbones) == 1 else (lambda m, b=backbone: f"{m} ({b})")
-            for method in sorted(set(group["method"]) - {"baseline"}):
-                found = dataset_delta(group, method, metrics)
-                if found is None:
-                    continue
-                found["used"] = used_text(group, method, dataset, found["tasks"], metrics, golds, groupings)
-                found["all_tasks"] = group[(group.method == "baseline") & (group.fraction == FRACTION)][
-                    "task"
-                ].nunique()
-                cells[row_of(method), dataset] = found
-    corrected(list(cells.values()))
+        for (backbone, method), found in glance_cells(page, page_tests(page, metrics, golds, groupings)).items():
+            cells[method if len(backbones) == 1 else f"{method} ({backbone})", dataset] = found
     datasets = sorted(pages)
     rows = sorted({row for row, _ in cells})
     lines = [
@@ -84,18 +73,22 @@ def render_glance(frame: pd.DataFrame, golds: dict[str, list], groupings: dict[s
         "Generated by `klm leaderboard` from `results/`; do not edit by hand.",
         "",
         "Each cell: the method's score minus the plain fine-tuned baseline's (same backbone, seeds and train "
-        f"subsets) at {FRACTION:.0%} train, in points of each task's main metric, averaged over the dataset's tasks "
-        'that both ran (per seed, then over seeds; "k of K tasks" where not all), with its 95 % interval over '
-        f"seeds and n = seeds. ↑ / ↓ = significant after Benjamini–Hochberg correction over this table's "
-        f"{sum(found['p'] is not None for found in cells.values())} comparisons (q < {SIGNIFICANCE}). "
+        f"subsets) at {FRACTION:.0%} train, in points of each task's main metric (averaged over the dataset's tasks "
+        'that both ran, per seed, then over seeds, where it has several; "k of K tasks" where not all), with its 95 % '
+        "interval over seeds and n = seeds. ↑ / ↓ = significant (q < "
+        f"{SIGNIFICANCE}) after the Benjamini–Hochberg correction of the dataset's own page, which holds every test "
+        "that page marks: the README reads each verdict from its page and gives the same one. "
         f"Read an interval within ±{NO_DIFFERENCE:g} point as no difference, and a wider one across 0 as too few "
-        "seeds to tell. Below it, where the method ran beside a counterfactual control (its knowledge shuffled or "
-        "zeroed, or ERICA's MLM-only checkpoint): knowledge used, the method minus its control with a paired "
-        "bootstrap interval over the examples (✓: above 0): a gain over the baseline without knowledge used does "
-        "not come from the knowledge. — = not run. Each dataset's page (click its name) has every fraction, "
-        "task, test and the protocol: what was selected on which split.",
+        "seeds to tell. Below it, where the method ran beside a counterfactual control (its knowledge shuffled, "
+        "zeroed or its relations permuted, its test links shuffled, or ERICA's MLM-only checkpoint): knowledge used, "
+        "the method minus its control paired by seed, with its 95 % interval over seeds, n and the page's verdict "
+        f"(✓: above 0 after the page's correction; a verdict needs n ≥ {MIN_SEEDS}): a gain over the baseline "
+        "without knowledge used does not come from the knowledge. — = not run. Each dataset's page (click its name) "
+        "has every fraction, task, test, the bootstrap over examples and the protocol: what was selected on which "
+        "split.",
         "",
-        f"Left out: {degenerate} degenerate cells (one class predicted, or selected at their first evaluation)"
+        f"Left out: {degenerate} degenerate cells (one class predicted, selected at their first evaluation, or their "
+        "knowledge-free family at chance where the baseline solves it; each page lists its own)"
         + (f" and {left_out} cells of an older split or scorer version" if left_out else "")
         + ".",
         "",
@@ -107,6 +100,12 @@ def render_glance(frame: pd.DataFrame, golds: dict[str, list], groupings: dict[s
     return "\n".join(lines) + "\n"
 
 
+def used_text(found: dict) -> str:
+    """A knowledge-used test as the README says it: Δ, its interval over seeds, n and the page's verdict."""
+    interval = "" if found["interval"] is None else f" {interval_text(found['interval'])}"
+    return f"{found['delta']:+.1f}{interval} (n={found['n']}) {knowledge_verdict(found)}"
+
+
 def cell_text(found: dict | None) -> str:
     if found is None:
         return MISSING
@@ -116,4 +115,9 @@ def cell_text(found: dict | None) -> str:
     text += f" (n={found['n']}){significance_mark(found)}"
     if len(found["tasks"]) < found["all_tasks"]:
         text += f", {len(found['tasks'])} of {found['all_tasks']} tasks"
-    return text + (f"<br>knowledge used: {found['used']}" if found["used"] else "")
+    several = len(found["tasks"]) > 1
+    used = [
+        f"{task + ': ' if several else ''}{control}: {used_text(test)}"
+        for (task, control), test in found["used"].items()
+    ]
+    return text + (f"<br>knowledge used: {'<br>'.join(used)}" if used else "")

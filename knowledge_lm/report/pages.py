@@ -2,10 +2,10 @@
 
 A dataset's page opens with its protocol (what selected the model, what is reported, the split and scorer versions)
 and how to read it, then the per-family tables where its examples fall in groups, then per backbone the main table
-(mean ± std over seeds per method, fraction and task, best in bold, ⊘ degenerate cells, ↑ / ↓ from the paired t-test
-corrected over the page, † reference rows), each table headed by the commits of its cells,
-and per task its sweep variants, figures, entity-frequency buckets, comparison with the baseline, knowledge used
-against the controls and all metrics; provenance last.
+(mean ± std over the non-degenerate seeds per method, fraction and task, best in bold, ⊘ degenerate cells left out,
+↑ / ↓ from the paired t-test corrected with every other mark of the page, † reference rows), each table headed by
+the commits of its cells, and per task its sweep variants, figures, entity-frequency buckets, comparison with the
+baseline, knowledge used against the controls and all metrics; provenance last.
 """
 
 from pathlib import Path
@@ -18,16 +18,19 @@ from knowledge_lm.report.comparisons import (
     ABOVE,
     KNOWLEDGE_CONTROLS,
     KNOWLEDGE_FREE_GROUPS,
+    MIN_SEEDS,
     NO_DIFFERENCE,
     SIGNIFICANCE,
+    PageTests,
     bootstrap_comparison,
     family_score,
     frequency_buckets,
     kg_verdict,
     knowledge_used,
-    page_comparisons,
     page_groups,
+    page_tests,
     significance_mark,
+    significant,
     verdict,
 )
 from knowledge_lm.report.figures import bucket_bars, fraction_curves, spectrum_curves, variant_curves
@@ -50,6 +53,7 @@ from knowledge_lm.report.protocol import (
     degenerate_cells,
     degenerate_group_text,
     degenerate_text,
+    dropped_cells,
     protocol_text,
     versions_text,
 )
@@ -70,12 +74,14 @@ def summary(values: pd.Series) -> tuple[float, str]:
 
 
 def seeds_text(cells: pd.DataFrame) -> tuple[float, str, bool]:
-    """``(mean, text, counts for best)`` of one group of seeds (rows of one metric): ``summary`` of their values,
-    then ⊘k where k of them are degenerate cells; a group all of them degenerate says so and is never the best."""
-    mean, text = summary(cells["value"])
+    """``(mean, text, counts for best)`` of one group of seeds (rows of one metric): ``summary`` of the values of its
+    non-degenerate cells, then ⊘k where k degenerate cells were left out; a group all of them degenerate says so
+    (with their values) and is never the best."""
     degenerate = int((cells["degenerate"] != "").sum())
     if degenerate == len(cells):
+        mean, text = summary(cells["value"])
         return mean, f"{degenerate_group_text(cells)}: {text}", False
+    mean, text = summary(comparable(cells)["value"])
     return mean, text + (f"{DEGENERATE_MARK}{degenerate}" if degenerate else ""), True
 
 
@@ -167,7 +173,7 @@ def detail_table(frame: pd.DataFrame, task: str) -> list[str]:
         group = task_frame[(task_frame.method == method) & (task_frame.fraction == fraction)]
         row = [method, fraction_label(fraction), group["split"].iloc[0]]
         row += [
-            summary(group[group.metric == metric]["value"])[1] if (group.metric == metric).any() else MISSING
+            seeds_text(group[group.metric == metric])[1] if (group.metric == metric).any() else MISSING
             for metric in metrics
         ]
         first = group.drop_duplicates("seed")
@@ -225,13 +231,15 @@ def comparison_table(
     return lines if len(lines) > 4 else []
 
 
-def family_text(score: dict | None) -> str:
+def family_text(score: dict | None, test: dict | None) -> str:
+    """A family's mean with its bootstrap interval over the examples; ✓ where its ``family_test`` is above chance
+    after the page's correction."""
     if score is None:
         return MISSING
+    above = ABOVE if significant(test) and test["delta"] > 0 else ""
     if score["interval"] is None:
-        return f"{score['mean']:.1f}"
+        return f"{score['mean']:.1f}{above}"
     low, high = score["interval"]
-    above = ABOVE if score["chance"] is not None and low > score["chance"] else ""
     return f"{score['mean']:.1f} [{low:.1f}, {high:.1f}]{above}"
 
 
@@ -244,11 +252,13 @@ def family_table(
     groups: list[str],
     golds: dict[str, list],
     groupings: dict[str, list[str]],
+    tests: PageTests,
 ) -> list[str]:
-    """At ``fraction``: one row per method and sweep variant; the mean and bootstrap interval of ``metric`` on each
-    example group, which groups that need the graph are above chance, and Δ against the method's counterfactual
-    controls on those groups pooled and on the whole split."""
-    at = frame[frame.fraction == fraction]
+    """At ``fraction``: one row per method and sweep variant, over its non-degenerate seeds; the mean and bootstrap
+    interval of ``metric`` on each example group, which groups that need the graph are above chance (``tests``),
+    and Δ against the method's counterfactual controls on those groups pooled and on the whole split."""
+    at = comparable(frame[frame.fraction == fraction])
+    backbone = frame["backbone"].iloc[0]
     knowledge = [group for group in groups if group not in KNOWLEDGE_FREE_GROUPS]
     counts = {group: set() for group in groups}
     for cell in at.drop_duplicates(["method", "variant", "seed"]).itertuples():
@@ -270,14 +280,15 @@ def family_table(
     for method, variant in page_rows(at):
         cells = seed_cells(at, method, variant, fraction, metric)
         scores = {group: family_score(cells, group, dataset, task, metric, golds, groupings) for group in groups}
+        above = {group: tests.chance.get((backbone, task, method, variant, fraction, group)) for group in groups}
         used = [
-            knowledge_used(at, method, variant, fraction, dataset, task, metric, golds, groupings, pooled)
+            knowledge_used(at, method, variant, fraction, dataset, task, metric, golds, groupings, tests.used, pooled)
             for pooled in (set(knowledge), None)
         ]
         lines.append(
             f"| {row_label(method, variant)} | {len(cells)} | "
-            + " | ".join(family_text(scores[g]) for g in groups)
-            + f" | {kg_verdict(scores)} | {used[0]} | {used[1]} |"
+            + " | ".join(family_text(scores[g], above[g]) for g in groups)
+            + f" | {kg_verdict(above)} | {used[0]} | {used[1]} |"
         )
     return lines
 
@@ -286,10 +297,14 @@ def controls_text(metric: str) -> str:
     controls = "; ".join(f"{name}: {control.what}" for name, control in KNOWLEDGE_CONTROLS.items())
     return (
         f"Knowledge used = the method's {metric} minus that of its counterfactual control (cells run like the "
-        f"method's but for the knowledge they get; {controls}), over the seeds both ran, with the 95 % interval of "
-        "a paired bootstrap over the examples. A positive Δ (✓: the interval above 0) means the method does better "
-        "with the right knowledge than with wrong or none: it uses it; a Δ near 0 means what it gains comes from "
-        "elsewhere (more parameters, more training). — = no control cells yet; (control) = the row is a control."
+        f"method's but for the knowledge they get; {controls}), paired by seed over the seeds both ran, neither "
+        "degenerate: Δ, its 95 % interval over seeds, n = seed pairs and q, from a paired t-test over the seeds "
+        'corrected with every other mark of this page (Benjamini–Hochberg); beside it, "examples": the 95 % '
+        "interval of a paired bootstrap over the test examples, which ignores seed variance and marks nothing. "
+        f"✓ = q < {SIGNIFICANCE} with Δ > 0: the method does better with the right knowledge than with wrong or "
+        f'none, it uses it; a verdict needs n ≥ {MIN_SEEDS} seed pairs (else "too few seeds"); "not significant" '
+        "= what it gains may come from elsewhere (more parameters, more training). — = no control cells yet; "
+        "(control) = the row is a control."
     )
 
 
@@ -299,8 +314,10 @@ def families_text() -> str:
         "family of the test split (text: answered from the sentence alone; the others need the knowledge graph), "
         f"with the 95 % interval of a bootstrap over that family's examples ({REPLICATES} replicates, each drawing "
         "the family's examples with replacement, the same draw for every seed, and averaging the seeds' scores on "
-        "it: the seeds are pooled by averaging each example's correctness over them). ✓ = the interval lies above "
-        "chance, the share of the family's most frequent label (50: every family is balanced true/false). "
+        "it: the seeds are pooled by averaging each example's correctness over them). ✓ = above chance, the share "
+        "of the family's most frequent label (50: every family is balanced true/false), in a one-sided one-sample "
+        "t-test of the seeds' scores on the family against chance (seed level, like every other test of the page), "
+        "significant after the page's correction. "
         '"uses the KG": yes where every family that needs the graph is above chance, else which are.'
     )
 
@@ -313,6 +330,7 @@ def family_section(
     backbone: str,
     golds: dict[str, list],
     groupings: dict[str, list[str]],
+    tests: PageTests,
 ) -> list[str]:
     """The per-family check of ``task`` (the generated task's statement families), at 100 % (else the largest
     fraction), the other fractions folded below it; nothing where the cells have no example groups."""
@@ -323,19 +341,19 @@ def family_section(
     fractions = sorted(task_frame["fraction"].unique())
     shown, others = fractions[-1], fractions[:-1]
     out = [f"## {task}: {metric} per statement family ({backbone}, {fraction_label(shown)})", ""]
-    out += family_table(task_frame, dataset, task, metric, shown, groups, golds, groupings)
+    out += family_table(task_frame, dataset, task, metric, shown, groups, golds, groupings, tests)
     out += ["", controls_text(metric), ""]
     if others:
         out += [f"<details><summary>Other fractions: {', '.join(fraction_label(f) for f in others)}</summary>", ""]
         for fraction in others:
             out += [f"**{fraction_label(fraction)}**", ""]
-            out += family_table(task_frame, dataset, task, metric, fraction, groups, golds, groupings) + [""]
+            out += family_table(task_frame, dataset, task, metric, fraction, groups, golds, groupings, tests) + [""]
         out += ["</details>", ""]
     return out
 
 
 def knowledge_used_table(
-    frame: pd.DataFrame, dataset: str, task: str, metric: str, golds: dict[str, list]
+    frame: pd.DataFrame, dataset: str, task: str, metric: str, golds: dict[str, list], tests: PageTests
 ) -> list[str]:
     """Each method with a counterfactual control, per fraction: Δ against it on the whole split; empty where no
     method of ``task`` has control cells."""
@@ -343,10 +361,34 @@ def knowledge_used_table(
     lines = [f"| method | fraction | knowledge used: Δ vs control ({metric}, whole split) |", "|---|---|---|"]
     for fraction in sorted(task_frame["fraction"].unique()):
         for method, variant in page_rows(task_frame[(task_frame.fraction == fraction) & (task_frame.variant == "")]):
-            cell = knowledge_used(task_frame, method, variant, fraction, dataset, task, metric, golds, {})
+            cell = knowledge_used(task_frame, method, variant, fraction, dataset, task, metric, golds, {}, tests.used)
             if cell not in (MISSING, "(control)"):
                 lines.append(f"| {method} | {fraction_label(fraction)} | {cell} |")
     return lines if len(lines) > 2 else []
+
+
+def overall_table(tests: PageTests, backbone: str) -> list[str]:
+    """Each method against the baseline at 100 %, averaged over the page's tasks per seed (the answer at a glance
+    reads it from here); nothing on a page of one task, where the glance reads the task's own comparison."""
+    found_by_method = {method: found for (b, method), found in sorted(tests.overall.items()) if b == backbone}
+    if not found_by_method:
+        return []
+    lines = [
+        "Against the baseline at 100 %, averaged over the tasks both ran (per seed, then tested over seeds; corrected "
+        "with the page; the README shows these):",
+        "",
+        "| method | tasks | Δ vs baseline | Δ 95% CI (t, over seeds) | n | p (paired t) | q (BH, page) | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for method, found in found_by_method.items():
+        interval = MISSING if found["interval"] is None else interval_text(found["interval"])
+        p = MISSING if found["p"] is None else f"{found['p']:.3f}"
+        q = MISSING if found["q"] is None else f"{found['q']:.3f}"
+        lines.append(
+            f"| {method} | {', '.join(found['tasks'])} | {found['delta']:+.1f}{significance_mark(found)} | "
+            f"{interval} | {found['n']} | {p} | {q} | {verdict(found)} |"
+        )
+    return lines + [""]
 
 
 def provenance(frame: pd.DataFrame) -> list[str]:
@@ -387,19 +429,31 @@ def dataset_notes(dataset: str) -> list[str]:
     ]
 
 
-def reading_text(comparisons: dict[tuple, dict], degenerate: str) -> str:
+def family_text_of(tests: PageTests) -> str:
+    """What the page's one Benjamini–Hochberg family holds, by kind of test."""
+    kinds = [
+        (tests.baseline, "against the baseline"),
+        (tests.overall, "against the baseline over the tasks at 100 %"),
+        (tests.used, "knowledge used"),
+        (tests.chance, "a family above chance"),
+    ]
+    counts = [(sum(found["p"] is not None for found in found_by_key.values()), what) for found_by_key, what in kinds]
+    return ", ".join(f"{count} {what}" for count, what in counts if count)
+
+
+def reading_text(tests: PageTests, degenerate: str) -> str:
     """How to read a page's tables: what a cell is, what marks it, what a verdict means."""
-    tested = sum(found["p"] is not None for found in comparisons.values())
     return (
-        "Mean ± sample std over training seeds (n = seeds) of each task's main metric on the reported split. "
-        "Best mean per column in bold; — = no result. ↑ / ↓ = above / below the baseline in a paired t-test over "
-        f"seeds, significant after Benjamini–Hochberg correction over this page's {tested} comparisons with the "
-        f"baseline (q < {SIGNIFICANCE}). The per-task tables give Δ with its 95 % interval over seeds, n, the raw p "
-        f"and q, and a paired bootstrap over the test examples ({REPLICATES} replicates; its p one-sided and "
-        "uncorrected) where both kept predictions. Verdicts: better / worse (q < 0.05); not significant after "
-        "correction (p < 0.05 ≤ q); no difference (the interval of Δ over seeds lies within "
-        f"±{NO_DIFFERENCE:g} point); too few seeds to tell (a wider interval that does not exclude 0 after "
-        "correction). "
+        "Mean ± sample std over training seeds (n = seeds, degenerate cells left out) of each task's main metric on "
+        "the reported split. Best mean per column in bold; — = no result. ↑ / ↓ = above / below the baseline in a "
+        f"paired t-test over seeds, significant after Benjamini–Hochberg correction (q < {SIGNIFICANCE}) over one "
+        "family per page that holds every test whose mark (↑ / ↓ / ✓) the page shows: "
+        f"{tests.size()} comparisons ({family_text_of(tests) or 'none'}). The per-task tables give Δ with its 95 % "
+        f"interval over seeds, n, the raw p and q, and a paired bootstrap over the test examples ({REPLICATES} "
+        "replicates; its p one-sided and uncorrected) where both kept predictions. Verdicts: better / worse "
+        f"(q < {SIGNIFICANCE}); not significant after correction (p < {SIGNIFICANCE} ≤ q); no difference (the "
+        f"interval of Δ over seeds lies within ±{NO_DIFFERENCE:g} point); too few seeds to tell (a wider interval "
+        "that does not exclude 0 after correction). "
         + (degenerate + " " if degenerate else "")
         + "† = the paper's own number, for reference only (different backbone and protocol: not comparable one to "
         "one)."
@@ -421,9 +475,10 @@ def render_dataset(
     tasks = [task for task in dataset_class.tasks if task in set(frame["task"])]
     main_metric = {task: dataset_class.spec(task).main_metric for task in dataset_class.tasks}
     references = load_references(dataset)
-    comparisons = page_comparisons(frame, main_metric)
+    tests = page_tests(frame, main_metric, golds, groupings)
+    comparisons = tests.baseline
     families = {
-        (backbone, task): family_section(group, dataset, task, main_metric[task], backbone, golds, groupings)
+        (backbone, task): family_section(group, dataset, task, main_metric[task], backbone, golds, groupings, tests)
         for backbone, group in frame.groupby("backbone")
         for task in tasks
     }
@@ -437,9 +492,10 @@ def render_dataset(
         + (f" Left out: {older} cells of an older split or scorer version of their task." if older else ""),
         "",
         "**Reading the tables.** "
-        + reading_text(comparisons, degenerate_text(frame))
+        + reading_text(tests, degenerate_text(frame))
         + (" " + families_text() if any(families.values()) else ""),
         "",
+        *dropped_cells(frame),
     ]
     out += [line for section in families.values() for line in section]
     out += dataset_notes(dataset)
@@ -450,6 +506,7 @@ def render_dataset(
             shown = paper_only_tasks(dataset_class, tasks, plain, references)
             out += main_table(plain, tasks + shown, main_metric, references, comparisons)
             out.append("")
+            out += overall_table(tests, backbone)
             if shown:
                 out += [
                     f"Columns of {', '.join(shown)} hold only the papers' numbers: we have no results on that task "
@@ -458,7 +515,7 @@ def render_dataset(
                 ]
         for task in tasks:
             if figures_dir is not None:
-                curves = plain[(plain.task == task) & (plain.metric == main_metric[task])]
+                curves = comparable(plain[(plain.task == task) & (plain.metric == main_metric[task])])
                 out += figure_link(
                     fraction_curves(
                         curves,
@@ -479,8 +536,10 @@ def render_dataset(
                 out += variants_table(varied, task, main_metric[task], references) + [""]
                 if figures_dir is not None:
                     metric = main_metric[task]
-                    curves = varied[(varied.task == task) & (varied.metric == metric)]
-                    baseline = plain[(plain.task == task) & (plain.metric == metric) & (plain.method == "baseline")]
+                    curves = comparable(varied[(varied.task == task) & (varied.metric == metric)])
+                    baseline = comparable(
+                        plain[(plain.task == task) & (plain.metric == metric) & (plain.method == "baseline")]
+                    )
                     out += figure_link(
                         variant_curves(
                             curves,
@@ -492,7 +551,7 @@ def render_dataset(
                         f"{task}: {metric} against the sweep variant",
                     )
             if figures_dir is not None:
-                spectra = full_data_spectra(plain[plain.task == task])
+                spectra = full_data_spectra(comparable(plain[plain.task == task]))
                 if spectra:
                     out += figure_link(
                         spectrum_curves(
@@ -502,7 +561,7 @@ def render_dataset(
                         ),
                         f"{task}: singular values of the head's features, with (dotted) and without SR",
                     )
-            buckets = frequency_buckets(plain[plain.task == task], dataset, task, main_metric[task], golds)
+            buckets = frequency_buckets(comparable(plain[plain.task == task]), dataset, task, main_metric[task], golds)
             if buckets is not None:
                 labels, per_method = buckets
                 out += [
@@ -542,7 +601,7 @@ def render_dataset(
                 used = (
                     []
                     if families[backbone, task]
-                    else knowledge_used_table(group, dataset, task, main_metric[task], golds)
+                    else knowledge_used_table(group, dataset, task, main_metric[task], golds, tests)
                 )
                 if used:
                     out += [

@@ -3,18 +3,31 @@ versions of the splits and scorers compared, the commits that ran them, and whic
 
 Within one dataset and task only the cells of the newest ``(split_version, scorer_version)`` are kept
 (``current_protocol``): numbers of another split or scorer are never averaged or compared with them. A degenerate
-cell (``knowledge_lm.report.frame.degenerate_reason``: one class predicted, or selected at its first evaluation) is
-shown, flagged, and left out of every comparison (``comparable``).
+cell (``knowledge_lm.report.frame.DEGENERATE_RULE``: one class predicted, selected at its first evaluation, or its
+knowledge-free family at chance where the baseline solves it) is flagged, left out of every mean and comparison
+(``comparable``), and named in the list of dropped cells (``dropped_cells``).
 """
 
 import pandas as pd
 
 from knowledge_lm.registry import DATASETS
-from knowledge_lm.report.frame import CELL_COLUMNS, FIRST_EVALUATION, ONE_CLASS
+from knowledge_lm.report.frame import (
+    CELL_COLUMNS,
+    DEGENERATE_RULE,
+    FAMILY_AT_CHANCE,
+    FIRST_EVALUATION,
+    ONE_CLASS,
+    fraction_label,
+    row_label,
+)
 
 DEGENERATE_MARK = " ⊘"  # followed by how many of a group's seeds are degenerate
 
-DEGENERATE_LABELS = {ONE_CLASS: "one class predicted", FIRST_EVALUATION: "selected at the first evaluation"}
+DEGENERATE_LABELS = {
+    ONE_CLASS: "one class predicted",
+    FIRST_EVALUATION: "selected at the first evaluation",
+    FAMILY_AT_CHANCE: f"{DEGENERATE_RULE.family} family at chance where the baseline solves it",
+}
 
 
 def version_key(version: str) -> tuple:
@@ -54,18 +67,37 @@ def degenerate_cells(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def degenerate_text(frame: pd.DataFrame) -> str:
-    """How many of ``frame``'s cells are degenerate, by reason; "" where none is."""
+    """The degenerate rule (``DEGENERATE_RULE``) and how many of ``frame``'s cells it flags, by reason."""
     cells = degenerate_cells(frame)
     if cells.empty:
-        return ""
+        return f"{DEGENERATE_RULE.text()} No cell on this page is."
     reasons = [reason for joined in cells["degenerate"] for reason in joined.split(", ")]
     counts = ", ".join(
         f"{reasons.count(reason)} {label}" for reason, label in DEGENERATE_LABELS.items() if reason in reasons
     )
     return (
-        f"{DEGENERATE_MARK.strip()}k = k of the group's seeds are degenerate cells ({len(cells)} on this page: "
-        f"{counts}); they are shown but left out of every comparison (Δ, tests, bootstrap, knowledge used)."
+        f"{DEGENERATE_RULE.text()} {DEGENERATE_MARK.strip()}k = k of the group's seeds are degenerate cells "
+        f"({len(cells)} on this page: {counts}; listed below); they are left out of every mean and comparison (Δ, "
+        "tests, bootstrap, per-family scores, knowledge used), so every table uses the same seeds per method, "
+        "variant and fraction."
     )
+
+
+def dropped_cells(frame: pd.DataFrame) -> list[str]:
+    """The degenerate cells of ``frame`` in a collapsible list, how many per method first, then one line each:
+    method [variant] fraction seed (task): reason; nothing where none is."""
+    cells = degenerate_cells(frame).sort_values(["method", "variant", "task", "fraction", "seed"])
+    if cells.empty:
+        return []
+    per_method = cells.groupby(["method", "variant"], sort=False).size()
+    whose = ", ".join(f"{row_label(method, variant)} {count}" for (method, variant), count in per_method.items())
+    lines = [f"<details><summary>Dropped: {len(cells)} degenerate cells ({whose})</summary>", ""]
+    lines += [
+        f"- {row_label(cell.method, cell.variant)} {fraction_label(cell.fraction)} s{cell.seed} ({cell.task}): "
+        + ", ".join(DEGENERATE_LABELS[reason] for reason in cell.degenerate.split(", "))
+        for cell in cells.itertuples()
+    ]
+    return lines + ["", "</details>", ""]
 
 
 def degenerate_group_text(cells: pd.DataFrame) -> str:
