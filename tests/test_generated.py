@@ -3,6 +3,7 @@
 import json
 import re
 import time
+from collections import Counter
 
 import pytest
 
@@ -15,13 +16,22 @@ SMALL = dict(train_size=600, dev_size=200, test_size=200, num_entities=400)
 # Independent of the generator's own template table: what each template's claim follows in the KG.
 TEMPLATE_PATHS = {
     "born_city": ("born_in",),
+    "lives_city": ("lives_in",),
+    "died_city": ("died_in",),
     "works_for": ("works_for",),
+    "founded": ("founded",),
     "hq_city": ("headquartered_in",),
+    "office_city": ("has_office_in",),
+    "citizen": ("citizen_of",),
     "city_country": ("located_in",),
     "river_country": ("flows_through",),
     "born_country": ("born_in", "located_in"),
+    "lives_country": ("lives_in", "located_in"),
+    "died_country": ("died_in", "located_in"),
     "works_city": ("works_for", "headquartered_in"),
+    "founded_city": ("founded", "headquartered_in"),
     "hq_country": ("headquartered_in", "located_in"),
+    "office_country": ("has_office_in", "located_in"),
 }
 
 
@@ -254,3 +264,114 @@ def test_kg_reads_back_from_gzip(tmp_path, default):
         (tmp_path / f"{name}.gz").write_bytes(gzip.compress((tmp_path / name).read_bytes()))
         (tmp_path / name).unlink()
     assert KnowledgeGraph.read_kg(tmp_path).triples == default.kg.triples
+
+
+# -- version 2: a relational schema and hard negatives ------------------------------------------
+
+
+def undirected(kg):
+    import networkx as nx
+
+    return nx.MultiGraph(kg.to_networkx())
+
+
+def claimed_object(record):
+    return record["entities"][-1]["gold_qid"]
+
+
+def test_several_relations_per_type_pair_and_one_edge_per_pair(default):
+    from knowledge_lm.data.generated import FACT_TEMPLATES, RELATIONS
+
+    assert [relation.pid for relation in RELATIONS] == [f"R{number}" for number in range(1, 11)]
+    names = {(relation.head_type, relation.tail_type): [] for relation in RELATIONS}
+    for relation in RELATIONS:
+        names[relation.head_type, relation.tail_type].append(relation.name)
+    assert names["person", "city"] == ["born_in", "lives_in", "died_in"]
+    assert names["person", "company"] == ["works_for", "founded"]
+    assert names["company", "city"] == ["headquartered_in", "has_office_in"]
+    used = {default.kg.relations[pid] for _, pid, _ in default.kg.triples}
+    assert used == {relation.name for relation in RELATIONS}
+    graph = undirected(default.kg)
+    assert all(graph.number_of_edges(head, tail) == 1 for head, _, tail in default.kg.triples)
+    claims = [template.claim for template in FACT_TEMPLATES]
+    assert len(set(claims)) == len(claims) and set(TEMPLATE_PATHS) == {template.name for template in FACT_TEMPLATES}
+
+
+def test_objects_and_templates_as_frequent_in_true_as_in_false(default):
+    for records in default.splits.values():
+        counts = {0: Counter(), 1: Counter()}
+        for record in records:
+            if record["kind"] in ("one_hop", "two_hop"):
+                counts[record["label"]][record["template"], claimed_object(record)] += 1
+            elif record["kind"] == "type":
+                counts[record["label"]][record["template"], record["text_a"].split()[-1]] += 1
+        assert counts[0] == counts[1]
+
+
+def test_hard_negatives_share_the_relation_blind_signature(default):
+    kg, graph = default.kg, undirected(default.kg)
+    single = {"citizen", "city_country", "river_country"}
+    for split, records in default.splits.items():
+        facts = [record for record in records if record["kind"] in ("one_hop", "two_hop")]
+        assert facts and not {record["template"] for record in facts} & single, split
+        for record in facts:
+            subject, claimed = record["entities"][0]["gold_qid"], claimed_object(record)
+            edges = graph.number_of_edges(subject, claimed)
+            paths = len(list(nx_common_neighbors(graph, subject, claimed)))
+            assert (edges, paths) == ((1, 0) if record["kind"] == "one_hop" else (0, 1)), record
+            if record["label"] == 0:  # adjacent or two hops away through another relation (path)
+                path = TEMPLATE_PATHS[record["template"]]
+                reached = {qid for other in relation_paths(len(path)) for qid in kg.follow(subject, other)[-1]}
+                assert claimed in reached and claimed not in kg.follow(subject, path)[-1], record
+
+
+def relation_paths(length):
+    """Every path of ``length`` relations (names) whose types chain."""
+    from knowledge_lm.data.generated import RELATIONS
+
+    if length == 1:
+        return [(relation.name,) for relation in RELATIONS]
+    return [(a.name, b.name) for a in RELATIONS for b in RELATIONS if a.tail_type == b.head_type]
+
+
+def nx_common_neighbors(graph, first, second):
+    import networkx as nx
+
+    return nx.common_neighbors(graph, first, second)
+
+
+def test_easy_negatives_keep_the_first_generator(default):
+    easy = generate(negatives="easy", **SMALL)
+    graph = undirected(easy.kg)
+    templates = {record["template"] for record in all_records(easy)}
+    assert {"citizen", "city_country", "river_country"} <= templates
+    one_hop_false = [r for r in all_records(easy) if r["kind"] == "one_hop" and r["label"] == 0]
+    adjacent = sum(graph.has_edge(r["entities"][0]["gold_qid"], claimed_object(r)) for r in one_hop_false)
+    assert adjacent / len(one_hop_false) < 0.1  # any subject for which the claim is false: rarely a neighbour
+    graph_default = undirected(default.kg)
+    assert all(
+        graph_default.has_edge(r["entities"][0]["gold_qid"], claimed_object(r))
+        for r in all_records(default)
+        if r["kind"] == "one_hop"
+    )
+    mixed = generate(negatives="mixed", **SMALL)
+    assert mixed.splits != easy.splits and mixed.knobs.negatives == "mixed"
+    assert {"citizen", "city_country", "river_country"} & {record["template"] for record in all_records(mixed)}
+
+
+def test_negatives_knob_is_checked_and_a_frozen_first_version_reads_as_easy(tmp_path):
+    with pytest.raises(KlmError, match="negatives must be one of hard, easy, mixed"):
+        generate(negatives="medium")
+    with pytest.raises(KlmError, match="negatives"):
+        GeneratedDataModule(negatives="medium")
+    assert GeneratedDataModule(**SMALL).split_version == "2"
+    folder = export(tmp_path, negatives="mixed", **SMALL)
+    assert json.loads((folder / "knobs.json").read_text())["negatives"] == "mixed"
+    assert GeneratedDataModule(data_dir=tmp_path, negatives="mixed").knobs.negatives == "mixed"
+    with pytest.raises(KlmError, match="negatives=mixed, not hard"):
+        GeneratedDataModule(data_dir=tmp_path, negatives="hard").read_splits()
+    knobs = json.loads((folder / "knobs.json").read_text())
+    del knobs["negatives"]
+    (folder / "knobs.json").write_text(json.dumps(knobs))
+    module = GeneratedDataModule(data_dir=tmp_path)
+    assert module.knobs.negatives == "easy" and module.split_version == "1"

@@ -67,14 +67,16 @@ def test_families_open_the_page_with_intervals_chance_marks_and_the_kg_verdict(t
     page = dataset_page(results, tmp_path / "leaderboards")
     text = page.read_text()
     lines = text.splitlines()
-    assert "the seeds are pooled by averaging each example's correctness" in lines[7]
+    reading = next(index for index, line in enumerate(lines) if line.startswith("**Reading the tables.**"))
+    assert lines.index("## Task sanity (no language model)") < reading  # the oracles open the page
+    assert "the seeds are pooled by averaging each example's correctness" in lines[reading]
     # One family: knower and typer against the baseline, 3 methods x 4 families above chance (recorded: one seed).
     assert (
         "over one family per page that holds every test whose mark (↑ / ↓ / ✓) the page shows: 14 comparisons "
-        in (lines[7])
-        and "(2 against the baseline, 12 a family above chance)" in lines[7]
+        in (lines[reading])
+        and "(2 against the baseline, 12 a family above chance)" in lines[reading]
     )
-    assert lines[9] == "## facts: accuracy per statement family (tiny, 100%)"
+    assert lines[reading + 2] == "## facts: accuracy per statement family (tiny, 100%)"
     assert text.index("per statement family") < text.index("## Backbone: tiny")
     header = next(line for line in lines if line.startswith("| method | seeds |"))
     assert header.startswith("| method | seeds | text (2) | type (4) | one_hop (4) | two_hop (2) | uses the KG |")

@@ -1,54 +1,60 @@
 """The suite's embedded default dataset: a fictional knowledge graph and true/false statements about it.
 
-A deterministic generator, offline and fast, of a small world (people, cities, countries, companies,
-rivers, with random syllable names) and of statements whose label ("false"/"true") needs facts that
-are in the knowledge graph but not in the sentence. Knowledge methods, which get the entity links and
-the graph, should beat a plain fine-tuned encoder here by a clear margin: the suite's sanity check.
+A deterministic generator, offline and fast, of a small world (people, cities, countries, companies, rivers, with
+random syllable names) and of statements whose label ("false"/"true") needs facts that are in the knowledge graph
+but not in the sentence. Knowledge methods, which get the entity links and the graph, should beat a plain fine-tuned
+encoder here by a clear margin: the suite's sanity check.
 
-Templates (the record's ``template``; its family is ``kind``)
+Relations (pids R1..R10): born_in, lives_in, died_in (person→city; three distinct cities, died_in for half the
+persons); works_for, founded (person→company; distinct, founded for half); headquartered_in, has_office_in
+(company→city; 1-3 offices, none in the HQ city); citizen_of (person→country); located_in (city→country);
+flows_through (river→country). A (subject, object) pair has at most one edge.
 
-    kind      template        claim                         decided by (relations from the subject)
-    type      entity_type     "{s} is a {type}."            the entity's type
-    one_hop   born_city       "{s} was born in {o}."        born_in
-              works_for       "{s} works for {o}."          works_for
-              hq_city         "{s} is based in {o}."        headquartered_in
-              city_country    "{s} is located in {o}."      located_in
-              river_country   "{s} flows through {o}."      flows_through
-    two_hop   born_country    "{s} was born in {o}."        born_in, located_in
-              works_city      "{s} works in {o}."           works_for, headquartered_in
-              hq_country      "{s} is based in {o}."        headquartered_in, located_in
-    text      moved           "{s} moved to {x} last year. {s} now lives in {y}."   x == y
-              travelled       "{s} has only ever travelled to {x}. {s} has been to {y}."
-              sailed          "{s} has only ever sailed on {x}. {s} sailed on {y}."
+Templates (the record's ``template``; its family is ``kind``; ``o`` the claimed object)
 
-The ``text`` family is knowledge-free: the text states all it needs. A *redundant* knowledge example
-is prefixed by a statement of the true facts (``"{s} is a native of {b}. {b} lies within {t}."``), so
-its text suffices too; ``needs_knowledge`` is true only for knowledge examples that are not redundant.
+    type     entity_type "{s} is a {o}."                                the entity's type
+    one_hop  born_city, lives_city, died_city   "{s} was born in / lives in / died in {o}."
+             works_for, founded                 "{s} works for / founded {o}."
+             hq_city, office_city               "{s} has its headquarters in / has an office in {o}."
+             citizen, city_country, river_country   "{s} is a citizen of / is located in / flows through {o}."
+    two_hop  born_country, lives_country, died_country  "{s} was born in / lives in / died in a city of {o}."
+             works_city, founded_city           "{s} works for / founded a company based in {o}."
+             hq_country, office_country         "{s} has its headquarters in / has an office in a city of {o}."
+    text     moved, travelled, sailed           "{s} moved to {x} last year. {s} now lives in {y}." ...: x == y
 
-What keeps the text alone uninformative on knowledge examples:
+A template's claim follows its relation path from the subject (``FACT_TEMPLATES``); the ``text`` family is
+knowledge-free. A *redundant* example is prefixed by a statement of the true facts (``"{s} is a native of {b}. {b}
+lies within {t}."``), so its text suffices too; ``needs_knowledge`` is true only for knowledge examples that are not
+redundant.
 
-* names are drawn from one syllable distribution for every type, and every word of every name belongs
-  to one entity only, so a surface form names exactly one entity and says nothing about its type;
-* false statements come in pairs with true ones: the false claim reuses the true claim's object (or
-  type word) with a subject for which it is false, so every object and template is exactly as
-  frequent in true statements as in false ones;
-* generalisation split: each entity is assigned to one example split (60% train, 20% dev, 20% test,
-  per type). Train examples mention train entities only; dev and test examples are about (have as
-  subject) entities of their own split, and may mention train entities besides. So no dev/test subject
-  appears anywhere in train, and a model can answer them only from the graph, never by memorising
-  training sentences. The graph itself holds every entity and fact: only the example-level use is split.
+What keeps the text alone, and the graph without its relation labels, uninformative:
 
-Knobs (``GeneratorKnobs``; recorded in ``knobs.json`` of an exported version): ``knowledge_share``
-(share of knowledge examples, 0.8), ``redundancy`` (share of knowledge examples that state their
-facts too, 0.0), ``link_noise`` (share of entity links pointing at a random entity of another type
-instead of the gold one, which stays in ``gold_qid``; 0.0), ``train_size``/``dev_size``/``test_size``
-(2000/500/500), ``num_entities`` (1000) and ``seed`` (0). The graph depends on ``num_entities`` and
-``seed`` only, and each split on its own random stream.
+* names are drawn from one syllable distribution for every type, and every word of every name belongs to one entity
+  only, so a surface form names exactly one entity and says nothing about its type;
+* false statements come in pairs with true ones: the false claim reuses the true claim's object (or type word) with a
+  subject for which it is false, so every object and template is exactly as frequent in true statements as in false;
+* hard negatives (``negatives="hard"``, the default): the false subject reaches the object through another relation
+  of the same types (one_hop: "born in o" where it lives in o) or another two-hop path (two_hop: lives in a city of
+  o, born elsewhere), and true and false pairs share a relation-blind signature (one_hop: one edge, no two-edge path;
+  two_hop: no edge, one two-edge path). Single-relation templates have no hard negative and appear under easy only.
+  ``"easy"``: any subject for which the claim is false (the first generator's rule); ``"mixed"``: hard or easy per
+  pair, half each. ``knowledge_lm.report.sanity`` scores relation-blind oracles against both;
+* generalisation split: each entity is assigned to one example split (60% train, 20% dev, 20% test, per type). Train
+  examples mention train entities only; dev and test examples have as subject entities of their own split and may
+  mention train entities besides, so no dev/test subject appears anywhere in train. The graph holds every fact.
 
-Files (``export``, and what ``GeneratedDataModule`` reads from ``<data_dir>/generated/``):
-``train.jsonl``, ``dev.jsonl``, ``test.jsonl``, ``knobs.json`` and the graph in the suite's plain KG
-format: ``triples.tsv`` (``head_qid relation_pid tail_qid``), ``relations.tsv`` (``pid name``) and
-``entities.jsonl`` (``{"qid", "label", "surface_forms", "type"}``, the label first among the surface forms).
+Knobs (``GeneratorKnobs``; recorded in ``knobs.json`` of an exported version): ``knowledge_share`` (share of
+knowledge examples, 0.8), ``redundancy`` (share of knowledge examples that state their facts too, 0.0),
+``link_noise`` (share of entity links pointing at a random entity of another type instead of the gold one, which
+stays in ``gold_qid``; 0.0), ``train_size``/``dev_size``/``test_size`` (2000/500/500), ``num_entities`` (1000),
+``seed`` (0) and ``negatives`` ("hard"). The graph depends on ``num_entities`` and ``seed`` only, and each split on
+its own random stream. Split version "2" (``SPLIT_VERSION``); a frozen ``knobs.json`` without ``negatives`` is an
+export of the first generator (version "1", read as ``negatives="easy"``).
+
+Files (``export``, and what ``GeneratedDataModule`` reads from ``<data_dir>/generated/``): ``train.jsonl``,
+``dev.jsonl``, ``test.jsonl``, ``knobs.json`` and the graph in the suite's plain KG format: ``triples.tsv``
+(``head_qid relation_pid tail_qid``), ``relations.tsv`` (``pid name``) and ``entities.jsonl`` (``{"qid", "label",
+"surface_forms", "type"}``, the label first among the surface forms).
 """
 
 import json
@@ -68,6 +74,7 @@ from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import register_dataset
 
 LABELS = ("false", "true")
+SPLIT_VERSION = "2"
 SPLITS = ("train", "dev", "test")
 FROZEN_FOLDER = "generated"
 
@@ -89,11 +96,20 @@ class Relation:
 
 RELATIONS = (
     Relation("R1", "born_in", "person", "city"),
-    Relation("R2", "located_in", "city", "country"),
-    Relation("R3", "works_for", "person", "company"),
-    Relation("R4", "headquartered_in", "company", "city"),
-    Relation("R5", "flows_through", "river", "country"),
+    Relation("R2", "lives_in", "person", "city"),
+    Relation("R3", "died_in", "person", "city"),
+    Relation("R4", "works_for", "person", "company"),
+    Relation("R5", "founded", "person", "company"),
+    Relation("R6", "headquartered_in", "company", "city"),
+    Relation("R7", "has_office_in", "company", "city"),
+    Relation("R8", "citizen_of", "person", "country"),
+    Relation("R9", "located_in", "city", "country"),
+    Relation("R10", "flows_through", "river", "country"),
 )
+RELATION_BY_NAME = {relation.name: relation for relation in RELATIONS}
+DIED_SHARE = 0.5  # of persons with a died_in city
+FOUNDER_SHARE = 0.5  # of persons who founded a company
+NEGATIVES = ("hard", "easy", "mixed")
 
 
 @dataclass
@@ -117,8 +133,11 @@ class KnowledgeGraph:
         self.triples = [tuple(triple) for triple in triples]
         self._pids = {name: pid for pid, name in self.relations.items()}
         self._tails = defaultdict(list)
+        self._neighbours = defaultdict(set)
         for head, pid, tail in self.triples:
             self._tails[head, pid].append(tail)
+            self._neighbours[head].add(tail)
+            self._neighbours[tail].add(head)
 
     def objects(self, qid: str, relation: str) -> list[str]:
         """Tails of ``qid`` along ``relation`` (a name or a pid)."""
@@ -131,6 +150,12 @@ class KnowledgeGraph:
             frontier = list(dict.fromkeys(tail for head in frontier for tail in self.objects(head, relation)))
             reached.append(frontier)
         return reached
+
+    def relation_blind_signature(self, subject: str, claimed: str) -> tuple[bool, int]:
+        """What a relation-blind reader sees of a pair: whether they share an edge (in either direction) and how
+        many two-edge paths join them (their common neighbours, the graph having at most one edge per pair)."""
+        neighbours = self._neighbours.get(subject, set())
+        return claimed in neighbours, len(neighbours & self._neighbours.get(claimed, set()))
 
     def of_type(self, entity_type: str) -> list[Entity]:
         return [entity for entity in self.entities.values() if entity.type == entity_type]
@@ -211,7 +236,31 @@ class FactTemplate:
 
     @property
     def subject_type(self) -> str:
-        return next(relation.head_type for relation in RELATIONS if relation.name == self.path[0])
+        return RELATION_BY_NAME[self.path[0]].head_type
+
+    @property
+    def object_type(self) -> str:
+        return RELATION_BY_NAME[self.path[-1]].tail_type
+
+    @property
+    def alternative_paths(self) -> list[tuple[str, ...]]:
+        """The other relation paths of the same length from the subject's type to the object's type: what a hard
+        negative's subject reaches the claimed object through."""
+        paths = [(relation.name,) for relation in RELATIONS]
+        if len(self.path) == 2:
+            paths = [
+                (first.name, second.name)
+                for first in RELATIONS
+                for second in RELATIONS
+                if first.tail_type == second.head_type
+            ]
+        return [
+            path
+            for path in paths
+            if path != self.path
+            and RELATION_BY_NAME[path[0]].head_type == self.subject_type
+            and RELATION_BY_NAME[path[-1]].tail_type == self.object_type
+        ]
 
 
 @dataclass(frozen=True)
@@ -226,32 +275,67 @@ class TextTemplate:
 
 FACT_TEMPLATES = (
     FactTemplate("born_city", "one_hop", ("born_in",), "{s} was born in {o}.", "{s} is a native of {t}."),
+    FactTemplate("lives_city", "one_hop", ("lives_in",), "{s} lives in {o}.", "{s} resides in {t}."),
+    FactTemplate("died_city", "one_hop", ("died_in",), "{s} died in {o}.", "{s} passed away in {t}."),
     FactTemplate("works_for", "one_hop", ("works_for",), "{s} works for {o}.", "{s} is employed by {t}."),
+    FactTemplate("founded", "one_hop", ("founded",), "{s} founded {o}.", "{s} is the founder of {t}."),
     FactTemplate(
-        "hq_city", "one_hop", ("headquartered_in",), "{s} is based in {o}.", "{s} has its headquarters in {t}."
+        "hq_city", "one_hop", ("headquartered_in",), "{s} has its headquarters in {o}.", "{s} is headquartered in {t}."
     ),
+    FactTemplate(
+        "office_city", "one_hop", ("has_office_in",), "{s} has an office in {o}.", "{s} keeps an office in {t}."
+    ),
+    FactTemplate("citizen", "one_hop", ("citizen_of",), "{s} is a citizen of {o}.", "{s} holds a passport of {t}."),
     FactTemplate("city_country", "one_hop", ("located_in",), "{s} is located in {o}.", "{s} lies within {t}."),
     FactTemplate("river_country", "one_hop", ("flows_through",), "{s} flows through {o}.", "{s} runs through {t}."),
     FactTemplate(
         "born_country",
         "two_hop",
         ("born_in", "located_in"),
-        "{s} was born in {o}.",
+        "{s} was born in a city of {o}.",
         "{s} is a native of {b}. {b} lies within {t}.",
+    ),
+    FactTemplate(
+        "lives_country",
+        "two_hop",
+        ("lives_in", "located_in"),
+        "{s} lives in a city of {o}.",
+        "{s} resides in {b}. {b} lies within {t}.",
+    ),
+    FactTemplate(
+        "died_country",
+        "two_hop",
+        ("died_in", "located_in"),
+        "{s} died in a city of {o}.",
+        "{s} passed away in {b}. {b} lies within {t}.",
     ),
     FactTemplate(
         "works_city",
         "two_hop",
         ("works_for", "headquartered_in"),
-        "{s} works in {o}.",
-        "{s} is employed by {b}. {b} has its headquarters in {t}.",
+        "{s} works for a company based in {o}.",
+        "{s} is employed by {b}. {b} is headquartered in {t}.",
+    ),
+    FactTemplate(
+        "founded_city",
+        "two_hop",
+        ("founded", "headquartered_in"),
+        "{s} founded a company based in {o}.",
+        "{s} is the founder of {b}. {b} is headquartered in {t}.",
     ),
     FactTemplate(
         "hq_country",
         "two_hop",
         ("headquartered_in", "located_in"),
-        "{s} is based in {o}.",
-        "{s} has its headquarters in {b}. {b} lies within {t}.",
+        "{s} has its headquarters in a city of {o}.",
+        "{s} is headquartered in {b}. {b} lies within {t}.",
+    ),
+    FactTemplate(
+        "office_country",
+        "two_hop",
+        ("has_office_in", "located_in"),
+        "{s} has an office in a city of {o}.",
+        "{s} keeps an office in {b}. {b} lies within {t}.",
     ),
 )
 TYPE_TEMPLATE = FactTemplate("entity_type", "type", (), "{s} is a {o}.", "{s} is listed as a {t}.")
@@ -363,11 +447,23 @@ def build_knowledge_graph(num_entities: int, rng: random.Random) -> KnowledgeGra
         # Every country gets a city first, so that every country is reachable in two hops.
         country = countries[index] if index < len(countries) else rng.choice(countries)
         triples.append((city, pid["located_in"], country))
+    # Distinct objects per type pair: a (subject, object) pair has at most one edge, so that only the relation,
+    # never the number of edges, tells a true claim from a hard negative.
     for company in companies:
-        triples.append((company, pid["headquartered_in"], rng.choice(cities)))
+        headquarters, *offices = rng.sample(cities, 1 + rng.randint(1, 3))
+        triples.append((company, pid["headquartered_in"], headquarters))
+        triples += [(company, pid["has_office_in"], office) for office in offices]
     for person in by_type["person"]:
-        triples.append((person, pid["born_in"], rng.choice(cities)))
-        triples.append((person, pid["works_for"], rng.choice(companies)))
+        born, lives, died = rng.sample(cities, 3)
+        triples.append((person, pid["born_in"], born))
+        triples.append((person, pid["lives_in"], lives))
+        if rng.random() < DIED_SHARE:
+            triples.append((person, pid["died_in"], died))
+        employer, founded = rng.sample(companies, 2)
+        triples.append((person, pid["works_for"], employer))
+        if rng.random() < FOUNDER_SHARE:
+            triples.append((person, pid["founded"], founded))
+        triples.append((person, pid["citizen_of"], rng.choice(countries)))
     for river in by_type["river"]:
         for country in rng.sample(countries, min(len(countries), rng.randint(1, 2))):
             triples.append((river, pid["flows_through"], country))
@@ -411,6 +507,7 @@ class SplitWorld:
         }
         self._mentionable_qids = {entity.qid for entities in self.mentionable.values() for entity in entities}
         self._fact_candidates = {}
+        self._hard_pairs = {}
 
     def fact_candidates(self, template: FactTemplate) -> list[tuple[Entity, list[list[str]]]]:
         """Subjects with every entity on their path mentionable here (a redundant prefix names them)."""
@@ -423,22 +520,63 @@ class SplitWorld:
             self._fact_candidates[template.name] = candidates
         return self._fact_candidates[template.name]
 
+    def hard_pairs(self, template: FactTemplate) -> tuple[list, dict[str, list]]:
+        """The true claims that have a hard negative, ``(subject, reached, claimed object)``, and by claimed
+        object the subjects of those negatives, ``(subject, reached)``: subjects that reach the object through
+        another relation path of the same types and not through the template's. True and false pairs alike
+        have the family's relation-blind signature (``HARD_SIGNATURES``)."""
+        if template.name not in self._hard_pairs:
+            signature = HARD_SIGNATURES[template.kind]
+            candidates = self.fact_candidates(template)
+            negatives = defaultdict(list)
+            for subject, reached in candidates:
+                elsewhere = [
+                    qid
+                    for path in template.alternative_paths
+                    for qid in self.kg.follow(subject.qid, path)[-1]
+                    if qid not in reached[-1]
+                ]
+                for claimed in dict.fromkeys(elsewhere):
+                    if self.kg.relation_blind_signature(subject.qid, claimed) == signature:
+                        negatives[claimed].append((subject, reached))
+            positives = [
+                (subject, reached, claimed)
+                for subject, reached in candidates
+                for claimed in reached[-1]
+                if negatives.get(claimed) and self.kg.relation_blind_signature(subject.qid, claimed) == signature
+            ]
+            self._hard_pairs[template.name] = positives, dict(negatives)
+        return self._hard_pairs[template.name]
+
+
+# A one_hop claim's pair shares exactly one edge; a two_hop claim's pair shares none and has one two-edge path.
+HARD_SIGNATURES = {"one_hop": (True, 0), "two_hop": (False, 1)}
+
 
 def too_few_entities(what: str) -> KlmError:
     return KlmError(f"generated: too few entities for {what}; raise num_entities")
 
 
-def fact_pair(world: SplitWorld, template: FactTemplate, rng: random.Random) -> list[Draft]:
-    """A true claim and a false one about the same object, so that objects carry no label information."""
-    candidates = world.fact_candidates(template)
-    if not candidates:
-        raise too_few_entities(f"the {template.name} template")
-    subject, reached = rng.choice(candidates)
-    claimed = rng.choice(reached[-1])
-    false_candidates = [candidate for candidate in candidates if claimed not in candidate[1][-1]]
-    if not false_candidates:
-        raise too_few_entities(f"false {template.name} claims")
-    other, other_reached = rng.choice(false_candidates)
+def fact_pair(world: SplitWorld, template: FactTemplate, hard: bool, rng: random.Random) -> list[Draft]:
+    """A true claim and a false one about the same object, so that objects carry no label information. A hard
+    false claim's subject reaches the object through another relation (path); an easy one's is any subject for
+    which the claim is false."""
+    if hard:
+        positives, negatives = world.hard_pairs(template)
+        if not positives:
+            raise too_few_entities(f"hard {template.name} claims")
+        subject, reached, claimed = rng.choice(positives)
+        other, other_reached = rng.choice(negatives[claimed])
+    else:
+        candidates = world.fact_candidates(template)
+        if not candidates:
+            raise too_few_entities(f"the {template.name} template")
+        subject, reached = rng.choice(candidates)
+        claimed = rng.choice(reached[-1])
+        false_candidates = [candidate for candidate in candidates if claimed not in candidate[1][-1]]
+        if not false_candidates:
+            raise too_few_entities(f"false {template.name} claims")
+        other, other_reached = rng.choice(false_candidates)
     return [
         fact_draft(world.kg, template, subject, reached, claimed, 1, rng),
         fact_draft(world.kg, template, other, other_reached, claimed, 0, rng),
@@ -456,8 +594,8 @@ def fact_draft(
 ) -> Draft:
     stated = claimed if label else rng.choice(reached[-1])
     slots = {"s": subject, "o": kg.entities[claimed], "t": kg.entities[stated]}
-    if len(reached) == 2:
-        slots["b"] = kg.entities[reached[0][0]]
+    if len(reached) == 2:  # the bridge through which the stated object is reached
+        slots["b"] = kg.entities[next(b for b in reached[0] if stated in kg.objects(b, template.path[1]))]
     return Draft(template, label, slots)
 
 
@@ -495,10 +633,18 @@ def draft_split(world: SplitWorld, size: int, knobs: "GeneratorKnobs", rng: rand
         kind = KNOWLEDGE_KINDS[index % len(KNOWLEDGE_KINDS)]
         if kind == "type":
             drafts += type_pair(world, rng)
-        else:
-            drafts += fact_pair(
-                world, rng.choice([template for template in FACT_TEMPLATES if template.kind == kind]), rng
-            )
+            continue
+        hard = knobs.negatives == "hard" or (knobs.negatives == "mixed" and rng.random() < 0.5)
+        # Under hard negatives a template takes part where this split has a hard pair for it: never one whose
+        # type pair has a single relation (citizen_of, located_in, flows_through) under one_hop.
+        templates = [
+            template
+            for template in FACT_TEMPLATES
+            if template.kind == kind and (not hard or world.hard_pairs(template)[0])
+        ]
+        if not templates:
+            raise too_few_entities(f"hard {kind} claims")
+        drafts += fact_pair(world, rng.choice(templates), hard, rng)
     knowledge_drafts = list(drafts)
     for _ in range(math.ceil((size - len(drafts)) / 2)):
         drafts += text_pair(world, rng)
@@ -602,8 +748,11 @@ class GeneratorKnobs:
     test_size: int = 500
     num_entities: int = 1000
     seed: int = 0
+    negatives: str = "hard"
 
     def __post_init__(self):
+        if self.negatives not in NEGATIVES:
+            raise KlmError(f"generated: negatives must be one of {', '.join(NEGATIVES)}, got {self.negatives!r}")
         for name in ("knowledge_share", "redundancy", "link_noise"):
             value = self._coerced(name, float)
             if not 0.0 <= value <= 1.0:
@@ -638,6 +787,7 @@ class GeneratedData:
     knobs: GeneratorKnobs | None  # None for a hand-written frozen version without knobs.json
     kg: KnowledgeGraph
     splits: dict[str, list[dict]]
+    version: str = SPLIT_VERSION  # "1": a frozen export of the first generator (its knobs.json has no negatives)
 
 
 def random_stream(seed: int, purpose: str) -> random.Random:
@@ -689,14 +839,16 @@ def read_frozen(folder: Path, spec: TaskSpec) -> GeneratedData:
             raise KlmError(f"{folder}: no {split}.jsonl (a frozen generated version needs {', '.join(SPLITS)})")
         splits[split] = [read_record(record, spec, f"{path}:{line_number}") for line_number, record in read_jsonl(path)]
     knobs_path = find_file(folder, "knobs.json")
-    knobs = None
+    knobs, version = None, SPLIT_VERSION
     if knobs_path:
         recorded = read_json(knobs_path)
         unknown = sorted(set(recorded) - set(asdict(GeneratorKnobs())))
         if unknown:
             raise KlmError(f"{knobs_path}: unknown knobs {', '.join(unknown)}")
+        if "negatives" not in recorded:  # the first generator's export: its false subjects were any subject
+            recorded["negatives"], version = "easy", "1"
         knobs = GeneratorKnobs(**recorded)
-    return GeneratedData(knobs, KnowledgeGraph.read_kg(folder), splits)
+    return GeneratedData(knobs, KnowledgeGraph.read_kg(folder), splits, version)
 
 
 def read_record(record: dict, spec: TaskSpec, where: str) -> dict:
@@ -723,6 +875,11 @@ class GeneratedDataModule(TaskDataModule):
 
     name = "generated"
     split_origins = {
+        "dev": "the generator's dev statements (about dev entities; v2: several relations per type pair)",
+        "test": "the generator's test statements (about test entities, never a subject in train; v2: several "
+        "relations per type pair, hard negatives by default)",
+    }
+    first_split_origins = {
         "dev": "the generator's dev statements (about dev entities)",
         "test": "the generator's test statements (about test entities, never a subject in train)",
     }
@@ -743,6 +900,7 @@ class GeneratedDataModule(TaskDataModule):
         test_size=None,
         num_entities=None,
         seed=None,
+        negatives=None,
         **base_options,
     ):
         super().__init__(task, tokenizer, data_dir, **base_options)
@@ -755,6 +913,7 @@ class GeneratedDataModule(TaskDataModule):
             test_size=test_size,
             num_entities=num_entities,
             seed=seed,
+            negatives=negatives,
         )
         self.requested_knobs = {name: value for name, value in given.items() if value is not None}
         GeneratorKnobs(**self.requested_knobs)  # bad values fail here rather than at setup
@@ -763,6 +922,17 @@ class GeneratedDataModule(TaskDataModule):
     @classmethod
     def spec(cls, task: str) -> TaskSpec:
         return TaskSpec(task, "classification", LABELS, ("accuracy",), "accuracy")
+
+    @classmethod
+    def split_origin(cls, task: str, split: str, split_version: str) -> str:
+        if split_version == "1":
+            return cls.first_split_origins.get(split, "")
+        return super().split_origin(task, split, split_version)
+
+    @property
+    def split_version(self) -> str:
+        """ "2": the relational world with hard negatives (by default); "1": a frozen export of the first one."""
+        return self.generated().version
 
     def generated(self) -> GeneratedData:
         if self._generated is None:

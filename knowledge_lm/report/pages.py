@@ -63,6 +63,7 @@ from knowledge_lm.report.references import (
     paper_only_tasks,
     variant_references,
 )
+from knowledge_lm.report.sanity import sanity_section
 from knowledge_lm.run.config import BENCHMARKS_DIR
 
 
@@ -491,6 +492,7 @@ def render_dataset(
         f"Versions: {versions_text(frame)}."
         + (f" Left out: {older} cells of an older split or scorer version of their task." if older else ""),
         "",
+        *(sanity_section() if dataset == "generated" else []),
         "**Reading the tables.** "
         + reading_text(tests, degenerate_text(frame))
         + (" " + families_text() if any(families.values()) else ""),
