@@ -135,6 +135,24 @@ def test_a_tiny_budget_never_cuts_a_linked_fact(tokenizer):
     assert kept[2] == Segment([], [], 0, 0)
 
 
+def test_linked_facts_beyond_the_backbones_positions_are_refused(tokenizer):
+    from types import SimpleNamespace
+
+    from knowledge_lm.errors import KlmError
+
+    record = {"id": "a", "text_a": "Zorba was born in Tranu.", "text_b": None}
+    row = {"id": "a", "links": [link("Q1", 0, 5), link("Q3", 18, 23)]}
+    data = SimpleNamespace(
+        read_labelled=lambda: {"dev": [record]}, knowledge_spans={"dev": (0, 1)}, knowledge_features=[row], max_length=8
+    )
+    model = tiny_kg_text(fact_tokens=1)
+    stats = model.verbalise_rows(data, small_kg(), tokenizer, positions=64)
+    assert stats["examples_linked_facts_over_budget"] == 1 and stats["linked_facts_per_example"] == 2
+    assert len(row[FACT_IDS]) > 2  # both linked facts and the [SEP]
+    with pytest.raises(KlmError, match="facts between linked entities take"):
+        model.verbalise_rows(data, small_kg(), tokenizer, positions=16)
+
+
 def test_fact_positions_see_where_facts_are_not_what_they_say():
     segment = Segment([("Q1", "R1", "Q2"), ("Q2", "R2", "Q3"), ("Q1", "P31", "Q8")], [1, 2, 3, 4, 5, 6], 2, 9)
     assert fact_positions(segment, ["Q1", "Q3"]) == {
