@@ -1,20 +1,30 @@
-"""kg-text: the verbalised facts (order, naming, budget), the merged input layout, the zeroed control, a cell."""
+"""kg-text: the verbalised facts (order, naming, budget, the position oracle), the merged input layout, the
+zeroed control, a cell."""
+
+import random
 
 import pytest
 import torch
 
-from knowledge_lm.data.generated import GeneratedDataModule
+from knowledge_lm.data.generated import GeneratedDataModule, GeneratorKnobs, generate
 from knowledge_lm.knowledge.kg import Entity, KnowledgeGraph
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.methods.kg_text import (
     FACT_IDS,
     KgFacts,
     KgText,
+    Segment,
     append_facts,
+    fact_positions,
     fact_tensors,
+    input_order_oracle,
     linked_entities,
+    position_views,
+    segments,
+    stump,
     surface_forms,
     verbalise,
+    verbalised_facts,
     within_budget,
 )
 
@@ -50,7 +60,7 @@ def link(qid: str, start: int, end: int, segment: int = 0) -> dict:
     return {"segment": segment, "start": start, "end": end, "candidates": [[qid, 1.0], ["Q5", 0.0]], "tokens": [1]}
 
 
-def test_facts_between_linked_entities_come_first_then_1_hop_then_2_hop():
+def test_linked_facts_come_first_then_types_1_hop_2_hop_incoming():
     record = {"id": "a", "text_a": "Zorba was born in Tranu.", "text_b": None}
     row = {"id": "a", "links": [link("Q3", 18, 23), link("Q1", 0, 5)]}  # out of text order on purpose
     linked = linked_entities(row)
@@ -59,11 +69,31 @@ def test_facts_between_linked_entities_come_first_then_1_hop_then_2_hop():
         "Zorba born in Kelmar.",
         "Kelmar located in Tranu.",  # the path joining the two linked entities
         "Zorba is a person.",
-        "Tranu is a country.",  # types
+        "Tranu is a country.",  # types, entities by id
         "Zorba works for Acme.",  # outgoing (born in Kelmar: said already)
         "Acme headquartered in Kelmar.",  # 2-hop from Zorba (Kelmar located in Tranu: said already)
         "Mira located in Tranu.",  # incoming; Bo born in Kelmar is an edge of no linked entity
     ]
+
+
+def test_the_order_does_not_depend_on_the_order_of_the_linked_entities():
+    kg = small_kg()
+    linked = ["Q1", "Q2", "Q3", "Q4", "Q7"]
+    surfaces = {qid: qid.lower() for qid in linked}
+    between, rest = verbalised_facts(linked, surfaces, kg)
+    # Q1→Q2, Q1→Q4, the path Q1→Q4→Q2, Q2→Q3, paths to Q3; an entity's edges by the other end's id.
+    assert [key for key, _ in between] == [
+        ("Q1", "R1", "Q2"),
+        ("Q2", "R2", "Q3"),
+        ("Q1", "R3", "Q4"),
+        ("Q4", "R4", "Q2"),
+        ("Q7", "R1", "Q2"),
+    ]
+    expected = list(verbalise(linked, surfaces, kg))
+    for seed in range(5):
+        shuffled = random.Random(seed).sample(linked, len(linked))
+        assert [key for key, _ in verbalised_facts(shuffled, surfaces, kg)[0]] == [key for key, _ in between]
+        assert list(verbalise(shuffled, surfaces, kg)) == expected
 
 
 def test_a_linked_entity_is_named_as_in_the_text_and_others_by_label():
@@ -72,7 +102,7 @@ def test_a_linked_entity_is_named_as_in_the_text_and_others_by_label():
     surfaces = surface_forms(row, record)
     assert surfaces == {"Q4": "Acme", "Q1": "Zorba Alto"}
     facts = list(verbalise(linked_entities(row), {"Q4": "ACME corp", "Q1": "Zo"}, small_kg()))
-    assert facts[:3] == ["Zo works for ACME corp.", "ACME corp is a company.", "Zo is a person."]
+    assert facts[:3] == ["Zo works for ACME corp.", "Zo is a person.", "ACME corp is a company."]
     assert "Zo born in Kelmar." in facts and "ACME corp headquartered in Kelmar." in facts
 
 
@@ -81,12 +111,99 @@ def test_an_instance_of_class_is_the_type_and_is_not_said_twice():
     assert facts == ["Ada is a human.", "Ada born in Kelmar.", "Kelmar located in Tranu."]
 
 
-def test_budget_stops_at_the_first_fact_that_does_not_fit():
+def test_budget_keeps_the_linked_facts_and_stops_at_the_first_other_fact_that_does_not_fit():
     facts = [[1, 2, 3], [4, 5, 6, 7], [8]]
-    assert within_budget(facts, 8) == ([1, 2, 3, 4, 5, 6, 7, 8], 3)
-    assert within_budget(facts, 7) == ([1, 2, 3, 4, 5, 6, 7], 2)
-    assert within_budget(facts, 6) == ([1, 2, 3], 1)  # the short third fact would fit, but comes after
-    assert within_budget(facts, 2) == ([], 0)
+    assert within_budget([], facts, 8) == ([1, 2, 3, 4, 5, 6, 7, 8], 3)
+    assert within_budget([], facts, 7) == ([1, 2, 3, 4, 5, 6, 7], 2)
+    assert within_budget([], facts, 6) == ([1, 2, 3], 1)  # the short third fact would fit, but comes after
+    assert within_budget([], facts, 2) == ([], 0)
+    assert within_budget([[9, 9]], facts, 6) == ([9, 9, 1, 2, 3], 2)
+    assert within_budget([[9, 9], [9, 9, 9]], facts, 2) == ([9, 9, 9, 9, 9], 2)  # linked facts over budget
+
+
+def test_a_tiny_budget_never_cuts_a_linked_fact(tokenizer):
+    kg = small_kg()
+    examples = [(["Q1", "Q3"], {}), (["Q7"], {}), ([], {})]
+    kept = segments(examples, kg, tokenizer, fact_tokens=1)
+    between = [key for key, _ in verbalised_facts(["Q1", "Q3"], {}, kg)[0]]
+    assert kept[0].keys == between == [("Q1", "R1", "Q2"), ("Q2", "R2", "Q3")] and kept[0].linked == 2
+    sentences = ["Zorba Alto born in Kelmar.", "Kelmar located in Tranu."]
+    assert kept[0].ids == [
+        token for ids in tokenizer(sentences, add_special_tokens=False)["input_ids"] for token in ids
+    ]
+    assert kept[0].offered > 2 and kept[1].keys == [] and kept[1].offered > 0  # cut: the rest
+    assert kept[2] == Segment([], [], 0, 0)
+
+
+def test_linked_facts_beyond_the_backbones_positions_are_refused(tokenizer):
+    from types import SimpleNamespace
+
+    from knowledge_lm.errors import KlmError
+
+    record = {"id": "a", "text_a": "Zorba was born in Tranu.", "text_b": None}
+    row = {"id": "a", "links": [link("Q1", 0, 5), link("Q3", 18, 23)]}
+    data = SimpleNamespace(
+        read_labelled=lambda: {"dev": [record]}, knowledge_spans={"dev": (0, 1)}, knowledge_features=[row], max_length=8
+    )
+    model = tiny_kg_text(fact_tokens=1)
+    stats = model.verbalise_rows(data, small_kg(), tokenizer, positions=64)
+    assert stats["examples_linked_facts_over_budget"] == 1 and stats["linked_facts_per_example"] == 2
+    assert len(row[FACT_IDS]) > 2  # both linked facts and the [SEP]
+    with pytest.raises(KlmError, match="facts between linked entities take"):
+        model.verbalise_rows(data, small_kg(), tokenizer, positions=16)
+
+
+def test_fact_positions_see_where_facts_are_not_what_they_say():
+    segment = Segment([("Q1", "R1", "Q2"), ("Q2", "R2", "Q3"), ("Q1", "P31", "Q8")], [1, 2, 3, 4, 5, 6], 2, 9)
+    assert fact_positions(segment, ["Q1", "Q3"]) == {
+        "facts": 3,
+        "tokens": 6,
+        "linked_facts": 2,
+        "edges_between_linked": 0,
+        "first_edge_between_linked": -1,
+    }
+    assert fact_positions(segment, ["Q2", "Q3"])["first_edge_between_linked"] == 1
+    renamed = Segment([("Q1", "R9", "Q2"), ("Q2", "R8", "Q3"), ("Q1", "P31", "Q8")], [1, 2, 3, 4, 5, 6], 2, 9)
+    assert fact_positions(renamed, ["Q1", "Q3"]) == fact_positions(segment, ["Q1", "Q3"])
+
+
+def test_the_stump_finds_the_best_single_feature_threshold():
+    rows = [dict.fromkeys(("facts", "tokens", "linked_facts", "first_edge_between_linked"), 0) for _ in range(6)]
+    for row, edges in zip(rows, [0, 0, 1, 2, 2, 0]):
+        row["edges_between_linked"] = edges
+    assert stump(rows, [0, 0, 1, 1, 1, 1]) == ("edges_between_linked", 0.0, 1)  # 5 of 6
+    assert stump(rows[:2], [1, 1]) == (None, 0.0, 1)
+
+
+ORACLE_SIZES = {"train_size": 1500, "dev_size": 20, "test_size": 1000}
+V2 = "negatives" in GeneratorKnobs.__dataclass_fields__
+
+
+@pytest.mark.skipif(V2, reason="the generator has hard negatives: its facts' positions leak nothing to find")
+def test_the_input_order_oracle_finds_the_leak_of_easy_negatives(tokenizer):
+    # Without hard negatives, a true claim's entities are joined by linked facts and a false one's are not.
+    accuracies = input_order_oracle(generate(**ORACLE_SIZES), tokenizer)
+    assert set(accuracies) == {"text", "type", "one_hop", "two_hop"}
+    assert accuracies["one_hop"] >= 0.95 and accuracies["two_hop"] >= 0.95
+
+
+@pytest.mark.skipif(not V2, reason="the generator has no hard negatives (knob negatives): fact positions leak")
+def test_a_classifier_on_fact_positions_alone_is_at_chance(tokenizer):
+    data = generate(**ORACLE_SIZES)
+    accuracies = input_order_oracle(data, tokenizer)
+    assert accuracies["one_hop"] <= 0.6 and accuracies["two_hop"] <= 0.6, accuracies
+    tree = pytest.importorskip("sklearn.tree")
+    views = position_views(data, tokenizer, ("train", "test"))
+    for family in ("one_hop", "two_hop"):
+        fit, score = (
+            (
+                [list(row.values()) for kind, row, _ in views[split] if kind == family],
+                [label for kind, _, label in views[split] if kind == family],
+            )
+            for split in ("train", "test")
+        )
+        classifier = tree.DecisionTreeClassifier(max_depth=3, random_state=0).fit(*fit)
+        assert classifier.score(*score) <= 0.6, family
 
 
 def texts_and_facts(tokenizer):
@@ -179,7 +296,8 @@ def test_attach_verbalises_the_generated_task_with_the_texts_names(prepared_cach
     for offset, record in enumerate(data.splits["dev"]):
         if record["kind"] != "one_hop" or not record["label"]:
             continue
-        # A true one-hop claim "{s} <verb> {o}." is an edge between its two linked entities: the first fact.
+        # A true one-hop claim "{s} <verb> {o}." is an edge between its two linked entities: a linked fact,
+        # never cut.
         subject, claimed = (link["mention"] for link in record["entities"])
         kg = data.knowledge_graph
         head, tail = (link["qid"] for link in record["entities"])
@@ -187,7 +305,8 @@ def test_attach_verbalises_the_generated_task_with_the_texts_names(prepared_cach
             next(pid for triple_head, pid, triple_tail in kg.triples if (triple_head, triple_tail) == (head, tail))
         ].replace("_", " ")
         first_fact = tokenizer(f"{subject} {relation} {claimed}.", add_special_tokens=False)["input_ids"]
-        assert data.knowledge_features[start + offset][FACT_IDS][: len(first_fact)] == first_fact
+        ids = data.knowledge_features[start + offset][FACT_IDS]
+        assert any(ids[index : index + len(first_fact)] == first_fact for index in range(len(ids))), record["text_a"]
         checked += 1
     assert checked
     batch = next(iter(data.val_dataloader()[0]))

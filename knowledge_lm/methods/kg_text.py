@@ -17,19 +17,25 @@ Verbalisation (once per example, in the ``setup`` hook; the KG is the one the da
   name with underscores as spaces). Each linked entity contributes its type, its outgoing and incoming
   edges, and the second edge of every directed two-edge path starting from it
   (``Zorba born_in Kelmar, Kelmar located_in Tranu`` gives ``"Kelmar located in Tranu."``).
-* **Order** (the budget cuts from the end): first the edges between two linked entities, and the two
-  edges of each path through one bridge from a linked entity to another (how a two-hop claim is true);
-  then the linked entities' types, their outgoing edges, the 2-hop edges, and last their incoming
-  edges. Incoming edges come after the 2-hop ones because their number is unbounded (a country has every
-  city's "located in", a Wikidata class every instance), while an entity's outgoing edges and paths are
-  its own few attributes. In the order 1-hop (incoming included), then 2-hop, the facts that decide a
-  false two-hop statement of the generated task were cut in 97% of them at 64 tokens; in this order in
-  16%, and at 96 tokens in none (its default version's dev and test, MiniLM's tokenizer). Within a tier,
-  entities in the order of the text, edges in the KG's order. A fact met twice stays where it first
-  comes (an "instance of" edge is the type fact).
-* **Budget**: facts are taken in that order while their sub-word tokens fit ``fact_tokens`` (default
-  64); the first that does not fit ends the segment. The segment's [SEP] is not counted. An example
-  without facts gets no segment at all.
+* **Order**, canonical: it depends on the graph and the set of linked entities only, never on their
+  order in the text or on the claim the text makes. First the *linked facts*: every edge between two
+  linked entities and the two edges of every directed path through one bridge from a linked entity to
+  another (the facts that make a one- or two-hop claim true or false). Then the rest in tiers: the
+  linked entities' types, their outgoing edges, the 2-hop edges, and last their incoming edges (whose
+  number is unbounded: a country has every city's "located in", a Wikidata class every instance;
+  an entity's outgoing edges and paths are its own few attributes). Within each group and tier, linked
+  entities by id, and an entity's edges by the other end's id, then the relation's id; a path's two
+  edges stay together, after the edge to its bridge. The relation's id only breaks ties between
+  parallel edges: where the relation decides the label, the place of a fact does not tell it. A fact
+  met twice stays where it first comes (an "instance of" edge is the type fact). ``fact_positions``
+  gives the relation-blind view of this order, and ``input_order_oracle`` the accuracy of a decision
+  stump on it per family of the generated task (a check that it is near chance).
+* **Budget**: the linked facts are always kept whole; the rest are taken in order while the whole
+  segment's sub-word tokens fit ``fact_tokens`` (default 64), and the first that does not fit ends it.
+  So a segment is longer than ``fact_tokens`` only where its linked facts alone are (``method_stats``:
+  ``examples_linked_facts_over_budget``); the backbone's positions are checked against the longest
+  segment once all are verbalised. The segment's [SEP] is not counted. An example without facts gets
+  no segment at all.
 
 Layout: the data loader pads each batch's fact ids (``fact_tensors``, with the [SEP]); ``encode`` writes
 them right after each row's text on the device (``append_facts``: the text's length is its attention
@@ -54,7 +60,7 @@ import torch
 from torch.nn import functional as F
 
 from knowledge_lm.errors import KlmError
-from knowledge_lm.knowledge.kg import INSTANCE_OF, KnowledgeGraph
+from knowledge_lm.knowledge.kg import INSTANCE_OF, Entity, KnowledgeGraph
 from knowledge_lm.knowledge.prepare import text_segments
 from knowledge_lm.methods.knowbert import prepared_kg_dir
 from knowledge_lm.methods.task_model import MethodOptions, TaskModel
@@ -65,17 +71,20 @@ FACT_IDS = "kg_text_ids"  # the key of an example's fact ids (with the closing [
 
 
 # -- verbalisation ---------------------------------------------------------------------------------
+Key = tuple[str, str, str]  # a fact as (head, relation, tail); a type fact is its "instance of" edge
+
+
 class KgFacts:
-    """A KG as verbalisation reads it: each entity's outgoing and incoming edges, labels, types and
-    relation names."""
+    """A KG as verbalisation reads it: each entity's outgoing and incoming edges (each list sorted by the
+    other end's id, then the relation's), labels, types and relation names."""
 
     def __init__(self, kg: KnowledgeGraph):
         outgoing, incoming = defaultdict(list), defaultdict(list)
         for head, pid, tail in dict.fromkeys(kg.triples):
-            outgoing[head].append((pid, tail))
+            outgoing[head].append((tail, pid))
             incoming[tail].append((head, pid))
-        self.outgoing: dict[str, list[tuple[str, str]]] = dict(outgoing)  # head → its (pid, tail) edges
-        self.incoming: dict[str, list[tuple[str, str]]] = dict(incoming)  # tail → its (head, pid) edges
+        self.outgoing: dict[str, list[tuple[str, str]]] = {qid: sorted(edges) for qid, edges in outgoing.items()}
+        self.incoming: dict[str, list[tuple[str, str]]] = {qid: sorted(edges) for qid, edges in incoming.items()}
         self.labels = {qid: entity.label for qid, entity in kg.entities.items() if entity.label}
         self.types = {qid: entity.type for qid, entity in kg.entities.items() if entity.type}
         self.relations = {pid: name.replace("_", " ") for pid, name in kg.relations.items()}
@@ -101,61 +110,209 @@ def surface_forms(row: dict, record: dict) -> dict[str, str]:
     return surfaces
 
 
-def verbalise(linked: list[str], surfaces: dict[str, str], kg: KgFacts) -> Iterator[str]:
-    """The facts about the ``linked`` entities as sentences, most relevant first, each once (the order
-    and naming of the module docstring). A generator: a budget reads only what it keeps."""
-    is_linked = set(linked)
+def verbalised_facts(
+    linked: Iterable[str], surfaces: dict[str, str], kg: KgFacts
+) -> tuple[list[tuple[Key, str]], Iterator[tuple[Key, str]]]:
+    """The facts about the ``linked`` entities as (key, sentence) pairs, each once, in the canonical order
+    of the module docstring: the linked facts (all of them) and a generator of the rest (a budget reads
+    only what it keeps). The order depends on the graph and the set of linked entities only."""
+    entities = sorted(set(linked))
+    is_linked = set(entities)
 
     def name(qid: str) -> str:
         return surfaces.get(qid) or kg.labels.get(qid) or qid
 
-    def edge(head: str, pid: str, tail: str):
+    def edge(head: str, pid: str, tail: str) -> tuple[Key, str]:
         return (head, pid, tail), f"{name(head)} {kg.relations.get(pid, pid)} {name(tail)}."
 
     def between_linked():  # an edge, or a path through one bridge, from a linked entity to another
-        for qid in linked:
-            for pid, tail in kg.outgoing.get(qid, ()):
-                if tail in is_linked:
-                    yield edge(qid, pid, tail)
-                for second, end in kg.outgoing.get(tail, ()):
+        for qid in entities:
+            for bridge, pid in kg.outgoing.get(qid, ()):
+                if bridge in is_linked:
+                    yield edge(qid, pid, bridge)
+                for end, second in kg.outgoing.get(bridge, ()):
                     if end in is_linked and end != qid:
-                        yield edge(qid, pid, tail)
-                        yield edge(tail, second, end)
+                        yield edge(qid, pid, bridge)
+                        yield edge(bridge, second, end)
 
     def types():  # keyed as the "instance of" edge each is, so that such an edge is not said twice
-        for qid in linked:
+        for qid in entities:
             if qid in kg.types:
                 yield (qid, INSTANCE_OF, kg.types[qid]), f"{name(qid)} is a {name(kg.types[qid])}."
 
     def outgoing():
-        for qid in linked:
-            yield from (edge(qid, pid, tail) for pid, tail in kg.outgoing.get(qid, ()))
+        for qid in entities:
+            yield from (edge(qid, pid, tail) for tail, pid in kg.outgoing.get(qid, ()))
 
     def two_hop():
-        for qid in linked:
-            for _, bridge in kg.outgoing.get(qid, ()):
-                yield from (edge(bridge, pid, tail) for pid, tail in kg.outgoing.get(bridge, ()) if tail != qid)
+        for qid in entities:
+            for bridge, _ in kg.outgoing.get(qid, ()):
+                yield from (edge(bridge, pid, tail) for tail, pid in kg.outgoing.get(bridge, ()) if tail != qid)
 
     def incoming():
-        for qid in linked:
+        for qid in entities:
             yield from (edge(head, pid, qid) for head, pid in kg.incoming.get(qid, ()))
 
     said = set()
-    for key, sentence in chain(between_linked(), types(), outgoing(), two_hop(), incoming()):
-        if key not in said:
-            said.add(key)
-            yield sentence
+
+    def first_time(facts):
+        for key, sentence in facts:
+            if key not in said:
+                said.add(key)
+                yield key, sentence
+
+    return list(first_time(between_linked())), first_time(chain(types(), outgoing(), two_hop(), incoming()))
 
 
-def within_budget(facts: Iterable[list[int]], budget: int) -> tuple[list[int], int]:
-    """The facts' token ids (each fact a list) concatenated while they fit ``budget``, and how many fit."""
-    ids, kept = [], 0
-    for fact in facts:
+def verbalise(linked: Iterable[str], surfaces: dict[str, str], kg: KgFacts) -> Iterator[str]:
+    """The facts about the ``linked`` entities as sentences, each once, in the canonical order (the
+    linked facts, then the rest: ``verbalised_facts``)."""
+    between, rest = verbalised_facts(linked, surfaces, kg)
+    return (sentence for _, sentence in chain(between, rest))
+
+
+def within_budget(linked: list[list[int]], rest: Iterable[list[int]], budget: int) -> tuple[list[int], int]:
+    """The facts' token ids (each fact a list) concatenated: every ``linked`` fact, then those of ``rest``
+    while the whole fits ``budget`` (the first that does not ends it); and how many facts that is."""
+    ids = [token for fact in linked for token in fact]
+    kept = len(linked)
+    for fact in rest:
         if len(ids) + len(fact) > budget:
             break
         ids += fact
         kept += 1
     return ids, kept
+
+
+@dataclass
+class Segment:
+    """An example's verbalised facts as the encoder reads them: the kept facts' keys in order, their
+    token ids (no [SEP]), how many of them are linked facts (those come first), and how many facts the
+    budget was offered (the linked ones and at most ``fact_tokens + 1`` others: more than it kept where
+    it cut some)."""
+
+    keys: list[Key]
+    ids: list[int]
+    linked: int
+    offered: int
+
+
+def segments(
+    examples: list[tuple[list[str], dict[str, str]]], kg: KgFacts, tokenizer, fact_tokens: int
+) -> list[Segment]:
+    """Each example's (linked entities, surface forms) verbalised and cut to ``fact_tokens`` sub-word
+    tokens of ``tokenizer``, its linked facts kept whole (``within_budget``)."""
+    verbalised = []
+    for linked, surfaces in examples:
+        between, rest = verbalised_facts(linked, surfaces, kg)
+        verbalised.append((between, list(islice(rest, fact_tokens + 1))))  # each fact has a token at least
+    sentences = list(dict.fromkeys(sentence for between, rest in verbalised for _, sentence in chain(between, rest)))
+    pieces = dict(zip(sentences, tokenizer(sentences, add_special_tokens=False)["input_ids"])) if sentences else {}
+    kept_segments = []
+    for between, rest in verbalised:
+        ids, kept = within_budget([pieces[s] for _, s in between], (pieces[s] for _, s in rest), fact_tokens)
+        keys = [key for key, _ in chain(between, rest)][:kept]
+        kept_segments.append(Segment(keys, ids, len(between), len(between) + len(rest)))
+    return kept_segments
+
+
+# -- the position view of the input ------------------------------------------------------------------
+POSITION_FEATURES = ("facts", "tokens", "linked_facts", "edges_between_linked", "first_edge_between_linked")
+
+
+def fact_positions(segment: Segment, linked: Iterable[str]) -> dict[str, int]:
+    """The relation-blind view of an example's facts: how many facts and tokens it has, how many linked
+    facts, how many edges join two linked entities and the index of the first (-1: none). What a
+    reader of the input learns from where facts are, not from what they say."""
+    is_linked = set(linked)
+    between = [index for index, (head, _, tail) in enumerate(segment.keys) if head in is_linked and tail in is_linked]
+    return {
+        "facts": len(segment.keys),
+        "tokens": len(segment.ids),
+        "linked_facts": segment.linked,
+        "edges_between_linked": len(between),
+        "first_edge_between_linked": between[0] if between else -1,
+    }
+
+
+def gold_row(record: dict) -> dict:
+    """A features row of a generated record whose links are the record's own (``entities``), each with
+    its entity as the one candidate."""
+    return {
+        "id": record["id"],
+        "links": [
+            {"segment": 0, "start": link["start"], "end": link["end"], "candidates": [[link["qid"], 1.0]]}
+            for link in record.get("entities") or []
+        ],
+    }
+
+
+def stump(features: list[dict[str, int]], labels: list[int]) -> tuple[str | None, float, int]:
+    """The decision stump of best accuracy on these examples: (feature, threshold, the label given above
+    the threshold); feature None: always the majority label (given as the third item)."""
+    majority = int(2 * sum(labels) >= len(labels))
+    best, best_correct = (None, 0.0, majority), sum(label == majority for label in labels)
+    for feature in POSITION_FEATURES:
+        values = [row[feature] for row in features]
+        for threshold in sorted(set(values)):
+            above = sum(label for value, label in zip(values, labels) if value > threshold)
+            above_count = sum(value > threshold for value in values)
+            below = sum(labels) - above  # positives at or below the threshold
+            for label_above in (0, 1):
+                correct = above + (len(labels) - above_count - below) if label_above else (above_count - above) + below
+                if correct > best_correct:
+                    best, best_correct = (feature, float(threshold), label_above), correct
+    return best
+
+
+def stump_predicts(rule: tuple[str | None, float, int], row: dict[str, int]) -> int:
+    feature, threshold, label_above = rule
+    if feature is None:
+        return label_above
+    return label_above if row[feature] > threshold else 1 - label_above
+
+
+def position_views(data, tokenizer, splits: Iterable[str], fact_tokens: int = 64) -> dict[str, list[tuple]]:
+    """Per split of the generated ``data`` (``generate``'s ``GeneratedData``; links as in its records),
+    each example's (family, ``fact_positions``, label), its facts verbalised from ``data``'s graph and
+    cut to ``fact_tokens`` of ``tokenizer`` as kg-text cuts them."""
+    kg = KgFacts(
+        KnowledgeGraph(
+            data.kg.triples,
+            [
+                Entity(entity.qid, entity.label, list(entity.surface_forms), entity.type)
+                for entity in data.kg.entities.values()
+            ],
+            data.kg.relations,
+        )
+    )
+    views = {}
+    for split in splits:
+        records = data.splits[split]
+        rows = [gold_row(record) for record in records]
+        linked = [linked_entities(row) for row in rows]
+        examples = [(entities, surface_forms(row, record)) for entities, row, record in zip(linked, rows, records)]
+        views[split] = [
+            (record.get("kind", "unknown"), fact_positions(segment, entities), int(record["label"]))
+            for record, segment, entities in zip(records, segments(examples, kg, tokenizer, fact_tokens), linked)
+        ]
+    return views
+
+
+def input_order_oracle(data, tokenizer, fact_tokens: int = 64, fit: str = "train", score: str = "test") -> dict:
+    """A relation-blind oracle of kg-text's input order: per statement family of the generated ``data``,
+    the ``score`` split's accuracy of the best decision stump over ``fact_positions`` fit on the ``fit``
+    split (``position_views``). Near chance (0.5): where facts are does not give the label away."""
+    views = position_views(data, tokenizer, (fit, score), fact_tokens)
+    accuracies = {}
+    for family in sorted({family for family, _, _ in views[score]}):
+        fit_rows = [(row, label) for kind, row, label in views[fit] if kind == family]
+        score_rows = [(row, label) for kind, row, label in views[score] if kind == family]
+        rule = stump([row for row, _ in fit_rows], [label for _, label in fit_rows]) if fit_rows else (None, 0.0, 1)
+        accuracies[family] = round(
+            sum(stump_predicts(rule, row) == label for row, label in score_rows) / len(score_rows), 4
+        )
+    return accuracies
 
 
 # -- the facts of a batch ----------------------------------------------------------------------------
@@ -263,7 +420,8 @@ class KgText(TaskModel):
             )
         self.pad_id = tokenizer.pad_token_id
         if self.verbalised is not data.knowledge_features:
-            self.stats = self.verbalise_rows(data, KgFacts(kg if kg is not None else self.load_kg(data)), tokenizer)
+            kg_facts = KgFacts(kg if kg is not None else self.load_kg(data))
+            self.stats = self.verbalise_rows(data, kg_facts, tokenizer, positions)
             self.verbalised = data.knowledge_features
         data.knowledge_batch = partial(fact_tensors, pad_id=self.pad_id, zeroed=self.options.zero_knowledge)
 
@@ -271,32 +429,37 @@ class KgText(TaskModel):
     def load_kg(data) -> KnowledgeGraph:
         return KnowledgeGraph.load(prepared_kg_dir(data))
 
-    def verbalise_rows(self, data, kg: KgFacts, tokenizer) -> dict:
+    def verbalise_rows(self, data, kg: KgFacts, tokenizer, positions: int | None = None) -> dict:
         """Every features row's fact ids, each split's rows read beside its records (for the surface forms);
-        returns what ``method_stats`` reports."""
+        returns what ``method_stats`` reports. ``positions``: the backbone's, which the longest segment
+        after a text of ``max_length`` must fit."""
         records = data.read_labelled()
-        candidates = []  # (row, its first facts: as many as could fit, each fact having a token at least)
+        rows, examples = [], []
         for split, (start, end) in data.knowledge_spans.items():
             for row, record in zip(data.knowledge_features[start:end], records[split], strict=True):
                 if row.get("id", record["id"]) != record["id"]:
                     raise KlmError(f"kg-text: features row {row['id']} beside record {record['id']} of {split}")
-                facts = verbalise(linked_entities(row), surface_forms(row, record), kg)
-                candidates.append((row, list(islice(facts, self.fact_tokens + 1))))
-        sentences = list(dict.fromkeys(fact for _, facts in candidates for fact in facts))
-        pieces = dict(zip(sentences, tokenizer(sentences, add_special_tokens=False)["input_ids"])) if sentences else {}
-        kept_facts, fact_tokens, cut = [], [], 0
-        for row, facts in candidates:
-            ids, kept = within_budget((pieces[fact] for fact in facts), self.fact_tokens)
-            row[FACT_IDS] = ids + [tokenizer.sep_token_id] if ids else []
-            kept_facts.append(kept)
-            fact_tokens.append(len(ids))
-            cut += kept < len(facts)
-        examples = max(1, len(candidates))
+                rows.append(row)
+                examples.append((linked_entities(row), surface_forms(row, record)))
+        kept = segments(examples, kg, tokenizer, self.fact_tokens)
+        longest = max((len(segment.ids) for segment in kept), default=0)
+        if positions is not None and data.max_length + longest + 1 > positions:
+            raise KlmError(
+                f"kg-text: an example's facts between linked entities take {longest} tokens; max_length "
+                f"{data.max_length} + those + [SEP] exceed the backbone's {positions} positions; lower max_length"
+            )
+        for row, segment in zip(rows, kept):
+            row[FACT_IDS] = segment.ids + [tokenizer.sep_token_id] if segment.ids else []
+        count = max(1, len(kept))
         return {
-            "examples_with_facts": round(sum(1 for kept in kept_facts if kept) / examples, 4),
-            "facts_per_example": round(sum(kept_facts) / examples, 3),
-            "fact_tokens_per_example": round(sum(fact_tokens) / examples, 3),
-            "examples_cut_by_budget": round(cut / examples, 4),
+            "examples_with_facts": round(sum(1 for segment in kept if segment.keys) / count, 4),
+            "facts_per_example": round(sum(len(segment.keys) for segment in kept) / count, 3),
+            "linked_facts_per_example": round(sum(segment.linked for segment in kept) / count, 3),
+            "fact_tokens_per_example": round(sum(len(segment.ids) for segment in kept) / count, 3),
+            "examples_cut_by_budget": round(sum(len(segment.keys) < segment.offered for segment in kept) / count, 4),
+            "examples_linked_facts_over_budget": round(
+                sum(len(segment.ids) > self.fact_tokens for segment in kept) / count, 4
+            ),
         }
 
     def method_stats(self) -> dict:
