@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from knowledge_lm.data.generated import GeneratedDataModule, GeneratorKnobs, generate
+from knowledge_lm.data.generated import GeneratedDataModule, generate
 from knowledge_lm.knowledge.kg import Entity, KnowledgeGraph
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.methods.kg_text import (
@@ -176,18 +176,15 @@ def test_the_stump_finds_the_best_single_feature_threshold():
 
 
 ORACLE_SIZES = {"train_size": 1500, "dev_size": 20, "test_size": 1000}
-V2 = "negatives" in GeneratorKnobs.__dataclass_fields__
 
 
-@pytest.mark.skipif(V2, reason="the generator has hard negatives: its facts' positions leak nothing to find")
 def test_the_input_order_oracle_finds_the_leak_of_easy_negatives(tokenizer):
     # Without hard negatives, a true claim's entities are joined by linked facts and a false one's are not.
-    accuracies = input_order_oracle(generate(**ORACLE_SIZES), tokenizer)
+    accuracies = input_order_oracle(generate(**ORACLE_SIZES, negatives="easy"), tokenizer)
     assert set(accuracies) == {"text", "type", "one_hop", "two_hop"}
     assert accuracies["one_hop"] >= 0.95 and accuracies["two_hop"] >= 0.95
 
 
-@pytest.mark.skipif(not V2, reason="the generator has no hard negatives (knob negatives): fact positions leak")
 def test_a_classifier_on_fact_positions_alone_is_at_chance(tokenizer):
     data = generate(**ORACLE_SIZES)
     accuracies = input_order_oracle(data, tokenizer)
