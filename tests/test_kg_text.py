@@ -157,7 +157,6 @@ def test_fact_positions_see_where_facts_are_not_what_they_say():
     segment = Segment([("Q1", "R1", "Q2"), ("Q2", "R2", "Q3"), ("Q1", "P31", "Q8")], [1, 2, 3, 4, 5, 6], 2, 9)
     assert fact_positions(segment, ["Q1", "Q3"]) == {
         "facts": 3,
-        "tokens": 6,
         "linked_facts": 2,
         "edges_between_linked": 0,
         "first_edge_between_linked": -1,
@@ -168,7 +167,7 @@ def test_fact_positions_see_where_facts_are_not_what_they_say():
 
 
 def test_the_stump_finds_the_best_single_feature_threshold():
-    rows = [dict.fromkeys(("facts", "tokens", "linked_facts", "first_edge_between_linked"), 0) for _ in range(6)]
+    rows = [dict.fromkeys(("facts", "linked_facts", "first_edge_between_linked"), 0) for _ in range(6)]
     for row, edges in zip(rows, [0, 0, 1, 2, 2, 0]):
         row["edges_between_linked"] = edges
     assert stump(rows, [0, 0, 1, 1, 1, 1]) == ("edges_between_linked", 0.0, 1)  # 5 of 6

@@ -217,18 +217,18 @@ def segments(
 
 
 # -- the position view of the input ------------------------------------------------------------------
-POSITION_FEATURES = ("facts", "tokens", "linked_facts", "edges_between_linked", "first_edge_between_linked")
+POSITION_FEATURES = ("facts", "linked_facts", "edges_between_linked", "first_edge_between_linked")
 
 
 def fact_positions(segment: Segment, linked: Iterable[str]) -> dict[str, int]:
-    """The relation-blind view of an example's facts: how many facts and tokens it has, how many linked
-    facts, how many edges join two linked entities and the index of the first (-1: none). What a
-    reader of the input learns from where facts are, not from what they say."""
+    """The relation-blind view of an example's facts: how many facts it has, how many linked facts, how
+    many edges join two linked entities and the index of the first (-1: none). What a reader of the input
+    learns from where facts are, not from what they say (their sub-word count is left out: it spells the
+    relation names, "founded" against "works for")."""
     is_linked = set(linked)
     between = [index for index, (head, _, tail) in enumerate(segment.keys) if head in is_linked and tail in is_linked]
     return {
         "facts": len(segment.keys),
-        "tokens": len(segment.ids),
         "linked_facts": segment.linked,
         "edges_between_linked": len(between),
         "first_edge_between_linked": between[0] if between else -1,
