@@ -49,11 +49,11 @@ def spectral_penalty(features: torch.Tensor, k: int = 1) -> torch.Tensor:
     eigenvectors vᵢ = Σ vᵢᵀ G vᵢ = Σ λᵢ, in float32 outside autocast, which as a sum of squares keeps float32's
     relative precision down to zero singular values. Its gradient ``2 vᵢ vᵢᵀ F`` is that of the k smallest
     eigenvalues (Hellmann–Feynman) and is finite for every input, rank-deficient ones included: no
-    1 / (λᵢ − λⱼ) term, which is what ``eigh``'s own backward would bring for repeated eigenvalues. Where the
-    k-th and the (k+1)-th eigenvalues are equal, the penalty is continuous but not differentiable, and the
-    gradient is that of the eigenvectors ``eigh`` picked (a one-sided derivative); on zero singular values it is
-    0 (Fᵀ vᵢ = 0). With k ≥ min(b, d) the sum takes every squared singular value: it is ``‖F‖_F²``, no
-    eigendecomposition needed. On a CUDA device the eigensolver waits on the host for its result."""
+    1 / (λᵢ − λⱼ) term, which ``eigh``'s backward brings for repeated eigenvalues once its eigenvectors enter the
+    loss. Where the k-th and the (k+1)-th eigenvalues are equal, the penalty is continuous but not differentiable,
+    and the gradient is that of the eigenvectors ``eigh`` picked (one element of the generalized gradient); along
+    zero singular values it is 0 (Fᵀ vᵢ = 0). With k ≥ min(b, d) the sum takes every squared singular value: it
+    is ``‖F‖_F²``, no eigendecomposition needed. On a CUDA device the eigensolver waits on the host for its result."""
     with torch.autocast(device_type=features.device.type, enabled=False):
         matrix = features.float()
         if k >= min(matrix.shape):
