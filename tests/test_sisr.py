@@ -67,6 +67,59 @@ def test_spectral_penalty_gradient_is_eigvalsh_s():
     assert torch.allclose(features.grad.double(), reference.grad, rtol=1e-3, atol=1e-4)
 
 
+def rank_deficient(b, d, rank, generator):
+    """A float64 b × d matrix of the given rank: a product of random b × rank and rank × d factors."""
+    left = torch.randn(b, rank, generator=generator, dtype=torch.float64)
+    return left @ torch.randn(rank, d, generator=generator, dtype=torch.float64)
+
+
+def test_spectral_penalty_of_rank_deficient_features_matches_svdvals():
+    """Repeated zero singular values, k below, at and past their count, float32 and float64 features: exact to
+    1e-6 σ_max² (a rank-one 5 × 6 matrix at k = 4 has penalty 0)."""
+    generator = torch.Generator().manual_seed(28)
+    features = rank_deficient(5, 6, 1, generator)  # the issue's example: rank 1, k = 4, exact penalty 0
+    singular = torch.linalg.svdvals(features)
+    assert spectral_penalty(features, 4).item() == pytest.approx(0.0, abs=1e-6 * singular[0].item() ** 2)
+    for shape in [(5, 6), (6, 5), (12, 40), (40, 12), (9, 9)]:
+        for rank in range(1, min(shape)):
+            features = rank_deficient(*shape, rank, generator)
+            singular = torch.linalg.svdvals(features)
+            scale = singular[0].item() ** 2
+            for dtype in (torch.float32, torch.float64):
+                for k in range(1, min(shape)):
+                    expected = (singular.flip(0)[:k] ** 2).sum().item()
+                    got = spectral_penalty(features.to(dtype), k).item()
+                    assert got == pytest.approx(expected, abs=1e-6 * scale), (shape, rank, dtype, k)
+
+
+def test_spectral_penalty_gradient_is_finite_on_rank_deficient_features():
+    """Zero singular values repeat; the gradient has no 1 / (λᵢ − λⱼ) term, so it stays finite, and it is
+    ``eigvalsh``'s: 0 while k covers only zero singular values, else that of the smallest nonzero ones."""
+    generator = torch.Generator().manual_seed(5)
+    for shape, rank in [((5, 6), 1), ((8, 20), 3), ((20, 8), 3)]:
+        base = rank_deficient(*shape, rank, generator)
+        zeros = min(shape) - rank
+        for k in (1, zeros, zeros + 1):
+            features = base.float().requires_grad_()
+            spectral_penalty(features, k).backward()
+            assert torch.isfinite(features.grad).all()
+            reference = features.detach().double().requires_grad_()
+            gram = reference @ reference.T if shape[0] <= shape[1] else reference.T @ reference
+            torch.linalg.eigvalsh(gram)[:k].sum().backward()
+            tolerance = 1e-4 * base.norm().item()
+            assert torch.allclose(features.grad.double(), reference.grad, atol=tolerance), (shape, k)
+            if k <= zeros:
+                assert features.grad.abs().max().item() < tolerance
+
+
+def test_spectral_penalty_for_k_1_keeps_the_old_implementation_s_values():
+    """k = 1 on full-rank features: the values SR trained with so far (from a power iteration, right there)."""
+    old = {(32, 64): 7.320533752441406, (16, 384): 262.71124267578125, (64, 16): 18.509620666503906}
+    for shape, value in old.items():
+        features = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+        assert spectral_penalty(features, 1).item() == pytest.approx(value, rel=1e-5)
+
+
 def test_spectral_penalty_of_one_row_is_its_squared_norm():
     features = torch.tensor([[3.0, 4.0]])
     assert spectral_penalty(features).item() == pytest.approx(25.0)
@@ -269,17 +322,19 @@ def test_bert_sr_trains_as_a_cell(tmp_path):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_replayed_eigenvectors_match_the_eager_ones_for_every_new_input():
-    from knowledge_lm.methods.sisr import replayed_smallest_eigenvectors
-
-    for k in (2, 15, 16):
-        for seed in (0, 1):  # the second call replays the graph captured by the first, on a new input
-            features = torch.randn(16, 40, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).cuda()
-            gram = features @ features.T
-            eager, replayed = smallest_eigenvectors(gram, k), replayed_smallest_eigenvectors(gram, k)
-            assert torch.allclose(
-                (eager.T @ replayed).abs(), torch.eye(k, dtype=torch.float64, device="cuda"), atol=1e-6
-            )
+def test_spectral_penalty_on_the_device_matches_svdvals_under_autocast():
+    generator = torch.Generator().manual_seed(0)
+    for shape, rank in [((32, 384), 32), ((32, 384), 5), ((5, 6), 1), ((64, 16), 10)]:
+        features = rank_deficient(*shape, rank, generator).float().cuda().requires_grad_()
+        singular = torch.linalg.svdvals(features.detach().double())
+        for k in (1, 4):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                penalty = spectral_penalty(features, k)
+            assert penalty.dtype == torch.float32
+            expected = (singular.flip(0)[:k] ** 2).sum().item()
+            assert penalty.item() == pytest.approx(expected, rel=1e-4, abs=1e-6 * singular[0].item() ** 2)
+            (gradient,) = torch.autograd.grad(penalty, features)
+            assert torch.isfinite(gradient).all()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

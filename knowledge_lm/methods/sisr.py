@@ -8,8 +8,8 @@ frequency over the train split; ``close``: the number of other linked entities o
 
 SR (Eq. 5): ``L_sr(F) = η Σ_{i≤k} σ_i'²`` over the k smallest singular values of the b × d batch
 features F. The σ² are the eigenvalues of the smaller Gram matrix (F Fᵀ when b ≤ d, the paper's
-O(b²d) route, else Fᵀ F), outside autocast, without an eigensolver (see ``spectral_penalty``). Under DDP, F is the
-per-device batch (no gather): the choice and the per-device batch size go into every result.
+O(b²d) route, else Fᵀ F), by its eigendecomposition in float64, O(b²d + b³) (see ``spectral_penalty``). Under
+DDP, F is the per-device batch (no gather): the choice and the per-device batch size go into every result.
 
 SI (Eq. 4): ``s(e) = 1[DF(e) < K_thresh] + λ · clip(|S(e)|, K_min, K_max)``. METHODS.md's per-entity
 reading of "sample 85 %, the rest keeps a 15 % chance": each linked entity e of a text (a link's top
@@ -33,84 +33,27 @@ from knowledge_lm.methods.task_model import MethodOptions, TaskModel
 from knowledge_lm.registry import register_method
 
 
-def smallest_eigenvectors(gram: torch.Tensor, k: int, chunks: int = 6, power: int = 64) -> torch.Tensor:
-    """Unit eigenvectors (columns) of the min(k, size) smallest eigenvalues of the symmetric PSD matrix ``gram``,
-    by matrix products alone, so that nothing waits on the host.
-
-    ``M = I − G / tr(G)`` has the eigenvectors of G with eigenvalues 1 − λ/tr(G) ∈ [0, 1], the largest
-    for the smallest λ; ``chunks`` rounds of ``M ← M^power / tr(M^power)`` raise it to power^chunks = 2^36,
-    which leaves M's top eigenvector wherever the smallest gap exceeds ~1e-9·tr(G), finer than float32
-    features resolve (below that the eigenvalues are equal to float32 precision, and any vector of their
-    span gives the same value). The per-round trace keeps the entries in float64's range (≥ b^-64). Each
-    further vector comes from G with the ones found lifted to exactly tr(G), where their eigenvalue of M is 0,
-    below every other one: the j-th smallest λ is at most tr(G)/(size − j + 1), so M's top stays ≥ 1/2 up to
-    the second-to-last vector. The last one (k ≥ size) has no gap to iterate on: it is what the others leave."""
-    size = gram.shape[0]
-    tiny = torch.finfo(gram.dtype).tiny
-    scale = gram.diagonal().sum().clamp(min=tiny)
-    identity = torch.eye(size, dtype=gram.dtype, device=gram.device)
-    start = (
-        1 + torch.arange(size, dtype=gram.dtype, device=gram.device).unsqueeze(1) / size
-    )  # not orthogonal to a generic vector
-    vectors = []
-    for _ in range(min(k, size - 1)):
-        iterate = identity - gram / scale
-        for _ in range(chunks):
-            iterate = torch.linalg.matrix_power(iterate, power)
-            iterate = iterate / iterate.diagonal().sum().clamp(min=tiny)
-        vector = iterate @ start
-        vector = vector / vector.norm().clamp(min=tiny)
-        vectors.append(vector)
-        gram = gram + (scale - vector.T @ gram @ vector) * (vector @ vector.T)
-    if k >= size:
-        found = torch.cat(vectors, dim=1) if vectors else start.new_zeros(size, 0)
-        rest = start
-        for _ in range(2):  # Gram–Schmidt twice: once leaves rounding errors of the order of the overlap
-            rest = rest - found @ (found.T @ rest)
-        vectors.append(rest / rest.norm().clamp(min=tiny))
-    return torch.cat(vectors, dim=1)
-
-
-_replays: dict[tuple, tuple] = {}  # (b, k, dtype, device) → (CUDA graph, its input, its output)
-
-
-def replayed_smallest_eigenvectors(gram: torch.Tensor, k: int) -> torch.Tensor:
-    """:func:`smallest_eigenvectors` on a CUDA device as one CUDA-graph replay, captured once per shape.
-
-    Why: its ~60 small kernels cost little on the device but each costs host time to launch, and a
-    MiniLM step is bound by host time (its SR then took +50 % of the step). The input is detached
-    float64, so no autograd crosses the graph. Elsewhere (CPU, or while another graph is being
-    captured) it runs eagerly."""
-    if not gram.is_cuda or torch.cuda.is_current_stream_capturing():
-        return smallest_eigenvectors(gram, k)
-    key = (gram.shape[0], k, gram.dtype, gram.device)
-    if key not in _replays:
-        static_input = gram.clone()
-        side = torch.cuda.Stream(gram.device)
-        side.wait_stream(torch.cuda.current_stream(gram.device))
-        with torch.cuda.stream(side):  # warm-up outside the capture (cuBLAS handles, workspaces)
-            smallest_eigenvectors(static_input, k)
-        torch.cuda.current_stream(gram.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_output = smallest_eigenvectors(static_input, k)
-        _replays[key] = (graph, static_input, static_output)
-    graph, static_input, static_output = _replays[key]
-    static_input.copy_(gram)
-    graph.replay()
-    return static_output.clone()
+def smallest_eigenvectors(gram: torch.Tensor, k: int) -> torch.Tensor:
+    """Orthonormal eigenvectors (columns) of the min(k, size) smallest eigenvalues of the symmetric matrix
+    ``gram``, by an eigendecomposition (``torch.linalg.eigh``: O(size³), exact to rounding whatever the
+    multiplicities). Where eigenvalues repeat, any orthonormal basis of their eigenspace may come back; where the
+    k-th and the (k+1)-th are equal, the vectors are one choice of k among them."""
+    return torch.linalg.eigh(gram).eigenvectors[:, : min(k, gram.shape[0])]
 
 
 def spectral_penalty(features: torch.Tensor, k: int = 1) -> torch.Tensor:
     """Σ of the k smallest squared singular values of ``features`` (b × d), via the smaller Gram matrix.
 
-    The eigenvectors vᵢ of G (F Fᵀ, or Fᵀ F when b > d) come from :func:`smallest_eigenvectors` in float64,
-    detached; the penalty is then ``Σ ‖Fᵀ vᵢ‖²`` (``‖F vᵢ‖²``) = Σ vᵢᵀ G vᵢ = Σ λᵢ, whose gradient
-    ``2 vᵢ vᵢᵀ F`` is ``eigvalsh``'s (Hellmann–Feynman), and which, as a sum of squares, keeps float32's
-    relative precision. Why not ``eigvalsh``: a GPU eigensolver checks its result on the host, and a CPU
-    one needs G there; either way the step waits for its forward pass to finish instead of queueing the
-    backward pass meanwhile (+20 % step time on one H100 at BERT-base size). With k ≥ min(b, d) the sum
-    takes every squared singular value: it is ``‖F‖_F²``, no eigenvectors needed."""
+    G (F Fᵀ, or Fᵀ F when b > d) is built from the detached features in float64 and decomposed there
+    (:func:`smallest_eigenvectors`); the penalty is then ``Σ ‖Fᵀ vᵢ‖²`` (``‖F vᵢ‖²``) over its k smallest
+    eigenvectors vᵢ = Σ vᵢᵀ G vᵢ = Σ λᵢ, in float32 outside autocast, which as a sum of squares keeps float32's
+    relative precision down to zero singular values. Its gradient ``2 vᵢ vᵢᵀ F`` is that of the k smallest
+    eigenvalues (Hellmann–Feynman) and is finite for every input, rank-deficient ones included: no
+    1 / (λᵢ − λⱼ) term, which ``eigh``'s backward brings for repeated eigenvalues once its eigenvectors enter the
+    loss. Where the k-th and the (k+1)-th eigenvalues are equal, the penalty is continuous but not differentiable,
+    and the gradient is that of the eigenvectors ``eigh`` picked (one element of the generalized gradient); along
+    zero singular values it is 0 (Fᵀ vᵢ = 0). With k ≥ min(b, d) the sum takes every squared singular value: it
+    is ``‖F‖_F²``, no eigendecomposition needed. On a CUDA device the eigensolver waits on the host for its result."""
     with torch.autocast(device_type=features.device.type, enabled=False):
         matrix = features.float()
         if k >= min(matrix.shape):
@@ -118,7 +61,7 @@ def spectral_penalty(features: torch.Tensor, k: int = 1) -> torch.Tensor:
         wide = matrix.shape[0] <= matrix.shape[1]
         exact = matrix.detach().double()
         gram = exact @ exact.T if wide else exact.T @ exact
-        vectors = replayed_smallest_eigenvectors(gram, k).to(matrix.dtype)
+        vectors = smallest_eigenvectors(gram, k).to(matrix.dtype)
         projected = vectors.T @ matrix if wide else matrix @ vectors
         return (projected**2).sum()
 
