@@ -234,6 +234,8 @@ def test_zero_knowledge_runs_on_empty_knowledge(tokenizer):
     heads, length = model.encoder.config.num_attention_heads, inputs["input_ids"].shape[1]
     assert seen[0].shape == (2, heads + 3, length, length)  # no expansion rows
     assert seen[0][:, heads:].abs().sum() == 0
+    entity = DEFAULT_MAPS.index("entity")
+    assert knowledge_maps(inputs["knowledge"], length)[:, entity].sum() > 0  # the entity map, zeroed too
     assert kam(zero_knowledge=True).options.zero_knowledge
 
 

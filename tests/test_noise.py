@@ -6,7 +6,7 @@ import pytest
 
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.kg import Entity, KnowledgeGraph
-from knowledge_lm.knowledge.noise import inject_link_noise, noisy_link_candidates, shuffle_entities
+from knowledge_lm.knowledge.noise import inject_link_noise, noisy_link_candidates, relocate_spans, shuffle_entities
 
 
 def typed_kg() -> KnowledgeGraph:
@@ -101,3 +101,37 @@ def test_shuffled_links_without_a_same_type_entity_take_any_other():
         shuffle_entities([["Q1"]], KnowledgeGraph([], [Entity("Q1", type="city")]), 1.0, seed=0)
     with pytest.raises(KlmError, match="shuffle_links"):
         shuffle_entities([["Q1"]], kg, -0.1, seed=0)
+
+
+# -- relocated spans -------------------------------------------------------------------------
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    import re
+
+    return [(match.start(), match.end()) for match in re.finditer(r"\S+", text)]
+
+
+def test_relocated_spans_keep_their_length_and_label_and_leave_the_entities():
+    texts = ["Zorba Kel was born in Kelmar .", "Tranu is a country in the north of the world"] * 5
+    words = [word_spans(text) for text in texts]
+    spans = [[(0, 9, "PERSON"), (22, 28, "GPE")], [(0, 5, "GPE")]] * 5
+    for seed in range(4):
+        moved = relocate_spans(words, spans, 1.0, seed)
+        assert relocate_spans(words, spans, 1.0, seed) == moved
+        for text, before, after in zip(texts, spans, moved):
+            assert [label for *_, label in after] == [label for *_, label in before]
+            for (start, end, _), (old_start, old_end, _) in zip(after, before):
+                assert len(text[start:end].split()) == len(text[old_start:old_end].split())
+                assert end <= old_start or start >= old_end  # off every entity's words
+                assert all(e <= start or s >= end for s, e, _ in before)
+    half = relocate_spans(words, spans, 0.5, 0)
+    assert sum(a != b for text_spans, moved in zip(spans, half) for a, b in zip(text_spans, moved)) == round(0.5 * 15)
+
+
+def test_a_span_without_room_or_whole_words_stays():
+    words = [word_spans("Kelmar"), word_spans("in Kelmar")]
+    spans = [[(0, 6, "GPE")], [(4, 6, "GPE")]]  # the only word; part of a word
+    assert relocate_spans(words, spans, 1.0, 0) == spans
+    with pytest.raises(KlmError, match="within"):
+        relocate_spans(words, spans, 1.5, 0)

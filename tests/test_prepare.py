@@ -115,6 +115,9 @@ def test_other_config_or_tokenizer_length_needs_its_own_prepare(prepared, tokeni
         ({"linking": "psychic"}, "expected one of"),
         ({"shuffle_links": 1.5}, "shuffle_links: expected a share within"),
         ({"link_noise": -0.1}, "link_noise: expected a share within"),
+        ({"shuffle_links": 1.0, "shuffle_splits": ["validation"]}, "shuffle_splits .*expected split names"),
+        ({"shuffle_links": 1.0, "shuffle_splits": []}, "shuffle_splits .*expected split names"),
+        ({"shuffle_splits": ["test"]}, "shuffle_splits: it restricts shuffle_links"),
     ],
 )
 def test_bad_knowledge_options(options, message):
@@ -218,8 +221,12 @@ def test_every_corruption_level_and_seed_has_its_own_features(tmp_path, tokenize
         {"shuffle_links": 1.0},
         {"link_noise": 0.2},
         {"link_noise": 0.2, "noise_seed": 1},
+        {"shuffle_links": 1.0, "shuffle_splits": ["test"]},
+        {"shuffle_links": 1.0, "shuffle_splits": ["dev", "test"]},
+        {"permute_relations": True},
+        {"permute_relations": True, "noise_seed": 1},
     ]
-    folders = {split_keys(data, tokenizer, KnowledgeConfig(**option), tmp_path)[2] for option in options}
+    folders = {split_keys(data, tokenizer, KnowledgeConfig.from_dict(option), tmp_path)[2] for option in options}
     assert len(folders) == len(options)
 
 

@@ -29,10 +29,18 @@ is re-linked to one replacement, so a text that names an entity twice stays cohe
 keeps the type and destroys the identity: a uniformly drawn other entity of the KG with the same type.
 For an entity without a type, the pool is the other untyped entities; for an entity not in the KG, any
 entity of the KG; where the pool holds no other entity (a type of one entity), any other entity of the KG.
+
+**Relocated spans** (the counterfactual of spans that carry no entity id, such as the NER spans of KAM's
+entity map). ``relocate_spans`` moves exactly ``round(share × number of spans)`` of the spans of all texts,
+drawn uniformly, each to a uniformly drawn run of as many words of its text, first among the runs that
+overlap no span of the text (where it was or where it now is), else among those that overlap no span
+where it now is and start elsewhere; a span with no such run, or covering no whole word, stays. A span
+covers the words wholly inside it; it moves as that many words, its other fields kept.
 """
 
 import random
 from bisect import bisect_left, bisect_right
+from itertools import groupby
 
 from knowledge_lm.errors import KlmError
 
@@ -159,3 +167,35 @@ def shuffle_entities(linked: list[list[str]], kg, share: float, seed: int) -> tu
     shuffled = [[replacement.get((text, qid), qid) for qid in qids] for text, qids in enumerate(linked)]
     relinked = [[(text, qid) in replacement for qid in qids] for text, qids in enumerate(linked)]
     return shuffled, relinked
+
+
+def relocate_spans(words: list[list[tuple[int, int]]], spans: list[list[tuple]], share: float, seed: int) -> list[list]:
+    """``spans`` (per text, ``(start, end, *rest)`` character spans) with a share moved to other words of their
+    text (see the module docstring); ``words``: per text, its words' character spans, in order."""
+    check_share("relocated span share", share)
+    rng = random.Random(f"relocate_spans/{seed}")
+    positions = [(text, number) for text, text_spans in enumerate(spans) for number in range(len(text_spans))]
+    chosen = sorted(rng.sample(positions, round(share * len(positions))))
+    relocated = [list(text_spans) for text_spans in spans]
+    for text, numbers in groupby(chosen, key=lambda position: position[0]):
+        text_words = words[text]
+
+        def covered(span) -> range:
+            inside = [w for w, (start, end) in enumerate(text_words) if start >= span[0] and end <= span[1]]
+            return range(inside[0], inside[-1] + 1) if inside else range(0)
+
+        moving = {number for _, number in numbers}
+        originally = set().union(*(covered(span) for span in spans[text]))
+        taken = set().union(*(covered(span) for number, span in enumerate(spans[text]) if number not in moving))
+        for number in sorted(moving):
+            span = spans[text][number]
+            own = covered(span)
+            if not own:
+                continue
+            runs = [range(first, first + len(own)) for first in range(len(text_words) - len(own) + 1)]
+            free = [run for run in runs if not taken.intersection(run) and not originally.intersection(run)]
+            free = free or [run for run in runs if not taken.intersection(run) and run.start != own.start]
+            run = rng.choice(free) if free else own
+            taken.update(run)
+            relocated[text][number] = (text_words[run.start][0], text_words[run[-1]][1], *span[2:])
+    return relocated

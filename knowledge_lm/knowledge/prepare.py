@@ -21,6 +21,15 @@ seeded stream): ``shuffle_links`` first re-links a share of each text's entities
 same type, in the form of a gold link (the counterfactual the method then takes for the truth);
 ``link_noise`` then turns a share of the links into a wrong linker's output (a wrong entity of another
 type as top candidate, the linked entity and distractors after it, realistic priors: no longer a gold link).
+``shuffle_links`` also moves the same share of the NER spans (KAM's entity map) to other words of their text
+(``noise.relocate_spans``): the map's blocks then miss the entity mentions, as shuffled links give KnowBERT
+the wrong entities. ``shuffle_splits`` restricts both to some splits (``[test]``: a model trained and
+selected with correct links, evaluated with shuffled ones).
+
+``permute_relations`` (a third control) swaps the KG for a copy whose relation labels are permuted over its
+edges (``relations_permuted_kg``): the same (head, tail) edges, the same relation frequencies, entity types
+and labels unchanged. The copy is a KG folder of its own, found again by every method that reads the
+prepared KG (``knowledge_graph_dir``), and TransE, cached by the KG's content, is trained on it.
 
 The cache key hashes the split's records, the tokenizer, ``max_length``, the knowledge config and the
 KG's files, so a second ``prepare`` with the same inputs only reads and hashes them.
@@ -29,6 +38,7 @@ KG's files, so a second ``prepare`` with the same inputs only reads and hashes t
 import hashlib
 import json
 import os
+import random
 import shutil
 import time
 from collections import Counter
@@ -48,6 +58,9 @@ LINKING_MODES = ("auto", "gold", "alias")
 FEATURES_VERSION = 5  # part of the cache key: bump when the features written per example change
 PMI_TABLE = "pmi.npz"  # beside the splits' files: the PMI their pmi_pairs and pmi_expansion are derived from
 DEFAULT_KG = "wikidata_kg"
+SPLIT_NAMES = ("train", "dev", "test")  # the splits a dataset may have (knowledge_lm.data)
+# Options left out of the cache key at their default value: the features of configs without them keep their key.
+KEYED_WHEN_SET = ("permute_relations", "shuffle_splits")
 
 
 @dataclass(frozen=True)
@@ -64,8 +77,15 @@ class KnowledgeConfig:
     k_hop: int = 6
     link_noise: float = 0.0  # share of links given a wrong top candidate of another type (the linked entity 2nd)
     shuffle_links: float = 0.0  # share of (text, entity) pairs re-linked to another entity of the same type
+    shuffle_splits: tuple[str, ...] | None = None  # the splits shuffle_links acts on; None: every split
+    permute_relations: bool = False  # the KG's relation labels permuted over its edges (seeded by noise_seed)
     noise_seed: int = 0
     kg_embeddings: bool = False  # also train (once) and cache TransE embeddings of the KG
+
+    def __post_init__(self):
+        if isinstance(self.shuffle_splits, (list, str)):  # YAML gives a list; a tuple keeps the config hashable
+            splits = [self.shuffle_splits] if isinstance(self.shuffle_splits, str) else self.shuffle_splits
+            object.__setattr__(self, "shuffle_splits", tuple(splits))
 
     @classmethod
     def from_dict(cls, values: dict | None) -> "KnowledgeConfig":
@@ -81,6 +101,15 @@ class KnowledgeConfig:
             share = getattr(config, option)
             if not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
                 raise KlmError(f"knowledge option {option}: expected a share within [0, 1], got {share!r}")
+        if config.shuffle_splits is not None:
+            unknown = [split for split in config.shuffle_splits if split not in SPLIT_NAMES]
+            if unknown or not config.shuffle_splits:
+                raise KlmError(
+                    f"knowledge option shuffle_splits {list(config.shuffle_splits)}: expected split names "
+                    f"among {', '.join(SPLIT_NAMES)}"
+                )
+            if not config.shuffle_links:
+                raise KlmError("knowledge option shuffle_splits: it restricts shuffle_links, which is 0")
         for option in ("pmi_corpus", "pmi_unigrams"):
             path = getattr(config, option)
             if path and not Path(path).expanduser().is_file():
@@ -97,32 +126,73 @@ def files_fingerprint(directory: Path) -> str:
 
 
 def knowledge_graph_dir(data_module, config: KnowledgeConfig, cache_dir: Path) -> Path:
-    """Where the KG for this dataset lies; the generated task's own KG is written to the cache once."""
+    """Where the KG for this dataset lies; the generated task's own KG is written to the cache once, and so is
+    the relations-permuted copy (``permute_relations``)."""
     if config.kg_dir:
         path = Path(config.kg_dir).expanduser()
         if not path.is_dir():
             raise KlmError(f"knowledge graph directory {path} does not exist")
-        return path
-    own = getattr(data_module, "knowledge_graph", None)
-    if own is not None:
+    elif getattr(data_module, "knowledge_graph", None) is not None:
         staging = cache_dir / "kg" / f"{data_module.name}.tmp{os.getpid()}"
-        own.write_kg(staging)
-        folder = cache_dir / "kg" / f"{data_module.name}-{files_fingerprint(staging)}"
-        if folder.exists():
-            shutil.rmtree(staging)
-        else:
-            os.replace(staging, folder)
-        return folder
-    if data_module.data_dir is None or not (data_module.data_dir / DEFAULT_KG).is_dir():
+        data_module.knowledge_graph.write_kg(staging)
+        path = stored_kg(staging, data_module.name, cache_dir)
+    elif data_module.data_dir is None or not (data_module.data_dir / DEFAULT_KG).is_dir():
         raise KlmError(
             f"no knowledge graph for {data_module.name}: pass --kg-dir or put {DEFAULT_KG}/ under the data directory"
         )
-    return data_module.data_dir / DEFAULT_KG
+    else:
+        path = data_module.data_dir / DEFAULT_KG
+    return relations_permuted_kg(path, config.noise_seed, cache_dir) if config.permute_relations else path
+
+
+def stored_kg(staging: Path, name: str, cache_dir: Path) -> Path:
+    """The KG folder ``staging`` moved to ``<cache_dir>/kg/<name>-<its content's fingerprint>`` (dropped where
+    that folder exists)."""
+    folder = Path(cache_dir) / "kg" / f"{name}-{files_fingerprint(staging)}"
+    if folder.exists():
+        shutil.rmtree(staging)
+    else:
+        os.replace(staging, folder)
+    return folder
+
+
+def relations_permuted_kg(kg_dir: Path, seed: int, cache_dir: Path) -> Path:
+    """A copy of the KG in ``kg_dir`` with the relation of every edge but "instance of" drawn by a seeded
+    permutation of those edges' relations: the same (head, tail) edges and relation frequencies, the relations
+    no longer those of the edges. "Instance of" edges stay: they are the entities' types. The other files
+    (entities, relation names) are copied as they are. Written to the cache once, named by its content."""
+    from knowledge_lm.data.io import find_file
+    from knowledge_lm.knowledge.kg import INSTANCE_OF, TRIPLES_FILE, read_triples
+
+    triples_path = find_file(kg_dir, TRIPLES_FILE)
+    if triples_path is None:
+        raise KlmError(f"{kg_dir}: no {TRIPLES_FILE} or {TRIPLES_FILE}.gz to permute the relations of")
+    triples = read_triples(triples_path)
+    pids = [pid for _, pid, _ in triples if pid != INSTANCE_OF]
+    random.Random(f"permute_relations/{seed}").shuffle(pids)
+    permuted = iter(pids)
+    staging = Path(cache_dir) / "kg" / f"{kg_dir.name}-relations-permuted.tmp{os.getpid()}"
+    staging.mkdir(parents=True, exist_ok=True)
+    for path in Path(kg_dir).iterdir():
+        if path.is_file() and path.name not in (TRIPLES_FILE, f"{TRIPLES_FILE}.gz"):
+            shutil.copyfile(path, staging / path.name)
+    with open(staging / TRIPLES_FILE, "w", encoding="utf-8") as handle:
+        handle.write("head_qid\trelation_pid\ttail_qid\n")
+        for head, pid, tail in triples:
+            handle.write(f"{head}\t{pid if pid == INSTANCE_OF else next(permuted)}\t{tail}\n")
+    return stored_kg(staging, f"{kg_dir.name}-relations-permuted", cache_dir)
 
 
 def split_key(records: list[dict], tokenizer_id: str, max_length: int, config: KnowledgeConfig, kg_id: str) -> str:
     # Whether TransE was trained alongside changes no feature: it stays out of the key.
-    options = {name: value for name, value in asdict(config).items() if name != "kg_embeddings"}
+    defaults = KnowledgeConfig()
+    options = {
+        name: value
+        for name, value in asdict(config).items()
+        if name != "kg_embeddings" and not (name in KEYED_WHEN_SET and value == getattr(defaults, name))
+    }
+    if config.shuffle_links:  # shuffled features also have their NER spans relocated (relocate_named_entities)
+        options["ner_spans"] = "relocated"
     digest = hashlib.sha256()
     digest.update(json.dumps(records, sort_keys=True, default=str).encode())
     digest.update(json.dumps([FEATURES_VERSION, tokenizer_id, max_length, options, kg_id], sort_keys=True).encode())
@@ -205,13 +275,24 @@ def linked_entities(examples: list[list[list]]) -> list[list[str]]:
     return [[top_entity(m) for segment in example for m in segment] for example in examples]
 
 
+def shuffled_splits(splits, config: KnowledgeConfig) -> list[tuple[int, str]]:
+    """``(offset, split)`` of the splits ``shuffle_links`` acts on; a split's offset (its rank among every
+    split) adds to ``noise_seed``, so that a split is shuffled alike whichever others are."""
+    return [
+        (offset, split)
+        for offset, split in enumerate(sorted(splits))
+        if config.shuffle_splits is None or split in config.shuffle_splits
+    ]
+
+
 def shuffle_links(linked: dict[str, list[list[list]]], kg, config: KnowledgeConfig):
-    """Re-link ``config.shuffle_links`` of each split's (example, entity) pairs to another entity of the
-    same type, as a gold link (one candidate, prior 1.0). An example's texts (both of a pair) count as one
+    """Re-link ``config.shuffle_links`` of each shuffled split's (example, entity) pairs to another entity of
+    the same type, as a gold link (one candidate, prior 1.0). An example's texts (both of a pair) count as one
     text: an entity named in both is re-linked alike."""
     from knowledge_lm.knowledge.noise import shuffle_entities
 
-    for offset, (split, examples) in enumerate(sorted(linked.items())):
+    for offset, split in shuffled_splits(linked, config):
+        examples = linked[split]
         shuffled, relinked = shuffle_entities(
             linked_entities(examples), kg, config.shuffle_links, config.noise_seed + offset
         )
@@ -219,6 +300,23 @@ def shuffle_links(linked: dict[str, list[list[list]]], kg, config: KnowledgeConf
             examples,
             [[[(qid, 1.0)] if was else None for qid, was in zip(qids, mask)] for qids, mask in zip(shuffled, relinked)],
         )
+
+
+def relocate_named_entities(annotations: dict[str, list[list]], config: KnowledgeConfig):
+    """Move ``config.shuffle_links`` of each shuffled split's NER spans (KAM's entity map) to other words of
+    their text segment (``noise.relocate_spans``); ``annotations``: per split, per example, per segment."""
+    from dataclasses import replace
+
+    from knowledge_lm.knowledge.noise import relocate_spans
+
+    for offset, split in shuffled_splits(annotations, config):
+        segments = [annotation for example in annotations[split] for annotation in example]
+        moved = iter(
+            relocate_spans(
+                [a.words for a in segments], [a.ner for a in segments], config.shuffle_links, config.noise_seed + offset
+            )
+        )
+        annotations[split] = [[replace(a, ner=next(moved)) for a in example] for example in annotations[split]]
 
 
 def add_link_noise(linked: dict[str, list[list[list]]], kg, config: KnowledgeConfig):
@@ -391,6 +489,9 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
 
     started = time.time()
     splits, kg_dir, folder = split_keys(data_module, tokenizer, config, cache_dir)
+    missing = sorted(set(config.shuffle_splits or ()) - set(splits))
+    if missing:
+        raise KlmError(f"knowledge option shuffle_splits: {data_module.name} has no {', '.join(missing)} split")
     manifest_path = folder / "manifest.json"
     if manifest_path.is_file():
         return json.loads(manifest_path.read_text())
@@ -428,6 +529,8 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
         texts = [text for record in records for _, text in text_segments(record)]
         flat = iter(annotator.annotate(texts, progress=progress))
         annotations[split] = [[next(flat) for _ in text_segments(record)] for record in records]
+    if config.shuffle_links:
+        relocate_named_entities(annotations, config)
     timings["annotation_s"] = time.time() - clock
     timings["annotated_texts"] = sum(len(a) for examples in annotations.values() for a in examples)
 

@@ -46,6 +46,10 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
    augmentation in the next layer"). The expansion needs the ``pmi`` map.
 5. **zero_knowledge** (the control): every map is all zeros and no expansion word is appended, the same as
    examples without features; the conv, the mix and the skip run as usual.
+   The ``shuffled`` control (knowledge option ``shuffle_links``) acts on the entity map too: ``klm prepare``
+   moves the NER spans to other words of their text, so its blocks miss the entity mentions. With
+   ``entity_source="links"`` the blocks stay on the mentions (KnowBERT's spans) and the control acts on the
+   linked entities (the kg map, SI's scores).
 6. **Invariant** (tested): α = 0 without skip and without expansion gives the backbone's hidden states exactly.
 
 ``kam+si``: selective injection (``sisr.SelectiveInjection``, Eq. 4 of papers/000) filters the linked
