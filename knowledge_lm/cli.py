@@ -481,6 +481,20 @@ def command_leaderboard(args):
     return 0
 
 
+def command_export(args):
+    from knowledge_lm.report.export import export_tables  # pandas: loaded only by the commands that need it
+    from knowledge_lm.report.leaderboard import DEFAULT_BACKBONES
+
+    backbones = args.backbones
+    chosen = DEFAULT_BACKBONES if not backbones else None if backbones == "all" else tuple(backbones.split(","))
+    written = export_tables(args.results_dir, args.out, check_data_dir(args.data_dir), chosen)
+    for path in written:
+        print(f"wrote {path}")
+    if not written:
+        print(f"{args.results_dir}: no results to export")
+    return 0
+
+
 def command_serve(args):
     if args.idle_minutes <= 0:
         raise KlmError(f"--idle-minutes {args.idle_minutes:g}: expected more than 0")
@@ -710,6 +724,22 @@ def build_parser():
     )
     leaderboard.add_argument("--force", action="store_true", help="rebuild every page, changed inputs or not")
     leaderboard.set_defaults(handler=command_leaderboard)
+
+    export = commands.add_parser(
+        "export",
+        help="write the leaderboards' tables as CSV and JSON: one row per method, variant, dataset, task and fraction",
+    )
+    export.add_argument("--results-dir", default="results", type=Path)
+    export.add_argument("--out", default=Path("leaderboards") / "data", type=Path, help="default: leaderboards/data")
+    export.add_argument(
+        "--data-dir",
+        default=os.environ.get("DATA_DIR") or None,
+        help="data directory (or DATA_DIR) whose gold the kept predictions are checked against, as klm leaderboard's",
+    )
+    export.add_argument(
+        "--backbones", help="the backbones whose results are exported, comma-separated, or all (default: minilm)"
+    )
+    export.set_defaults(handler=command_export)
 
     serving = commands.add_parser(
         "serve",
