@@ -29,10 +29,13 @@ from knowledge_lm.run.config import (
 )
 from knowledge_lm.run.runner import (
     cell_status,
+    estimated_seconds,
     parse_shard,
+    plan_sweep,
     prepare_knowledge,
     run_sweep,
     shard_keys,
+    stored_wall_times,
     sweep_cells,
     worker_pool,
 )
@@ -131,6 +134,54 @@ def parse_jobs(value: str | None) -> int:
     return jobs
 
 
+def duration_text(seconds: float) -> str:
+    """Seconds as 45s, 3m 20s or 2h 05m."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+
+
+def print_plan(sweeps, results_dir: Path, runs_dir: Path, jobs: int, rerun_without_predictions: bool, only=None):
+    """``klm bench --dry-run``: each sweep's cells, what a run would do with them (run, or leave: done, running
+    elsewhere) and the expected wall time of each to run (``estimated_seconds``: the median of stored cells of its
+    dataset, task, method and fraction, on its backbone where there are some; else unknown); then the totals."""
+    wall_times = stored_wall_times(results_dir)
+    total = {"cells": 0, "done": 0, "elsewhere": 0, "run": 0, "unknown": 0, "seconds": 0.0}
+    for sweep in sweeps:
+        print(f"{sweep.name}:")
+        for cell, state, will_run in plan_sweep(sweep, results_dir, runs_dir, rerun_without_predictions, only):
+            total["cells"] += 1
+            if not will_run:
+                total["done" if state == "done" else "elsewhere"] += 1
+                print(f"  {'done' if state == 'done' else 'skip'}  {cell.key}  {state}")
+                continue
+            total["run"] += 1
+            found = estimated_seconds(cell, wall_times)
+            if found is None:
+                total["unknown"] += 1
+                estimate = "unknown"
+            else:
+                total["seconds"] += found[0]
+                estimate = f"~{duration_text(found[0])}" + ("" if found[1] else " (of another backbone)")
+            print(f"  run   {cell.key}  {state}  {estimate}")
+    known = total["run"] - total["unknown"]
+    print(
+        f"{total['cells']} cells: {total['done']} already done, {total['run']} to run"
+        + (f", {total['elsewhere']} running elsewhere" if total["elsewhere"] else "")
+    )
+    if total["run"]:
+        estimate = f"estimated {duration_text(total['seconds'])} of cell time for {known} of the {total['run']} to run"
+        if jobs > 1 and known:
+            estimate += f" (~{duration_text(total['seconds'] / jobs)} at --jobs {jobs}, if they pack evenly)"
+        if total["unknown"]:
+            estimate += f"; unknown for {total['unknown']} (no stored cell of their method, task and fraction)"
+        print(estimate)
+    print("dry run: nothing was run")
+
+
 def command_bench(args):
     if args.table and (args.config or args.dataset):
         raise KlmError("--table names its own configs: drop --config/--dataset")
@@ -145,9 +196,12 @@ def command_bench(args):
     overrides = parse_overrides(args.set)
     if args.devices_per_cell:
         overrides["devices"] = args.devices_per_cell
+    only = shard_keys([cell for sweep in sweeps for cell in sweep_cells(sweep)], shard) if shard else None
+    if args.dry_run:  # before the method options' check, which imports the methods (torch with them)
+        print_plan(sweeps, args.results_dir, args.runs_dir, jobs, args.rerun_without_predictions, only)
+        return 0
     for sweep in sweeps:  # a table's later configs too: a typo fails before any of its cells runs
         check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
-    only = shard_keys([cell for sweep in sweeps for cell in sweep_cells(sweep)], shard) if shard else None
     executor = None
     if args.executor != "local":
         from knowledge_lm.run.submit import make_executor
@@ -427,6 +481,20 @@ def command_leaderboard(args):
     return 0
 
 
+def command_export(args):
+    from knowledge_lm.report.export import export_tables  # pandas: loaded only by the commands that need it
+    from knowledge_lm.report.leaderboard import DEFAULT_BACKBONES
+
+    backbones = args.backbones
+    chosen = DEFAULT_BACKBONES if not backbones else None if backbones == "all" else tuple(backbones.split(","))
+    written = export_tables(args.results_dir, args.out, check_data_dir(args.data_dir), chosen)
+    for path in written:
+        print(f"wrote {path}")
+    if not written:
+        print(f"{args.results_dir}: no results to export")
+    return 0
+
+
 def command_serve(args):
     if args.idle_minutes <= 0:
         raise KlmError(f"--idle-minutes {args.idle_minutes:g}: expected more than 0")
@@ -490,6 +558,12 @@ def build_parser():
     )
     bench.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
     bench.add_argument("--no-leaderboard", action="store_true")
+    bench.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the cells this command would run and those already done, with a time estimate from stored "
+        "cells of the same method, task and fraction; run nothing",
+    )
     bench.set_defaults(handler=command_bench)
 
     cell = commands.add_parser(
@@ -651,6 +725,22 @@ def build_parser():
     leaderboard.add_argument("--force", action="store_true", help="rebuild every page, changed inputs or not")
     leaderboard.set_defaults(handler=command_leaderboard)
 
+    export = commands.add_parser(
+        "export",
+        help="write the leaderboards' tables as CSV and JSON: one row per method, variant, dataset, task and fraction",
+    )
+    export.add_argument("--results-dir", default="results", type=Path)
+    export.add_argument("--out", default=Path("leaderboards") / "data", type=Path, help="default: leaderboards/data")
+    export.add_argument(
+        "--data-dir",
+        default=os.environ.get("DATA_DIR") or None,
+        help="data directory (or DATA_DIR) whose gold the kept predictions are checked against, as klm leaderboard's",
+    )
+    export.add_argument(
+        "--backbones", help="the backbones whose results are exported, comma-separated, or all (default: minilm)"
+    )
+    export.set_defaults(handler=command_export)
+
     serving = commands.add_parser(
         "serve",
         help="keep a warm process that forks sweep workers already imported (later klm bench runs start at once)",
@@ -682,7 +772,7 @@ def main(argv=None) -> int:
         if code is not None:
             return code
     args = build_parser().parse_args(argv)  # --help and argument errors end here, before any server starts
-    if as_program and args.command == "bench" and os.environ.get("KLM_SERVE", "1") != "0":
+    if as_program and args.command == "bench" and not args.dry_run and os.environ.get("KLM_SERVE", "1") != "0":
         log = start_in_background(BACKGROUND_SERVER_IDLE_MINUTES)
         if log is not None:
             print(

@@ -38,11 +38,13 @@ class CellRecord(TypedDict):
 class _CellResultRequired(TypedDict):
     cell: CellRecord
     config: dict  # {"train": TrainConfig's fields, "dataset_options": ...}
-    git: dict  # {"commit", "dirty"}
-    versions: dict  # library → version
+    git: dict  # {"commit", "dirty"}: dirty where provenance.DIRTY_PATHS differ from the commit
+    versions: dict  # library → version, "knowledge-lm" among them
     device: dict  # {"accelerator", "name", "count", "precision", ...}
     backbone: dict  # BackboneInfo: name, path, checksum, pretrained_from, ...
-    data: dict  # {"subset_seed", "subset_hash", "train_size", "eval_sizes", "split_hashes", "data_dir"}
+    # {"subset_seed", "subset_hash", "train_size", "eval_sizes", "split_hashes" (of the ids),
+    #  "data_hashes" (split → records_sha256 of its records as read; results from before it lack it), "data_dir"}
+    data: dict
     budget: dict  # TrainConfig.budget: max_steps, eval_every_steps, per_device_batch_size, ...
     report_split: str
     metrics: dict[str, dict[str, float]]  # split → metric → value, at the best dev evaluation

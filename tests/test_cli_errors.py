@@ -193,3 +193,79 @@ def test_status_imports_no_torch(tmp_path):
     )
     assert code == 0 and err == [] and imported == []
     assert out.splitlines()[-1] == "done: 1, missing: 1"
+
+
+def store_results(results_dir: Path, cells_and_wall_times) -> None:
+    for cell, wall_time in cells_and_wall_times:
+        write(cell.result_path(results_dir), json.dumps(stored_result(cell, wall_time_s=wall_time)))
+
+
+def test_bench_dry_run_lists_the_plan_without_torch_or_training(tmp_path):
+    """The cells to run with their wall time estimated from stored cells of the same method, task and fraction (the
+    median), those already done, and the totals; nothing runs, nothing is written, no torch is imported."""
+    import time
+
+    from knowledge_lm.results import Cell
+
+    def cell(fraction, seed, method="baseline"):
+        return Cell(method, "glue", "rte", fraction, seed, "tiny")
+
+    store_results(tmp_path / "results", [(cell(1.0, 1), 100.0), (cell(1.0, 3), 140.0), (cell(0.1, 1, "kam"), 30.0)])
+    started = time.time()
+    code, imported, err, out = run_in_fresh_process(
+        ["bench", "--dataset", "glue", "--tasks", "rte", "--fractions", "0.1,1", "--seeds", "1,2,3"]
+        + ["--backbone", "tiny", "--jobs", "2", "--dry-run"],
+        tmp_path,
+    )
+    assert time.time() - started < 10  # about 1 s on 2 cores, interpreter start included
+    assert code == 0 and err == [] and imported == []
+    lines = out.splitlines()
+    assert lines[0] == "glue:"
+    assert "  done  glue/rte/baseline/tiny/f1-s1  done" in lines
+    assert "  run   glue/rte/baseline/tiny/f1-s2  missing  ~2m 00s" in lines  # median of 100 s and 140 s
+    assert "  run   glue/rte/baseline/tiny/f0.1-s1  missing  unknown" in lines  # kam's 10 % is another method's
+    assert lines[-3] == "6 cells: 2 already done, 4 to run"
+    assert lines[-2] == (
+        "estimated 2m 00s of cell time for 1 of the 4 to run (~1m 00s at --jobs 2, if they pack evenly); "
+        "unknown for 3 (no stored cell of their method, task and fraction)"
+    )
+    assert lines[-1] == "dry run: nothing was run"
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["f0.1-s1.json", "f1-s1.json", "f1-s3.json"]
+
+
+def test_bench_dry_run_of_a_config_and_a_table_imports_no_torch(tmp_path):
+    """A table's configs set method options, whose check imports the methods: the dry run does not run it."""
+    write(
+        tmp_path / "sweep.yaml", "dataset: glue\nmethods: [baseline, kam]\ntasks: [rte]\nfractions: [1]\nseeds: [1]\n"
+    )
+    code, imported, err, out = run_in_fresh_process(["bench", "--config", "sweep.yaml", "--dry-run"], tmp_path)
+    assert code == 0 and err == [] and imported == []
+    assert "  run   glue/rte/kam/minilm/f1-s1  missing  unknown" in out.splitlines()
+    assert "2 cells: 0 already done, 2 to run" in out.splitlines()
+
+    code, imported, err, out = run_in_fresh_process(["bench", "--table", "baselines", "--dry-run"], tmp_path)
+    assert code == 0 and err == [] and imported == []
+    assert [line for line in out.splitlines() if line.endswith(":")][:2] == ["generated:", "glue:"]
+    assert out.splitlines()[-1] == "dry run: nothing was run" and not (tmp_path / "runs").exists()
+
+
+def test_bench_dry_run_counts_reruns_and_cells_running_elsewhere(tmp_path, capsys):
+    from knowledge_lm.cli import main
+    from knowledge_lm.results import Cell, predictions_path, write_predictions
+    from knowledge_lm.run.claims import claim_cell
+
+    kept, unkept, running = (Cell("baseline", "glue", "rte", 1.0, seed, "tiny") for seed in (1, 2, 3))
+    store_results(tmp_path / "results", [(kept, 50.0), (unkept, 70.0)])
+    write_predictions(predictions_path(kept.result_path(tmp_path / "results")), {"split": "dev", "predicted": [1]})
+    claim = claim_cell(running.run_dir(tmp_path / "runs"))
+    try:
+        args = ["bench", "--dataset", "glue", "--tasks", "rte", "--fractions", "1", "--seeds", "1,2,3"]
+        args += ["--backbone", "tiny", "--results-dir", str(tmp_path / "results"), "--runs-dir", str(tmp_path / "runs")]
+        assert main(args + ["--dry-run", "--rerun-without-predictions"]) == 0
+    finally:
+        claim.release()
+    lines = capsys.readouterr().out.splitlines()
+    assert "  done  glue/rte/baseline/tiny/f1-s1  done" in lines
+    assert "  run   glue/rte/baseline/tiny/f1-s2  done  ~1m 00s" in lines  # no predictions: it runs again
+    assert any(line.startswith("  skip  glue/rte/baseline/tiny/f1-s3  running") for line in lines)
+    assert "3 cells: 1 already done, 1 to run, 1 running elsewhere" in lines

@@ -171,6 +171,13 @@ def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
     accuracy = 100 * sum(p == g for p, g in zip(predictions["predicted"], gold)) / 12
     assert accuracy == pytest.approx(result["metrics"]["test"]["accuracy"])
     assert len(load_results(tmp_path / "results")) == 1  # the sidecar is not a result
+    # Provenance: the package's version and a hash of every split's records as read.
+    from knowledge_lm.registry import DATASETS
+    from knowledge_lm.run.provenance import records_sha256
+
+    assert result["versions"]["knowledge-lm"] is not None and isinstance(result["git"]["dirty"], bool)
+    read = DATASETS.get("generated")(task="facts", **result["config"]["dataset_options"]).read_labelled()
+    assert result["data"]["data_hashes"] == {split: records_sha256(records) for split, records in read.items()}
 
 
 def test_klm_cell_runs_one_cell_in_process_and_refuses_a_wider_selection(tmp_path, capsys):

@@ -32,6 +32,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -89,10 +90,7 @@ def write_leaderboards(
             f"leaderboards: results of backbone(s) {', '.join(left_out)} left out (shown: {', '.join(backbones)}); "
             f"`klm leaderboard --backbones {','.join(left_out)} --out DIR` renders them"
         )
-    by_dataset: dict[str, list] = {}
-    for path, result in files:
-        if backbones is None or table_backbone(result) in backbones:
-            by_dataset.setdefault(result["cell"]["dataset"], []).append((path, result))
+    by_dataset = results_by_dataset(files, backbones)
     pages = {out_dir / f"{dataset}.md": ("dataset", dataset, chosen) for dataset, chosen in sorted(by_dataset.items())}
     if by_dataset:
         pages[out_dir / "README.md"] = ("glance", "README", [file for chosen in by_dataset.values() for file in chosen])
@@ -132,6 +130,25 @@ def write_leaderboards(
     return written
 
 
+def results_by_dataset(files: list, backbones: tuple[str, ...] | None) -> dict[str, list]:
+    """``files`` (``(path, result)``) of the ``backbones`` (by ``table_backbone``; None: all) by dataset, datasets in
+    order."""
+    by_dataset: dict[str, list] = {}
+    for path, result in files:
+        if backbones is None or table_backbone(result) in backbones:
+            by_dataset.setdefault(result["cell"]["dataset"], []).append((path, result))
+    return dict(sorted(by_dataset.items()))
+
+
+def page_frame(inputs: list, data_dir) -> tuple[pd.DataFrame, dict[str, list], dict[str, list[str]]]:
+    """The frame of a page's ``(path, result)`` files (``results_frame``: their kept predictions, groups and
+    degenerate cells), with the gold answers and example groups of the kept predictions by their sha256."""
+    predictions, golds = kept_predictions(inputs, data_dir)
+    groups, groupings = kept_groups(inputs, predictions, golds, data_dir)
+    degenerate = [degenerate_reason(path, result) for path, result in inputs]
+    return results_frame([result for _, result in inputs], predictions, groups, degenerate), golds, groupings
+
+
 def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir) -> str | None:
     """The text of one page of ``kind``: ``speed`` from its records, ``lama`` from its probes, ``dataset`` (``name``'s
     page) or ``glance`` (the README over every dataset) from its ``(path, result)`` files (None where they hold no
@@ -143,10 +160,7 @@ def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir) -> 
         return render_speed([json.loads(p.read_text()) for p in inputs]) + "\n".join(notes)
     if kind == "lama":
         return render_probes([json.loads(p.read_text()) for p in inputs])
-    predictions, golds = kept_predictions(inputs, data_dir)
-    groups, groupings = kept_groups(inputs, predictions, golds, data_dir)
-    degenerate = [degenerate_reason(path, result) for path, result in inputs]
-    frame = results_frame([result for _, result in inputs], predictions, groups, degenerate)
+    frame, golds, groupings = page_frame(inputs, data_dir)
     if frame.empty:
         return None
     if kind == "glance":

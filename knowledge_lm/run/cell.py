@@ -38,7 +38,7 @@ from knowledge_lm.results import (
 )
 from knowledge_lm.run.claims import CLAIM_FILE, CLAIMED_EXIT, CellClaimed, claim_cell
 from knowledge_lm.run.config import TrainConfig
-from knowledge_lm.run.provenance import device_record, git_commit, versions
+from knowledge_lm.run.provenance import device_record, git_commit, records_sha256, versions
 from knowledge_lm.run.trainer import (
     build_model_and_data,
     build_trainer,
@@ -236,6 +236,8 @@ def train_cell(
                 split: subset_hash([record["id"] for record in records], range(len(records)))
                 for split, records in data.splits.items()
             },
+            # Of every record as read (train before its fraction cut): a changed data file or generator shows.
+            "data_hashes": {split: records_sha256(records) for split, records in data.splits.items()},
             "data_dir": str(data.data_dir) if data.data_dir else None,
         },
         "budget": budget,

@@ -1,9 +1,11 @@
 """Provenance of a run: the commit, library versions and device it ran on, and the store's record of a
 pretraining checkpoint. What cells, ``klm speed`` and the pretraining drivers write beside their numbers."""
 
+import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 from datetime import datetime, timezone
 from importlib import metadata
@@ -14,20 +16,25 @@ import torch
 from knowledge_lm.backbones import weights_checksum
 from knowledge_lm.results import PRETRAINING_DIR, compact_time, write_json_atomic
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# What a result's dirty flag covers: the code, the sweep and table configs, the package's pins. A set-up that passes
+# KLM_GIT_DIRTY (a tree copied without its .git) computes it over the same paths.
+DIRTY_PATHS = ("knowledge_lm", "benchmarks", "pyproject.toml")
 
-def git_commit() -> dict:
-    """The commit the code ran at. ``KLM_GIT_COMMIT`` wins where set: a copy of the tree on a GPU machine may
-    carry a stale .git of its own, whose HEAD is not the code that runs."""
+
+def git_commit(root: Path = REPO_ROOT) -> dict:
+    """The commit the code ran at, and whether ``DIRTY_PATHS`` differ from it (uncommitted or untracked files).
+    ``KLM_GIT_COMMIT`` wins where set: a copy of the tree on a GPU machine may carry a stale .git of its own, whose
+    HEAD is not the code that runs."""
     if os.environ.get("KLM_GIT_COMMIT"):
         return {"commit": os.environ["KLM_GIT_COMMIT"], "dirty": os.environ.get("KLM_GIT_DIRTY") == "1"}
-    root = Path(__file__).resolve().parents[2]
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = bool(
             subprocess.run(
-                ["git", "status", "--porcelain", "--", "knowledge_lm"], cwd=root, capture_output=True, text=True
+                ["git", "status", "--porcelain", "--", *DIRTY_PATHS], cwd=root, capture_output=True, text=True
             ).stdout.strip()
         )
         return {"commit": commit, "dirty": dirty}
@@ -35,14 +42,54 @@ def git_commit() -> dict:
         return {"commit": "unknown", "dirty": False}
 
 
+def project_version(pyproject: Path) -> str | None:
+    """The ``[project]`` version of a ``pyproject.toml`` naming the knowledge-lm project; None otherwise (read by
+    lines: Python 3.10 has no tomllib)."""
+    try:
+        lines = Path(pyproject).read_text().splitlines()
+    except OSError:
+        return None
+    fields, in_project = {}, False
+    for line in lines:
+        if re.match(r"\[[^\]]+\]\s*$", line):
+            in_project = line.strip() == "[project]"
+        elif in_project and (found := re.match(r'(name|version)\s*=\s*"([^"]*)"', line)):
+            fields[found[1]] = found[2]
+    return fields.get("version") if fields.get("name") == "knowledge-lm" else None
+
+
+def package_version() -> str | None:
+    """The version of the knowledge-lm code that runs: its tree's ``pyproject.toml`` where it runs from a source
+    tree (a copy run without ``pip install`` has no package metadata: what left the version null), else the
+    installed distribution's."""
+    found = project_version(REPO_ROOT / "pyproject.toml")
+    if found is not None:
+        return found
+    try:
+        return metadata.version("knowledge-lm")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def records_sha256(records: list[dict]) -> str:
+    """The sha256 of a split's records as canonical JSON: what the cell read of a split, whatever file or
+    generator it came from."""
+    digest = hashlib.sha256()
+    for record in records:
+        digest.update(json.dumps(record, sort_keys=True, default=str, separators=(",", ":")).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
 def versions() -> dict:
     """The versions of Python and the libraries a run used."""
     found = {"python": platform.python_version()}
-    for package in ("torch", "pytorch-lightning", "transformers", "torchmetrics", "datasets", "knowledge-lm"):
+    for package in ("torch", "pytorch-lightning", "transformers", "torchmetrics", "datasets"):
         try:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             found[package] = None
+    found["knowledge-lm"] = package_version()
     return found
 
 

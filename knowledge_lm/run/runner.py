@@ -7,6 +7,7 @@ import os
 import queue
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -30,6 +31,7 @@ from knowledge_lm.results import (
     predictions_path,
     read_result,
     restore,
+    result_files,
     set_aside,
     supersede,
     write_failure,
@@ -88,6 +90,65 @@ def cell_status(cell: Cell, results_dir: Path, runs_dir: Path) -> tuple[str, str
     if (run_dir / LAST_CHECKPOINT).is_file():
         return "partial", ""
     return "missing", ""
+
+
+def rerun_keys(sweep: Sweep, results_dir: Path, rerun_without_predictions: bool) -> set[str]:
+    """The keys of the sweep's finished cells that run again: with ``rerun_without_predictions``, those that kept no
+    predictions."""
+    if not rerun_without_predictions:
+        return set()
+    return {
+        cell.key
+        for cell in sweep_cells(sweep)
+        if cell.stored_result_path(results_dir).is_file()
+        and not predictions_path(cell.stored_result_path(results_dir)).is_file()
+    }
+
+
+def runs(state: str, rerun: bool, retry_failed: bool = True) -> bool:
+    """Whether ``run_sweep`` runs a cell in ``state`` (``cell_status``'s): every one not done and not running
+    elsewhere (a failed one only with ``retry_failed``), and a done one named for a re-run."""
+    return rerun or (state not in ("done", "running") and (retry_failed or state != "failed"))
+
+
+def plan_sweep(
+    sweep: Sweep, results_dir: Path, runs_dir: Path, rerun_without_predictions: bool = False, only=None
+) -> list[tuple[Cell, str, bool]]:
+    """What ``run_sweep`` would do, touching nothing: each cell (of ``only``'s keys, where given) with its state
+    (``cell_status``'s) and whether it would run."""
+    reruns = rerun_keys(sweep, results_dir, rerun_without_predictions)
+    planned = []
+    for cell in sweep_cells(sweep):
+        if only is None or cell.key in only:
+            state, _ = cell_status(cell, results_dir, runs_dir)
+            planned.append((cell, state, runs(state, cell.key in reruns)))
+    return planned
+
+
+def wall_time_key(cell: dict) -> tuple:
+    """What cells share a wall time estimate by: dataset, task, method and train fraction."""
+    return cell["dataset"], cell["task"], cell["method"], round(float(cell["fraction"]), 6)
+
+
+def stored_wall_times(results_dir: Path) -> dict[tuple, dict[str, list[float]]]:
+    """The wall times (``wall_time_s``) of the store's finished cells by ``wall_time_key``, then backbone label."""
+    times = {}
+    for _, result in result_files(results_dir) if Path(results_dir).is_dir() else ():
+        if isinstance(result["wall_time_s"], (int, float)) and not isinstance(result["wall_time_s"], bool):
+            by_backbone = times.setdefault(wall_time_key(result["cell"]), {})
+            by_backbone.setdefault(result["cell"]["backbone"], []).append(float(result["wall_time_s"]))
+    return times
+
+
+def estimated_seconds(cell: Cell, wall_times: dict[tuple, dict[str, list[float]]]) -> tuple[float, bool] | None:
+    """A cell's expected wall time and whether it is of its own backbone: the median of the stored cells of its
+    ``wall_time_key`` on its backbone, else on any backbone (``False``); None where none is stored."""
+    by_backbone = wall_times.get(wall_time_key(cell.__dict__), {})
+    own = by_backbone.get(cell.backbone_label)
+    if own:
+        return statistics.median(own), True
+    others = [seconds for times in by_backbone.values() for seconds in times]
+    return (statistics.median(others), False) if others else None
 
 
 def cell_state(cell: Cell, results_dir: Path, runs_dir: Path) -> str:
@@ -358,13 +419,7 @@ def run_sweep(
     if jobs < 1:
         raise KlmError(f"jobs {jobs}: expected at least 1 cell at a time")
     check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
-    reruns = {
-        cell.key
-        for cell in sweep_cells(sweep)
-        if rerun_without_predictions
-        and cell.stored_result_path(results_dir).is_file()
-        and not predictions_path(cell.stored_result_path(results_dir)).is_file()
-    }
+    reruns = rerun_keys(sweep, results_dir, rerun_without_predictions)
     devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
     gpus = visible_gpus() if gpus is None else gpus
     groups = gpu_groups(gpus, devices_per_cell)
@@ -377,12 +432,7 @@ def run_sweep(
         if states[cell.key][0] in ("corrupt", "misfiled"):
             moved = set_aside(cell.stored_result_path(results_dir))
             console.print(f"[yellow]{states[cell.key][1]}; set aside as {moved[0].name}, the cell runs again[/]")
-    todo = [
-        c
-        for c in cells
-        if c.key in reruns
-        or (states[c.key][0] not in ("done", "running") and (retry_failed or states[c.key][0] != "failed"))
-    ]
+    todo = [c for c in cells if runs(states[c.key][0], c.key in reruns, retry_failed)]
     counts = {"done_before": len(cells) - len(todo) - len(elsewhere), "finished": 0, "failed": 0, "elsewhere": 0}
     show_cell_progress = cell_progress_bars(jobs)
     # A DDP cell starts its ranks from its own process: such cells keep a process each.
