@@ -9,7 +9,9 @@ examples and the family's chance level, tested above chance over the seeds (``ab
 controls (``KNOWLEDGE_CONTROLS``): Δ paired by seed, tested like Δ against the baseline (``knowledge_test``; a verdict
 needs ``MIN_SEEDS``), with the paired bootstrap interval over the examples beside it. Every p whose mark a page shows
 (against the baseline, knowledge used, above chance) is corrected together, once per page (``page_tests``).
-At 100 %, each method scored per entity-frequency bucket of the reported split's examples.
+At 100 %, each method scored per entity-frequency bucket of the reported split's examples. A control's cells pair with
+the method's cells of the same world (``split_variant``: ``confirm-shuffled`` with ``confirm``); from the page's tests,
+whether a method uses relational facts in each world (``relational_verdict``).
 """
 
 import json
@@ -76,9 +78,6 @@ KNOWLEDGE_CONTROLS = {
 }
 
 
-# The generated page's tables, by the world of a row's variant (``split_variant``: a control stands with its world's
-# rows): the first whose pattern the whole world matches. Tuning variants are settings tried on dev: shown on dev
-# beside the default, tested nothing (``page_tests`` leaves them out).
 class VariantTable(NamedTuple):
     """One table of the generated page: which rows it holds and its heading."""
 
@@ -89,6 +88,9 @@ class VariantTable(NamedTuple):
 TUNING = "tuning"
 CONFIRM = "confirm"
 MAIN = "main"
+# The generated page's tables, by the world of a row's variant (``split_variant``: a control stands with its world's
+# rows): the first whose pattern the whole world matches. Tuning variants are settings tried on dev: shown on dev
+# beside the default, tested nothing (``page_tests`` leaves them out).
 VARIANT_TABLES = {
     TUNING: VariantTable(r"lr[0-9.e+-]+|scale[0-9.]+", "Settings chosen on dev"),
     CONFIRM: VariantTable(r"confirm", f"Confirmation world (generator seed {CONFIRM_SEED}; run once, settings frozen)"),

@@ -1,11 +1,12 @@
 """The markdown of the pages: a dataset's page of tables (and its figures), and the LAMA probing page.
 
 A dataset's page opens with its protocol (what selected the model, what is reported, the split and scorer versions)
-and how to read it, then the per-family tables where its examples fall in groups, then per backbone the main table
-(mean ± std over the non-degenerate seeds per method, fraction and task, best in bold, ⊘ degenerate cells left out,
-↑ / ↓ from the paired t-test corrected with every other mark of the page, † reference rows), each table headed by
-the commits of its cells, and per task its sweep variants, figures, entity-frequency buckets, comparison with the
-baseline, knowledge used against the controls and all metrics; provenance last.
+and how to read it, then the per-family tables where its examples fall in groups (the confirmation world's rows and
+the settings tried on dev, on dev, in tables of their own: ``comparisons.VARIANT_TABLES``), then per backbone the
+main table (mean ± std over the non-degenerate seeds per method, fraction and task, best in bold, ⊘ degenerate cells
+left out, ↑ / ↓ from the paired t-test corrected with every other mark of the page, † reference rows), each table
+headed by the commits of its cells, and per task its sweep variants, figures, entity-frequency buckets, comparison
+with the baseline, knowledge used against the controls and all metrics; provenance last.
 """
 
 from pathlib import Path
