@@ -105,13 +105,15 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
     assert knowbert[7] == "shuffled: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0]"
     whole = 100 - accuracy_on({"text"})
     assert knowbert[8].startswith(f"shuffled: {whole:+.1f} [") and "(n=5, q=0.000) ✓; examples [" in knowbert[8]
-    assert table_row(lines, "knowbert [shuffled]")[7:] == ["(control)", "(control) |"]
-    assert table_row(lines, "kam")[7:] == ["—", "— |"]  # no control cells
+    assert table_row(lines, "knowbert [shuffled]")[7:] == ["(control)"] * 2 + ["(control) |"]
+    assert knowbert[9].rstrip(" |") == "links only"  # no relations-permuted cells
+    assert table_row(lines, "kam")[7:] == ["—", "—", "— |"]  # no control cells
     assert (
         table_row(lines, "kam [t20k]")[7]
         == "zeroed: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0]"
     )  # a variant's control: <variant>-zeroed
-    assert table_row(lines, "kam [t20k-zeroed]")[7:] == ["(control)", "(control) |"]
+    assert table_row(lines, "kam [t20k-zeroed]")[7:] == ["(control)"] * 2 + ["(control) |"]
+    assert table_row(lines, "kam [t20k]")[9] == "— |"  # zeroed alone tells links from relations not
     assert any(line.startswith("Knowledge used = the method's accuracy minus") for line in lines)
 
     glue = tmp_path / "glue-results"

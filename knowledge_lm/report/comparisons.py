@@ -9,10 +9,13 @@ examples and the family's chance level, tested above chance over the seeds (``ab
 controls (``KNOWLEDGE_CONTROLS``): Δ paired by seed, tested like Δ against the baseline (``knowledge_test``; a verdict
 needs ``MIN_SEEDS``), with the paired bootstrap interval over the examples beside it. Every p whose mark a page shows
 (against the baseline, knowledge used, above chance) is corrected together, once per page (``page_tests``).
-At 100 %, each method scored per entity-frequency bucket of the reported split's examples.
+At 100 %, each method scored per entity-frequency bucket of the reported split's examples. A control's cells pair with
+the method's cells of the same world (``split_variant``: ``confirm-shuffled`` with ``confirm``); from the page's tests,
+whether a method uses relational facts in each world (``relational_verdict``).
 """
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
@@ -23,6 +26,7 @@ from scipy.stats import false_discovery_control, ttest_1samp
 from knowledge_lm.report.bootstrap import LEVEL, bootstrap_interval, paired_bootstrap, task_scorer
 from knowledge_lm.report.frame import MISSING, by_seed, interval_text, kept_run, page_rows, seed_cells
 from knowledge_lm.report.protocol import comparable
+from knowledge_lm.report.sanity import CONFIRM_SEED
 
 SIGNIFICANCE = 0.05  # of a Benjamini–Hochberg q: the false discovery rate among a page's ↑ / ↓
 
@@ -72,6 +76,34 @@ KNOWLEDGE_CONTROLS = {
         "", {"erica": "erica-mlm-only"}, "for ERICA, its MLM-only checkpoint pretrained on the same corpus"
     ),
 }
+
+
+class VariantTable(NamedTuple):
+    """One table of the generated page: which rows it holds and its heading."""
+
+    pattern: str  # a regular expression the world of a row's variant matches in whole
+    heading: str | None  # None: the page's main per-family table
+
+
+TUNING = "tuning"
+CONFIRM = "confirm"
+MAIN = "main"
+# The generated page's tables, by the world of a row's variant (``split_variant``: a control stands with its world's
+# rows): the first whose pattern the whole world matches. Tuning variants are settings tried on dev: shown on dev
+# beside the default, tested nothing (``page_tests`` leaves them out).
+VARIANT_TABLES = {
+    TUNING: VariantTable(r"lr[0-9.e+-]+|scale[0-9.]+", "Settings chosen on dev"),
+    CONFIRM: VariantTable(r"confirm", f"Confirmation world (generator seed {CONFIRM_SEED}; run once, settings frozen)"),
+    MAIN: VariantTable(r".*", None),
+}
+
+# The worlds whose relational verdict a page and the README give (``relational_verdict``): a method's own variant.
+WORLDS = {"": "2k world", "t20k": "20k statements", "confirm": "confirmation world"}
+
+RELATION_BLIND = ("kam", "kam+kg")  # their maps read no relation label: the relations-permuted control is not run
+LINK_CONTROLS = ("shuffled", "test-shuffled")  # knowledge used against these: the method uses the links
+RELATION_CONTROL = "relations-permuted"  # knowledge used against it: the method uses the relation labels
+HOP_GROUPS = ("one_hop", "two_hop")  # one of them above chance: the method answers relational claims
 
 
 def delta_test(deltas: pd.Series) -> dict:
@@ -229,6 +261,8 @@ def page_tests(
                 at = kept[kept.fraction == fraction]
                 rows = page_rows(at if groups else at[at.variant == ""])
                 for method, variant in rows:
+                    if variant_table(variant) == TUNING:
+                        continue  # shown on dev, marked nothing
                     cells = seed_cells(at, method, variant, fraction, metric)
                     controls = (
                         []
@@ -467,11 +501,31 @@ def control_variant(variant: str, control: Control) -> str:
     return f"{variant}-{control.variant}" if variant else control.variant
 
 
+def split_variant(variant: str) -> tuple[str, str | None]:
+    """``(world, control)``: the variant of the method's own cells that a control variant stands beside, and the
+    control's name (``KNOWLEDGE_CONTROLS``); ``(variant, None)`` for a variant that is no control. The longest control
+    name that ends the variant wins: ``t20k-test-shuffled`` → ``("t20k", "test-shuffled")``, ``test-shuffled`` →
+    ``("", "test-shuffled")``."""
+    named = [(name, control.variant) for name, control in KNOWLEDGE_CONTROLS.items() if control.variant]
+    for name, suffix in sorted(named, key=lambda item: -len(item[1])):
+        if variant == suffix:
+            return "", name
+        if variant.endswith(f"-{suffix}"):
+            return variant[: -len(suffix) - 1], name
+    return variant, None
+
+
+def variant_table(variant: str) -> str:
+    """The name of the ``VARIANT_TABLES`` table whose rows cells of ``variant`` stand in."""
+    world = split_variant(variant)[0]
+    return next(name for name, table in VARIANT_TABLES.items() if re.fullmatch(table.pattern, world))
+
+
 def is_control(cell_method: str, variant: str) -> bool:
-    """Whether cells of ``cell_method`` and ``variant`` are some method's counterfactual control."""
-    return any(
-        (variant == control.variant or (control.variant and variant.endswith(f"-{control.variant}")))
-        and (control.methods is None or cell_method in control.methods.values())
+    """Whether cells of ``cell_method`` and ``variant`` are some method's counterfactual control: a control variant
+    (``split_variant``) or, in any variant, a method that is another's control (ERICA's MLM-only checkpoint)."""
+    return split_variant(variant)[1] is not None or any(
+        control.methods is not None and cell_method in control.methods.values()
         for control in KNOWLEDGE_CONTROLS.values()
     )
 
@@ -486,16 +540,15 @@ def control_cells(
         return []
     found = []
     for name, control in KNOWLEDGE_CONTROLS.items():
+        paired = control_variant(variant, control)
+        if control.variant and split_variant(paired) != (variant, name):
+            continue  # the name belongs to another world's control: ``test`` + ``shuffled`` is the 2k world's
         if control.methods is None:
-            cells = seed_cells(frame, method, control_variant(variant, control), fraction, metric)
+            cells = seed_cells(frame, method, paired, fraction, metric)
         else:
             other = control.methods.get(ours["cell_method"].iloc[0])
             labels = sorted(frame[frame.cell_method == other]["method"].unique()) if other else []
-            cells = (
-                seed_cells(frame, labels[0], control_variant(variant, control), fraction, metric)
-                if labels
-                else ours.iloc[:0]
-            )
+            cells = seed_cells(frame, labels[0], paired, fraction, metric) if labels else ours.iloc[:0]
         if not cells.empty:
             found.append((name, cells))
     return found
@@ -626,4 +679,59 @@ def knowledge_used(
             continue
         resampled = knowledge_delta(cells, control, dataset, task, metric, golds, groupings, groups)
         parts.append(f"{name}: {knowledge_used_text(found, resampled)}")
+    if relation_blind_here(frame, cells["cell_method"].iloc[0], variant):
+        parts.append(f"{RELATION_CONTROL}: relation-blind by construction")
     return "<br>".join(parts) or MISSING
+
+
+def relation_blind_here(frame: pd.DataFrame, cell_method: str, variant: str) -> bool:
+    """Whether a row of ``cell_method`` and ``variant`` stands where others ran the relations-permuted control (some
+    method's cells of its world in ``frame``) but the method reads no relation label (``RELATION_BLIND``)."""
+    permuted = control_variant(variant, KNOWLEDGE_CONTROLS[RELATION_CONTROL])
+    return cell_method in RELATION_BLIND and bool((frame["variant"] == permuted).any())
+
+
+def relational_verdict(tests: PageTests, row: tuple, cell_method: str) -> str:
+    """Whether a method uses relational facts, from the page's corrected tests (``tests``) of its row ``row`` =
+    ``(backbone, task, method, variant, fraction)``: "relational facts" where knowledge used against the
+    relations-permuted control on the families that need the graph is ✓ and one_hop or two_hop is above chance;
+    "links only" where not, but knowledge used against shuffled or test-shuffled links is ✓ (also for a method
+    relation-blind by construction, ``RELATION_BLIND``); "too few seeds" where a test that decides has fewer than
+    ``MIN_SEEDS`` seed pairs; "no" otherwise; — where none of those controls ran."""
+    blind = cell_method in RELATION_BLIND
+    relations = None if blind else tests.used.get((*row, RELATION_CONTROL, "graph"))
+    links = [found for name in LINK_CONTROLS if (found := tests.used.get((*row, name, "graph"))) is not None]
+    if relations is None and not links:
+        return MISSING
+    hops = any(
+        significant(found) and found["delta"] > 0
+        for group in HOP_GROUPS
+        if (found := tests.chance.get((*row, group))) is not None
+    )
+    used = ABOVE.strip()
+    if relations is not None and knowledge_verdict(relations) == used and hops:
+        return "relational facts"
+    # Too few seeds against the relations-permuted control: relational use can be neither shown nor ruled out.
+    if relations is not None and knowledge_verdict(relations) == "too few seeds":
+        return "too few seeds"
+    if any(knowledge_verdict(found) == used for found in links):
+        return "links only"
+    if any(knowledge_verdict(found) == "too few seeds" for found in links):
+        return "too few seeds"
+    return "no"
+
+
+def relational_verdicts(frame: pd.DataFrame, tests: PageTests) -> dict[tuple[str, str, str, str], str]:
+    """``(backbone, task, method, world)`` → ``relational_verdict`` of each method's own cells of each world
+    (``WORLDS``) at ``FRACTION`` on a page (``frame``: its cells, ``tests``: its ``page_tests``); rows whose verdict is
+    — left out."""
+    found = {}
+    rows = frame[(frame.fraction == FRACTION) & frame["variant"].isin(list(WORLDS))]
+    for (backbone, task, method, variant), cells in rows.groupby(["backbone", "task", "method", "variant"]):
+        cell_method = cells["cell_method"].iloc[0]
+        if is_control(cell_method, variant):
+            continue
+        said = relational_verdict(tests, (backbone, task, method, variant, FRACTION), cell_method)
+        if said != MISSING:
+            found[backbone, task, method, variant] = said
+    return found

@@ -179,6 +179,7 @@ def results_frame(
                     "groups_sha256": grouping,
                     "cell_method": result["cell"]["method"],
                     "by_group": result.get("metrics_by_group") or None,
+                    "dev_by_group": result.get("dev_metrics_by_group") or None,
                     "degenerate": degenerate[index] if degenerate is not None else "",
                     "selected_on": (result.get("selection") or {}).get("split", ""),
                     "evaluations": len(result.get("evaluations") or []),

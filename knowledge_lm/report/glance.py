@@ -4,7 +4,8 @@ One row per method, one column per dataset (linking to its page). A cell is the 
 100 % train as the dataset's page tests it (``comparisons.page_tests``, corrected with every other mark of that
 page): on a page of one task, the task's own comparison; on a page of several, the per-seed Δ averaged over the
 tasks both ran. Where the method has counterfactual controls, the cell adds its knowledge used, the page's seed-level
-test too. The README computes no test of its own, so it and the page give the same verdict for the same comparison.
+test too. The README computes no test of its own, so it and the page give the same verdict for the same comparison;
+so too for its section "Does a method use relational facts?", each verdict read from the generated page's tests.
 Degenerate cells and older split or scorer versions are left out as on the pages.
 """
 
@@ -17,9 +18,11 @@ from knowledge_lm.report.comparisons import (
     NO_DIFFERENCE,
     SIGNIFICANCE,
     WHOLE,
+    WORLDS,
     PageTests,
     knowledge_verdict,
     page_tests,
+    relational_verdicts,
     significance_mark,
 )
 from knowledge_lm.report.frame import MISSING, interval_text
@@ -61,10 +64,13 @@ def render_glance(frame: pd.DataFrame, golds: dict[str, list], groupings: dict[s
         degenerate += len(degenerate_cells(pages[dataset]))
     backbones = sorted(frame["backbone"].unique())
     cells: dict[tuple[str, str], dict] = {}
+    relational: dict[str, dict[tuple, str]] = {}
     for dataset, page in pages.items():
         metrics = {task: DATASETS.get(dataset).spec(task).main_metric for task in page["task"].unique()}
-        for (backbone, method), found in glance_cells(page, page_tests(page, metrics, golds, groupings)).items():
+        tests = page_tests(page, metrics, golds, groupings)
+        for (backbone, method), found in glance_cells(page, tests).items():
             cells[method if len(backbones) == 1 else f"{method} ({backbone})", dataset] = found
+        relational[dataset] = relational_verdicts(page, tests)
     datasets = sorted(pages)
     rows = sorted({row for row, _ in cells})
     lines = [
@@ -97,7 +103,56 @@ def render_glance(frame: pd.DataFrame, golds: dict[str, list], groupings: dict[s
     ]
     for row in rows:
         lines.append(f"| {row} | " + " | ".join(cell_text(cells.get((row, dataset))) for dataset in datasets) + " |")
+    for dataset in datasets:
+        lines += relational_section(dataset, relational[dataset], len(backbones) > 1)
     return "\n".join(lines) + "\n"
+
+
+# What the relational verdicts rest on, said wherever they are given.
+RELATIONAL_CAVEATS = (
+    "Every method reads the gold entity links of each statement (no entity linker): the question is what a method "
+    "does with the linked entities' facts, not whether it finds them.",
+    "kam+kg is this suite's extension of KAM's Eq. 8 (a KG map: 1 where two tokens' entities share an edge); the "
+    "paper proposes it and never evaluates it.",
+    "KnowBERT's KAR (its knowledge attention and recontextualization) is not knowledge-pretrained here: it is "
+    "newly initialised and trained on the task alone.",
+    "kg-text (the linked entities' KG facts as a second text segment) is the positive control: a method that reads "
+    "the facts as text.",
+)
+
+
+def relational_section(dataset: str, verdicts: dict[tuple, str], by_backbone: bool) -> list[str]:
+    """ "Does a method use relational facts?" on ``dataset``: per method and world (``WORLDS``), the verdict its page
+    gives (``relational_verdicts`` of the page's own tests), and the caveats; nothing where the page gives none."""
+    if not verdicts:
+        return []
+    worlds = [world for world in WORLDS if any(key[3] == world for key in verdicts)]
+    tasks = {key[1] for key in verdicts}
+    rows: dict[str, dict[str, str]] = {}
+    for (backbone, task, method, world), said in sorted(verdicts.items()):
+        label = method + (f" ({backbone})" if by_backbone else "") + (f", {task}" if len(tasks) > 1 else "")
+        rows.setdefault(label, {})[world] = said
+    return [
+        "",
+        "## Does a method use relational facts?",
+        "",
+        f"On the [{dataset}]({dataset}.md) task at {FRACTION:.0%} train, per world, the verdict of its page's column "
+        '"uses relational facts", read from that page\'s tests (seed level, corrected with the page): '
+        '"relational facts" = knowledge used against the relations-permuted control (the same edges, relation labels '
+        'permuted) is ✓ on the families that need the graph and one_hop or two_hop is above chance; "links only" = '
+        "knowledge used against shuffled (or test-shuffled) links is ✓ but not against relations-permuted (or the "
+        'method reads no relation label); "too few seeds" = a deciding test has n < '
+        f'{MIN_SEEDS}; "no" otherwise; — = not run.',
+        "",
+        "| method | " + " | ".join(WORLDS[world] for world in worlds) + " |",
+        "|---|" + "---|" * len(worlds),
+        *(
+            f"| {label} | " + " | ".join(said.get(world, MISSING) for world in worlds) + " |"
+            for label, said in rows.items()
+        ),
+        "",
+        *(f"- {caveat}" for caveat in RELATIONAL_CAVEATS),
+    ]
 
 
 def used_text(found: dict) -> str:

@@ -1,11 +1,12 @@
 """The markdown of the pages: a dataset's page of tables (and its figures), and the LAMA probing page.
 
 A dataset's page opens with its protocol (what selected the model, what is reported, the split and scorer versions)
-and how to read it, then the per-family tables where its examples fall in groups, then per backbone the main table
-(mean ± std over the non-degenerate seeds per method, fraction and task, best in bold, ⊘ degenerate cells left out,
-↑ / ↓ from the paired t-test corrected with every other mark of the page, † reference rows), each table headed by
-the commits of its cells, and per task its sweep variants, figures, entity-frequency buckets, comparison with the
-baseline, knowledge used against the controls and all metrics; provenance last.
+and how to read it, then the per-family tables where its examples fall in groups (the confirmation world's rows and
+the settings tried on dev, on dev, in tables of their own: ``comparisons.VARIANT_TABLES``), then per backbone the
+main table (mean ± std over the non-degenerate seeds per method, fraction and task, best in bold, ⊘ degenerate cells
+left out, ↑ / ↓ from the paired t-test corrected with every other mark of the page, † reference rows), each table
+headed by the commits of its cells, and per task its sweep variants, figures, entity-frequency buckets, comparison
+with the baseline, knowledge used against the controls and all metrics; provenance last.
 """
 
 from pathlib import Path
@@ -16,21 +17,32 @@ from knowledge_lm.registry import DATASETS
 from knowledge_lm.report.bootstrap import REPLICATES
 from knowledge_lm.report.comparisons import (
     ABOVE,
+    CONFIRM,
+    HOP_GROUPS,
     KNOWLEDGE_CONTROLS,
     KNOWLEDGE_FREE_GROUPS,
+    LINK_CONTROLS,
+    MAIN,
     MIN_SEEDS,
     NO_DIFFERENCE,
+    RELATION_BLIND,
+    RELATION_CONTROL,
     SIGNIFICANCE,
+    TUNING,
+    VARIANT_TABLES,
     PageTests,
     bootstrap_comparison,
     family_score,
     frequency_buckets,
+    is_control,
     kg_verdict,
     knowledge_used,
     page_groups,
     page_tests,
+    relational_verdict,
     significance_mark,
     significant,
+    variant_table,
     verdict,
 )
 from knowledge_lm.report.figures import bucket_bars, fraction_curves, spectrum_curves, variant_curves
@@ -254,11 +266,16 @@ def family_table(
     golds: dict[str, list],
     groupings: dict[str, list[str]],
     tests: PageTests,
+    table: str = MAIN,
 ) -> list[str]:
-    """At ``fraction``: one row per method and sweep variant, over its non-degenerate seeds; the mean and bootstrap
-    interval of ``metric`` on each example group, which groups that need the graph are above chance (``tests``),
-    and Δ against the method's counterfactual controls on those groups pooled and on the whole split."""
+    """At ``fraction``: one row per method and sweep variant of ``table`` (``VARIANT_TABLES``), over its
+    non-degenerate seeds; the mean and bootstrap interval of ``metric`` on each example group, which groups that need
+    the graph are above chance (``tests``), Δ against the method's counterfactual controls on those groups pooled and
+    on the whole split, and whether it uses relational facts (``relational_verdict``); empty without such rows."""
     at = comparable(frame[frame.fraction == fraction])
+    rows = [(method, variant) for method, variant in page_rows(at) if variant_table(variant) == table]
+    if not rows:
+        return []
     backbone = frame["backbone"].iloc[0]
     knowledge = [group for group in groups if group not in KNOWLEDGE_FREE_GROUPS]
     counts = {group: set() for group in groups}
@@ -275,11 +292,17 @@ def family_table(
         commits_text(at),
         "",
         "| method | seeds | " + " | ".join(names) + f" | uses the KG | knowledge used: {'+'.join(knowledge)} | "
-        f"knowledge used: whole {split} split |",
-        "|---|---|" + "---|" * (len(groups) + 3),
+        f"knowledge used: whole {split} split | uses relational facts |",
+        "|---|---|" + "---|" * (len(groups) + 4),
     ]
-    for method, variant in page_rows(at):
+    for method, variant in rows:
         cells = seed_cells(at, method, variant, fraction, metric)
+        cell_method = cells["cell_method"].iloc[0]
+        relational = (
+            "(control)"
+            if is_control(cell_method, variant)
+            else relational_verdict(tests, (backbone, task, method, variant, fraction), cell_method)
+        )
         scores = {group: family_score(cells, group, dataset, task, metric, golds, groupings) for group in groups}
         above = {group: tests.chance.get((backbone, task, method, variant, fraction, group)) for group in groups}
         used = [
@@ -289,9 +312,72 @@ def family_table(
         lines.append(
             f"| {row_label(method, variant)} | {len(cells)} | "
             + " | ".join(family_text(scores[g], above[g]) for g in groups)
-            + f" | {kg_verdict(above)} | {used[0]} | {used[1]} |"
+            + f" | {kg_verdict(above)} | {used[0]} | {used[1]} | {relational} |"
         )
     return lines
+
+
+def dev_family_text(cells: pd.DataFrame, group: str, metric: str) -> str:
+    """Mean ± std over ``cells``' seeds of ``metric`` on ``group`` of the dev split (their ``dev_metrics_by_group``);
+    — where a seed did not record it."""
+    values = [
+        by_group[group][metric]
+        for by_group in cells["dev_by_group"]
+        if isinstance(by_group, dict) and metric in by_group.get(group, {})
+    ]
+    if not values or len(values) < len(cells):
+        return MISSING
+    return summary(pd.Series(values, dtype=float))[1]
+
+
+def tuning_table(frame: pd.DataFrame, metric: str, fraction: float, groups: list[str]) -> list[str]:
+    """The settings tried on dev (``VARIANT_TABLES[TUNING]``) at ``fraction``: per method, its default cells (variant
+    "") of the seeds its tried settings ran beside each tried setting, each with its ``metric`` per family of the dev
+    split (mean ± std over non-degenerate seeds); empty where none was tried."""
+    at = comparable(frame[frame.fraction == fraction])
+    tried = [(method, variant) for method, variant in page_rows(at) if variant_table(variant) == TUNING]
+    if not tried:
+        return []
+    lines = [
+        commits_text(at[at.variant.isin({variant for _, variant in tried} | {""})]),
+        "",
+        "| method | setting | seeds | " + " | ".join(f"dev {group}" for group in groups) + " |",
+        "|---|---|---|" + "---|" * len(groups),
+    ]
+    for method in dict.fromkeys(method for method, _ in tried):
+        variants = [variant for name, variant in tried if name == method]
+        seeds = set(at[(at.method == method) & at.variant.isin(variants)]["seed"])
+        default = seed_cells(at, method, "", fraction, metric)
+        for variant, cells in [("", default[default.seed.isin(seeds)])] + [
+            (variant, seed_cells(at, method, variant, fraction, metric)) for variant in variants
+        ]:
+            if cells.empty:
+                continue
+            row = [method, variant or "default", ", ".join(str(seed) for seed in cells["seed"])]
+            lines.append("| " + " | ".join(row + [dev_family_text(cells, g, metric) for g in groups]) + " |")
+    return lines
+
+
+def tuning_text(metric: str) -> str:
+    return (
+        f'Each setting tried on dev beside the configs\' default (variant ""), on the same seeds: {metric} per '
+        "statement family of the dev split, mean ± std over seeds, the split the settings were chosen on. These rows "
+        "are tested nothing and their test scores are kept off this page; benchmarks/notes/generated.md says which "
+        "setting was kept."
+    )
+
+
+def relational_text() -> str:
+    """What the column "uses relational facts" says (``relational_verdict``)."""
+    return (
+        '"uses relational facts", per world: "relational facts" where knowledge used against '
+        f"{RELATION_CONTROL} (on the families that need the graph) is ✓ and {' or '.join(HOP_GROUPS)} is above "
+        'chance; "links only" where not, but knowledge used against '
+        f"{' or '.join(LINK_CONTROLS)} links is ✓, or the method reads no relation label "
+        f'({", ".join(RELATION_BLIND)}: relation-blind by construction, {RELATION_CONTROL} not run); "too few '
+        f'seeds" where a test that decides has fewer than {MIN_SEEDS} seed pairs; "no" otherwise; — where none of '
+        "those controls ran. Every test is the page's own, corrected with it."
+    )
 
 
 def controls_text(metric: str) -> str:
@@ -341,14 +427,25 @@ def family_section(
         return []
     fractions = sorted(task_frame["fraction"].unique())
     shown, others = fractions[-1], fractions[:-1]
+
+    def tables(fraction: float) -> list[str]:
+        lines = family_table(task_frame, dataset, task, metric, fraction, groups, golds, groupings, tests)
+        confirmed = family_table(task_frame, dataset, task, metric, fraction, groups, golds, groupings, tests, CONFIRM)
+        if confirmed:
+            lines += ["", f"**{VARIANT_TABLES[CONFIRM].heading}**", "", *confirmed]
+        return lines
+
     out = [f"## {task}: {metric} per statement family ({backbone}, {fraction_label(shown)})", ""]
-    out += family_table(task_frame, dataset, task, metric, shown, groups, golds, groupings, tests)
-    out += ["", controls_text(metric), ""]
+    out += tables(shown)
+    out += ["", controls_text(metric), "", relational_text(), ""]
+    tuned = tuning_table(task_frame, metric, shown, groups)
+    if tuned:
+        out += [f"### {VARIANT_TABLES[TUNING].heading}", "", *tuned, "", tuning_text(metric), ""]
     if others:
         out += [f"<details><summary>Other fractions: {', '.join(fraction_label(f) for f in others)}</summary>", ""]
         for fraction in others:
             out += [f"**{fraction_label(fraction)}**", ""]
-            out += family_table(task_frame, dataset, task, metric, fraction, groups, golds, groupings, tests) + [""]
+            out += tables(fraction) + [""]
         out += ["</details>", ""]
     return out
 
@@ -503,7 +600,9 @@ def render_dataset(
     out += dataset_notes(dataset)
     for backbone, group in frame.groupby("backbone"):
         out += [f"## Backbone: {backbone}", ""]
-        plain, varied = group[group.variant == ""], group[group.variant != ""]
+        # Settings tried on dev show their dev scores only (``tuning_table``): their test scores are kept off the page.
+        tried = group["variant"].map(variant_table) == TUNING
+        plain, varied = group[group.variant == ""], group[(group.variant != "") & ~tried]
         if not plain.empty:
             shown = paper_only_tasks(dataset_class, tasks, plain, references)
             out += main_table(plain, tasks + shown, main_metric, references, comparisons)
