@@ -113,7 +113,7 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
         == "zeroed: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0]"
     )  # a variant's control: <variant>-zeroed
     assert table_row(lines, "kam [t20k-zeroed]")[7:] == ["(control)"] * 2 + ["(control) |"]
-    assert table_row(lines, "kam [t20k]")[9] == "— |"  # zeroed alone tells links from relations not
+    assert table_row(lines, "kam [t20k]")[9] == "links only |"  # knowledge used against zeroed: its linked entities
     assert any(line.startswith("Knowledge used = the method's accuracy minus") for line in lines)
 
     glue = tmp_path / "glue-results"

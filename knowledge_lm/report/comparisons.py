@@ -101,7 +101,9 @@ VARIANT_TABLES = {
 WORLDS = {"": "2k world", "t20k": "20k statements", "confirm": "confirmation world"}
 
 RELATION_BLIND = ("kam", "kam+kg")  # their maps read no relation label: the relations-permuted control is not run
-LINK_CONTROLS = ("shuffled", "test-shuffled")  # knowledge used against these: the method uses the links
+# Knowledge used against these: the method uses its linked entities' knowledge (zeroed: any of it; the shuffled
+# controls keep each entity's type, so only zeroed shows a method that reads types alone).
+LINK_CONTROLS = ("shuffled", "test-shuffled", "zeroed")
 RELATION_CONTROL = "relations-permuted"  # knowledge used against it: the method uses the relation labels
 HOP_GROUPS = ("one_hop", "two_hop")  # one of them above chance: the method answers relational claims
 
@@ -695,7 +697,7 @@ def relational_verdict(tests: PageTests, row: tuple, cell_method: str) -> str:
     """Whether a method uses relational facts, from the page's corrected tests (``tests``) of its row ``row`` =
     ``(backbone, task, method, variant, fraction)``: "relational facts" where knowledge used against the
     relations-permuted control on the families that need the graph is ✓ and one_hop or two_hop is above chance;
-    "links only" where not, but knowledge used against shuffled or test-shuffled links is ✓ (also for a method
+    "links only" where not, but knowledge used against one of ``LINK_CONTROLS`` is ✓ (also for a method
     relation-blind by construction, ``RELATION_BLIND``); "too few seeds" where a test that decides has fewer than
     ``MIN_SEEDS`` seed pairs; "no" otherwise; — where none of those controls ran."""
     blind = cell_method in RELATION_BLIND

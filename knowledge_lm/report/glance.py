@@ -140,8 +140,9 @@ def relational_section(dataset: str, verdicts: dict[tuple, str], by_backbone: bo
         '"uses relational facts", read from that page\'s tests (seed level, corrected with the page): '
         '"relational facts" = knowledge used against the relations-permuted control (the same edges, relation labels '
         'permuted) is ✓ on the families that need the graph and one_hop or two_hop is above chance; "links only" = '
-        "knowledge used against shuffled (or test-shuffled) links is ✓ but not against relations-permuted (or the "
-        'method reads no relation label); "too few seeds" = a deciding test has n < '
+        "knowledge used against shuffled or test-shuffled links, or against zeroed knowledge, is ✓ (the method uses "
+        "its linked entities, e.g. their types) but not against relations-permuted (or the method reads no "
+        'relation label); "too few seeds" = a deciding test has n < '
         f'{MIN_SEEDS}; "no" otherwise; — = not run.',
         "",
         "| method | " + " | ".join(WORLDS[world] for world in worlds) + " |",

@@ -373,7 +373,8 @@ def relational_text() -> str:
         '"uses relational facts", per world: "relational facts" where knowledge used against '
         f"{RELATION_CONTROL} (on the families that need the graph) is ✓ and {' or '.join(HOP_GROUPS)} is above "
         'chance; "links only" where not, but knowledge used against '
-        f"{' or '.join(LINK_CONTROLS)} links is ✓, or the method reads no relation label "
+        f"{' or '.join(LINK_CONTROLS)} is ✓ (the method uses its linked entities, e.g. their types), whether or not "
+        "it reads relation labels "
         f'({", ".join(RELATION_BLIND)}: relation-blind by construction, {RELATION_CONTROL} not run); "too few '
         f'seeds" where a test that decides has fewer than {MIN_SEEDS} seed pairs; "no" otherwise; — where none of '
         "those controls ran. Every test is the page's own, corrected with it."
