@@ -199,7 +199,7 @@ def test_klm_cell_runs_one_cell_in_process_and_refuses_a_wider_selection(tmp_pat
         "--runs-dir",
         str(tmp_path / "runs"),
     ]
-    assert main(common) == 2 and "the selection has 6" in capsys.readouterr().err
+    assert main(common) == 2 and "the selection has 5" in capsys.readouterr().err
     assert main(common + ["--fractions", "0.01", "--seeds", "1", "--set", "max_steps=2", "--set", "evaluations=1"]) == 0
     [result] = load_results(tmp_path / "results")
     assert result["cell"]["fraction"] == 0.01 and result["budget"]["max_steps"] == 2

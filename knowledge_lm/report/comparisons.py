@@ -430,6 +430,7 @@ def seed_score(
     None where it has neither."""
     if groups is None:
         return float(cell.value)
+    groups = sorted(groups)  # a fixed order of summation: a set's order changes with the process's hash seed
     by_group = cell.by_group if isinstance(cell.by_group, dict) else {}
     if all(metric in by_group.get(group, {}) for group in groups):
         if len(groups) == 1:
