@@ -147,7 +147,8 @@ def duration_text(seconds: float) -> str:
 def print_plan(sweeps, results_dir: Path, runs_dir: Path, jobs: int, rerun_without_predictions: bool, only=None):
     """``klm bench --dry-run``: each sweep's cells, what a run would do with them (run, or leave: done, running
     elsewhere) and the expected wall time of each to run (``estimated_seconds``: the median of stored cells of its
-    dataset, task, method and fraction, on its backbone where there are some; else unknown); then the totals."""
+    dataset, task, method and fraction, of the variants nearest its own, on its backbone where there are some; else
+    unknown); then the totals."""
     wall_times = stored_wall_times(results_dir)
     total = {"cells": 0, "done": 0, "elsewhere": 0, "run": 0, "unknown": 0, "seconds": 0.0}
     for sweep in sweeps:

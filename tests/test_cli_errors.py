@@ -233,6 +233,24 @@ def test_bench_dry_run_lists_the_plan_without_torch_or_training(tmp_path):
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["f0.1-s1.json", "f1-s1.json", "f1-s3.json"]
 
 
+def test_a_variants_estimate_comes_from_the_variants_nearest_it():
+    """A variant's own stored cells first; else those of the variant its name extends and its siblings (the same
+    data size: t20k-zeroed for t20k-relations-permuted); else every variant's; another backbone's only as a last
+    resort, and said so."""
+    from knowledge_lm.results import Cell
+    from knowledge_lm.run.runner import estimated_seconds
+
+    times = {("generated", "facts", "knowbert", 1.0): {"minilm": {"": [40.0], "t20k": [200.0], "t20k-zeroed": [220.0]}}}
+
+    def estimate(variant, backbone="minilm"):
+        return estimated_seconds(Cell("knowbert", "generated", "facts", 1.0, 1, backbone, variant), times)
+
+    assert estimate("") == (40.0, True)
+    assert estimate("t20k-relations-permuted") == (210.0, True)  # t20k and t20k-zeroed, not the 2k cells
+    assert estimate("relations-permuted") == (200.0, True)  # no stored world of that name: every variant
+    assert estimate("t20k", "tiny") == (200.0, False)
+
+
 def test_bench_dry_run_of_a_config_and_a_table_imports_no_torch(tmp_path):
     """A table's configs set method options, whose check imports the methods: the dry run does not run it."""
     write(

@@ -130,24 +130,47 @@ def wall_time_key(cell: dict) -> tuple:
     return cell["dataset"], cell["task"], cell["method"], round(float(cell["fraction"]), 6)
 
 
-def stored_wall_times(results_dir: Path) -> dict[tuple, dict[str, list[float]]]:
-    """The wall times (``wall_time_s``) of the store's finished cells by ``wall_time_key``, then backbone label."""
+def stored_wall_times(results_dir: Path) -> dict[tuple, dict[str, dict[str, list[float]]]]:
+    """The wall times (``wall_time_s``) of the store's finished cells by ``wall_time_key``, then backbone label, then
+    variant."""
     times = {}
     for _, result in result_files(results_dir) if Path(results_dir).is_dir() else ():
         if isinstance(result["wall_time_s"], (int, float)) and not isinstance(result["wall_time_s"], bool):
             by_backbone = times.setdefault(wall_time_key(result["cell"]), {})
-            by_backbone.setdefault(result["cell"]["backbone"], []).append(float(result["wall_time_s"]))
+            by_variant = by_backbone.setdefault(result["cell"]["backbone"], {})
+            by_variant.setdefault(result["cell"].get("variant", ""), []).append(float(result["wall_time_s"]))
     return times
 
 
-def estimated_seconds(cell: Cell, wall_times: dict[tuple, dict[str, list[float]]]) -> tuple[float, bool] | None:
+def nearest_variants(variant: str, stored: dict[str, list[float]]) -> list[float]:
+    """The stored wall times most like ``variant``'s: its own; else those of the variant its name extends and of
+    that variant's other extensions (``t20k-relations-permuted``: ``t20k``, ``t20k-zeroed``, ..., the same data size);
+    else every variant's."""
+    if stored.get(variant):
+        return stored[variant]
+    world = variant.split("-")[0]
+    if variant != world and world in stored:
+        alike = [seconds for name, times in stored.items() if name.split("-")[0] == world for seconds in times]
+        if alike:
+            return alike
+    return [seconds for times in stored.values() for seconds in times]
+
+
+def estimated_seconds(
+    cell: Cell, wall_times: dict[tuple, dict[str, dict[str, list[float]]]]
+) -> tuple[float, bool] | None:
     """A cell's expected wall time and whether it is of its own backbone: the median of the stored cells of its
-    ``wall_time_key`` on its backbone, else on any backbone (``False``); None where none is stored."""
+    ``wall_time_key`` on its backbone, else on any backbone (``False``), of the variants nearest its own
+    (``nearest_variants``); None where none is stored."""
     by_backbone = wall_times.get(wall_time_key(cell.__dict__), {})
-    own = by_backbone.get(cell.backbone_label)
+    own = nearest_variants(cell.variant, by_backbone.get(cell.backbone_label, {}))
     if own:
         return statistics.median(own), True
-    others = [seconds for times in by_backbone.values() for seconds in times]
+    merged = {}
+    for by_variant in by_backbone.values():
+        for name, times in by_variant.items():
+            merged.setdefault(name, []).extend(times)
+    others = nearest_variants(cell.variant, merged)
     return (statistics.median(others), False) if others else None
 
 
