@@ -765,20 +765,21 @@ BACKGROUND_SERVER_IDLE_MINUTES = 10
 
 def main(argv=None) -> int:
     """``klm``'s entry point. Run as the program (``argv`` None), a command goes to a running ``klm serve`` of this
-    code and environment where there is one, already imported; where there is none, ``klm bench`` runs here and
-    starts one in the background for the runs after it (unless ``KLM_SERVE=0``)."""
+    code and environment where there is one, already imported; where there is none, ``klm bench`` runs here, and
+    starts one in the background for the runs after it only where asked (``KLM_SERVE=1``): nothing keeps running
+    after a command unless the user opts in."""
     as_program = argv is None and sys.argv[1:2] and sys.argv[1] not in NOT_FORWARDED and not forked_by_server()
     if as_program:
         code = forward(sys.argv[1:])
         if code is not None:
             return code
     args = build_parser().parse_args(argv)  # --help and argument errors end here, before any server starts
-    if as_program and args.command == "bench" and not args.dry_run and os.environ.get("KLM_SERVE", "1") != "0":
+    if as_program and args.command == "bench" and not args.dry_run and os.environ.get("KLM_SERVE", "0") == "1":
         log = start_in_background(BACKGROUND_SERVER_IDLE_MINUTES)
         if log is not None:
             print(
                 f"klm: started klm serve in the background for later runs ({BACKGROUND_SERVER_IDLE_MINUTES} idle "
-                f"minutes; log {log}; KLM_SERVE=0 to run without)",
+                f"minutes; log {log}; unset KLM_SERVE to run without)",
                 file=sys.stderr,
             )
     try:

@@ -37,6 +37,21 @@ def klm(*arguments: str, flags: tuple = ()) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
+def test_bench_leaves_nothing_running_unless_asked():
+    """Without KLM_SERVE=1 a `klm bench` starts no server: `make bench` then `make test` finds none."""
+    environment = {name: value for name, value in os.environ.items() if name != "KLM_SERVE"}
+    done = subprocess.run(
+        [sys.executable, "-m", "knowledge_lm.cli", "bench", "--dataset", "no-such-dataset"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=environment,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "no-such-dataset" in done.stderr
+    assert "started klm serve" not in done.stderr and not socket_path(server_key()).exists()
+
+
 @pytest.fixture(scope="module")
 def server():
     """A ``klm serve`` of this code and environment, started as ``klm bench`` starts one where none runs; its pid.
