@@ -434,7 +434,7 @@ def seed_score(
     by_group = cell.by_group if isinstance(cell.by_group, dict) else {}
     if all(metric in by_group.get(group, {}) for group in groups):
         if len(groups) == 1:
-            return float(by_group[next(iter(groups))][metric])
+            return float(by_group[groups[0]][metric])
         weights = [by_group[group].get("examples") for group in groups]
         if all(weights):
             return sum(by_group[g][metric] * w for g, w in zip(groups, weights)) / sum(weights)
@@ -557,7 +557,7 @@ def control_cells(
     return found
 
 
-def knowledge_delta(
+def knowledge_interval(
     ours: pd.DataFrame,
     control: pd.DataFrame,
     dataset: str,
@@ -566,42 +566,28 @@ def knowledge_delta(
     golds: dict[str, list],
     groupings: dict[str, list[str]],
     groups=None,
-) -> dict | None:
-    """The method's ``metric`` minus its control's over the seeds both ran: ``delta``, the mean over those seeds,
-    and where both kept predictions of the same gold, ``interval``: the paired bootstrap's 95 % interval of Δ over
-    the examples (``knowledge_lm.report.bootstrap.paired_bootstrap``). ``groups``: only the examples of those groups
-    (then None without kept predictions); None: the whole split. None where they share no seed."""
+) -> list[float] | None:
+    """The paired bootstrap's 95 % interval over the examples (``knowledge_lm.report.bootstrap.paired_bootstrap``) of
+    the method's ``metric`` minus its control's, over the seeds both ran, where all of them kept predictions of the
+    same gold; ``groups``: only the examples of those groups; None: the whole split. None where they share no seed or
+    did not keep such predictions."""
     seeds = sorted(set(ours["seed"]) & set(control["seed"]))
     if not seeds:
         return None
     ours, control = (cells.set_index("seed").loc[seeds].reset_index() for cells in (ours, control))
     kept = shared_kept(pd.concat([ours, control]), grouped=groups is not None)
     if kept is None:
-        return (
-            None
-            if groups is not None
-            else {"delta": float((ours["value"] - control["value"]).mean()), "interval": None}
-        )
-    gold = golds[kept[0]]
-    members = None if groups is None else members_of(groupings[kept[1]], groups)
-    if groups is None:
-        delta = float((ours["value"] - control["value"]).mean())
-    else:
-        delta = sum(
-            subset_score(dataset, task, metric, mine, gold, members)
-            - subset_score(dataset, task, metric, theirs, gold, members)
-            for mine, theirs in zip(ours["predictions"], control["predictions"])
-        ) / len(seeds)
+        return None
     resampled = paired_bootstrap(
         dataset,
         task,
         metric,
-        gold,
+        golds[kept[0]],
         [Path(path) for path in ours["predictions"]],
         [Path(path) for path in control["predictions"]],
-        examples=members,
+        examples=None if groups is None else members_of(groupings[kept[1]], groups),
     )
-    return {"delta": delta, "interval": resampled["delta_interval"] if resampled else None}
+    return resampled["delta_interval"] if resampled else None
 
 
 def knowledge_test(
@@ -639,16 +625,12 @@ def knowledge_verdict(found: dict) -> str:
     return "not significant"
 
 
-def knowledge_used_text(found: dict, resampled: dict | None) -> str:
+def knowledge_used_text(found: dict, examples_interval: list[float] | None) -> str:
     """A knowledge-used test as a page says it: Δ, its interval over seeds, n, q, the verdict, and the paired bootstrap
-    interval over the examples (``knowledge_delta``) beside it."""
+    interval over the examples (``knowledge_interval``) beside it."""
     seeds = MISSING if found["interval"] is None else interval_text(found["interval"])
     q = MISSING if found["q"] is None else f"{found['q']:.3f}"
-    examples = (
-        "no kept predictions"
-        if resampled is None or resampled["interval"] is None
-        else f"examples {interval_text(resampled['interval'])}"
-    )
+    examples = "no kept predictions" if examples_interval is None else f"examples {interval_text(examples_interval)}"
     return f"{found['delta']:+.1f} {seeds} (n={found['n']}, q={q}) {knowledge_verdict(found)}; {examples}"
 
 
@@ -680,8 +662,8 @@ def knowledge_used(
         found = used.get((backbone, task, method, variant, fraction, name, scope))
         if found is None:
             continue
-        resampled = knowledge_delta(cells, control, dataset, task, metric, golds, groupings, groups)
-        parts.append(f"{name}: {knowledge_used_text(found, resampled)}")
+        interval = knowledge_interval(cells, control, dataset, task, metric, golds, groupings, groups)
+        parts.append(f"{name}: {knowledge_used_text(found, interval)}")
     if relation_blind_here(frame, cells["cell_method"].iloc[0], variant):
         parts.append(f"{RELATION_CONTROL}: relation-blind by construction")
     return "<br>".join(parts) or MISSING
