@@ -36,6 +36,10 @@ drawn uniformly, each to a uniformly drawn run of as many words of its text, fir
 overlap no span of the text (where it was or where it now is), else among those that overlap no span
 where it now is and start elsewhere; a span with no such run, or covering no whole word, stays. A span
 covers the words wholly inside it; it moves as that many words, its other fields kept.
+
+**Permuted relations** (the counterfactual of a graph's relation labels). ``permute_relations`` keeps every
+(head, tail) edge and gives the edges the same relations, in a seeded permutation, so that relation frequencies
+stay and no edge need keep its own.
 """
 
 import random
@@ -199,3 +203,12 @@ def relocate_spans(words: list[list[tuple[int, int]]], spans: list[list[tuple]],
             taken.update(run)
             relocated[text][number] = (text_words[run.start][0], text_words[run[-1]][1], *span[2:])
     return relocated
+
+
+def permute_relations(triples, rng: random.Random, keep=()) -> list[tuple[str, str, str]]:
+    """``triples`` with the relations of the edges whose relation is not in ``keep`` permuted over those edges by
+    ``rng`` (in the triples' order); the edges, their order and the ``keep`` edges stay."""
+    pids = [pid for _, pid, _ in triples if pid not in keep]
+    rng.shuffle(pids)
+    permuted = iter(pids)
+    return [(head, pid if pid in keep else next(permuted), tail) for head, pid, tail in triples]

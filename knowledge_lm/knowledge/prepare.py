@@ -163,14 +163,14 @@ def relations_permuted_kg(kg_dir: Path, seed: int, cache_dir: Path) -> Path:
     (entities, relation names) are copied as they are. Written to the cache once, named by its content."""
     from knowledge_lm.data.io import find_file
     from knowledge_lm.knowledge.kg import INSTANCE_OF, TRIPLES_FILE, read_triples
+    from knowledge_lm.knowledge.noise import permute_relations
 
     triples_path = find_file(kg_dir, TRIPLES_FILE)
     if triples_path is None:
         raise KlmError(f"{kg_dir}: no {TRIPLES_FILE} or {TRIPLES_FILE}.gz to permute the relations of")
-    triples = read_triples(triples_path)
-    pids = [pid for _, pid, _ in triples if pid != INSTANCE_OF]
-    random.Random(f"permute_relations/{seed}").shuffle(pids)
-    permuted = iter(pids)
+    triples = permute_relations(
+        read_triples(triples_path), random.Random(f"permute_relations/{seed}"), keep=(INSTANCE_OF,)
+    )
     staging = Path(cache_dir) / "kg" / f"{kg_dir.name}-relations-permuted.tmp{os.getpid()}"
     staging.mkdir(parents=True, exist_ok=True)
     for path in Path(kg_dir).iterdir():
@@ -178,8 +178,7 @@ def relations_permuted_kg(kg_dir: Path, seed: int, cache_dir: Path) -> Path:
             shutil.copyfile(path, staging / path.name)
     with open(staging / TRIPLES_FILE, "w", encoding="utf-8") as handle:
         handle.write("head_qid\trelation_pid\ttail_qid\n")
-        for head, pid, tail in triples:
-            handle.write(f"{head}\t{pid if pid == INSTANCE_OF else next(permuted)}\t{tail}\n")
+        handle.writelines(f"{head}\t{pid}\t{tail}\n" for head, pid, tail in triples)
     return stored_kg(staging, f"{kg_dir.name}-relations-permuted", cache_dir)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from knowledge_lm.data.generated import FACT_TEMPLATES, GeneratedData, GeneratorKnobs, generate
 from knowledge_lm.data.io import default_cache_dir
+from knowledge_lm.knowledge.noise import permute_relations
 
 ORACLES = ("rule", "adjacency", "distance", "transe_permuted", "kg_text_order")
 RELATION_BLIND = ("adjacency", "distance", "transe_permuted", "kg_text_order")
@@ -156,9 +157,7 @@ class PermutedGraph:
     """The graph's triples with their relation labels permuted over the edges (seeded): what TransE trains on."""
 
     def __init__(self, kg, seed: int):
-        pids = [pid for _, pid, _ in kg.triples]
-        random.Random(f"knowledge-lm/sanity:{seed}").shuffle(pids)
-        self.triples = [(head, pid, tail) for (head, _, tail), pid in zip(kg.triples, pids)]
+        self.triples = permute_relations(kg.triples, random.Random(f"knowledge-lm/sanity:{seed}"))
         self.pid_of = {name: pid for pid, name in kg.relations.items()}
 
 
