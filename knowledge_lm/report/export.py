@@ -19,7 +19,7 @@ from knowledge_lm.registry import DATASETS
 from knowledge_lm.report.comparisons import page_tests, verdict
 from knowledge_lm.report.frame import page_rows, seed_cells
 from knowledge_lm.report.leaderboard import DEFAULT_BACKBONES, page_frame, results_by_dataset
-from knowledge_lm.report.protocol import comparable, current_protocol
+from knowledge_lm.report.protocol import current_protocol, summarised
 from knowledge_lm.results import result_files, write_file_atomic
 
 DEFAULT_EXPORT_DIR = Path("leaderboards") / "data"
@@ -60,8 +60,8 @@ def number(value) -> float | None:
 def seeds_summary(cells: pd.DataFrame) -> dict:
     """Mean, std and n of one group of seeds as the page's ``seeds_text`` takes them: over the non-degenerate cells,
     over all of them where every one is degenerate."""
-    degenerate = int((cells["degenerate"] != "").sum())
-    values = (cells if degenerate == len(cells) else comparable(cells))["value"]
+    kept, degenerate = summarised(cells)
+    values = kept["value"]
     return {
         "mean": number(values.mean()),
         "std": number(values.std(ddof=1)) if len(values) > 1 else None,

@@ -67,6 +67,7 @@ from knowledge_lm.report.protocol import (
     degenerate_text,
     dropped_cells,
     protocol_text,
+    summarised,
     versions_text,
 )
 from knowledge_lm.report.references import (
@@ -90,11 +91,10 @@ def seeds_text(cells: pd.DataFrame) -> tuple[float, str, bool]:
     """``(mean, text, counts for best)`` of one group of seeds (rows of one metric): ``summary`` of the values of its
     non-degenerate cells, then ⊘k where k degenerate cells were left out; a group all of them degenerate says so
     (with their values) and is never the best."""
-    degenerate = int((cells["degenerate"] != "").sum())
+    kept, degenerate = summarised(cells)
+    mean, text = summary(kept["value"])
     if degenerate == len(cells):
-        mean, text = summary(cells["value"])
         return mean, f"{degenerate_group_text(cells)}: {text}", False
-    mean, text = summary(comparable(cells)["value"])
     return mean, text + (f"{DEGENERATE_MARK}{degenerate}" if degenerate else ""), True
 
 

@@ -62,6 +62,13 @@ def comparable(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["degenerate"] == ""]
 
 
+def summarised(cells: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The cells of one group of seeds whose values its mean and std are of, and how many of its cells are
+    degenerate: the non-degenerate ones, or every one where all of them are."""
+    degenerate = int((cells["degenerate"] != "").sum())
+    return (cells if degenerate == len(cells) else comparable(cells)), degenerate
+
+
 def degenerate_cells(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["degenerate"] != ""].drop_duplicates(CELL_COLUMNS)
 
