@@ -24,7 +24,7 @@ import pandas as pd
 from scipy.stats import false_discovery_control, ttest_1samp
 
 from knowledge_lm.report.bootstrap import LEVEL, bootstrap_interval, paired_bootstrap, task_scorer
-from knowledge_lm.report.frame import MISSING, by_seed, interval_text, kept_run, page_rows, seed_cells
+from knowledge_lm.report.frame import MISSING, by_seed, interval_text, kept_run, p_text, page_rows, seed_cells
 from knowledge_lm.report.protocol import comparable
 from knowledge_lm.report.sanity import CONFIRM_SEED
 
@@ -629,7 +629,7 @@ def knowledge_used_text(found: dict, examples_interval: list[float] | None) -> s
     """A knowledge-used test as a page says it: Δ, its interval over seeds, n, q, the verdict, and the paired bootstrap
     interval over the examples (``knowledge_interval``) beside it."""
     seeds = MISSING if found["interval"] is None else interval_text(found["interval"])
-    q = MISSING if found["q"] is None else f"{found['q']:.3f}"
+    q = p_text(found["q"])
     examples = "no kept predictions" if examples_interval is None else f"examples {interval_text(examples_interval)}"
     return f"{found['delta']:+.1f} {seeds} (n={found['n']}, q={q}) {knowledge_verdict(found)}; {examples}"
 

@@ -285,5 +285,10 @@ def interval_text(interval: list[float]) -> str:
     return f"[{low:+.1f}, {high:+.1f}]"
 
 
+def p_text(value: float | None) -> str:
+    """A p or q as the pages print it: three decimals, — where there is none."""
+    return MISSING if value is None else f"{value:.3f}"
+
+
 def fraction_label(fraction: float) -> str:
     return f"{fraction * 100:g}%"

@@ -52,6 +52,7 @@ from knowledge_lm.report.frame import (
     fraction_label,
     full_data_spectra,
     interval_text,
+    p_text,
     page_rows,
     row_label,
     seed_cells,
@@ -229,8 +230,6 @@ def comparison_table(
                 )
                 continue
             spread = f" ± {found['std']:.1f}" if found["std"] is not None else ""
-            p_text = MISSING if found["p"] is None else f"{found['p']:.3f}"
-            q_text = MISSING if found["q"] is None else f"{found['q']:.3f}"
             seeds_interval = MISSING if found["interval"] is None else interval_text(found["interval"])
             resampled = bootstrap_comparison(comparable(task_frame), method, fraction, task, metric, golds)
             interval, p_boot = MISSING, MISSING
@@ -239,7 +238,8 @@ def comparison_table(
                 p_boot = f"{resampled['p_not_better' if found['delta'] > 0 else 'p_not_worse']:.4f}"
             lines.append(
                 f"| {method} | {fraction_label(fraction)} | {found['delta']:+.1f}{spread} | {seeds_interval} | "
-                f"{found['n']} | {found['excluded']} | {p_text} | {q_text} | {interval} | {p_boot} | {verdict(found)} |"
+                f"{found['n']} | {found['excluded']} | {p_text(found['p'])} | {p_text(found['q'])} | {interval} | "
+                f"{p_boot} | {verdict(found)} |"
             )
     return lines if len(lines) > 4 else []
 
@@ -481,11 +481,9 @@ def overall_table(tests: PageTests, backbone: str) -> list[str]:
     ]
     for method, found in found_by_method.items():
         interval = MISSING if found["interval"] is None else interval_text(found["interval"])
-        p = MISSING if found["p"] is None else f"{found['p']:.3f}"
-        q = MISSING if found["q"] is None else f"{found['q']:.3f}"
         lines.append(
             f"| {method} | {', '.join(found['tasks'])} | {found['delta']:+.1f}{significance_mark(found)} | "
-            f"{interval} | {found['n']} | {p} | {q} | {verdict(found)} |"
+            f"{interval} | {found['n']} | {p_text(found['p'])} | {p_text(found['q'])} | {verdict(found)} |"
         )
     return lines + [""]
 
