@@ -24,6 +24,7 @@ from knowledge_lm.run.config import (
     check_data_dir,
     check_method_options,
     dataset_defaults,
+    parse_fractions,
     read_sweep_yaml,
     validate_sweep,
 )
@@ -64,8 +65,14 @@ def sweep_from_args(args):
             raw[option] = getattr(args, option).split(",")
     if args.fractions:
         raw["fractions"] = args.fractions
+        if isinstance(raw.get("fraction_seeds"), dict):
+            wanted = set(parse_fractions(args.fractions))
+            raw["fraction_seeds"] = {
+                f: seeds for f, seeds in raw["fraction_seeds"].items() if parse_fractions([f])[0] in wanted
+            } or None
     if args.seeds:
         raw["seeds"] = args.seeds
+        raw.pop("fraction_seeds", None)  # seeds typed on the command line apply to every fraction
     if args.backbone:
         raw["backbone"] = args.backbone
     return validate_sweep(raw, where)

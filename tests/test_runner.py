@@ -7,6 +7,7 @@ import time
 import pytest
 from helpers import stored_result
 
+from knowledge_lm.errors import KlmError
 from knowledge_lm.run.config import validate_sweep
 from knowledge_lm.run.runner import cell_spec, cell_state, run_sweep, spec_command, sweep_cells
 
@@ -272,3 +273,22 @@ def test_training_losses_are_logged_every_log_every_n_steps():
         99,
     ]
     assert logs_this_step(SimpleNamespace(_trainer=None, global_step=3))  # outside a trainer: always
+
+
+def test_fraction_seeds_give_a_fraction_its_own_seeds():
+    sweep = validate_sweep(
+        {
+            "dataset": "generated",
+            "methods": ["baseline"],
+            "fractions": [0.1, 1.0],
+            "seeds": [1, 2, 3],
+            "fraction_seeds": {1: [1, 2, 3, 4, 5]},
+        },
+        "test",
+    )
+    seeds = {}
+    for cell in sweep_cells(sweep):
+        seeds.setdefault(cell.fraction, []).append(cell.seed)
+    assert seeds == {0.1: [1, 2, 3], 1.0: [1, 2, 3, 4, 5]}
+    with pytest.raises(KlmError, match="fraction_seeds names fraction 0.5"):
+        validate_sweep({"dataset": "generated", "methods": ["baseline"], "fraction_seeds": {0.5: [1]}}, "test")

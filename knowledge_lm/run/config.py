@@ -214,6 +214,7 @@ SWEEP_KEYS = {
     "variants",
     "description",
     "method_backbones",
+    "fraction_seeds",
 }
 
 
@@ -237,10 +238,15 @@ class Sweep:
     # method → its own backbone (e.g. each ERICA ablation fine-tunes the checkpoint pretrained with its
     # objectives); the others use ``backbone``.
     method_backbones: dict = field(default_factory=dict)
+    # fraction → its own seeds (e.g. 5 seeds at 100 %, the sweep's ``seeds`` elsewhere).
+    fraction_seeds: dict = field(default_factory=dict)
     source: str = ""  # where the sweep was read from (its file), for error messages
 
     def backbone_for(self, method: str) -> str:
         return self.method_backbones.get(method, self.backbone)
+
+    def seeds_for(self, fraction: float) -> list[int]:
+        return self.fraction_seeds.get(fraction, self.seeds)
 
     def variant_options(self, variant: str) -> dict:
         overrides = {k: v for k, v in self.variants[variant].items() if k != "method_options"}
@@ -355,6 +361,15 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
         if strays:
             raise KlmError(f"{where}: method_backbones names method(s) {', '.join(strays)} the sweep does not run")
         sweep.method_backbones = {method: check_backbone_name(name) for method, name in backbones.items()}
+    if raw.get("fraction_seeds") is not None:
+        by_fraction = raw["fraction_seeds"]
+        if not isinstance(by_fraction, dict) or not by_fraction:
+            raise KlmError(f"{where}: fraction_seeds must map fractions to seed lists, e.g. {{1.0: [1, 2, 3, 4, 5]}}")
+        for fraction, seeds in by_fraction.items():
+            (parsed,) = parse_fractions([fraction])
+            if parsed not in sweep.fractions:
+                raise KlmError(f"{where}: fraction_seeds names fraction {fraction} the sweep does not run")
+            sweep.fraction_seeds[parsed] = parse_seeds(seeds)
     if raw.get("variants") is not None:
         variants = raw["variants"]
         if (

@@ -50,7 +50,7 @@ def sweep_cells(sweep: Sweep) -> list[Cell]:
         for method in sweep.methods
         for task in sweep.tasks
         for fraction in sweep.fractions
-        for seed in sweep.seeds
+        for seed in sweep.seeds_for(fraction)
     ]
 
 
