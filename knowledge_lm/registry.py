@@ -162,7 +162,7 @@ class Registry:
         node = source.classes[found.name]
         body_values = assigned_values(node.body)
         if attribute in body_values:
-            return static_value(body_values[attribute], source)
+            return self.static_expression(body_values[attribute], source)
         if node.keywords:
             return UNKNOWN  # a metaclass may supply it
         for base in node.bases:
@@ -175,6 +175,16 @@ class Registry:
             if value is not ABSENT:
                 return value
         return ABSENT
+
+    def static_expression(self, node, source: ModuleSource):
+        """``static_value`` of an expression of ``source``, where a bare name may also be a constant the module
+        imports from another module of the project (``from knowledge_lm.tasks.multiple_choice import NO_KNOWLEDGE``)."""
+        if isinstance(node, ast.Name) and node.id not in source.constants and node.id in source.imported:
+            module, _, name = source.imported[node.id].rpartition(".")
+            imported = self.source(module)
+            if imported is not None and name in imported.constants:
+                return self.static_expression(imported.constants[name], imported)
+        return static_value(node, source)
 
     def resolve_class(self, source: ModuleSource, name: str) -> StaticClass | None:
         """Where a name used as a base class in ``source`` is defined: the same module, or the module it
@@ -258,3 +268,13 @@ METHODS = Registry("method", "knowledge_lm.methods")
 DATASETS = Registry("dataset", "knowledge_lm.data")
 register_method = METHODS.register
 register_dataset = DATASETS.register
+
+
+def cannot_run(method: str, dataset: str) -> str | None:
+    """Why ``method`` cannot run on ``dataset``, in one line, or None where it can: a method that reads knowledge
+    features (its class's ``needs_knowledge``) on a dataset whose examples carry none (its ``no_knowledge`` says
+    why). Read from the source where literal there, so ``klm bench`` refuses the pair before importing anything and
+    the README gives the same reason for the cell it leaves empty."""
+    if not METHODS.class_attribute(method, "needs_knowledge"):
+        return None
+    return DATASETS.class_attribute(dataset, "no_knowledge") or None

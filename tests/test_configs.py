@@ -153,3 +153,22 @@ def test_method_backbones_give_each_method_its_own_backbone(tmp_path):
     assert backbones == {"baseline": "minilm", "erica-ed": "checkpoints/erica-ed-minilm"}
     with pytest.raises(KlmError, match="names method.s. erica-rd the sweep does not run"):
         validate_sweep({**raw, "method_backbones": {"erica-rd": "x"}}, "test")
+
+
+def test_a_pair_that_cannot_run_is_refused_with_its_reason_before_anything_is_imported(capsys):
+    import sys
+
+    from knowledge_lm.errors import KlmError
+    from knowledge_lm.registry import cannot_run
+    from knowledge_lm.run.config import validate_sweep
+
+    reason = cannot_run("knowbert", "cosmosqa")
+    assert reason.startswith("multiple choice: no knowledge features")
+    assert cannot_run("baseline", "cosmosqa") is None and cannot_run("erica", "cosmosqa") is None
+    assert cannot_run("kam", "glue") is None
+    with pytest.raises(KlmError) as raised:
+        validate_sweep({"dataset": "cosmosqa", "methods": ["baseline", "kam+si"]}, "sweep.yaml")
+    assert str(raised.value) == f"sweep.yaml: method 'kam+si' cannot run on cosmosqa: {reason}"
+    assert "\n" not in str(raised.value)
+    if "torch" not in sys.modules:  # run alone: the registry read the reason from source
+        assert "knowledge_lm.data.cosmosqa" not in sys.modules

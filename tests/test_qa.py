@@ -156,7 +156,7 @@ def test_multiple_choice_encodes_one_pair_per_choice_and_collates_flat(tokenizer
     batch = kind.collate(rows(encoded, 2), tokenizer)
     assert batch["input_ids"].shape == batch["attention_mask"].shape == (8, 48)
     assert batch["num_choices"] == 4 and batch["labels"].tolist() == [0, 2]
-    with pytest.raises(KlmError, match="knowledge features are not supported"):
+    with pytest.raises(KlmError, match="multiple choice: no knowledge features"):
         kind.texts(MC_RECORDS)
 
 

@@ -1,12 +1,16 @@
 """What a page says of its cells: the metric definitions it uses, its degenerate cells, its protocol and commits."""
 
+import json
+
 import pytest
 from test_leaderboard import dataset_page, fake_result
 from test_leaderboard_families import table_row
 
+from knowledge_lm.registry import cannot_run
 from knowledge_lm.report.comparisons import corrected, significance_mark, verdict
 from knowledge_lm.report.leaderboard import write_leaderboards
 from knowledge_lm.report.pages import metric_definitions
+from knowledge_lm.results import Cell, write_json_atomic
 
 
 def test_both_loose_macro_definitions_are_named():
@@ -146,12 +150,85 @@ def test_the_glance_page_gives_each_methods_corrected_delta_per_dataset(tmp_path
     glance = tmp_path / "leaderboards" / "README.md"
     assert glance in written
     lines = glance.read_text().splitlines()
-    assert "| method | [glue](glue.md) |" in lines
-    assert "| steady | +4.2 [+4.0, +4.4] (n=3) ↑ |" in lines
-    assert table_row(lines, "half")[1].startswith("-0.3 [") and table_row(lines, "half")[1].endswith(
-        "(n=3), 1 of 2 tasks |"
+    assert "| method | cosmosqa | fewrel | generated | [glue](glue.md) | openentity | redocred | semeval2010 |" in lines
+    # GLUE's cell: the mean of its tasks' means at 100 % (rte 61.0, cola 31.0), then the page's Δ and verdict.
+    assert table_row(lines, "baseline")[4] == "46.0 (n=3)"
+    assert table_row(lines, "steady")[4] == "50.2 (n=3)<br>Δ +4.2 [+4.0, +4.4] (n=3) ↑ better"
+    half = table_row(lines, "half")[4]
+    assert half.startswith("60.7 (n=3), 1 of 2 tasks<br>Δ -0.3 [") and half.endswith(
+        "too few seeds to tell, 1 of 2 tasks"
     )
     assert any("after the Benjamini–Hochberg correction of the dataset's own page" in line for line in lines)
     page = (tmp_path / "leaderboards" / "glue.md").read_text().splitlines()
     page = page[next(i for i, line in enumerate(page) if line.startswith("Against the baseline at 100 %")) :]
     assert table_row(page, "steady")[1:4] == ["cola, rte", "+4.2 ↑", "[+4.0, +4.4]"]  # the README's, from the page
+
+
+def glance_result(results, method, dataset, task, metric, seed, value, **extra):
+    """A cell's result on any dataset, at 100 % train (``fake_result``'s fields, ``extra`` added or replacing)."""
+    cell = Cell(method, dataset, task, 1.0, seed, "minilm")
+    result = json.loads(json.dumps(FAKE))
+    result["cell"] = {"method": method, "dataset": dataset, "task": task, "fraction": 1.0, "seed": seed}
+    result["cell"]["backbone"] = "minilm"
+    result["metrics"] = {"dev": {metric: value}}
+    write_json_atomic(cell.result_path(results), {**result, **extra})
+
+
+FAKE = {
+    "report_split": "dev",
+    "device": {"name": "Test GPU"},
+    "backbone": {"checksum": "abc", "path": None, "parameters": 22565376},
+    "git": {"commit": "0123456789abcdef"},
+    "wall_time_s": 60.0,
+    "data": {"subset_hash": "h", "train_size": 100},
+    "budget": {"max_steps": 10, "per_device_batch_size": 32},
+    "config": {},
+    "versions": {},
+}
+
+
+def test_the_readme_leaves_no_cell_unexplained(tmp_path):
+    results = tmp_path / "results"
+    for seed in (1, 2, 3):
+        glance_result(results, "baseline", "cosmosqa", "main", "accuracy", seed, 50.0 + seed)
+        glance_result(results, "baseline", "glue", "rte", "accuracy", seed, 60.0 + seed)
+        glance_result(results, "kam", "glue", "rte", "accuracy", seed, 61.0 + seed)
+    write_leaderboards(results, tmp_path / "leaderboards")
+    text = (tmp_path / "leaderboards" / "README.md").read_text()
+    assert "—" not in text  # every empty cell says why
+    lines = text.splitlines()
+    assert "Backbone: MiniLM-L6 (`minilm`, 22.6M parameters), against BERT-base's 110M in the papers" in text
+    assert "cannot be compared with these cells' scores" in text
+    methods = [line.split(" | ")[0][2:] for line in lines if line.startswith("| ")][1:]
+    assert methods == ["baseline", "kam", "kam+si", "knowbert", "knowbert+si", "knowbert+si+sr", "bert+sr", "erica"]
+    reason = cannot_run("knowbert", "cosmosqa")
+    assert table_row(lines, "knowbert")[1:3] == [reason, "not run yet"]
+    assert table_row(lines, "kam")[1] == reason
+    assert table_row(lines, "kam")[4].startswith("63.0 (n=3)<br>Δ +1.0 [+1.0, +1.0] (n=3)")
+    assert table_row(lines, "erica")[1] == "not run yet"  # it can run on multiple choice: no reason, not yet run
+    assert table_row(lines, "baseline")[1] == "52.0 (n=3)"
+
+
+def test_a_comparison_of_cells_on_two_card_models_says_so(tmp_path):
+    results = tmp_path / "results"
+    h100, h200 = {"name": "NVIDIA H100 80GB HBM3"}, {"name": "NVIDIA H200"}
+    for seed in (1, 2, 3):
+        glance_result(results, "baseline", "glue", "rte", "accuracy", seed, 60.0 + seed, device=h100)
+        glance_result(results, "mixed", "glue", "rte", "accuracy", seed, 62.0 + seed, device=h200)
+        glance_result(results, "alike", "glue", "rte", "accuracy", seed, 61.0 + seed, device=h100)
+    write_leaderboards(results, tmp_path / "leaderboards")
+    readme = (tmp_path / "leaderboards" / "README.md").read_text().splitlines()
+    assert table_row(readme, "mixed")[4].endswith("(cards: H100 + H200 mixed)")
+    assert "cards" not in table_row(readme, "alike")[4]
+    page = (tmp_path / "leaderboards" / "glue.md").read_text().splitlines()
+    compared = page[page.index("### rte: against the baseline (accuracy, paired by seed)") :]
+    assert table_row(compared, "mixed")[-1] == "better (cards: H100 + H200 mixed) |"
+    assert "cards" not in table_row(compared, "alike")[-1]
+    provenance = page[page.index("## Provenance") :]
+    assert provenance[2].startswith("Cards: H100 + H200 mixed. Each comparison whose cells ran on more than one")
+    header = provenance[4].split(" | ")
+    assert header[3:5] == ["card", "device"]
+    assert sorted(line.split(" | ")[3:5] for line in provenance[6:8]) == [
+        ["H100", "NVIDIA H100 80GB HBM3"],
+        ["H200", "NVIDIA H200"],
+    ]

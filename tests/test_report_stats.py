@@ -135,9 +135,9 @@ def test_the_readme_gives_the_verdict_of_the_page(tmp_path):
     for method in ("clear", "marginal", "none"):
         row = next(line for line in compared if line.startswith(f"| {method} | 100% |")).split(" | ")
         q, page_verdict = float(row[7]), row[10].rstrip(" |")
-        cell = table_row(readme, method)[1]
-        mark = "↑" if page_verdict == "better" else "↓" if page_verdict == "worse" else ""
-        assert cell.rstrip(" |").endswith(f"(n=5) {mark}".rstrip()), (method, cell, page_verdict)
+        cell = table_row(readme, method)[4]  # glue's column
+        mark = " ↑" if page_verdict == "better" else " ↓" if page_verdict == "worse" else ""
+        assert cell.rstrip(" |").endswith(f"(n=5){mark} {page_verdict}"), (method, cell, page_verdict)
         assert (q < 0.05) == bool(mark)
         main = next(line for line in page if line.startswith(f"| {method} |"))
         assert main.rstrip(" |").endswith(mark)

@@ -101,6 +101,9 @@ class TaskDataModule(pl.LightningDataModule):
     tasks: ClassVar[tuple[str, ...]]
     default_tasks: ClassVar[tuple[str, ...]] = ()
     split_origins: ClassVar[dict[str, str]] = {}  # split → what it is, as the pages' protocol line names it
+    # Why no example of the dataset can carry knowledge features, in one line (``knowledge_lm.registry.cannot_run``);
+    # None where they can.
+    no_knowledge: ClassVar[str | None] = None
     # The encodings a sweep worker keeps (``keep_encodings``), by their disk cache path (dataset, task, records,
     # tokenizer, maximum length); None: every set-up loads them from disk.
     kept_encodings: ClassVar[dict | None] = None

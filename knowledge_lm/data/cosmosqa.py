@@ -19,6 +19,7 @@ from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
 from knowledge_lm.data.io import find_file, open_text
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import register_dataset
+from knowledge_lm.tasks.multiple_choice import NO_KNOWLEDGE
 
 SPEC = TaskSpec("main", "multiple_choice", ("0", "1", "2", "3"), ("accuracy",), "accuracy")
 COLUMNS = ("id", "context", "question", "answer0", "answer1", "answer2", "answer3", "label")
@@ -90,6 +91,7 @@ class CosmosQADataModule(TaskDataModule):
         "test": "other paragraphs of Cosmos QA's labelled dev set",
     }
     tasks = ("main",)
+    no_knowledge = NO_KNOWLEDGE
 
     @classmethod
     def spec(cls, task: str) -> TaskSpec:

@@ -137,6 +137,9 @@ class TaskModel(pl.LightningModule):
     the class's ``options_class``)."""
 
     options_class: type[MethodOptions] = MethodOptions
+    # Whether the method reads a data module's knowledge features (``klm prepare``): it cannot run on a dataset
+    # whose examples carry none (``knowledge_lm.registry.cannot_run``).
+    needs_knowledge: bool = False
     # Whether training setting compile=auto replays this method's layers as CUDA graphs on a GPU: true only for
     # methods measured equal in metrics and faster that way (leaderboards/speed.md).
     cuda_graphs: bool = False

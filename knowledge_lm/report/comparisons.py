@@ -24,7 +24,16 @@ import pandas as pd
 from scipy.stats import false_discovery_control, ttest_1samp
 
 from knowledge_lm.report.bootstrap import LEVEL, bootstrap_interval, paired_bootstrap, task_scorer
-from knowledge_lm.report.frame import MISSING, by_seed, interval_text, kept_run, p_text, page_rows, seed_cells
+from knowledge_lm.report.frame import (
+    MISSING,
+    by_seed,
+    cards_note,
+    interval_text,
+    kept_run,
+    p_text,
+    page_rows,
+    seed_cells,
+)
 from knowledge_lm.report.protocol import comparable
 from knowledge_lm.report.sanity import CONFIRM_SEED
 
@@ -139,17 +148,36 @@ def seed_deltas(frame: pd.DataFrame, method: str, fraction: float, task: str, me
     return pd.Series([ours[s] - baseline[s] for s in seeds], index=seeds, dtype=float)
 
 
+def seed_cards(cells: pd.DataFrame, seeds) -> list[str]:
+    """The card models (``card``) ``cells`` ran on at ``seeds``: what a comparison of them was measured on."""
+    if "card" not in cells:
+        return []
+    return sorted(set(cells[cells["seed"].isin(list(seeds))]["card"]))
+
+
+def baseline_cards(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, seeds) -> list[str]:
+    """``seed_cards`` of the method's and the baseline's cells at ``fraction``, ``task`` and ``metric``."""
+    rows = frame[
+        frame["method"].isin([method, "baseline"])
+        & (frame.fraction == fraction)
+        & (frame.task == task)
+        & (frame.metric == metric)
+    ]
+    return seed_cards(rows, seeds)
+
+
 def paired_comparison(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str) -> dict | None:
     """The method minus the baseline, seed by seed, over the seeds where neither cell is degenerate
-    (``delta_test``), with ``excluded``: the pairs left out for a degenerate cell. None for the baseline itself or
-    where no seed was run by both."""
+    (``delta_test``), with ``excluded``: the pairs left out for a degenerate cell, and ``cards``: the card models
+    the compared cells ran on. None for the baseline itself or where no seed was run by both."""
     if method == "baseline":
         return None
     every = seed_deltas(frame, method, fraction, task, metric)
     if every.empty:
         return None
     kept = seed_deltas(comparable(frame), method, fraction, task, metric)
-    return {**delta_test(kept), "excluded": len(every) - len(kept)}
+    cards = baseline_cards(comparable(frame), method, fraction, task, metric, kept.index)
+    return {**delta_test(kept), "excluded": len(every) - len(kept), "cards": cards}
 
 
 def corrected(comparisons: list[dict]):
@@ -204,7 +232,8 @@ def page_comparisons(frame: pd.DataFrame, metrics: dict[str, str], correct: bool
 def dataset_delta(frame: pd.DataFrame, method: str, metrics: dict[str, str]) -> dict | None:
     """``delta_test`` of ``method``'s per-seed Δ against the baseline at ``FRACTION``, averaged over the tasks of
     ``frame`` (one dataset and backbone, sweep variants and degenerate cells aside) that both ran, with ``tasks``:
-    those tasks; None where they share no seed on every such task."""
+    those tasks and ``cards``: the card models of the cells compared; None where they share no seed on every such
+    task."""
     plain = comparable(frame[(frame.fraction == FRACTION) & (frame.variant == "")])
     per_task = {
         task: seed_deltas(plain, method, FRACTION, task, metrics[task])
@@ -214,7 +243,10 @@ def dataset_delta(frame: pd.DataFrame, method: str, metrics: dict[str, str]) -> 
     seeds = pd.DataFrame(per_task).dropna()
     if seeds.empty:
         return None
-    return {**delta_test(seeds.mean(axis=1)), "tasks": list(per_task)}
+    cards = {
+        card for task in per_task for card in baseline_cards(plain, method, FRACTION, task, metrics[task], seeds.index)
+    }
+    return {**delta_test(seeds.mean(axis=1)), "tasks": list(per_task), "cards": sorted(cards)}
 
 
 class PageTests(NamedTuple):
@@ -601,8 +633,9 @@ def knowledge_test(
     groups=None,
 ) -> dict | None:
     """The method's ``metric`` minus its control's, paired by seed over the seeds both ran (``ours``, ``control``:
-    their non-degenerate cells), tested as against the baseline (``delta_test``); ``groups``: on the examples of
-    those groups pooled (``seed_score``). None where they share no seed or a seed has no score."""
+    their non-degenerate cells), tested as against the baseline (``delta_test``), with ``cards``: the card models
+    they ran on; ``groups``: on the examples of those groups pooled (``seed_score``). None where they share no seed
+    or a seed has no score."""
     seeds = sorted(set(ours["seed"]) & set(control["seed"]))
     if not seeds:
         return None
@@ -612,7 +645,7 @@ def knowledge_test(
     )
     if mine is None or theirs is None:
         return None
-    return delta_test(mine - theirs)
+    return {**delta_test(mine - theirs), "cards": seed_cards(pd.concat([ours, control]), seeds)}
 
 
 def knowledge_verdict(found: dict) -> str:
@@ -631,7 +664,8 @@ def knowledge_used_text(found: dict, examples_interval: list[float] | None) -> s
     seeds = MISSING if found["interval"] is None else interval_text(found["interval"])
     q = p_text(found["q"])
     examples = "no kept predictions" if examples_interval is None else f"examples {interval_text(examples_interval)}"
-    return f"{found['delta']:+.1f} {seeds} (n={found['n']}, q={q}) {knowledge_verdict(found)}; {examples}"
+    said = f"{found['delta']:+.1f} {seeds} (n={found['n']}, q={q}) {knowledge_verdict(found)}; {examples}"
+    return said + cards_note(found)
 
 
 def knowledge_used(

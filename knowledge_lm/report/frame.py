@@ -115,6 +115,25 @@ def kept_groups(
     return digests, groupings
 
 
+def card_name(device: str) -> str:
+    """The model of the card a cell ran on, as comparisons name it: "NVIDIA H100 80GB HBM3" → "H100"; any other
+    device as its name."""
+    words = str(device).split()
+    return words[1] if len(words) > 1 and words[0] == "NVIDIA" else str(device)
+
+
+def cards_text(cards) -> str:
+    """The cards of a comparison's cells: "H100", or "H100 + H200 mixed" where they ran on several models."""
+    cards = sorted(set(cards))
+    return cards[0] if len(cards) == 1 else " + ".join(cards) + " mixed"
+
+
+def cards_note(found: dict | None) -> str:
+    """Said beside a comparison whose cells ran on several card models (its ``cards``); "" on one."""
+    cards = (found or {}).get("cards") or ()
+    return f" (cards: {cards_text(cards)})" if len(cards) > 1 else ""
+
+
 def table_backbone(result: CellResult) -> str:
     """The backbone whose tables a result stands in: its own, or for a cell fine-tuned from a pretraining
     checkpoint (ERICA, KnowBERT) the checkpoint's base backbone."""
@@ -166,7 +185,9 @@ def results_frame(
                     "metric": metric,
                     "value": value,
                     "device": result["device"]["name"],
+                    "card": card_name(result["device"]["name"]),
                     "checksum": result["backbone"]["checksum"],
+                    "parameters": result["backbone"].get("parameters"),
                     "weights": "/".join(Path(result["backbone"].get("path") or "built in").parts[-2:]),
                     "commit": result["git"]["commit"][:10],
                     "wall_time_s": result["wall_time_s"],

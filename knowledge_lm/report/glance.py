@@ -1,17 +1,22 @@
 """The answer at a glance, ``leaderboards/README.md``: does knowledge injection help, and by how much?
 
-One row per method, one column per dataset (linking to its page). A cell is the method's Δ against the baseline at
-100 % train as the dataset's page tests it (``comparisons.page_tests``, corrected with every other mark of that
-page): on a page of one task, the task's own comparison; on a page of several, the per-seed Δ averaged over the
-tasks both ran. Where the method has counterfactual controls, the cell adds its knowledge used, the page's seed-level
-test too. The README computes no test of its own, so it and the page give the same verdict for the same comparison;
-so too for its section "Does a method use relational facts?", each verdict read from the generated page's tests.
-Degenerate cells and older split or scorer versions are left out as on the pages.
+The backbone named with its size, and what the papers' numbers can be compared with. Then one row per main method
+(``MAIN_METHODS``), one column per dataset (``MAIN_DATASETS`` and any other with results, linking to its page). A cell
+is the method's mean at 100 % train with n (a dataset of several tasks, GLUE's included: the mean of its tasks'
+means), and its Δ against the baseline as the dataset's page tests it (``comparisons.page_tests``, corrected with
+every other mark of that page): on a page of one task, the task's own comparison; on a page of several, the per-seed
+Δ averaged over the tasks both ran; its verdict; and "cards: … mixed" where its cells ran on several GPU models.
+Where the method has counterfactual controls, the cell adds its knowledge used, the page's seed-level test too. A
+cell without results gives ``registry.cannot_run``'s reason, or says it has not run yet: no cell is left blank.
+The README computes no test of its own, so it and the page give the same verdict for the same comparison; so too
+for its section "Does a method use relational facts?", each verdict read from the generated page's tests.
+Degenerate cells and older split or scorer versions are left out as on the pages. Other methods with results
+(ablations, extensions, controls) get the same cells in a second table.
 """
 
 import pandas as pd
 
-from knowledge_lm.registry import DATASETS
+from knowledge_lm.registry import DATASETS, METHODS, cannot_run
 from knowledge_lm.report.comparisons import (
     FRACTION,
     MIN_SEEDS,
@@ -24,9 +29,10 @@ from knowledge_lm.report.comparisons import (
     page_tests,
     relational_verdicts,
     significance_mark,
+    verdict,
 )
-from knowledge_lm.report.frame import MISSING, interval_text
-from knowledge_lm.report.protocol import current_protocol, degenerate_cells
+from knowledge_lm.report.frame import cards_note, interval_text
+from knowledge_lm.report.protocol import current_protocol, degenerate_cells, summarised
 
 
 def glance_cells(page: pd.DataFrame, tests: PageTests) -> dict[tuple[str, str], dict]:
@@ -55,6 +61,106 @@ def glance_cells(page: pd.DataFrame, tests: PageTests) -> dict[tuple[str, str], 
     return cells
 
 
+# The methods the README always has a row for, filled or not: the matrix of issue 27 (``benchmarks/tables.yaml``).
+MAIN_METHODS = ("baseline", "kam", "kam+si", "knowbert", "knowbert+si", "knowbert+si+sr", "bert+sr", "erica")
+# The datasets the README always has a column for, whether or not any cell ran there.
+MAIN_DATASETS = ("cosmosqa", "fewrel", "generated", "glue", "openentity", "redocred", "semeval2010")
+BACKBONE_NAMES = {"minilm": "MiniLM-L6"}  # a backbone as the papers would name it
+BERT_BASE_PARAMETERS = 110e6
+NOT_RUN = "not run yet"
+
+
+def backbone_text(frame: pd.DataFrame) -> str:
+    """The backbones of ``frame``'s cells, each named with its size as its results record it (``parameters``)."""
+    named = []
+    for backbone, group in frame.groupby("backbone"):
+        counts = sorted({int(count) for count in group["parameters"].dropna()}) if "parameters" in group else []
+        size = (
+            " and ".join(f"{count / 1e6:.1f}M" for count in counts) + " parameters"
+            if counts
+            else "parameters not recorded"
+        )
+        name = BACKBONE_NAMES.get(backbone, backbone)
+        named.append(f"{name} (`{backbone}`, {size})" if name != backbone else f"`{backbone}` ({size})")
+    return (
+        f"Backbone: {', '.join(named)}, against BERT-base's {BERT_BASE_PARAMETERS / 1e6:.0f}M in the papers "
+        "(sizes from the results' `backbone.parameters`). The papers' numbers cannot be compared with these cells' "
+        "scores: a smaller backbone, several datasets sub-sampled (GLUE's MNLI, QNLI and QQP from samples, Cosmos QA "
+        "from its dev set), and our protocol (train fraction, model selected on our dev split, test reported). What "
+        "can be compared with the papers is the direction and rough size of each method's Δ against its own "
+        "baseline, measured here under one backbone, data and protocol."
+    )
+
+
+def method_means(page: pd.DataFrame, backbone: str, label: str, metrics: dict[str, str]) -> dict | None:
+    """``label``'s mean at ``FRACTION`` on a page (sweep variants aside): its seeds' mean per task (``summarised``:
+    degenerate cells left out), averaged over the tasks it ran; ``n`` the fewest seeds of a task, ``tasks`` those
+    tasks, ``degenerate`` true where every cell was. None where it has no such cell."""
+    cells = page[
+        (page.backbone == backbone) & (page.method == label) & (page.fraction == FRACTION) & (page.variant == "")
+    ]
+    per_task, counts, degenerate = [], [], True
+    for task, group in cells.groupby("task"):
+        rows = group[group.metric == metrics[task]].drop_duplicates("seed")
+        if rows.empty:
+            continue
+        kept, left_out = summarised(rows)
+        degenerate &= left_out == len(rows)
+        per_task.append(float(kept["value"].mean()))
+        counts.append(len(kept))
+    if not per_task:
+        return None
+    return {
+        "mean": sum(per_task) / len(per_task),
+        "n": min(counts),
+        "tasks": len(per_task),
+        "degenerate": degenerate,
+    }
+
+
+def glance_rows(frame: pd.DataFrame, methods) -> list[tuple[str, str, str]]:
+    """``(backbone, label, method)`` of each row: every label ``frame`` gives each of ``methods`` (a checkpoint's
+    ``method ⟨backbone⟩`` too), per backbone; a method without cells gets a row on the first backbone all the same
+    when it is a main method."""
+    rows = []
+    backbones = sorted(frame["backbone"].unique()) or ["minilm"]
+    for method in methods:
+        found = sorted(
+            {(b, label) for b, label in frame[frame.cell_method == method][["backbone", "method"]].itertuples(False)}
+        )
+        if not found and method in MAIN_METHODS:
+            found = [(backbones[0], method)]
+        rows += [(backbone, label, method) for backbone, label in found]
+    return rows
+
+
+def reason_not_run(method: str, dataset: str) -> str | None:
+    """``cannot_run``'s reason for a registered method; None for a name no class registers (a test's, an old one's)."""
+    return cannot_run(method, dataset) if method in METHODS.names() else None
+
+
+def glance_cell_text(
+    page: pd.DataFrame | None, backbone: str, label: str, method: str, dataset: str, metrics, found: dict | None
+) -> str:
+    """One README cell: the 100 % mean (n) and its Δ against the baseline with the page's verdict; else the one-line
+    reason the method cannot run on the dataset, or that it has not run there (yet, or at 100 %)."""
+    reason = reason_not_run(method, dataset)
+    if reason:
+        return reason
+    ran = page is not None and not page[(page.backbone == backbone) & (page.method == label)].empty
+    means = method_means(page, backbone, label, metrics) if ran else None
+    if means is None:
+        return f"{NOT_RUN} at {FRACTION:.0%} train" if ran else NOT_RUN
+    text = f"{means['mean']:.1f} (n={means['n']})"
+    if means["degenerate"]:
+        text += " every cell degenerate"
+    if means["tasks"] < page[page.method == "baseline"]["task"].nunique():
+        text += f", {means['tasks']} of {page[page.method == 'baseline']['task'].nunique()} tasks"
+    if method == "baseline":
+        return text
+    return text + "<br>" + (delta_text(found) if found is not None else "no baseline cell to compare with")
+
+
 def render_glance(frame: pd.DataFrame, golds: dict[str, list], groupings: dict[str, list[str]]) -> str:
     """``leaderboards/README.md`` from every dataset's cells in ``frame``."""
     pages, left_out, degenerate = {}, 0, 0
@@ -63,47 +169,82 @@ def render_glance(frame: pd.DataFrame, golds: dict[str, list], groupings: dict[s
         left_out += older
         degenerate += len(degenerate_cells(pages[dataset]))
     backbones = sorted(frame["backbone"].unique())
-    cells: dict[tuple[str, str], dict] = {}
+    cells: dict[tuple[str, str, str], dict] = {}
     relational: dict[str, dict[tuple, str]] = {}
+    metrics: dict[str, dict[str, str]] = {}
     for dataset, page in pages.items():
-        metrics = {task: DATASETS.get(dataset).spec(task).main_metric for task in page["task"].unique()}
-        tests = page_tests(page, metrics, golds, groupings)
+        metrics[dataset] = {task: DATASETS.get(dataset).spec(task).main_metric for task in page["task"].unique()}
+        tests = page_tests(page, metrics[dataset], golds, groupings)
         for (backbone, method), found in glance_cells(page, tests).items():
-            cells[method if len(backbones) == 1 else f"{method} ({backbone})", dataset] = found
+            cells[backbone, method, dataset] = found
         relational[dataset] = relational_verdicts(page, tests)
-    datasets = sorted(pages)
-    rows = sorted({row for row, _ in cells})
+    datasets = sorted(set(pages) | set(MAIN_DATASETS))
+    others = sorted(set(frame["cell_method"]) - set(MAIN_METHODS))
+
+    def table(rows: list[tuple[str, str, str]]) -> list[str]:
+        header = " | ".join(f"[{dataset}]({dataset}.md)" if dataset in pages else dataset for dataset in datasets)
+        lines = [f"| method | {header} |", "|---|" + "---|" * len(datasets)]
+        for backbone, label, method in rows:
+            texts = [
+                glance_cell_text(
+                    pages.get(dataset),
+                    backbone,
+                    label,
+                    method,
+                    dataset,
+                    metrics.get(dataset, {}),
+                    cells.get((backbone, label, dataset)),
+                )
+                for dataset in datasets
+            ]
+            name = label if len(backbones) == 1 else f"{label} ({backbone})"
+            lines.append(f"| {name} | " + " | ".join(texts) + " |")
+        return lines
+
     lines = [
         "# At a glance: does knowledge injection help, and by how much?",
         "",
         "Generated by `klm leaderboard` from `results/`; do not edit by hand.",
         "",
-        "Each cell: the method's score minus the plain fine-tuned baseline's (same backbone, seeds and train "
-        f"subsets) at {FRACTION:.0%} train, in points of each task's main metric (averaged over the dataset's tasks "
-        'that both ran, per seed, then over seeds, where it has several; "k of K tasks" where not all), with its 95 % '
-        "interval over seeds and n = seeds. ↑ / ↓ = significant (q < "
+        backbone_text(frame),
+        "",
+        f"Each cell: the method's mean score at {FRACTION:.0%} train in points of each task's main metric, over its "
+        "seeds (n = seeds; on a dataset of several tasks, GLUE's included, the unweighted mean of its tasks' means "
+        'and n the fewest seeds of a task; "k of K tasks" where the method ran fewer tasks than the baseline, so '
+        "its mean is of other tasks). Below it, Δ: the method's score minus the plain fine-tuned baseline's (same "
+        "backbone, seeds and train subsets; averaged over the tasks both ran, per seed), with its 95 % interval over "
+        "seeds, n = seed pairs and the dataset page's verdict: ↑ / ↓ = significant (q < "
         f"{SIGNIFICANCE}) after the Benjamini–Hochberg correction of the dataset's own page, which holds every test "
         "that page marks: the README reads each verdict from its page and gives the same one. "
-        f"Read an interval within ±{NO_DIFFERENCE:g} point as no difference, and a wider one across 0 as too few "
-        "seeds to tell. Below it, where the method ran beside a counterfactual control (its knowledge shuffled, "
-        "zeroed or its relations permuted, its test links shuffled, or ERICA's MLM-only checkpoint): knowledge used, "
-        "the method minus its control paired by seed, with its 95 % interval over seeds, n and the page's verdict "
-        f"(✓: above 0 after the page's correction; a verdict needs n ≥ {MIN_SEEDS}): a gain over the baseline "
-        "without knowledge used does not come from the knowledge. — = not run. Each dataset's page (click its name) "
-        "has every fraction, task, test, the bootstrap over examples and the protocol: what was selected on which "
-        "split.",
+        f'"no difference": an interval within ±{NO_DIFFERENCE:g} point; "too few seeds to tell": a wider one across '
+        "0. Below it, where the method ran beside a counterfactual control (its knowledge shuffled, zeroed or its "
+        "relations permuted, its test links shuffled, or ERICA's MLM-only checkpoint): knowledge used, the method "
+        "minus its control paired by seed, with its 95 % interval over seeds, n and the page's verdict (✓: above 0 "
+        f"after the page's correction; a verdict needs n ≥ {MIN_SEEDS}): a gain over the baseline without knowledge "
+        'used does not come from the knowledge. "cards: H100 + H200 mixed" beside a comparison: its cells ran on '
+        f"more than one GPU model. A cell without results says why: the one-line reason the method cannot run on "
+        f'the dataset (the one `klm bench` gives when asked for it), "{NOT_RUN}", or "{NOT_RUN} at {FRACTION:.0%} '
+        "train\" where it ran only other fractions or variants. Each dataset's page (click its name) has every "
+        "fraction, task, test, the bootstrap over examples, the protocol (what was selected on which split) and the "
+        "cards.",
         "",
         f"Left out: {degenerate} degenerate cells (one class predicted, selected at their first evaluation, or their "
         "knowledge-free family at chance where the baseline solves it; each page lists its own)"
         + (f" and {left_out} cells of an older split or scorer version" if left_out else "")
         + ".",
         "",
-        "| method | " + " | ".join(f"[{dataset}]({dataset}.md)" for dataset in datasets) + " |",
-        "|---|" + "---|" * len(datasets),
+        *table(glance_rows(frame, MAIN_METHODS)),
     ]
-    for row in rows:
-        lines.append(f"| {row} | " + " | ".join(cell_text(cells.get((row, dataset))) for dataset in datasets) + " |")
-    for dataset in datasets:
+    if others:
+        lines += [
+            "",
+            "## Other methods: ablations, extensions and controls",
+            "",
+            "The same cells for every other method that has results.",
+            "",
+            *table(glance_rows(frame, others)),
+        ]
+    for dataset in sorted(pages):
         lines += relational_section(dataset, relational[dataset], len(backbones) > 1)
     return "\n".join(lines) + "\n"
 
@@ -143,12 +284,12 @@ def relational_section(dataset: str, verdicts: dict[tuple, str], by_backbone: bo
         "knowledge used against shuffled or test-shuffled links, or against zeroed knowledge, is ✓ (the method uses "
         "its linked entities, e.g. their types) but not against relations-permuted (or the method reads no "
         'relation label); "too few seeds" = a deciding test has n < '
-        f'{MIN_SEEDS}; "no" otherwise; — = not run.',
+        f'{MIN_SEEDS}; "no" otherwise; "not run": the method has no cells of that world.',
         "",
         "| method | " + " | ".join(WORLDS[world] for world in worlds) + " |",
         "|---|" + "---|" * len(worlds),
         *(
-            f"| {label} | " + " | ".join(said.get(world, MISSING) for world in worlds) + " |"
+            f"| {label} | " + " | ".join(said.get(world, "not run") for world in worlds) + " |"
             for label, said in rows.items()
         ),
         "",
@@ -159,16 +300,16 @@ def relational_section(dataset: str, verdicts: dict[tuple, str], by_backbone: bo
 def used_text(found: dict) -> str:
     """A knowledge-used test as the README says it: Δ, its interval over seeds, n and the page's verdict."""
     interval = "" if found["interval"] is None else f" {interval_text(found['interval'])}"
-    return f"{found['delta']:+.1f}{interval} (n={found['n']}) {knowledge_verdict(found)}"
+    return f"{found['delta']:+.1f}{interval} (n={found['n']}) {knowledge_verdict(found)}{cards_note(found)}"
 
 
-def cell_text(found: dict | None) -> str:
-    if found is None:
-        return MISSING
-    text = f"{found['delta']:+.1f}"
+def delta_text(found: dict) -> str:
+    """The Δ against the baseline as the README says it: Δ, its interval over seeds, n, the page's mark and verdict,
+    the cards where they mix, and knowledge used against each control below."""
+    text = f"Δ {found['delta']:+.1f}"
     if found["interval"] is not None:
         text += f" {interval_text(found['interval'])}"
-    text += f" (n={found['n']}){significance_mark(found)}"
+    text += f" (n={found['n']}){significance_mark(found)} {verdict(found)}{cards_note(found)}"
     if len(found["tasks"]) < found["all_tasks"]:
         text += f", {len(found['tasks'])} of {found['all_tasks']} tasks"
     several = len(found["tasks"]) > 1

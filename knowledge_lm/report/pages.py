@@ -49,6 +49,8 @@ from knowledge_lm.report.figures import bucket_bars, fraction_curves, spectrum_c
 from knowledge_lm.report.frame import (
     CELL_COLUMNS,
     MISSING,
+    cards_note,
+    cards_text,
     fraction_label,
     full_data_spectra,
     interval_text,
@@ -239,7 +241,7 @@ def comparison_table(
             lines.append(
                 f"| {method} | {fraction_label(fraction)} | {found['delta']:+.1f}{spread} | {seeds_interval} | "
                 f"{found['n']} | {found['excluded']} | {p_text(found['p'])} | {p_text(found['q'])} | {interval} | "
-                f"{p_boot} | {verdict(found)} |"
+                f"{p_boot} | {verdict(found)}{cards_note(found)} |"
             )
     return lines if len(lines) > 4 else []
 
@@ -483,24 +485,37 @@ def overall_table(tests: PageTests, backbone: str) -> list[str]:
         interval = MISSING if found["interval"] is None else interval_text(found["interval"])
         lines.append(
             f"| {method} | {', '.join(found['tasks'])} | {found['delta']:+.1f}{significance_mark(found)} | "
-            f"{interval} | {found['n']} | {p_text(found['p'])} | {p_text(found['q'])} | {verdict(found)} |"
+            f"{interval} | {found['n']} | {p_text(found['p'])} | {p_text(found['q'])} | {verdict(found)}"
+            f"{cards_note(found)} |"
         )
     return lines + [""]
 
 
 def provenance(frame: pd.DataFrame) -> list[str]:
+    """Where the page's cells ran: per backbone, weights and card (its model and the device's full name), the
+    commits, cells, batch and time; first, the cards of the page, and whether its comparisons mix them."""
     seeds = frame.drop_duplicates(CELL_COLUMNS)
+    cards = sorted(seeds["card"].unique())
     lines = [
-        "| backbone | weights from | weights sha256 | device | commits | cells | per-device batch | summed cell time |",
-        "|---|---|---|---|---|---|---|---|",
+        f"Cards: {cards_text(cards)}"
+        + (
+            ". Each comparison whose cells ran on more than one card model says so beside its verdict "
+            '("cards: …"); the others compare cells of one model.'
+            if len(cards) > 1
+            else ": every comparison on this page compares cells of one card model."
+        ),
+        "",
+        "| backbone | weights from | weights sha256 | card | device | commits | cells | per-device batch | "
+        "summed cell time |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for (backbone, weights, checksum, device), group in seeds.groupby(
-        ["backbone", "weights", "checksum", "device"], dropna=False
+    for (backbone, weights, checksum, card, device), group in seeds.groupby(
+        ["backbone", "weights", "checksum", "card", "device"], dropna=False
     ):
         commits = ", ".join(sorted(group["commit"].unique()))
         batches = ", ".join(map(str, sorted(group["batch"].unique())))
         lines.append(
-            f"| {backbone} | {weights} | {str(checksum)[:16]} | {device} | {commits} | "
+            f"| {backbone} | {weights} | {str(checksum)[:16]} | {card} | {device} | {commits} | "
             f"{len(group)} | {batches} | {group['wall_time_s'].sum() / 60:.1f} min |"
         )
     return lines

@@ -11,7 +11,7 @@ import yaml
 from knowledge_lm.backbones import check_backbone_name
 from knowledge_lm.data.subsets import check_fraction
 from knowledge_lm.errors import KlmError, check_name
-from knowledge_lm.registry import DATASETS, METHODS
+from knowledge_lm.registry import DATASETS, METHODS, cannot_run
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -328,6 +328,9 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
         raise KlmError(f"{where}: methods must name at least one method, e.g. methods: [baseline, kam]")
     for method in methods:
         METHODS.check(method)
+        reason = cannot_run(method, raw["dataset"])
+        if reason:
+            raise KlmError(f"{where}: method {method!r} cannot run on {raw['dataset']}: {reason}")
     tasks = list(
         listed(raw, "tasks", where, "[rte, mrpc]")
         or DATASETS.class_attribute(raw["dataset"], "default_tasks")

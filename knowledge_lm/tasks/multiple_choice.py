@@ -20,6 +20,8 @@ from knowledge_lm.tasks.base import TaskKind, register_task_kind
 from knowledge_lm.tasks.heads import ClassifierHead
 
 TOKEN_COLUMNS = ("input_ids", "token_type_ids", "attention_mask")
+# Why a knowledge method cannot run on a multiple-choice dataset, as `klm bench` refuses it and the README says it.
+NO_KNOWLEDGE = "multiple choice: no knowledge features (one token sequence per choice; klm prepare aligns one)"
 
 
 class ChoiceHead(nn.Module):
@@ -58,10 +60,7 @@ def encode_pairs(tokenizer, contexts: list[str], endings: list[str], max_length:
 @register_task_kind("multiple_choice")
 class MultipleChoiceTask(TaskKind):
     def texts(self, records):
-        raise KlmError(
-            "knowledge features are not supported for multiple-choice tasks: an example is one "
-            "token sequence per choice, and `klm prepare` aligns spans to one sequence per example"
-        )
+        raise KlmError(NO_KNOWLEDGE)
 
     def encode(self, records, tokenizer, max_length):
         num_choices = {len(record["choices"]) for record in records}
