@@ -643,6 +643,12 @@ def test_micro_batches_are_a_function_of_seed_and_index():
         for view in ("rd", "ed"):
             for name, value in batch[view].items():
                 assert torch.equal(value, again[view][name]) if torch.is_tensor(value) else value == again[view][name]
+    # Loader workers make every other batch; the loader yields them in order.
+    loaded = list(torch.utils.data.DataLoader(EricaBatches(corpus, collator, 2, 6, seed=3), None, num_workers=2))
+    assert [list(batch["rd"]["term_positives"]) for batch in loaded] == [
+        list(b["rd"]["term_positives"]) for b in stream
+    ]
+    assert all(torch.equal(a["rd"]["input_ids"], b["rd"]["input_ids"]) for a, b in zip(loaded, stream))
     # Every epoch (2 batches of 2 of 5 documents) drops its last incomplete batch.
     assert all(len(batch["ed"]["head"]) == 2 for batch in stream)
 
@@ -708,7 +714,9 @@ def test_klm_pretrain_refuses_the_state_of_another_run(tmp_path, capsys):
     from knowledge_lm.cli import PRETRAINING_UNFINISHED
 
     out = tmp_path / "ckpt"
-    assert pretrain_command(tmp_path, out, "--stop-after-steps", "1") == PRETRAINING_UNFINISHED
+    # A budget the first step already overruns: stopped after it, its state saved.
+    assert pretrain_command(tmp_path, out, "--time-budget-s", "0.001") == PRETRAINING_UNFINISHED
+    assert torch.load(tmp_path / "ckpt.resume" / "last.ckpt", weights_only=True)["global_step"] == 1
     capsys.readouterr()
     assert pretrain_command(tmp_path, out, "--seed", "1") == 2
     err = capsys.readouterr().err.strip().splitlines()

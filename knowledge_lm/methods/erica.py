@@ -487,7 +487,10 @@ class EricaBatches(torch.utils.data.IterableDataset):
         return self.collator(self.documents(index))
 
     def __iter__(self):
-        return (self.batch(index) for index in range(self.start, self.total))
+        # Loader worker w of n makes batches w, w + n, ...; the loader takes them from the workers in turn, in order.
+        worker = torch.utils.data.get_worker_info()
+        first, stride = (worker.id, worker.num_workers) if worker is not None else (0, 1)
+        return (self.batch(index) for index in range(self.start + first, self.total, stride))
 
 
 class EricaPretraining(pl.LightningModule):
@@ -729,6 +732,7 @@ def pretrain(
     time_budget_s: float | None = None,
     deterministic: bool = True,
     run_key: dict | None = None,
+    data_workers: int | None = None,
     **options,
 ) -> EricaPretraining:
     """Run ``steps`` optimiser steps of ERICA on ``corpus`` (records of :func:`build_corpus`); save if asked.
@@ -744,7 +748,9 @@ def pretrain(
     ``state_dir`` holding a state resumes from it; ``state_dir/run.json`` holds what the run is (``run_key`` plus
     the corpus hash and the settings), and a state of another run is refused. The returned module's
     ``global_step`` < ``steps`` says that the session stopped early (nothing is saved at ``output_dir`` then).
-    ``deterministic``: deterministic kernels (see ``build_trainer``)."""
+    ``deterministic``: deterministic kernels (see ``build_trainer``). ``data_workers``: loader processes that
+    collate (tokenise) the next micro-batches while the GPU trains (default 2 on a GPU, none on the CPU); the
+    batches do not depend on it."""
 
     if not corpus:
         raise KlmError("ERICA corpus is empty (no document passes the entity/relation filters)")
@@ -795,7 +801,8 @@ def pretrain(
     )
     batches = EricaBatches(corpus, collator, micro_batch_size, steps * accumulate, seed, start_step * accumulate)
     # Its own generator: the loader's base seed then draws nothing from the global stream dropout uses.
-    loader = DataLoader(batches, batch_size=None, generator=torch.Generator().manual_seed(seed))
+    workers = data_workers if data_workers is not None else (2 if torch.cuda.is_available() else 0)
+    loader = DataLoader(batches, batch_size=None, num_workers=workers, generator=torch.Generator().manual_seed(seed))
     module = EricaPretraining(backbone, tokenizer, steps, corpus_hash=digest, **options)
     module.train()  # from_pretrained gives a model in eval mode (dropout off); Lightning keeps module modes
     module.run_settings = {
