@@ -721,3 +721,23 @@ def test_klm_pretrain_refuses_the_state_of_another_run(tmp_path, capsys):
     assert pretrain_command(tmp_path, out, "--seed", "1") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and "is of another run (differs in " in err[-1] and "seed" in err[-1]
+
+
+def test_pages_name_the_pretraining_run_of_each_erica_row():
+    import pandas as pd
+
+    from knowledge_lm.report.pages import pretraining_runs
+
+    rows = [
+        ("baseline", "built in", "b0"),
+        ("erica", "checkpoints/erica-minilm", "e1" * 32),
+        ("erica", "checkpoints/erica-minilm", "e1" * 32),
+        ("erica-rd", "checkpoints/erica-rd-minilm", "r1" * 32),
+        ("erica-rd", "checkpoints/erica-rd-minilm-2", "r2" * 32),
+    ]
+    frame = pd.DataFrame(rows, columns=["cell_method", "weights", "checksum"])
+    line = pretraining_runs(frame)[0]
+    assert "erica ← `checkpoints/erica-minilm` (e1e1e1e1e1e1)" in line
+    assert "erica-rd ← `checkpoints/erica-rd-minilm` (r1r1r1r1r1r1) and `checkpoints/erica-rd-minilm-2`" in line
+    assert "Mixed: the cells of erica-rd come from more than one" in line and "baseline" not in line
+    assert pretraining_runs(frame.iloc[:1]) == []
