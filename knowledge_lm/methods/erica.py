@@ -9,7 +9,9 @@ Parts, in the order of this file:
    (the data sources, packing and test-set removal are in ``erica_corpus.py``).
 4. :class:`EricaPretraining`: backbone + MLM head, L = L_ED + L_RD + L_MLM (Eq. 4), AdamW with warm-up;
    ``save_checkpoint(dir)`` writes a ``save_pretrained`` directory that ``--backbone DIR`` loads;
-   :func:`pretrain` runs it end to end (``klm pretrain`` wraps it). The objective sets (:data:`OBJECTIVES`):
+   :func:`pretrain` runs it end to end (``klm pretrain`` wraps it) over :class:`EricaBatches` (micro-batch k a
+   function of the seed and k, so a run resumes exactly), resumable and deterministic, recording RD's positives
+   per micro-batch (:func:`term_positives`). The objective sets (:data:`OBJECTIVES`):
    ``erica`` (ED + RD + MLM) and the ablations ``erica-mlm-only``, ``erica-ed``, ``erica-rd``,
    ``erica-rd-intra`` (L_RD^{Ts,Ts}), ``erica-rd-cross`` (L_RD^{Tc,Tc}), each with MLM as in Table 6.
 5. Fine-tuning methods of the same six names (registered): the baseline, refused unless ``--backbone DIR``

@@ -162,7 +162,8 @@ def erica_checkpoint(
         progress=progress,
         micro_batch_size=micro_batch_size,
         state_dir=state_dir if resumable else None,
-        run_key={"backbone": info.to_dict(), "method": name},
+        # The backbone by name and weights, not path: a resumed call may run from another copy of the tree.
+        run_key={"backbone": {"name": info.name, "checksum": info.checksum}, "method": name},
         **options,
     )
     if module.global_step < steps:
