@@ -395,9 +395,14 @@ def add_attention_command(commands):
     attention.set_defaults(handler=command_attention)
 
 
+# `klm pretrain`'s exit code when a run stopped early (--stop-after-steps, --time-budget-s) with its state saved:
+# EX_TEMPFAIL, "try again" (the same command resumes).
+PRETRAINING_UNFINISHED = 75
+
+
 def command_pretrain(args):
     # The pretraining modules (torch, transformers) load only when this command runs.
-    from knowledge_lm.run.pretraining import erica_checkpoint, knowbert_checkpoint
+    from knowledge_lm.run.pretraining import erica_checkpoint, erica_state_dir, knowbert_checkpoint
     from knowledge_lm.run.provenance import record_pretraining
 
     if args.method == "knowbert":
@@ -419,13 +424,22 @@ def command_pretrain(args):
             f"its record: {record_pretraining(out, args.results_dir)}"
         )
         return 0
-    args.batch_size, args.max_length = args.batch_size or 8, args.max_length or 512
+    from knowledge_lm.methods.erica import BATCH_SIZE
+
+    args.batch_size, args.max_length = args.batch_size or BATCH_SIZE, args.max_length or 512
     exclude = (
         None
         if args.exclude_test is None
         else [name for name in args.exclude_test.split(",") if name not in ("", "none")]
     )
     options = {"lr": args.lr} if args.lr is not None else {}
+    for option in ("stop_after_steps", "time_budget_s", "save_every_steps"):
+        if getattr(args, option) is not None:
+            if getattr(args, option) <= 0:
+                raise KlmError(f"--{option.replace('_', '-')} must be > 0, got {getattr(args, option)}")
+            options[option] = getattr(args, option)
+    options["save_every_s"] = args.save_every_s if args.save_every_s > 0 else None
+    state_dir = args.state_dir or erica_state_dir(args.out)
     out = erica_checkpoint(
         args.corpus,
         args.out,
@@ -443,8 +457,18 @@ def command_pretrain(args):
         args.seed,
         args.cache_dir,
         progress=not args.quiet,
+        micro_batch_size=args.micro_batch_size,
+        state_dir=state_dir,
+        resumable=not args.no_resume,
+        deterministic=not args.nondeterministic,
         **options,
     )
+    if out is None:
+        print(
+            f"stopped before step {args.steps}; the state is in {state_dir}: run the same command again to resume",
+            file=sys.stderr,
+        )
+        return PRETRAINING_UNFINISHED
     print(
         f"wrote {out} (use it as --backbone {out} with --method {args.method}); "
         f"its record: {record_pretraining(out, args.results_dir)}"
@@ -647,7 +671,13 @@ def build_parser():
     )
     pretrain.add_argument("--backbone", default="minilm", help="minilm (default), tiny, or a local model directory")
     pretrain.add_argument("--steps", type=int, required=True, help="optimiser steps")
-    pretrain.add_argument("--batch-size", type=int, help="documents per step (ERICA: 8) or texts (knowbert: 32)")
+    pretrain.add_argument("--batch-size", type=int, help="documents per step (ERICA: 64) or texts (knowbert: 32)")
+    pretrain.add_argument(
+        "--micro-batch-size",
+        type=int,
+        help="ERICA: documents per forward pass (divides --batch-size; gradients accumulate, and RD contrasts within "
+        "each micro-batch, as the official code's 16 per GPU); default: the batch size",
+    )
     pretrain.add_argument("--out", required=True, type=Path, help="checkpoint directory to create")
     pretrain.add_argument(
         "--results-dir",
@@ -672,6 +702,31 @@ def build_parser():
         "--cache-dir", type=Path, help="corpus cache (default: $KLM_CACHE_DIR or .cache/knowledge-lm)"
     )
     pretrain.add_argument("--quiet", action="store_true", help="no progress bar")
+    pretrain.add_argument(
+        "--state-dir",
+        type=Path,
+        help="ERICA: where the resumable state goes (default: <out>.resume beside --out); the same command resumes "
+        "from it, and it is removed once the checkpoint is written",
+    )
+    pretrain.add_argument(
+        "--save-every-s", type=float, default=300, help="ERICA: save the state every that many seconds (0: never)"
+    )
+    pretrain.add_argument("--save-every-steps", type=int, help="ERICA: also save the state every that many steps")
+    pretrain.add_argument(
+        "--stop-after-steps",
+        type=int,
+        help=f"ERICA: stop (state saved, exit code {PRETRAINING_UNFINISHED}) after that many steps of this run",
+    )
+    pretrain.add_argument(
+        "--time-budget-s",
+        type=float,
+        help=f"ERICA: stop (state saved, exit code {PRETRAINING_UNFINISHED}) before a step would end past that many "
+        "seconds of training in this run (model loading and the final save not counted: leave a margin)",
+    )
+    pretrain.add_argument("--no-resume", action="store_true", help="ERICA: keep no resumable state")
+    pretrain.add_argument(
+        "--nondeterministic", action="store_true", help="ERICA: allow nondeterministic (faster) kernels"
+    )
     pretrain.set_defaults(handler=command_pretrain)
 
     speed = commands.add_parser(

@@ -18,6 +18,7 @@ from knowledge_lm.methods.erica import (
     read_corpus,
     relation_discrimination_loss,
     relation_vocabulary,
+    term_positives,
     write_corpus,
 )
 from knowledge_lm.run.trainer import resolve_precision
@@ -114,6 +115,21 @@ def test_rd_term_toggles_differ():
     assert full.item() == pytest.approx(parts.item(), rel=1e-5)
     assert relation_discrimination_loss(*args, terms=[("intra", "intra")]).item() != pytest.approx(full.item())
     assert relation_discrimination_loss(*args, terms=[]).item() == 0.0
+
+
+def test_term_positives_count_the_pairs_each_term_averages():
+    _, relation, _, _, _, intra = toy_pairs()
+    counts = term_positives(relation.tolist(), intra.tolist())
+    for (first, second), count in zip(TERMS, counts):
+        sets = {"intra": intra, "cross": ~intra}
+        expected = sum(
+            1
+            for a in range(len(relation))
+            for b in range(len(relation))
+            if a != b and relation[a] == relation[b] != NO_RELATION and sets[first][a] and sets[second][b]
+        )
+        assert count == expected
+    assert sum(counts) > 0
 
 
 def test_pairs_sharing_head_or_tail_never_negatives():
@@ -560,7 +576,8 @@ def test_klm_pretrain_writes_a_checkpoint_bench_accepts(tmp_path, capsys):
     assert manifest["method"] == "erica-rd-cross" and manifest["steps"] == 2 and manifest["corpus"] == ["generated"]
     assert len(manifest["corpus_hash"]) == 64 and set(manifest["final_losses"]) == {"rd", "mlm"}
     assert len(list((tmp_path / "cache" / "erica").glob("*.jsonl"))) == 1
-    assert not list(tmp_path.glob(".*partial*"))
+    assert not list(tmp_path.glob(".*partial*")) and not (tmp_path / "ckpt.resume").exists()
+    assert set(manifest["rd_positives"]) == {"micro_batches", *("/".join(term) for term in TERMS)}
     encoder, _, _ = load_backbone(str(out))
     METHODS.get("erica-rd-cross")(encoder, GeneratedDataModule.spec("facts"))
 
@@ -596,3 +613,131 @@ def test_klm_pretrain_bad_input(tmp_path, capsys, args, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0] and err[0].startswith("error: ")
     assert not (tmp_path / "ckpt").exists() and not list(tmp_path.glob(".*partial*"))
+
+
+def test_rd_cross_pretraining_has_positives_and_a_loss(tmp_path):
+    """erica-rd-cross at a batch holding cross-sentence pairs of one relation: positives > 0, RD loss > 0."""
+    from knowledge_lm.backbones import load_backbone
+
+    model, tokenizer, _ = load_backbone("tiny", seed=0)
+    corpus = build_corpus([toy_document(f"d{i}") for i in range(4)], TRIPLES, {"P17": "country"})
+    pretrain(corpus, model, tokenizer, 2, tmp_path / "ckpt", batch_size=4, max_length=64, objectives="erica-rd-cross")
+    manifest = json.loads((tmp_path / "ckpt" / "manifest.json").read_text())
+    cross = manifest["rd_positives"]["cross/cross"]
+    assert manifest["rd_positives"]["micro_batches"] == 2
+    assert cross["mean_per_batch"] > 0 and cross["zero_batches_share"] == 0.0
+    assert manifest["final_losses"]["rd"] > 0 and manifest["mean_losses"]["rd"] > 0
+    assert manifest["deterministic"] is True and manifest["wall_time_s"] >= 0 and manifest["sessions"] == 1
+
+
+def test_micro_batches_are_a_function_of_seed_and_index():
+    from knowledge_lm.backbones import tiny_tokenizer
+    from knowledge_lm.methods.erica import EricaBatches
+
+    corpus = build_corpus([toy_document(f"d{i}") for i in range(5)], TRIPLES)
+    collator = EricaCollator(tiny_tokenizer(), relation_vocabulary(corpus))
+    stream = list(EricaBatches(corpus, collator, 2, 6, seed=3))
+    resumed = list(EricaBatches(corpus, collator, 2, 6, seed=3, start=4))
+    assert len(stream) == 6 and len(resumed) == 2
+    for batch, again in zip(stream[4:], resumed):
+        for view in ("rd", "ed"):
+            for name, value in batch[view].items():
+                assert torch.equal(value, again[view][name]) if torch.is_tensor(value) else value == again[view][name]
+    # Loader workers make every other batch; the loader yields them in order.
+    loaded = list(torch.utils.data.DataLoader(EricaBatches(corpus, collator, 2, 6, seed=3), None, num_workers=2))
+    assert [list(batch["rd"]["term_positives"]) for batch in loaded] == [
+        list(b["rd"]["term_positives"]) for b in stream
+    ]
+    assert all(torch.equal(a["rd"]["input_ids"], b["rd"]["input_ids"]) for a, b in zip(loaded, stream))
+    # Every epoch (2 batches of 2 of 5 documents) drops its last incomplete batch.
+    assert all(len(batch["ed"]["head"]) == 2 for batch in stream)
+
+
+def pretrain_command(tmp_path, out, *extra):
+    from knowledge_lm.cli import main
+
+    return main(
+        [
+            "pretrain",
+            "--method",
+            "erica",
+            "--corpus",
+            "generated",
+            "--backbone",
+            "tiny",
+            "--steps",
+            "4",
+            "--batch-size",
+            "4",
+            "--micro-batch-size",
+            "2",
+            "--max-length",
+            "64",
+            "--min-relations",
+            "2",
+            "--out",
+            str(out),
+            "--quiet",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--results-dir",
+            str(tmp_path / "results"),
+            *extra,
+        ]
+    )
+
+
+def test_klm_pretrain_is_deterministic_and_resumes_to_the_same_checkpoint(tmp_path, capsys):
+    """4 steps in one run, again, and as 2 + 2 steps (stopped, then the same command resumed): one checksum."""
+    from knowledge_lm.backbones import weights_checksum
+    from knowledge_lm.cli import PRETRAINING_UNFINISHED
+
+    assert pretrain_command(tmp_path, tmp_path / "once") == 0
+    assert pretrain_command(tmp_path, tmp_path / "again") == 0
+    assert pretrain_command(tmp_path, tmp_path / "resumed", "--stop-after-steps", "2") == PRETRAINING_UNFINISHED
+    assert not (tmp_path / "resumed").exists() and (tmp_path / "resumed.resume" / "last.ckpt").is_file()
+    assert "run the same command again to resume" in capsys.readouterr().err
+    assert pretrain_command(tmp_path, tmp_path / "resumed") == 0
+    checksums = {weights_checksum(tmp_path / name) for name in ("once", "again", "resumed")}
+    assert len(checksums) == 1 and None not in checksums
+    assert not (tmp_path / "resumed.resume").exists()
+    once, resumed = (json.loads((tmp_path / name / "manifest.json").read_text()) for name in ("once", "resumed"))
+    assert resumed["sessions"] == 2 and resumed["steps"] == once["steps"] == 4
+    assert resumed["rd_positives"] == once["rd_positives"] and resumed["rd_positives"]["micro_batches"] == 8
+    for name, value in once["mean_losses"].items():
+        assert resumed["mean_losses"][name] == pytest.approx(value, rel=1e-5)
+    record = json.loads((tmp_path / "results" / "pretraining" / "resumed.json").read_text())
+    assert record["checkpoint_checksum"] in checksums and record["wall_time_s"] > 0
+
+
+def test_klm_pretrain_refuses_the_state_of_another_run(tmp_path, capsys):
+    from knowledge_lm.cli import PRETRAINING_UNFINISHED
+
+    out = tmp_path / "ckpt"
+    # A budget the first step already overruns: stopped after it, its state saved.
+    assert pretrain_command(tmp_path, out, "--time-budget-s", "0.001") == PRETRAINING_UNFINISHED
+    assert torch.load(tmp_path / "ckpt.resume" / "last.ckpt", weights_only=True)["global_step"] == 1
+    capsys.readouterr()
+    assert pretrain_command(tmp_path, out, "--seed", "1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and "is of another run (differs in " in err[-1] and "seed" in err[-1]
+
+
+def test_pages_name_the_pretraining_run_of_each_erica_row():
+    import pandas as pd
+
+    from knowledge_lm.report.pages import pretraining_runs
+
+    rows = [
+        ("baseline", "built in", "b0"),
+        ("erica", "checkpoints/erica-minilm", "e1" * 32),
+        ("erica", "checkpoints/erica-minilm", "e1" * 32),
+        ("erica-rd", "checkpoints/erica-rd-minilm", "r1" * 32),
+        ("erica-rd", "checkpoints/erica-rd-minilm-2", "r2" * 32),
+    ]
+    frame = pd.DataFrame(rows, columns=["cell_method", "weights", "checksum"])
+    line = pretraining_runs(frame)[0]
+    assert "erica ← `checkpoints/erica-minilm` (e1e1e1e1e1e1)" in line
+    assert "erica-rd ← `checkpoints/erica-rd-minilm` (r1r1r1r1r1r1) and `checkpoints/erica-rd-minilm-2`" in line
+    assert "Mixed: the cells of erica-rd come from more than one" in line and "baseline" not in line
+    assert pretraining_runs(frame.iloc[:1]) == []

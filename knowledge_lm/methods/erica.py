@@ -9,7 +9,9 @@ Parts, in the order of this file:
    (the data sources, packing and test-set removal are in ``erica_corpus.py``).
 4. :class:`EricaPretraining`: backbone + MLM head, L = L_ED + L_RD + L_MLM (Eq. 4), AdamW with warm-up;
    ``save_checkpoint(dir)`` writes a ``save_pretrained`` directory that ``--backbone DIR`` loads;
-   :func:`pretrain` runs it end to end (``klm pretrain`` wraps it). The objective sets (:data:`OBJECTIVES`):
+   :func:`pretrain` runs it end to end (``klm pretrain`` wraps it) over :class:`EricaBatches` (micro-batch k a
+   function of the seed and k, so a run resumes exactly), resumable and deterministic, recording RD's positives
+   per micro-batch (:func:`term_positives`). The objective sets (:data:`OBJECTIVES`):
    ``erica`` (ED + RD + MLM) and the ablations ``erica-mlm-only``, ``erica-ed``, ``erica-rd``,
    ``erica-rd-intra`` (L_RD^{Ts,Ts}), ``erica-rd-cross`` (L_RD^{Tc,Tc}), each with MLM as in Table 6.
 5. Fine-tuning methods of the same six names (registered): the baseline, refused unless ``--backbone DIR``
@@ -36,6 +38,7 @@ occur in the document (distant supervision); ``no_relation`` are the remaining o
 import hashlib
 import json
 import random
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -49,7 +52,7 @@ from knowledge_lm.methods.baseline import Baseline
 from knowledge_lm.methods.optim import adamw_with_warmup
 from knowledge_lm.methods.task_model import logs_this_step
 from knowledge_lm.registry import register_method
-from knowledge_lm.run.trainer import build_trainer
+from knowledge_lm.run.trainer import ResumableState, build_trainer
 from knowledge_lm.tasks.docre import token_span
 from knowledge_lm.tasks.heads import IGNORE, MLMHead, mask_tokens, mean_pool_spans
 
@@ -58,6 +61,9 @@ MAX_NEGATIVES = 64  # negatives per document (footnote 5: no_relation pairs incl
 NO_RELATION = 0  # relation index of no_relation pairs
 TERMS = (("intra", "intra"), ("intra", "cross"), ("cross", "intra"), ("cross", "cross"))
 LR, WEIGHT_DECAY, WARMUP_RATIO = 3e-5, 1e-5, 0.2
+# Documents per step. RD takes its positives (pairs of one relation) from the batch; at 8, a fifth of the batches of
+# the Re-DocRED/FewRel corpus held no cross/cross positive; from 32 on, none lacked one. The paper's is 2,048.
+BATCH_SIZE = 64
 
 # Pretraining objective sets: ERICA and the ablations of Table 6/10, each of which keeps MLM ("-NSP + ...").
 # name -> (losses, RD terms); the manifest records the name, and a fine-tuning method of that name
@@ -211,6 +217,21 @@ def relation_discrimination_loss(
     return total
 
 
+def term_positives(relation: list[int], intra: list[bool]) -> tuple[int, ...]:
+    """The number of ordered (A, B) positive pairs of each RD term of :data:`TERMS` in one batch of pairs: the
+    count each term of :func:`relation_discrimination_loss` averages over (B ≠ A, r_B = r_A ≠ no_relation,
+    t_A in the term's first set, t_B in its second). A term with 0 adds nothing to the loss."""
+    counts: dict[int, list[int]] = {}
+    for label, inside in zip(relation, intra):
+        if label != NO_RELATION:
+            counts.setdefault(label, [0, 0])[0 if inside else 1] += 1
+    sizes = {"intra": 0, "cross": 1}
+    return tuple(
+        sum(c[sizes[first]] * (c[sizes[second]] - (first == second)) for c in counts.values())
+        for first, second in TERMS
+    )
+
+
 # -- 2. MLM masking -----------------------------------------------------------------------------
 # -- 3. corpus ----------------------------------------------------------------------------------
 def entity_keys(entity: dict, text: str) -> set[str]:
@@ -340,6 +361,10 @@ class EricaCollator:
             raise KlmError("ERICA needs a fast tokenizer (character offsets of every token)")
         self.tokenizer, self.relations, self.max_length = tokenizer, relations, max_length
         self.max_negatives, self.mlm_probability = max_negatives, mlm_probability
+        self.reseed(seed)
+
+    def reseed(self, seed: int) -> None:
+        """Restart the collator's random streams (pair sampling, ED triples, MLM masks) from ``seed``."""
         self.random = random.Random(seed)
         self.generator = torch.Generator().manual_seed(seed)
 
@@ -408,6 +433,8 @@ class EricaCollator:
                 for name, values in columns.items()
             }
         )
+        # Host ints, not a tensor: counted here, they cost the training step no device sync.
+        rd["term_positives"] = term_positives(columns["pair_relation"], columns["pair_intra"])
 
         texts, shifts, heads, tails, ignores = [], [], [], [], []
         for record in records:
@@ -433,6 +460,39 @@ class EricaCollator:
         for row, others in enumerate(ignores):
             ed["ignore"][row, list(others)] = True
         return {"rd": rd, "ed": ed}
+
+
+class EricaBatches(torch.utils.data.IterableDataset):
+    """The pretraining stream of collated micro-batches ``start``, ..., ``total - 1``.
+
+    Micro-batch k is a function of (``seed``, k) alone: epoch e = k // (documents // size) draws its own
+    permutation of the corpus from (seed, e), and the collator restarts its random streams from (seed, k).
+    A run resumed at micro-batch s therefore sees exactly the batches an uninterrupted run sees from s on, with
+    no sampler or collator state to restore (and, without a length, Lightning never ends an epoch and restarts
+    the stream: the run ends at its max_steps). Each epoch drops its last incomplete batch (RD's positives and
+    negatives come from the micro-batch, so every micro-batch has ``size`` documents); a corpus smaller than
+    ``size`` gives batches of all its documents."""
+
+    def __init__(self, corpus: list[dict], collator: EricaCollator, size: int, total: int, seed: int, start: int = 0):
+        self.corpus, self.collator, self.size = corpus, collator, min(size, len(corpus))
+        self.total, self.seed, self.start = total, seed, start
+        self.per_epoch = len(corpus) // self.size
+
+    def documents(self, index: int) -> list[dict]:
+        """The documents of micro-batch ``index`` (counted from the run's first)."""
+        epoch, position = divmod(index, self.per_epoch)
+        order = torch.randperm(len(self.corpus), generator=torch.Generator().manual_seed(self.seed * 100_003 + epoch))
+        return [self.corpus[i] for i in order[position * self.size : (position + 1) * self.size].tolist()]
+
+    def batch(self, index: int) -> dict:
+        self.collator.reseed(self.seed * 1_000_003 + index)
+        return self.collator(self.documents(index))
+
+    def __iter__(self):
+        # Loader worker w of n makes batches w, w + n, ...; the loader takes them from the workers in turn, in order.
+        worker = torch.utils.data.get_worker_info()
+        first, stride = (worker.id, worker.num_workers) if worker is not None else (0, 1)
+        return (self.batch(index) for index in range(self.start + first, self.total, stride))
 
 
 class EricaPretraining(pl.LightningModule):
@@ -466,6 +526,12 @@ class EricaPretraining(pl.LightningModule):
         self.tau, self.use_ed, self.use_rd, self.use_mlm = tau, use_ed, use_rd, use_mlm
         self.rd_terms, self.max_negatives, self.corpus_hash = tuple(rd_terms), max_negatives, corpus_hash
         self.final_losses: dict[str, torch.Tensor] = {}  # the last step's, read (one device sync) at the end
+        # What the run's record states, carried through resumes (on_save/on_load_checkpoint): the RD positives of
+        # every micro-batch (the batch RD contrasts within), loss sums over micro-batches, and wall time.
+        self.positive_totals, self.zero_positive_batches, self.rd_batches = [0] * len(TERMS), [0] * len(TERMS), 0
+        self.loss_sums: dict[str, torch.Tensor] = {}
+        self.loss_batches, self.wall_seconds, self.sessions, self.session_start = 0, 0.0, 0, None
+        self.run_settings: dict = {}  # pretrain's: batch and micro-batch sizes, deterministic mode
 
     def encode(self, *views) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """``(hidden states, pooled entities)`` of each view, all views through one encoder call (padded to
@@ -534,7 +600,71 @@ class EricaPretraining(pl.LightningModule):
             for name, value in losses.items():
                 self.log(f"train_{name}", value, batch_size=len(batch["ed"]["head"]))
         self.final_losses = {name: value.detach() for name, value in losses.items()}
+        for name, value in self.final_losses.items():
+            self.loss_sums[name] = self.loss_sums.get(name, 0.0) + value
+        self.loss_batches += 1
+        if "term_positives" in batch["rd"]:
+            self.rd_batches += 1
+            for index, count in enumerate(batch["rd"]["term_positives"]):
+                self.positive_totals[index] += int(count)
+                self.zero_positive_batches[index] += int(count) == 0
         return sum(losses.values())
+
+    def on_train_start(self):
+        self.session_start, self.sessions = time.monotonic(), self.sessions + 1
+
+    def on_train_end(self):
+        self.wall_seconds, self.session_start = self.elapsed_seconds(), None
+
+    def elapsed_seconds(self) -> float:
+        """Training wall time over every session of the run (a resumed run adds its sessions')."""
+        return self.wall_seconds + (time.monotonic() - self.session_start if self.session_start is not None else 0.0)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """The resumable state beyond Lightning's (weights, optimiser, scheduler, loops): the record's counters and
+        the global RNG streams that dropout draws from (tensors and plain data: the state loads weights-only)."""
+        checkpoint["erica"] = {
+            "positive_totals": list(self.positive_totals),
+            "zero_positive_batches": list(self.zero_positive_batches),
+            "rd_batches": self.rd_batches,
+            "loss_sums": {name: torch.as_tensor(value).detach().cpu() for name, value in self.loss_sums.items()},
+            "loss_batches": self.loss_batches,
+            "wall_seconds": self.elapsed_seconds(),
+            "sessions": self.sessions,
+            "cpu_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint.get("erica") or {}
+        if not state:
+            return
+        self.positive_totals, self.zero_positive_batches = state["positive_totals"], state["zero_positive_batches"]
+        self.rd_batches, self.loss_batches = state["rd_batches"], state["loss_batches"]
+        self.loss_sums = dict(state["loss_sums"])
+        self.wall_seconds, self.sessions = state["wall_seconds"], state["sessions"]
+        torch.set_rng_state(state["cpu_rng"])
+        if torch.cuda.is_available() and len(state["cuda_rng"]) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+
+    def on_fit_start(self):
+        # Loss sums restored from a CPU state join this run's on its device.
+        self.loss_sums = {name: torch.as_tensor(value).to(self.device) for name, value in self.loss_sums.items()}
+
+    def rd_positives(self) -> dict:
+        """The record of RD's positives: per term, the mean count of (A, B) positive pairs per micro-batch and the
+        share of micro-batches without any (whose term then adds nothing to the loss)."""
+        batches = max(self.rd_batches, 1)
+        return {
+            "micro_batches": self.rd_batches,
+            **{
+                "/".join(term): {
+                    "mean_per_batch": self.positive_totals[index] / batches,
+                    "zero_batches_share": self.zero_positive_batches[index] / batches,
+                }
+                for index, term in enumerate(TERMS)
+            },
+        }
 
     def configure_optimizers(self):
         return adamw_with_warmup(self, self.lr, self.weight_decay, self.warmup_ratio, self.total_steps)
@@ -567,12 +697,17 @@ class EricaPretraining(pl.LightningModule):
             # The trainer's (build_trainer's "auto": bf16-mixed on a GPU, as every cell), None if never trained.
             "precision": self._trainer.precision if self._trainer else None,
             "final_losses": {name: float(value) for name, value in self.final_losses.items()},
+            "mean_losses": {name: float(value) / max(self.loss_batches, 1) for name, value in self.loss_sums.items()},
+            "rd_positives": self.rd_positives(),
+            "wall_time_s": round(self.elapsed_seconds(), 1),
+            "sessions": self.sessions,
             "tau": self.tau,
             "lr": self.lr,
             "weight_decay": self.weight_decay,
             "warmup_ratio": self.warmup_ratio,
             "losses": [n for n, on in (("ed", self.use_ed), ("rd", self.use_rd), ("mlm", self.use_mlm)) if on],
             "rd_terms": [list(term) for term in self.rd_terms],
+            **self.run_settings,
             **(extra or {}),
         }
         (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
@@ -585,35 +720,115 @@ def pretrain(
     tokenizer,
     steps: int,
     output_dir=None,
-    batch_size: int = 8,
+    batch_size: int = BATCH_SIZE,
     max_length: int = 512,
     seed: int = 0,
     objectives: str = "erica",
     progress: bool = False,
     callbacks=(),
+    micro_batch_size: int | None = None,
+    state_dir=None,
+    save_every_s: float | None = 300.0,
+    save_every_steps: int | None = None,
+    stop_after_steps: int | None = None,
+    time_budget_s: float | None = None,
+    deterministic: bool = True,
+    run_key: dict | None = None,
+    data_workers: int | None = None,
     **options,
 ) -> EricaPretraining:
     """Run ``steps`` optimiser steps of ERICA on ``corpus`` (records of :func:`build_corpus`); save if asked.
 
-    ``objectives``: a name of :data:`OBJECTIVES` (or its words); explicit ``use_*``/``rd_terms`` options win."""
+    ``objectives``: a name of :data:`OBJECTIVES` (or its words); explicit ``use_*``/``rd_terms`` options win.
+    A step is ``batch_size`` documents; with ``micro_batch_size`` (dividing it) gradients accumulate over
+    micro-batches, and RD contrasts within each micro-batch, as the official code (16 documents per GPU, 8 GPUs,
+    16 accumulations = 2,048). The batches are those of :class:`EricaBatches`.
+
+    With ``state_dir`` the run is resumable: :class:`~knowledge_lm.run.trainer.ResumableState` saves
+    ``state_dir/last.ckpt`` every ``save_every_s`` seconds (or ``save_every_steps`` steps) and when the session
+    stops early (``stop_after_steps`` steps or ``time_budget_s`` seconds of this session), and a call with a
+    ``state_dir`` holding a state resumes from it; ``state_dir/run.json`` holds what the run is (``run_key`` plus
+    the corpus hash and the settings), and a state of another run is refused. The returned module's
+    ``global_step`` < ``steps`` says that the session stopped early (nothing is saved at ``output_dir`` then).
+    ``deterministic``: deterministic kernels (see ``build_trainer``). ``data_workers``: loader processes that
+    collate (tokenise) the next micro-batches while the GPU trains (default 2 on a GPU, none on the CPU); the
+    batches do not depend on it."""
 
     if not corpus:
         raise KlmError("ERICA corpus is empty (no document passes the entity/relation filters)")
     if steps <= 0:
         raise KlmError(f"ERICA pretraining needs steps > 0, got {steps}")
+    micro_batch_size = micro_batch_size or batch_size
+    if micro_batch_size <= 0 or batch_size % micro_batch_size:
+        raise KlmError(f"ERICA micro-batch size {micro_batch_size} must be > 0 and divide the batch size {batch_size}")
+    accumulate = batch_size // micro_batch_size
     options = {**objective_options(objectives), **options}
-    pl.seed_everything(seed, workers=True)
+    digest = corpus_hash(corpus)
+    state, start_step = None, 0
+    if state_dir is not None:
+        state_dir = Path(state_dir)
+        key = {
+            **(run_key or {}),
+            "corpus_hash": digest,
+            "steps": steps,
+            "batch_size": batch_size,
+            "micro_batch_size": micro_batch_size,
+            "max_length": max_length,
+            "seed": seed,
+            "deterministic": deterministic,
+            "options": {name: list(value) if isinstance(value, tuple) else value for name, value in options.items()},
+        }
+        key = json.loads(json.dumps(key, default=str))
+        if (state_dir / "run.json").is_file():
+            saved = json.loads((state_dir / "run.json").read_text())
+            differing = sorted(name for name in set(saved) | set(key) if saved.get(name) != key.get(name))
+            if differing:
+                raise KlmError(
+                    f"the pretraining state in {state_dir} is of another run (differs in {', '.join(differing)}); "
+                    "rerun that command, or remove the folder to start over"
+                )
+        else:
+            state_dir.mkdir(parents=True, exist_ok=True)
+            (state_dir / "run.json").write_text(json.dumps(key, indent=2) + "\n")
+        if (state_dir / "last.ckpt").is_file():
+            state = state_dir / "last.ckpt"
+            start_step = torch.load(state, map_location="cpu", weights_only=True)["global_step"]
+        callbacks = [
+            *callbacks,
+            ResumableState(state_dir / "last.ckpt", save_every_s, save_every_steps, stop_after_steps, time_budget_s),
+        ]
+    pl.seed_everything(seed, workers=True, verbose=False)
     collator = EricaCollator(
         tokenizer, relation_vocabulary(corpus), max_length, options.get("max_negatives", MAX_NEGATIVES), seed=seed
     )
-    loader = DataLoader(
-        corpus, batch_size=batch_size, shuffle=True, collate_fn=collator, generator=torch.Generator().manual_seed(seed)
-    )
-    module = EricaPretraining(backbone, tokenizer, steps, corpus_hash=corpus_hash(corpus), **options)
+    batches = EricaBatches(corpus, collator, micro_batch_size, steps * accumulate, seed, start_step * accumulate)
+    # Its own generator: the loader's base seed then draws nothing from the global stream dropout uses.
+    workers = data_workers if data_workers is not None else (2 if torch.cuda.is_available() else 0)
+    loader = DataLoader(batches, batch_size=None, num_workers=workers, generator=torch.Generator().manual_seed(seed))
+    module = EricaPretraining(backbone, tokenizer, steps, corpus_hash=digest, **options)
     module.train()  # from_pretrained gives a model in eval mode (dropout off); Lightning keeps module modes
-    trainer = build_trainer(steps, callbacks=callbacks, progress=progress)
-    trainer.fit(module, loader)
-    if output_dir is not None:
+    module.run_settings = {
+        "batch_size": batch_size,
+        "micro_batch_size": micro_batch_size,
+        "accumulate_grad_batches": accumulate,
+        "deterministic": deterministic,
+    }
+    trainer = build_trainer(
+        steps,
+        callbacks=callbacks,
+        progress=progress,
+        accumulate_grad_batches=accumulate,
+        deterministic=deterministic,
+    )
+    was_deterministic = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    try:
+        trainer.fit(module, loader, ckpt_path=state)
+    finally:
+        torch.use_deterministic_algorithms(was_deterministic[0], warn_only=was_deterministic[1])
+    if output_dir is not None and module.global_step >= steps:
         module.save_checkpoint(output_dir)
     return module
 

@@ -521,6 +521,31 @@ def provenance(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
+def pretraining_runs(frame: pd.DataFrame) -> list[str]:
+    """The header line naming the pretraining run each ERICA row (``erica`` and its ablations) comes from: its
+    cells' checkpoint and weights checksum (``checkpoint_checksum`` of the run's record in ``results/pretraining/``);
+    a method whose cells come from more than one run is said to mix them. Nothing on a page without ERICA rows."""
+    erica = frame[frame["cell_method"].str.startswith("erica")].drop_duplicates(["cell_method", "checksum"])
+    if erica.empty:
+        return []
+    named, mixed = [], []
+    for method, runs in erica.groupby("cell_method", sort=True):
+        sources = [
+            f"`{weights}` ({str(checksum)[:12]})" for weights, checksum in zip(runs["weights"], runs["checksum"])
+        ]
+        named.append(f"{method} ← {' and '.join(sources)}")
+        if len(runs) > 1:
+            mixed.append(method)
+    return [
+        "**ERICA pretraining runs.** Each ERICA row comes from the checkpoint named here (weights sha256, as "
+        "`checkpoint_checksum` in its record under results/pretraining/): "
+        + "; ".join(named)
+        + "."
+        + (f" Mixed: the cells of {', '.join(mixed)} come from more than one pretraining run." if mixed else ""),
+        "",
+    ]
+
+
 def figure_link(path: Path | None, caption: str) -> list[str]:
     return [f"![{caption}](figures/{path.name})", ""] if path is not None else []
 
@@ -609,6 +634,7 @@ def render_dataset(
         + (" " + families_text() if any(families.values()) else ""),
         "",
         *dropped_cells(frame),
+        *pretraining_runs(frame),
     ]
     out += [line for section in families.values() for line in section]
     out += dataset_notes(dataset)

@@ -1,6 +1,7 @@
 """The pretraining drivers of ``klm pretrain``: a pretraining stage from its corpus to a saved checkpoint
 directory with its manifest (KnowBERT's knowledge pretraining, ERICA and its ablations)."""
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import torch
 from knowledge_lm.backbones import load_backbone
 from knowledge_lm.data.base import default_cache_dir
 from knowledge_lm.errors import KlmError
-from knowledge_lm.methods.erica import objective_set, pretrain
+from knowledge_lm.methods.erica import BATCH_SIZE, objective_set, pretrain
 from knowledge_lm.methods.erica_corpus import cached_corpus, corpus_statistics, parse_sources
 from knowledge_lm.methods.knowbert import KnowBertPretraining
 from knowledge_lm.registry import DATASETS
@@ -87,6 +88,12 @@ def knowbert_checkpoint(
     )
 
 
+def erica_state_dir(out) -> Path:
+    """Where ``klm pretrain`` keeps the resumable state of the run that writes ``out`` by default: beside it."""
+    out = Path(out).expanduser()
+    return out.parent / f"{out.name}.resume"
+
+
 def erica_checkpoint(
     corpus,
     out,
@@ -94,7 +101,7 @@ def erica_checkpoint(
     objectives: str | None = None,
     backbone: str = "minilm",
     steps: int = 1000,
-    batch_size: int = 8,
+    batch_size: int = BATCH_SIZE,
     data_dir=None,
     kg_dir=None,
     exclude_test=None,
@@ -104,14 +111,23 @@ def erica_checkpoint(
     seed: int = 0,
     cache_dir=None,
     progress: bool = True,
+    micro_batch_size: int | None = None,
+    state_dir=None,
+    resumable: bool = True,
     **options,
-) -> Path:
+) -> Path | None:
     """What ``klm pretrain`` does: build (or reuse) the corpus, pretrain ``backbone`` for ``steps`` steps with
     the objective set of ``method`` (or ``objectives``, which must agree), save the checkpoint at ``out``.
 
     The checkpoint is written into a sibling temporary folder renamed to ``out`` at the end, so a failed
     run leaves nothing at ``out``. Its ``manifest.json`` records the corpus (sources, cache file, hash,
-    statistics), the objective set (``method``), steps and final losses."""
+    statistics), the objective set (``method``), steps, final and mean losses, RD's positives per micro-batch,
+    wall time and whether kernels were deterministic.
+
+    With ``resumable`` the run keeps its state in ``state_dir`` (default :func:`erica_state_dir`) and the same
+    call resumes from it (``options`` such as ``stop_after_steps``, ``time_budget_s``, ``save_every_s`` go to
+    :func:`~knowledge_lm.methods.erica.pretrain`); None when this session stopped before the last step (the
+    state stays for the next), else ``out``, after which the state is removed."""
 
     name = objective_set(method)
     if objectives is not None and objective_set(objectives) != name:
@@ -119,7 +135,10 @@ def erica_checkpoint(
     for option, value in (("steps", steps), ("batch size", batch_size), ("max length", max_length)):
         if value <= 0:
             raise KlmError(f"ERICA pretraining needs {option} > 0, got {value}")
+    if micro_batch_size is not None and (micro_batch_size <= 0 or batch_size % micro_batch_size):
+        raise KlmError(f"ERICA micro-batch size {micro_batch_size} must be > 0 and divide the batch size {batch_size}")
     out = free_output_dir(out)
+    state_dir = Path(state_dir).expanduser() if state_dir is not None else erica_state_dir(out)
     sources = parse_sources(corpus)
     records, corpus_path = cached_corpus(
         sources, cache_dir or default_cache_dir(), data_dir, kg_dir, exclude_test, min_entities, min_relations
@@ -141,9 +160,15 @@ def erica_checkpoint(
         seed=seed,
         objectives=name,
         progress=progress,
+        micro_batch_size=micro_batch_size,
+        state_dir=state_dir if resumable else None,
+        # The backbone by name and weights, not path: a resumed call may run from another copy of the tree.
+        run_key={"backbone": {"name": info.name, "checksum": info.checksum}, "method": name},
         **options,
     )
-    return write_dir_atomic(
+    if module.global_step < steps:
+        return None
+    written = write_dir_atomic(
         out,
         lambda folder: module.save_checkpoint(
             folder,
@@ -153,9 +178,11 @@ def erica_checkpoint(
                 "corpus_statistics": statistics,
                 "exclude_test": exclude_test,
                 "backbone": info.to_dict(),
-                "batch_size": batch_size,
                 "max_length": max_length,
                 "seed": seed,
             },
         ),
     )
+    if resumable:
+        shutil.rmtree(state_dir, ignore_errors=True)
+    return written

@@ -3,6 +3,7 @@ the Lightning ``Trainer`` (cells, ``klm speed`` and both pretraining drivers), s
 cuDNN's mode are the same wherever a method trains."""
 
 import os
+import time
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -46,12 +47,16 @@ def build_trainer(
     root_dir=None,
     logger=None,
     log_every_n_steps: int = 50,
+    accumulate_grad_batches: int = 1,
+    deterministic: bool = False,
 ) -> pl.Trainer:
     """A trainer of ``max_steps`` optimiser steps, gradients clipped at 1.0, no sanity check; with
     ``eval_every_steps`` it validates every that many steps (counted across epochs), else never. More than one
     device or node trains with DDP; checkpoints only through ``callbacks``. A ``logger`` (``training_logger``'s)
     gets the losses and the learning rate every ``log_every_n_steps`` steps, and the dev metrics of every
-    evaluation; without one nothing is logged."""
+    evaluation; without one nothing is logged. ``deterministic``: deterministic kernels where PyTorch has them
+    (``torch.use_deterministic_algorithms(True, warn_only=True)``, cuBLAS workspace config, no cuDNN benchmark),
+    a warning for an op that has none."""
     if logger is not None:
         callbacks = [*callbacks, pl.callbacks.LearningRateMonitor(logging_interval="step")]
     validation = (
@@ -76,7 +81,9 @@ def build_trainer(
         enable_model_summary=False,
         enable_progress_bar=progress,
         default_root_dir=root_dir,
-        benchmark=CUDNN_BENCHMARK,
+        benchmark=False if deterministic else CUDNN_BENCHMARK,
+        deterministic="warn" if deterministic else None,
+        accumulate_grad_batches=accumulate_grad_batches,
         **validation,
     )
 
@@ -156,3 +163,44 @@ def build_model_and_data(
         torch._dynamo.reset()
         model.compile_modules(train.compile_mode)
     return model, data, budget, train
+
+
+class ResumableState(pl.Callback):
+    """Saves the whole training state (weights, optimiser, scheduler, loops, and what the module adds in
+    ``on_save_checkpoint``) to ``path`` after an optimiser step, every ``every_s`` seconds or ``every_steps`` steps,
+    written beside it and renamed, so a killed run leaves the previous state whole. It stops the run, saving first,
+    after ``stop_after_steps`` steps of this session or before a step would end past ``time_budget_s`` seconds of it
+    (judged by the last step's duration; saving and set-up are not counted). ``trainer.fit(..., ckpt_path=path)``
+    resumes."""
+
+    def __init__(self, path, every_s=300.0, every_steps=None, stop_after_steps=None, time_budget_s=None):
+        self.path, self.every_s, self.every_steps = Path(path), every_s, every_steps
+        self.stop_after_steps, self.time_budget_s = stop_after_steps, time_budget_s
+
+    def on_train_start(self, trainer, pl_module):
+        self.started = self.saved_at = self.stepped_at = time.monotonic()
+        self.first_step = self.seen_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        step = trainer.global_step
+        if step == self.seen_step or step >= trainer.max_steps:
+            return  # within an accumulation, or the run's end (whose weights the caller saves)
+        now = time.monotonic()
+        step_seconds, self.seen_step, self.stepped_at = now - self.stepped_at, step, now
+        stop = (self.stop_after_steps is not None and step - self.first_step >= self.stop_after_steps) or (
+            self.time_budget_s is not None and now - self.started + step_seconds > self.time_budget_s
+        )
+        due = (self.every_s is not None and now - self.saved_at >= self.every_s) or (
+            self.every_steps is not None and step % self.every_steps == 0
+        )
+        if stop or due:
+            self.save(trainer)
+        if stop:
+            trainer.should_stop = True
+
+    def save(self, trainer):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        staging = self.path.with_name(self.path.name + ".saving")
+        trainer.save_checkpoint(staging)
+        os.replace(staging, self.path)
+        self.saved_at = time.monotonic()
