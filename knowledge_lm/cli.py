@@ -25,7 +25,9 @@ from knowledge_lm.run.config import (
     check_method_options,
     dataset_defaults,
     read_sweep_yaml,
+    settings_tag,
     validate_sweep,
+    with_overrides,
 )
 from knowledge_lm.run.runner import (
     cell_status,
@@ -68,7 +70,7 @@ def sweep_from_args(args):
         raw["seeds"] = args.seeds
     if args.backbone:
         raw["backbone"] = args.backbone
-    return validate_sweep(raw, where)
+    return with_overrides(validate_sweep(raw, where), parse_overrides(args.set))
 
 
 def parse_overrides(pairs: list[str]) -> dict:
@@ -91,6 +93,13 @@ def add_sweep_arguments(parser):
     parser.add_argument("--backbone", help="minilm (default), tiny, a local directory or a hub name")
     parser.add_argument("--results-dir", default="results", type=Path)
     parser.add_argument("--runs-dir", default="runs", type=Path, help="checkpoints and logs of unfinished cells")
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a training setting, e.g. lr=3e-5; cells run with settings other than their config's are "
+        "a variant of their own, set-<hash of the settings>",
+    )
 
 
 def table_configs(name: str) -> list[Path]:
@@ -244,7 +253,11 @@ def command_cell(args):
     from knowledge_lm.run.cell import run_cell  # torch: loaded only when a cell runs here
 
     sweep = sweep_from_args(args)
-    cells = [cell for cell in sweep_cells(sweep) if cell.variant == (args.variant or "")]
+    variant = args.variant or ""
+    if sweep.overrides:  # the variant as --set renamed it
+        tag = settings_tag(sweep.overrides)
+        variant = f"{variant}-{tag}" if variant else tag
+    cells = [cell for cell in sweep_cells(sweep) if cell.variant == variant]
     if len(cells) != 1:
         raise KlmError(
             f"klm cell runs one cell; the selection has {len(cells)}: name one method, task, fraction, "
@@ -316,6 +329,7 @@ def command_prepare(args):
     prepare_knowledge(
         sweep,
         sweep.methods,
+        parse_overrides(args.set),
         data_dir=check_data_dir(args.data_dir),
         cache_dir=args.cache_dir,
         options=options,
@@ -532,7 +546,6 @@ def build_parser():
         help="run every cell in a fresh process of its own (default: one worker process per job imports once "
         "and runs its cells back to back; DDP cells always get their own)",
     )
-    bench.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. lr=3e-5")
     bench.add_argument(
         "--rerun-without-predictions",
         action="store_true",
@@ -573,9 +586,6 @@ def build_parser():
     add_sweep_arguments(cell)
     cell.add_argument("--variant", help="the sweep variant of the cell, where the sweep has variants")
     cell.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
-    cell.add_argument(
-        "--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. num_nodes=2"
-    )
     cell.set_defaults(handler=command_cell)
 
     status = commands.add_parser(

@@ -1,7 +1,9 @@
 """Sweep configs (``benchmarks/*.yaml``) and the training settings of one cell, validated on load."""
 
 import dataclasses
+import hashlib
 import importlib.util
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,6 +240,7 @@ class Sweep:
     # objectives); the others use ``backbone``.
     method_backbones: dict = field(default_factory=dict)
     source: str = ""  # where the sweep was read from (its file), for error messages
+    overrides: dict = field(default_factory=dict)  # the --set settings its variants are renamed after
 
     def backbone_for(self, method: str) -> str:
         return self.method_backbones.get(method, self.backbone)
@@ -402,6 +405,60 @@ def check_method_options(sweep: Sweep, where: str, overrides: dict | None = None
                     + (f", task {task}" if "method_options" in sweep.task_train.get(task, {}) else "")
                 )
                 METHODS.get(method).options_class.from_dict(options, f"{where}: {context}")
+
+
+# Settings that change how a cell runs but not what it learns (placement, checkpoints, logs, compilation, padding,
+# evaluation batches): overriding them keeps the cell's key.
+EXECUTION_SETTINGS = (
+    "devices",
+    "num_nodes",
+    "checkpoint_minutes",
+    "checkpoint_every_steps",
+    "logger",
+    "compile",
+    "compile_mode",
+    "pad_to_multiple_of",
+    "eval_batch_size",
+)
+
+
+def overridden_settings(sweep: Sweep, overrides: dict) -> dict:
+    """The settings of ``overrides`` (``--set``) that give some cell of ``sweep`` other values than its config's,
+    as the cells get them (cast and checked: a bad override fails here, with one line); execution settings
+    (``EXECUTION_SETTINGS``) aside."""
+    for task in sweep.tasks:
+        for variant in sweep.variants:
+            sweep.train_config(task, overrides, variant)
+    differing = {}
+    for name in sorted(overrides):
+        if name in EXECUTION_SETTINGS:
+            continue
+        for task in sweep.tasks:
+            for variant in sweep.variants:
+                own = sweep.train_config(task, None, variant)
+                given = sweep.train_config(task, {name: overrides[name]}, variant)
+                if getattr(own, name) != getattr(given, name):
+                    differing[name] = getattr(TrainConfig.from_dict({name: overrides[name]}, "--set"), name)
+    return differing
+
+
+def settings_tag(settings: dict) -> str:
+    """The automatic variant of cells run with ``settings`` other than their config's: ``set-`` and a short hash of
+    them, e.g. ``set-3f2a1c``."""
+    text = json.dumps(settings, sort_keys=True, default=str)
+    return "set-" + hashlib.sha256(text.encode()).hexdigest()[:6]
+
+
+def with_overrides(sweep: Sweep, overrides: dict | None) -> Sweep:
+    """``sweep`` with each variant renamed after the settings of ``overrides`` that change its cells
+    (``overridden_settings``): ``set-3f2a1c``, or ``<variant>-set-3f2a1c`` for a named variant, so cells trained
+    with other settings never take the keys of the stored ones. ``sweep`` itself where nothing changes."""
+    differing = overridden_settings(sweep, overrides or {})
+    if not differing:
+        return sweep
+    tag = settings_tag(differing)
+    variants = {(f"{name}-{tag}" if name else tag): options for name, options in sweep.variants.items()}
+    return dataclasses.replace(sweep, variants=variants, overrides=differing)
 
 
 def read_sweep_yaml(path) -> dict:
