@@ -5,9 +5,11 @@ every argument error answer at once; a command that trains, probes or draws impo
 """
 
 import argparse
+import json
 import os
 import sys
 import time
+import zipfile
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -15,7 +17,9 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from knowledge_lm.backbones import backbone_label
 from knowledge_lm.errors import KlmError
+from knowledge_lm.paths import SCRATCH_BACKBONES, SCRATCH_RESULTS, project_path
 from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.results import Cell, set_aside, write_json_atomic
 from knowledge_lm.run.config import (
@@ -39,9 +43,40 @@ from knowledge_lm.run.runner import (
     shard_keys,
     stored_wall_times,
     sweep_cells,
+    visible_gpus,
     worker_pool,
 )
 from knowledge_lm.run.serve import forked_by_server, forward, serve, start_in_background
+
+RESULTS_HELP = (
+    "the results store (default: results/ of the project root, $KLM_HOME or the git work tree; for tiny-backbone "
+    "smoke runs results-scratch/ there)"
+)
+LEADERBOARDS_HELP = "default: leaderboards/ of the project root (a scratch store's: its own leaderboards/)"
+
+
+def uses_scratch_store(backbones) -> bool:
+    """Whether cells of ``backbones`` are smoke runs (``SCRATCH_BACKBONES``), stored apart from the committed store."""
+    labels = {backbone_label(backbone) for backbone in backbones}
+    return bool(labels) and labels <= set(SCRATCH_BACKBONES)
+
+
+def resolve_folders(args, backbones=()):
+    """The folder options left unset, from the project root (``project_path``): results (a scratch store for
+    smoke-run ``backbones``), runs, leaderboards, and ``--out`` of leaderboard and export; the folders named are
+    checked (``check_folder_option``)."""
+    if getattr(args, "results_dir", "") is None:
+        scratch = uses_scratch_store(backbones)
+        args.results_dir = project_path(SCRATCH_RESULTS if scratch else "results")
+        args.scratch_store = scratch
+        if scratch and getattr(args, "leaderboards_dir", "") is None:
+            args.leaderboards_dir = args.results_dir / "leaderboards"
+    if getattr(args, "runs_dir", "") is None:
+        args.runs_dir = project_path("runs")
+    if getattr(args, "leaderboards_dir", "") is None:
+        args.leaderboards_dir = project_path("leaderboards")
+    if getattr(args, "out", "") is None and args.command in ("leaderboard", "export"):
+        args.out = project_path("leaderboards") / ("data" if args.command == "export" else "")
 
 
 def sweep_from_args(args):
@@ -61,16 +96,17 @@ def sweep_from_args(args):
         raw["methods"] = args.method.split(",")
         raw["name"] = f"{raw.get('name', raw.get('dataset'))}:{args.method}"
     raw.setdefault("methods", ["baseline"])
-    for option in ("tasks",):
-        if getattr(args, option):
-            raw[option] = getattr(args, option).split(",")
-    if args.fractions:
+    if args.tasks is not None:  # given empty, an error (validate_sweep), never the defaults
+        raw["tasks"] = args.tasks.split(",") if args.tasks.strip() else [""]
+    if args.fractions is not None:
         raw["fractions"] = args.fractions
-    if args.seeds:
+    if args.seeds is not None:
         raw["seeds"] = args.seeds
     if args.backbone:
         raw["backbone"] = args.backbone
-    return with_overrides(validate_sweep(raw, where), parse_overrides(args.set))
+    sweep = with_overrides(validate_sweep(raw, where), parse_overrides(args.set))
+    resolve_folders(args, {sweep.backbone_for(method) for method in sweep.methods})
+    return sweep
 
 
 def parse_overrides(pairs: list[str]) -> dict:
@@ -91,8 +127,10 @@ def add_sweep_arguments(parser):
     parser.add_argument("--fractions", help="train fractions in (0, 1], e.g. 0.01,0.1,1")
     parser.add_argument("--seeds", help="training seeds, e.g. 1,2,3")
     parser.add_argument("--backbone", help="minilm (default), tiny, a local directory or a hub name")
-    parser.add_argument("--results-dir", default="results", type=Path)
-    parser.add_argument("--runs-dir", default="runs", type=Path, help="checkpoints and logs of unfinished cells")
+    parser.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    parser.add_argument(
+        "--runs-dir", type=Path, help="checkpoints and logs of unfinished cells (default: runs/ of the project root)"
+    )
     parser.add_argument(
         "--set",
         action="append",
@@ -124,7 +162,10 @@ def print_written_leaderboards(results_dir: Path, out_dir: Path, data_dir=None, 
     state_file = default_cache_dir() / "leaderboards.json"
     if force:
         state_file.unlink(missing_ok=True)
-    written = write_leaderboards(results_dir, out_dir, data_dir, backbones=chosen, state_file=state_file)
+    try:
+        written = write_leaderboards(results_dir, out_dir, data_dir, backbones=chosen, state_file=state_file)
+    except PermissionError as error:
+        raise KlmError(f"{out_dir}: cannot write {error.filename} ({error.strerror})") from None
     for path in written:
         print(f"wrote {path}")
     if not written:
@@ -192,6 +233,66 @@ def print_plan(sweeps, results_dir: Path, runs_dir: Path, jobs: int, rerun_witho
     print("dry run: nothing was run")
 
 
+def check_devices(sweeps, overrides: dict, executor: str):
+    """A cell's ``devices`` (GPUs) available here: more than one wants as many visible GPUs (a scheduler's
+    executor places its cells itself)."""
+    if executor != "local":
+        return
+    wanted = max(sweep.train_config(task, overrides).devices for sweep in sweeps for task in sweep.tasks)
+    if wanted > 1:
+        gpus = visible_gpus()
+        if len(gpus) < wanted:
+            raise KlmError(
+                f"a cell wants {wanted} GPUs (devices / --devices-per-cell) but {len(gpus)} are visible here"
+            )
+
+
+def check_folder(folder: Path, what: str = "folder") -> Path:
+    """``folder`` where it exists and is a folder, else a one-line error."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise KlmError(f"{what} {folder}: no such folder")
+    if not folder.is_dir():
+        raise KlmError(f"{what} {folder}: not a folder")
+    return folder
+
+
+def check_writable_folder(folder: Path) -> None:
+    """``folder`` a command writes into: a writable folder, or one that can be made (its nearest existing parent a
+    writable folder); else a one-line error, before any work."""
+    folder = Path(folder)
+    existing = next(path for path in (folder, *folder.absolute().parents) if path.exists())
+    if not existing.is_dir():
+        raise KlmError(f"{folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise KlmError(f"{folder}: {existing} is not writable")
+
+
+def check_backbone_weights(name: str) -> None:
+    """A local backbone's weights readable: the header of a ``model.safetensors``, the archive of a
+    ``pytorch_model.bin``; else a one-line error before any cell starts (the packaged and hub backbones are checked
+    as they load)."""
+    if name in ("tiny", "minilm"):
+        return
+    folder = Path(name).expanduser()
+    if not folder.is_dir():
+        return
+    safetensors, pickled = folder / "model.safetensors", folder / "pytorch_model.bin"
+    if safetensors.is_file():
+        try:
+            with open(safetensors, "rb") as handle:
+                size = int.from_bytes(handle.read(8), "little")
+                if not 2 <= size <= safetensors.stat().st_size - 8:
+                    raise ValueError("bad header size")
+                header = json.loads(handle.read(size))
+            if not isinstance(header, dict):
+                raise ValueError("header is not a mapping")
+        except (OSError, ValueError, UnicodeDecodeError):
+            raise KlmError(f"backbone {name!r}: {safetensors} is not readable safetensors weights") from None
+    elif pickled.is_file() and not zipfile.is_zipfile(pickled):
+        raise KlmError(f"backbone {name!r}: {pickled} is not a readable PyTorch weights archive")
+
+
 def command_bench(args):
     if args.table and (args.config or args.dataset):
         raise KlmError("--table names its own configs: drop --config/--dataset")
@@ -204,8 +305,16 @@ def command_bench(args):
     shard = parse_shard(args.shard) if args.shard else None
     data_dir = check_data_dir(args.data_dir)
     overrides = parse_overrides(args.set)
-    if args.devices_per_cell:
+    if args.devices_per_cell is not None:
+        if args.devices_per_cell < 1:
+            raise KlmError(f"--devices-per-cell {args.devices_per_cell}: expected at least 1 GPU per cell")
         overrides["devices"] = args.devices_per_cell
+    check_devices(sweeps, overrides, args.executor)
+    for folder in (args.results_dir, args.runs_dir, args.leaderboards_dir):
+        check_writable_folder(folder)
+    for sweep in sweeps:
+        for backbone in {sweep.backbone_for(method) for method in sweep.methods}:
+            check_backbone_weights(backbone)
     only = shard_keys([cell for sweep in sweeps for cell in sweep_cells(sweep)], shard) if shard else None
     if args.dry_run:  # before the method options' check, which imports the methods (torch with them)
         print_plan(sweeps, args.results_dir, args.runs_dir, jobs, args.rerun_without_predictions, only)
@@ -242,7 +351,9 @@ def command_bench(args):
     if shard:  # shards end at different times, and one page from several writers would be torn
         print(f"shard {args.shard} done; run `klm leaderboard` once every shard has finished")
     elif not args.no_leaderboard:
-        print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir)
+        # A scratch store's own pages show every backbone: its cells are of none of the committed pages'.
+        backbones = "all" if getattr(args, "scratch_store", False) else ""
+        print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir, backbones)
     return 1 if failed else 0
 
 
@@ -294,6 +405,9 @@ def newest_log(log_dir: Path) -> Path | None:
 
 def command_status(args):
     sweep = sweep_from_args(args)
+    for folder, what in ((args.results_dir, "--results-dir"), (args.runs_dir, "--runs-dir")):
+        if Path(folder).exists():  # a store not yet made is every cell missing; a file is a typo
+            check_folder(folder, what)
     table = Table(title=f"{sweep.name}")
     for column in ("cell", "state", "detail", "training log"):
         table.add_column(column, overflow="fold")  # a path cut short is no use
@@ -460,15 +574,18 @@ def command_pretrain(args):
 
 
 def command_speed(args):
+    for name in ("batch_size", "max_length", "steps", "repeats"):
+        if getattr(args, name) <= 0:
+            raise KlmError(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
+    for method in args.methods.split(","):  # before the baseline is measured
+        METHODS.check(method)
+    check_writable_folder(args.results_dir)
     from knowledge_lm.tools.speed import (  # torch: loaded only when this command runs
         render_speed,
         run_speed,
         speed_record_path,
     )
 
-    for name in ("batch_size", "max_length", "steps", "repeats"):
-        if getattr(args, name) <= 0:
-            raise KlmError(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
     record = run_speed(
         args.methods.split(","),
         args.backbone,
@@ -491,7 +608,27 @@ def command_speed(args):
     return 0
 
 
+def check_leaderboard_inputs(results_dir: Path, out: Path, backbones: str | None) -> None:
+    """``klm leaderboard``'s folders and backbones, before any page is built: a results store that is a folder, an
+    output folder that is one or can be made, writable, and backbones of which the store holds results."""
+    check_folder(results_dir, "--results-dir")
+    check_writable_folder(out)
+    if backbones and backbones != "all":
+        stored = {
+            path.name
+            for dataset in DATASETS.names()
+            for path in Path(results_dir).glob(f"{dataset}/*/*/*")  # <dataset>/<task>/<method>/<backbone>
+            if path.is_dir()
+        }
+        unknown = [name for name in backbones.split(",") if backbone_label(name) not in stored]
+        if unknown:
+            raise KlmError(
+                f"--backbones: no results of {', '.join(unknown)} in {results_dir}; stored: {', '.join(sorted(stored))}"
+            )
+
+
 def command_leaderboard(args):
+    check_leaderboard_inputs(args.results_dir, args.out, args.backbones)
     print_written_leaderboards(args.results_dir, args.out, check_data_dir(args.data_dir), args.backbones, args.force)
     return 0
 
@@ -570,7 +707,7 @@ def build_parser():
         metavar="KEY=VALUE",
         help="a submitit parameter of every job, e.g. slurm_partition=gpu, timeout_min=240, cpus_per_task=8",
     )
-    bench.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
+    bench.add_argument("--leaderboards-dir", type=Path, help=LEADERBOARDS_HELP)
     bench.add_argument("--no-leaderboard", action="store_true")
     bench.add_argument(
         "--dry-run",
@@ -631,7 +768,7 @@ def build_parser():
     probe.add_argument("--backbone", required=True, help="a local masked-LM checkpoint directory or a hub name")
     probe.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory holding lama/")
     probe.add_argument("--relations", help="comma-separated relation ids (default: all)")
-    probe.add_argument("--results-dir", default="results", type=Path)
+    probe.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
     probe.set_defaults(handler=command_probe)
 
     pretrain = commands.add_parser(
@@ -654,7 +791,6 @@ def build_parser():
     pretrain.add_argument("--out", required=True, type=Path, help="checkpoint directory to create")
     pretrain.add_argument(
         "--results-dir",
-        default="results",
         type=Path,
         help="where the run's record goes (<results-dir>/pretraining/<checkpoint name>.json)",
     )
@@ -715,14 +851,14 @@ def build_parser():
         help="torch.compile every method's layers, as the training setting compile, in torch.compile's "
         f"MODE ({', '.join(COMPILE_MODES)}; default: default); the bare loop stays eager",
     )
-    speed.add_argument("--results-dir", default="results", type=Path)
-    speed.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
+    speed.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    speed.add_argument("--leaderboards-dir", type=Path, help=LEADERBOARDS_HELP)
     speed.add_argument("--no-leaderboard", action="store_true")
     speed.set_defaults(handler=command_speed)
 
     leaderboard = commands.add_parser("leaderboard", help="regenerate leaderboards/*.md from the results store")
-    leaderboard.add_argument("--results-dir", default="results", type=Path)
-    leaderboard.add_argument("--out", default="leaderboards", type=Path)
+    leaderboard.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    leaderboard.add_argument("--out", type=Path, help="default: leaderboards/ of the project root")
     leaderboard.add_argument(
         "--data-dir",
         default=os.environ.get("DATA_DIR") or None,
@@ -740,8 +876,8 @@ def build_parser():
         "export",
         help="write the leaderboards' tables as CSV and JSON: one row per method, variant, dataset, task and fraction",
     )
-    export.add_argument("--results-dir", default="results", type=Path)
-    export.add_argument("--out", default=Path("leaderboards") / "data", type=Path, help="default: leaderboards/data")
+    export.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    export.add_argument("--out", type=Path, help="default: leaderboards/data of the project root")
     export.add_argument(
         "--data-dir",
         default=os.environ.get("DATA_DIR") or None,
@@ -793,6 +929,8 @@ def main(argv=None) -> int:
                 file=sys.stderr,
             )
     try:
+        if args.command not in ("bench", "cell", "status", "prepare"):  # those resolve them once the sweep is read
+            resolve_folders(args, [args.backbone] if isinstance(getattr(args, "backbone", None), str) else [])
         return args.handler(args)
     except KlmError as error:
         print(f"error: {error}", file=sys.stderr)

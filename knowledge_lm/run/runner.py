@@ -2,6 +2,7 @@
 each in its own process, finished cells skipped, crashed ones resumed, cells claimed by another live process (another
 runner, here or on another machine sharing the directories) left to it."""
 
+import inspect
 import json
 import os
 import queue
@@ -357,10 +358,27 @@ def record_process_failure(cell: Cell, runs_dir: Path, how: str):
     write_failure(run_dir, f"{cell.key}: {how}")
 
 
+def check_dataset_options(sweep: Sweep, dataset_class) -> None:
+    """Every variant's dataset options named among the dataset's own (its constructor's parameters); else one line
+    naming the unknown ones and the known."""
+    parameters = inspect.signature(dataset_class).parameters
+    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()):
+        return
+    known = sorted(set(parameters) - {"task", "tokenizer", "data_dir", "cache_dir", "self"})
+    for variant in sweep.variants:
+        unknown = sorted(set(sweep.variant_options(variant)) - set(known))
+        if unknown:
+            raise KlmError(
+                f"{sweep.source or sweep.name}: unknown dataset option(s) {', '.join(unknown)} of dataset "
+                f"{sweep.dataset!r}" + (f" (variant {variant})" if variant else "") + f"; known: {', '.join(known)}"
+            )
+
+
 def check_data(sweep: Sweep, data_dir) -> dict[str, int]:
     """Read every task's splits once before any cell starts: bad data fails here, with one line. Returns each
     task's train examples."""
     dataset_class = DATASETS.get(sweep.dataset)
+    check_dataset_options(sweep, dataset_class)
     return {
         task: len(dataset_class(task=task, data_dir=data_dir, **sweep.dataset_options).labelled_splits()["train"])
         for task in sweep.tasks
