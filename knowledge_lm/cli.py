@@ -20,7 +20,7 @@ from rich.table import Table
 from knowledge_lm.backbones import backbone_label
 from knowledge_lm.errors import KlmError
 from knowledge_lm.paths import SCRATCH_BACKBONES, SCRATCH_RESULTS, project_path
-from knowledge_lm.registry import DATASETS, METHODS
+from knowledge_lm.registry import DATASETS, METHODS, class_description, option_fields, static_flag
 from knowledge_lm.results import Cell, set_aside, write_json_atomic
 from knowledge_lm.run.config import (
     BENCHMARKS_DIR,
@@ -35,6 +35,7 @@ from knowledge_lm.run.config import (
 )
 from knowledge_lm.run.runner import (
     cell_status,
+    duration_text,
     estimated_seconds,
     parse_shard,
     plan_sweep,
@@ -184,16 +185,6 @@ def parse_jobs(value: str | None) -> int:
     return jobs
 
 
-def duration_text(seconds: float) -> str:
-    """Seconds as 45s, 3m 20s or 2h 05m."""
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m {seconds % 60:02d}s"
-    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
-
-
 def print_plan(sweeps, results_dir: Path, runs_dir: Path, jobs: int, rerun_without_predictions: bool, only=None):
     """``klm bench --dry-run``: each sweep's cells, what a run would do with them (run, or leave: done, running
     elsewhere) and the expected wall time of each to run (``estimated_seconds``: the median of stored cells of its
@@ -330,6 +321,51 @@ def command_bench(args):
             args.executor, args.runs_dir / "submitit", devices, parse_overrides(args.executor_option)
         )
     failed = 0
+    while True:
+        failed += run_sweeps(args, sweeps, overrides, data_dir, jobs, only, executor)
+        unfinished = cells_running_elsewhere(sweeps, args.results_dir, args.runs_dir, only)
+        if not unfinished or not args.wait or failed:
+            break
+        print(f"waiting for {len(unfinished)} cells that other processes run (--wait)", file=sys.stderr)
+        while cells_running_elsewhere(sweeps, args.results_dir, args.runs_dir, only):
+            time.sleep(WAIT_POLL_SECONDS)
+        # their runners finished, failed or died: the next round runs what they left
+    if shard:  # shards end at different times, and one page from several writers would be torn
+        print(f"shard {args.shard} done; run `klm leaderboard` once every shard has finished")
+    elif not args.no_leaderboard:
+        # A scratch store's own pages show every backbone: its cells are of none of the committed pages'.
+        backbones = "all" if getattr(args, "scratch_store", False) else ""
+        print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir, backbones)
+    if failed:
+        return 1
+    if unfinished:
+        print(
+            f"{len(unfinished)} cells are not finished: other processes run them (klm status shows which; "
+            "--wait waits for them)",
+            file=sys.stderr,
+        )
+        return UNFINISHED_EXIT
+    return 0
+
+
+# klm bench's exit code where cells remain unfinished because other processes run them.
+UNFINISHED_EXIT = 3
+WAIT_POLL_SECONDS = 30
+
+
+def cells_running_elsewhere(sweeps, results_dir, runs_dir, only=None) -> list[str]:
+    """The keys of the sweeps' cells (of ``only``'s keys, where given) claimed by another live process."""
+    return [
+        cell.key
+        for sweep in sweeps
+        for cell in sweep_cells(sweep)
+        if (only is None or cell.key in only) and cell_status(cell, results_dir, runs_dir)[0] == "running"
+    ]
+
+
+def run_sweeps(args, sweeps, overrides, data_dir, jobs, only, executor) -> int:
+    """Run ``sweeps`` one after another (``run_sweep``); returns how many cells failed."""
+    failed = 0
     with ExitStack() as stack:
         # A table's configs share one set of workers: each imports once and keeps its caches for the next sweep.
         shared = len(sweeps) > 1 and executor is None and not args.isolate_cells
@@ -348,13 +384,7 @@ def command_bench(args):
                 isolate_cells=args.isolate_cells,
                 pool=pool,
             )["failed"]
-    if shard:  # shards end at different times, and one page from several writers would be torn
-        print(f"shard {args.shard} done; run `klm leaderboard` once every shard has finished")
-    elif not args.no_leaderboard:
-        # A scratch store's own pages show every backbone: its cells are of none of the committed pages'.
-        backbones = "all" if getattr(args, "scratch_store", False) else ""
-        print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir, backbones)
-    return 1 if failed else 0
+    return failed
 
 
 def command_cell(args):
@@ -653,16 +683,62 @@ def command_serve(args):
     return serve(args.idle_minutes)
 
 
-def command_list(args):
-    print("methods:", ", ".join(METHODS.names()))
+def list_entries() -> dict:
+    """``klm list``'s content, read from the source (nothing imported): each method's one-line description, options
+    and whether it needs ``klm prepare``; each dataset's description, tasks and default tasks."""
+    methods = {
+        name: {
+            "description": class_description(METHODS, name),
+            "options": option_fields(METHODS, name),
+            "needs_prepare": static_flag(METHODS, name, "needs_knowledge"),
+        }
+        for name in METHODS.names()
+    }
+    datasets = {}
     for name in DATASETS.names():
-        tasks, default_tasks = DATASETS.class_attribute(name, "tasks"), DATASETS.class_attribute(name, "default_tasks")
-        print(f"dataset {name}: tasks {', '.join(tasks)} (default {', '.join(default_tasks or tasks)})")
+        tasks = list(DATASETS.class_attribute(name, "tasks"))
+        default_tasks = list(DATASETS.class_attribute(name, "default_tasks") or tasks)
+        datasets[name] = {
+            "description": class_description(DATASETS, name),
+            "tasks": tasks,
+            "default_tasks": default_tasks,
+        }
+    return {"methods": methods, "datasets": datasets}
+
+
+def command_list(args):
+    entries = list_entries()
+    if args.json:
+        print(json.dumps(entries, indent=1))
+        return 0
+    print("methods:", ", ".join(entries["methods"]))
+    for name, method in entries["methods"].items():
+        print(f"  {name}: {method['description']}" + (" (needs klm prepare)" if method["needs_prepare"] else ""))
+        if method["options"]:
+            print(f"    options: {', '.join(method['options'])}")
+    for name, dataset in entries["datasets"].items():
+        print(
+            f"dataset {name}: tasks {', '.join(dataset['tasks'])} (default {', '.join(dataset['default_tasks'])})"
+            + (f"; {dataset['description']}" if dataset["description"] else "")
+        )
     return 0
+
+
+def package_version() -> str:
+    """The installed knowledge-lm's version, else pyproject.toml's beside this source."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("knowledge-lm")
+    except PackageNotFoundError:
+        import tomllib
+
+        return tomllib.loads((BENCHMARKS_DIR.parent / "pyproject.toml").read_text())["project"]["version"]
 
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="klm", description="knowledge-lm: knowledge-injection benchmark suite")
+    parser.add_argument("--version", action="version", version=f"klm (knowledge-lm) {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     bench = commands.add_parser("bench", help="run a sweep of cells (skipping finished ones), then the leaderboards")
@@ -709,6 +785,12 @@ def build_parser():
     )
     bench.add_argument("--leaderboards-dir", type=Path, help=LEADERBOARDS_HELP)
     bench.add_argument("--no-leaderboard", action="store_true")
+    bench.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait for the cells other processes run, and run any they leave unfinished (without it, such cells "
+        "make the exit code 3)",
+    )
     bench.add_argument(
         "--dry-run",
         action="store_true",
@@ -897,7 +979,10 @@ def build_parser():
     )
     serving.set_defaults(handler=command_serve)
 
-    listing = commands.add_parser("list", help="registered methods and datasets")
+    listing = commands.add_parser(
+        "list", help="registered methods (description, options, needs prepare) and datasets (tasks)"
+    )
+    listing.add_argument("--json", action="store_true", help="as one JSON object")
     listing.set_defaults(handler=command_list)
     return parser
 
