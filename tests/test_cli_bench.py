@@ -4,7 +4,8 @@ import json
 import threading
 import time
 
-from test_cli_errors import store_results, stored_result
+from helpers import stored_result
+from test_cli_errors import store_results
 
 from knowledge_lm.cli import UNFINISHED_EXIT, main
 from knowledge_lm.results import Cell, write_json_atomic
