@@ -76,6 +76,8 @@ def resolve_folders(args, backbones=()):
         args.runs_dir = project_path("runs")
     if getattr(args, "leaderboards_dir", "") is None:
         args.leaderboards_dir = project_path("leaderboards")
+    if args.command in ("leaderboard", "export"):
+        args.out_named = args.out is not None
     if getattr(args, "out", "") is None and args.command in ("leaderboard", "export"):
         args.out = project_path("leaderboards") / ("data" if args.command == "export" else "")
 
@@ -149,7 +151,9 @@ def table_configs(name: str) -> list[Path]:
     return [BENCHMARKS_DIR / f"{config}.yaml" for config in tables[name]]
 
 
-def print_written_leaderboards(results_dir: Path, out_dir: Path, data_dir=None, backbones="", force=False):
+def print_written_leaderboards(
+    results_dir: Path, out_dir: Path, data_dir=None, backbones="", force=False, datasets=None, methods=None
+):
     """Regenerate the leaderboards of ``backbones`` (comma-separated, or all; default: the committed pages' own)
     where their inputs changed since the last regeneration (every page with ``force``), and print each file
     written."""
@@ -164,7 +168,9 @@ def print_written_leaderboards(results_dir: Path, out_dir: Path, data_dir=None, 
     if force:
         state_file.unlink(missing_ok=True)
     try:
-        written = write_leaderboards(results_dir, out_dir, data_dir, backbones=chosen, state_file=state_file)
+        written = write_leaderboards(
+            results_dir, out_dir, data_dir, backbones=chosen, state_file=state_file, datasets=datasets, methods=methods
+        )
     except PermissionError as error:
         raise KlmError(f"{out_dir}: cannot write {error.filename} ({error.strerror})") from None
     for path in written:
@@ -658,8 +664,20 @@ def check_leaderboard_inputs(results_dir: Path, out: Path, backbones: str | None
 
 
 def command_leaderboard(args):
+    datasets = tuple(args.datasets.split(",")) if args.datasets else None
+    methods = tuple(args.methods.split(",")) if args.methods else None
+    for dataset in datasets or ():
+        DATASETS.check(dataset)
+    for method in methods or ():
+        METHODS.check(method)
+    if (datasets or methods) and args.out_named is False:
+        raise KlmError(
+            "--datasets/--methods write partial pages: name their own --out, not the committed leaderboards/"
+        )
     check_leaderboard_inputs(args.results_dir, args.out, args.backbones)
-    print_written_leaderboards(args.results_dir, args.out, check_data_dir(args.data_dir), args.backbones, args.force)
+    print_written_leaderboards(
+        args.results_dir, args.out, check_data_dir(args.data_dir), args.backbones, args.force, datasets, methods
+    )
     return 0
 
 
@@ -991,6 +1009,10 @@ def build_parser():
         "smoke run's tiny results render only when named, best with another --out)",
     )
     leaderboard.add_argument("--force", action="store_true", help="rebuild every page, changed inputs or not")
+    leaderboard.add_argument("--datasets", help="only these datasets' pages, comma-separated (with --out)")
+    leaderboard.add_argument(
+        "--methods", help="only these methods on the pages (the baseline stays: Δ is against it), with --out"
+    )
     leaderboard.set_defaults(handler=command_leaderboard)
 
     comparing = commands.add_parser(
