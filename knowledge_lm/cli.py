@@ -5,9 +5,11 @@ every argument error answer at once; a command that trains, probes or draws impo
 """
 
 import argparse
+import json
 import os
 import sys
 import time
+import zipfile
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -15,8 +17,10 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from knowledge_lm.backbones import backbone_label
 from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import DATASETS, METHODS
+from knowledge_lm.paths import SCRATCH_BACKBONES, SCRATCH_RESULTS, project_path
+from knowledge_lm.registry import DATASETS, METHODS, class_description, option_fields, static_flag
 from knowledge_lm.results import Cell, set_aside, write_json_atomic
 from knowledge_lm.run.config import (
     BENCHMARKS_DIR,
@@ -26,10 +30,13 @@ from knowledge_lm.run.config import (
     dataset_defaults,
     parse_fractions,
     read_sweep_yaml,
+    settings_tag,
     validate_sweep,
+    with_overrides,
 )
 from knowledge_lm.run.runner import (
     cell_status,
+    duration_text,
     estimated_seconds,
     parse_shard,
     plan_sweep,
@@ -38,9 +45,42 @@ from knowledge_lm.run.runner import (
     shard_keys,
     stored_wall_times,
     sweep_cells,
+    visible_gpus,
     worker_pool,
 )
 from knowledge_lm.run.serve import forked_by_server, forward, serve, start_in_background
+
+RESULTS_HELP = (
+    "the results store (default: results/ of the project root, $KLM_HOME or the git work tree; for tiny-backbone "
+    "smoke runs results-scratch/ there)"
+)
+LEADERBOARDS_HELP = "default: leaderboards/ of the project root (a scratch store's: its own leaderboards/)"
+
+
+def uses_scratch_store(backbones) -> bool:
+    """Whether cells of ``backbones`` are smoke runs (``SCRATCH_BACKBONES``), stored apart from the committed store."""
+    labels = {backbone_label(backbone) for backbone in backbones}
+    return bool(labels) and labels <= set(SCRATCH_BACKBONES)
+
+
+def resolve_folders(args, backbones=()):
+    """The folder options left unset, from the project root (``project_path``): results (a scratch store for
+    smoke-run ``backbones``), runs, leaderboards, and ``--out`` of leaderboard and export; the folders named are
+    checked (``check_folder_option``)."""
+    if getattr(args, "results_dir", "") is None:
+        scratch = uses_scratch_store(backbones)
+        args.results_dir = project_path(SCRATCH_RESULTS if scratch else "results")
+        args.scratch_store = scratch
+        if scratch and getattr(args, "leaderboards_dir", "") is None:
+            args.leaderboards_dir = args.results_dir / "leaderboards"
+    if getattr(args, "runs_dir", "") is None:
+        args.runs_dir = project_path("runs")
+    if getattr(args, "leaderboards_dir", "") is None:
+        args.leaderboards_dir = project_path("leaderboards")
+    if args.command in ("leaderboard", "export"):
+        args.out_named = args.out is not None
+    if getattr(args, "out", "") is None and args.command in ("leaderboard", "export"):
+        args.out = project_path("leaderboards") / ("data" if args.command == "export" else "")
 
 
 def sweep_from_args(args):
@@ -60,22 +100,23 @@ def sweep_from_args(args):
         raw["methods"] = args.method.split(",")
         raw["name"] = f"{raw.get('name', raw.get('dataset'))}:{args.method}"
     raw.setdefault("methods", ["baseline"])
-    for option in ("tasks",):
-        if getattr(args, option):
-            raw[option] = getattr(args, option).split(",")
-    if args.fractions:
+    if args.tasks is not None:  # given empty, an error (validate_sweep), never the defaults
+        raw["tasks"] = args.tasks.split(",") if args.tasks.strip() else [""]
+    if args.fractions is not None:
         raw["fractions"] = args.fractions
         if isinstance(raw.get("fraction_seeds"), dict):
             wanted = set(parse_fractions(args.fractions))
             raw["fraction_seeds"] = {
                 f: seeds for f, seeds in raw["fraction_seeds"].items() if parse_fractions([f])[0] in wanted
             } or None
-    if args.seeds:
+    if args.seeds is not None:
         raw["seeds"] = args.seeds
         raw.pop("fraction_seeds", None)  # seeds typed on the command line apply to every fraction
     if args.backbone:
         raw["backbone"] = args.backbone
-    return validate_sweep(raw, where)
+    sweep = with_overrides(validate_sweep(raw, where), parse_overrides(args.set))
+    resolve_folders(args, {sweep.backbone_for(method) for method in sweep.methods})
+    return sweep
 
 
 def parse_overrides(pairs: list[str]) -> dict:
@@ -96,8 +137,17 @@ def add_sweep_arguments(parser):
     parser.add_argument("--fractions", help="train fractions in (0, 1], e.g. 0.01,0.1,1")
     parser.add_argument("--seeds", help="training seeds, e.g. 1,2,3")
     parser.add_argument("--backbone", help="minilm (default), tiny, a local directory or a hub name")
-    parser.add_argument("--results-dir", default="results", type=Path)
-    parser.add_argument("--runs-dir", default="runs", type=Path, help="checkpoints and logs of unfinished cells")
+    parser.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    parser.add_argument(
+        "--runs-dir", type=Path, help="checkpoints and logs of unfinished cells (default: runs/ of the project root)"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a training setting, e.g. lr=3e-5; cells run with settings other than their config's are "
+        "a variant of their own, set-<hash of the settings>",
+    )
 
 
 def table_configs(name: str) -> list[Path]:
@@ -108,7 +158,9 @@ def table_configs(name: str) -> list[Path]:
     return [BENCHMARKS_DIR / f"{config}.yaml" for config in tables[name]]
 
 
-def print_written_leaderboards(results_dir: Path, out_dir: Path, data_dir=None, backbones="", force=False):
+def print_written_leaderboards(
+    results_dir: Path, out_dir: Path, data_dir=None, backbones="", force=False, datasets=None, methods=None
+):
     """Regenerate the leaderboards of ``backbones`` (comma-separated, or all; default: the committed pages' own)
     where their inputs changed since the last regeneration (every page with ``force``), and print each file
     written."""
@@ -122,7 +174,12 @@ def print_written_leaderboards(results_dir: Path, out_dir: Path, data_dir=None, 
     state_file = default_cache_dir() / "leaderboards.json"
     if force:
         state_file.unlink(missing_ok=True)
-    written = write_leaderboards(results_dir, out_dir, data_dir, backbones=chosen, state_file=state_file)
+    try:
+        written = write_leaderboards(
+            results_dir, out_dir, data_dir, backbones=chosen, state_file=state_file, datasets=datasets, methods=methods
+        )
+    except PermissionError as error:
+        raise KlmError(f"{out_dir}: cannot write {error.filename} ({error.strerror})") from None
     for path in written:
         print(f"wrote {path}")
     if not written:
@@ -139,16 +196,6 @@ def parse_jobs(value: str | None) -> int:
     if jobs < 1:
         raise KlmError(f"{source} {text!r}: expected a positive number of cells to run at once, e.g. 2")
     return jobs
-
-
-def duration_text(seconds: float) -> str:
-    """Seconds as 45s, 3m 20s or 2h 05m."""
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m {seconds % 60:02d}s"
-    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
 
 
 def print_plan(sweeps, results_dir: Path, runs_dir: Path, jobs: int, rerun_without_predictions: bool, only=None):
@@ -190,6 +237,66 @@ def print_plan(sweeps, results_dir: Path, runs_dir: Path, jobs: int, rerun_witho
     print("dry run: nothing was run")
 
 
+def check_devices(sweeps, overrides: dict, executor: str):
+    """A cell's ``devices`` (GPUs) available here: more than one wants as many visible GPUs (a scheduler's
+    executor places its cells itself)."""
+    if executor != "local":
+        return
+    wanted = max(sweep.train_config(task, overrides).devices for sweep in sweeps for task in sweep.tasks)
+    if wanted > 1:
+        gpus = visible_gpus()
+        if len(gpus) < wanted:
+            raise KlmError(
+                f"a cell wants {wanted} GPUs (devices / --devices-per-cell) but {len(gpus)} are visible here"
+            )
+
+
+def check_folder(folder: Path, what: str = "folder") -> Path:
+    """``folder`` where it exists and is a folder, else a one-line error."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise KlmError(f"{what} {folder}: no such folder")
+    if not folder.is_dir():
+        raise KlmError(f"{what} {folder}: not a folder")
+    return folder
+
+
+def check_writable_folder(folder: Path) -> None:
+    """``folder`` a command writes into: a writable folder, or one that can be made (its nearest existing parent a
+    writable folder); else a one-line error, before any work."""
+    folder = Path(folder)
+    existing = next(path for path in (folder, *folder.absolute().parents) if path.exists())
+    if not existing.is_dir():
+        raise KlmError(f"{folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise KlmError(f"{folder}: {existing} is not writable")
+
+
+def check_backbone_weights(name: str) -> None:
+    """A local backbone's weights readable: the header of a ``model.safetensors``, the archive of a
+    ``pytorch_model.bin``; else a one-line error before any cell starts (the packaged and hub backbones are checked
+    as they load)."""
+    if name in ("tiny", "minilm"):
+        return
+    folder = Path(name).expanduser()
+    if not folder.is_dir():
+        return
+    safetensors, pickled = folder / "model.safetensors", folder / "pytorch_model.bin"
+    if safetensors.is_file():
+        try:
+            with open(safetensors, "rb") as handle:
+                size = int.from_bytes(handle.read(8), "little")
+                if not 2 <= size <= safetensors.stat().st_size - 8:
+                    raise ValueError("bad header size")
+                header = json.loads(handle.read(size))
+            if not isinstance(header, dict):
+                raise ValueError("header is not a mapping")
+        except (OSError, ValueError, UnicodeDecodeError):
+            raise KlmError(f"backbone {name!r}: {safetensors} is not readable safetensors weights") from None
+    elif pickled.is_file() and not zipfile.is_zipfile(pickled):
+        raise KlmError(f"backbone {name!r}: {pickled} is not a readable PyTorch weights archive")
+
+
 def command_bench(args):
     if args.table and (args.config or args.dataset):
         raise KlmError("--table names its own configs: drop --config/--dataset")
@@ -202,8 +309,16 @@ def command_bench(args):
     shard = parse_shard(args.shard) if args.shard else None
     data_dir = check_data_dir(args.data_dir)
     overrides = parse_overrides(args.set)
-    if args.devices_per_cell:
+    if args.devices_per_cell is not None:
+        if args.devices_per_cell < 1:
+            raise KlmError(f"--devices-per-cell {args.devices_per_cell}: expected at least 1 GPU per cell")
         overrides["devices"] = args.devices_per_cell
+    check_devices(sweeps, overrides, args.executor)
+    for folder in (args.results_dir, args.runs_dir, args.leaderboards_dir):
+        check_writable_folder(folder)
+    for sweep in sweeps:
+        for backbone in {sweep.backbone_for(method) for method in sweep.methods}:
+            check_backbone_weights(backbone)
     only = shard_keys([cell for sweep in sweeps for cell in sweep_cells(sweep)], shard) if shard else None
     if args.dry_run:  # before the method options' check, which imports the methods (torch with them)
         print_plan(sweeps, args.results_dir, args.runs_dir, jobs, args.rerun_without_predictions, only)
@@ -218,6 +333,51 @@ def command_bench(args):
         executor = make_executor(
             args.executor, args.runs_dir / "submitit", devices, parse_overrides(args.executor_option)
         )
+    failed = 0
+    while True:
+        failed += run_sweeps(args, sweeps, overrides, data_dir, jobs, only, executor)
+        unfinished = cells_running_elsewhere(sweeps, args.results_dir, args.runs_dir, only)
+        if not unfinished or not args.wait or failed:
+            break
+        print(f"waiting for {len(unfinished)} cells that other processes run (--wait)", file=sys.stderr)
+        while cells_running_elsewhere(sweeps, args.results_dir, args.runs_dir, only):
+            time.sleep(WAIT_POLL_SECONDS)
+        # their runners finished, failed or died: the next round runs what they left
+    if shard:  # shards end at different times, and one page from several writers would be torn
+        print(f"shard {args.shard} done; run `klm leaderboard` once every shard has finished")
+    elif not args.no_leaderboard:
+        # A scratch store's own pages show every backbone: its cells are of none of the committed pages'.
+        backbones = "all" if getattr(args, "scratch_store", False) else ""
+        print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir, backbones)
+    if failed:
+        return 1
+    if unfinished:
+        print(
+            f"{len(unfinished)} cells are not finished: other processes run them (klm status shows which; "
+            "--wait waits for them)",
+            file=sys.stderr,
+        )
+        return UNFINISHED_EXIT
+    return 0
+
+
+# klm bench's exit code where cells remain unfinished because other processes run them.
+UNFINISHED_EXIT = 3
+WAIT_POLL_SECONDS = 30
+
+
+def cells_running_elsewhere(sweeps, results_dir, runs_dir, only=None) -> list[str]:
+    """The keys of the sweeps' cells (of ``only``'s keys, where given) claimed by another live process."""
+    return [
+        cell.key
+        for sweep in sweeps
+        for cell in sweep_cells(sweep)
+        if (only is None or cell.key in only) and cell_status(cell, results_dir, runs_dir)[0] == "running"
+    ]
+
+
+def run_sweeps(args, sweeps, overrides, data_dir, jobs, only, executor) -> int:
+    """Run ``sweeps`` one after another (``run_sweep``); returns how many cells failed."""
     failed = 0
     with ExitStack() as stack:
         # A table's configs share one set of workers: each imports once and keeps its caches for the next sweep.
@@ -237,11 +397,7 @@ def command_bench(args):
                 isolate_cells=args.isolate_cells,
                 pool=pool,
             )["failed"]
-    if shard:  # shards end at different times, and one page from several writers would be torn
-        print(f"shard {args.shard} done; run `klm leaderboard` once every shard has finished")
-    elif not args.no_leaderboard:
-        print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir)
-    return 1 if failed else 0
+    return failed
 
 
 def command_cell(args):
@@ -251,7 +407,11 @@ def command_cell(args):
     from knowledge_lm.run.cell import run_cell  # torch: loaded only when a cell runs here
 
     sweep = sweep_from_args(args)
-    cells = [cell for cell in sweep_cells(sweep) if cell.variant == (args.variant or "")]
+    variant = args.variant or ""
+    if sweep.overrides:  # the variant as --set renamed it
+        tag = settings_tag(sweep.overrides)
+        variant = f"{variant}-{tag}" if variant else tag
+    cells = [cell for cell in sweep_cells(sweep) if cell.variant == variant]
     if len(cells) != 1:
         raise KlmError(
             f"klm cell runs one cell; the selection has {len(cells)}: name one method, task, fraction, "
@@ -288,6 +448,9 @@ def newest_log(log_dir: Path) -> Path | None:
 
 def command_status(args):
     sweep = sweep_from_args(args)
+    for folder, what in ((args.results_dir, "--results-dir"), (args.runs_dir, "--runs-dir")):
+        if Path(folder).exists():  # a store not yet made is every cell missing; a file is a typo
+            check_folder(folder, what)
     table = Table(title=f"{sweep.name}")
     for column in ("cell", "state", "detail", "training log"):
         table.add_column(column, overflow="fold")  # a path cut short is no use
@@ -323,6 +486,7 @@ def command_prepare(args):
     prepare_knowledge(
         sweep,
         sweep.methods,
+        parse_overrides(args.set),
         data_dir=check_data_dir(args.data_dir),
         cache_dir=args.cache_dir,
         options=options,
@@ -477,15 +641,18 @@ def command_pretrain(args):
 
 
 def command_speed(args):
+    for name in ("batch_size", "max_length", "steps", "repeats"):
+        if getattr(args, name) <= 0:
+            raise KlmError(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
+    for method in args.methods.split(","):  # before the baseline is measured
+        METHODS.check(method)
+    check_writable_folder(args.results_dir)
     from knowledge_lm.tools.speed import (  # torch: loaded only when this command runs
         render_speed,
         run_speed,
         speed_record_path,
     )
 
-    for name in ("batch_size", "max_length", "steps", "repeats"):
-        if getattr(args, name) <= 0:
-            raise KlmError(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
     record = run_speed(
         args.methods.split(","),
         args.backbone,
@@ -508,8 +675,79 @@ def command_speed(args):
     return 0
 
 
+def check_leaderboard_inputs(results_dir: Path, out: Path, backbones: str | None) -> None:
+    """``klm leaderboard``'s folders and backbones, before any page is built: a results store that is a folder, an
+    output folder that is one or can be made, writable, and backbones of which the store holds results."""
+    check_folder(results_dir, "--results-dir")
+    check_writable_folder(out)
+    if backbones and backbones != "all":
+        stored = {
+            path.name
+            for dataset in DATASETS.names()
+            for path in Path(results_dir).glob(f"{dataset}/*/*/*")  # <dataset>/<task>/<method>/<backbone>
+            if path.is_dir()
+        }
+        unknown = [name for name in backbones.split(",") if backbone_label(name) not in stored]
+        if unknown:
+            raise KlmError(
+                f"--backbones: no results of {', '.join(unknown)} in {results_dir}; stored: {', '.join(sorted(stored))}"
+            )
+
+
 def command_leaderboard(args):
-    print_written_leaderboards(args.results_dir, args.out, check_data_dir(args.data_dir), args.backbones, args.force)
+    datasets = tuple(args.datasets.split(",")) if args.datasets else None
+    methods = tuple(args.methods.split(",")) if args.methods else None
+    for dataset in datasets or ():
+        DATASETS.check(dataset)
+    for method in methods or ():
+        METHODS.check(method)
+    if (datasets or methods) and args.out_named is False:
+        raise KlmError(
+            "--datasets/--methods write partial pages: name their own --out, not the committed leaderboards/"
+        )
+    check_leaderboard_inputs(args.results_dir, args.out, args.backbones)
+    print_written_leaderboards(
+        args.results_dir, args.out, check_data_dir(args.data_dir), args.backbones, args.force, datasets, methods
+    )
+    return 0
+
+
+def command_compare(args):
+    from knowledge_lm.report.compare import compare  # pandas, scipy: loaded only when this command runs
+    from knowledge_lm.report.frame import fraction_label, interval_text, p_text
+    from knowledge_lm.report.leaderboard import DEFAULT_BACKBONES
+
+    check_folder(args.results_dir, "--results-dir")
+    backbones = args.backbones
+    chosen = DEFAULT_BACKBONES if not backbones else None if backbones == "all" else tuple(backbones.split(","))
+    datasets = args.dataset.split(",") if args.dataset else None
+    rows = compare(args.results_dir, args.first, args.second, datasets, chosen)
+    if args.json:
+        print(json.dumps(rows, indent=1, default=float))
+        return 0
+    if not rows:
+        raise KlmError(f"klm compare: no dataset, task and fraction where both {args.first} and {args.second} ran")
+    table = Table(title=f"{args.first} − {args.second}: paired by seed, q by Benjamini–Hochberg over the rows")
+    for column in ("dataset", "task", "fraction", "metric", "seeds", args.first, args.second, "Δ", "interval", "p"):
+        table.add_column(column, justify="right" if column not in ("dataset", "task", "metric") else "left")
+    table.add_column("q", justify="right")
+    table.add_column(f"{args.first} vs {args.second}")
+    for row in rows:
+        table.add_row(
+            row["dataset"] + (f" ({row['backbone']})" if chosen is None or len(chosen) > 1 else ""),
+            row["task"],
+            fraction_label(row["fraction"]),
+            row["metric"],
+            f"{row['n']}" + (f" (+{row['excluded']} degenerate)" if row["excluded"] else ""),
+            f"{row['first']:.1f}",
+            f"{row['second']:.1f}",
+            "—" if row["delta"] is None else f"{row['delta']:+.1f}",
+            "—" if row["interval"] is None else interval_text(row["interval"]),
+            p_text(row["p"]),
+            p_text(row["q"]),
+            row["verdict"],
+        )
+    Console(width=200).print(table)
     return 0
 
 
@@ -533,16 +771,62 @@ def command_serve(args):
     return serve(args.idle_minutes)
 
 
-def command_list(args):
-    print("methods:", ", ".join(METHODS.names()))
+def list_entries() -> dict:
+    """``klm list``'s content, read from the source (nothing imported): each method's one-line description, options
+    and whether it needs ``klm prepare``; each dataset's description, tasks and default tasks."""
+    methods = {
+        name: {
+            "description": class_description(METHODS, name),
+            "options": option_fields(METHODS, name),
+            "needs_prepare": static_flag(METHODS, name, "needs_knowledge"),
+        }
+        for name in METHODS.names()
+    }
+    datasets = {}
     for name in DATASETS.names():
-        tasks, default_tasks = DATASETS.class_attribute(name, "tasks"), DATASETS.class_attribute(name, "default_tasks")
-        print(f"dataset {name}: tasks {', '.join(tasks)} (default {', '.join(default_tasks or tasks)})")
+        tasks = list(DATASETS.class_attribute(name, "tasks"))
+        default_tasks = list(DATASETS.class_attribute(name, "default_tasks") or tasks)
+        datasets[name] = {
+            "description": class_description(DATASETS, name),
+            "tasks": tasks,
+            "default_tasks": default_tasks,
+        }
+    return {"methods": methods, "datasets": datasets}
+
+
+def command_list(args):
+    entries = list_entries()
+    if args.json:
+        print(json.dumps(entries, indent=1))
+        return 0
+    print("methods:", ", ".join(entries["methods"]))
+    for name, method in entries["methods"].items():
+        print(f"  {name}: {method['description']}" + (" (needs klm prepare)" if method["needs_prepare"] else ""))
+        if method["options"]:
+            print(f"    options: {', '.join(method['options'])}")
+    for name, dataset in entries["datasets"].items():
+        print(
+            f"dataset {name}: tasks {', '.join(dataset['tasks'])} (default {', '.join(dataset['default_tasks'])})"
+            + (f"; {dataset['description']}" if dataset["description"] else "")
+        )
     return 0
+
+
+def package_version() -> str:
+    """The installed knowledge-lm's version, else pyproject.toml's beside this source."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("knowledge-lm")
+    except PackageNotFoundError:
+        import tomllib
+
+        return tomllib.loads((BENCHMARKS_DIR.parent / "pyproject.toml").read_text())["project"]["version"]
 
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="klm", description="knowledge-lm: knowledge-injection benchmark suite")
+    parser.add_argument("--version", action="version", version=f"klm (knowledge-lm) {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     bench = commands.add_parser("bench", help="run a sweep of cells (skipping finished ones), then the leaderboards")
@@ -563,7 +847,6 @@ def build_parser():
         help="run every cell in a fresh process of its own (default: one worker process per job imports once "
         "and runs its cells back to back; DDP cells always get their own)",
     )
-    bench.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. lr=3e-5")
     bench.add_argument(
         "--rerun-without-predictions",
         action="store_true",
@@ -588,8 +871,14 @@ def build_parser():
         metavar="KEY=VALUE",
         help="a submitit parameter of every job, e.g. slurm_partition=gpu, timeout_min=240, cpus_per_task=8",
     )
-    bench.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
+    bench.add_argument("--leaderboards-dir", type=Path, help=LEADERBOARDS_HELP)
     bench.add_argument("--no-leaderboard", action="store_true")
+    bench.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait for the cells other processes run, and run any they leave unfinished (without it, such cells "
+        "make the exit code 3)",
+    )
     bench.add_argument(
         "--dry-run",
         action="store_true",
@@ -604,9 +893,6 @@ def build_parser():
     add_sweep_arguments(cell)
     cell.add_argument("--variant", help="the sweep variant of the cell, where the sweep has variants")
     cell.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
-    cell.add_argument(
-        "--set", action="append", metavar="KEY=VALUE", help="override a training setting, e.g. num_nodes=2"
-    )
     cell.set_defaults(handler=command_cell)
 
     status = commands.add_parser(
@@ -652,7 +938,7 @@ def build_parser():
     probe.add_argument("--backbone", required=True, help="a local masked-LM checkpoint directory or a hub name")
     probe.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory holding lama/")
     probe.add_argument("--relations", help="comma-separated relation ids (default: all)")
-    probe.add_argument("--results-dir", default="results", type=Path)
+    probe.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
     probe.set_defaults(handler=command_probe)
 
     pretrain = commands.add_parser(
@@ -681,7 +967,6 @@ def build_parser():
     pretrain.add_argument("--out", required=True, type=Path, help="checkpoint directory to create")
     pretrain.add_argument(
         "--results-dir",
-        default="results",
         type=Path,
         help="where the run's record goes (<results-dir>/pretraining/<checkpoint name>.json)",
     )
@@ -767,14 +1052,14 @@ def build_parser():
         help="torch.compile every method's layers, as the training setting compile, in torch.compile's "
         f"MODE ({', '.join(COMPILE_MODES)}; default: default); the bare loop stays eager",
     )
-    speed.add_argument("--results-dir", default="results", type=Path)
-    speed.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
+    speed.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    speed.add_argument("--leaderboards-dir", type=Path, help=LEADERBOARDS_HELP)
     speed.add_argument("--no-leaderboard", action="store_true")
     speed.set_defaults(handler=command_speed)
 
     leaderboard = commands.add_parser("leaderboard", help="regenerate leaderboards/*.md from the results store")
-    leaderboard.add_argument("--results-dir", default="results", type=Path)
-    leaderboard.add_argument("--out", default="leaderboards", type=Path)
+    leaderboard.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    leaderboard.add_argument("--out", type=Path, help="default: leaderboards/ of the project root")
     leaderboard.add_argument(
         "--data-dir",
         default=os.environ.get("DATA_DIR") or None,
@@ -786,14 +1071,31 @@ def build_parser():
         "smoke run's tiny results render only when named, best with another --out)",
     )
     leaderboard.add_argument("--force", action="store_true", help="rebuild every page, changed inputs or not")
+    leaderboard.add_argument("--datasets", help="only these datasets' pages, comma-separated (with --out)")
+    leaderboard.add_argument(
+        "--methods", help="only these methods on the pages (the baseline stays: Δ is against it), with --out"
+    )
     leaderboard.set_defaults(handler=command_leaderboard)
+
+    comparing = commands.add_parser(
+        "compare",
+        help="two methods or variants (METHOD or METHOD/VARIANT) compared on the cells both ran: Δ paired by seed, "
+        "its interval and the BH-corrected verdict per dataset, task and fraction",
+    )
+    comparing.add_argument("first", help="a method, or METHOD/VARIANT, e.g. kam")
+    comparing.add_argument("second", help="the method or variant it is compared with, e.g. kam-no-entity")
+    comparing.add_argument("--dataset", help="only these datasets, comma-separated")
+    comparing.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    comparing.add_argument("--backbones", help="comma-separated, or all (default: minilm)")
+    comparing.add_argument("--json", action="store_true", help="the rows as JSON")
+    comparing.set_defaults(handler=command_compare)
 
     export = commands.add_parser(
         "export",
         help="write the leaderboards' tables as CSV and JSON: one row per method, variant, dataset, task and fraction",
     )
-    export.add_argument("--results-dir", default="results", type=Path)
-    export.add_argument("--out", default=Path("leaderboards") / "data", type=Path, help="default: leaderboards/data")
+    export.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    export.add_argument("--out", type=Path, help="default: leaderboards/data of the project root")
     export.add_argument(
         "--data-dir",
         default=os.environ.get("DATA_DIR") or None,
@@ -813,7 +1115,10 @@ def build_parser():
     )
     serving.set_defaults(handler=command_serve)
 
-    listing = commands.add_parser("list", help="registered methods and datasets")
+    listing = commands.add_parser(
+        "list", help="registered methods (description, options, needs prepare) and datasets (tasks)"
+    )
+    listing.add_argument("--json", action="store_true", help="as one JSON object")
     listing.set_defaults(handler=command_list)
     return parser
 
@@ -845,6 +1150,8 @@ def main(argv=None) -> int:
                 file=sys.stderr,
             )
     try:
+        if args.command not in ("bench", "cell", "status", "prepare"):  # those resolve them once the sweep is read
+            resolve_folders(args, [args.backbone] if isinstance(getattr(args, "backbone", None), str) else [])
         return args.handler(args)
     except KlmError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -17,6 +17,7 @@ literals is imported as soon as the names are needed.
 import ast
 import importlib
 import pkgutil
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -278,3 +279,74 @@ def cannot_run(method: str, dataset: str) -> str | None:
     if not METHODS.class_attribute(method, "needs_knowledge"):
         return None
     return DATASETS.class_attribute(dataset, "no_knowledge") or None
+
+
+def static_class_node(registry: Registry, found: StaticClass):
+    """The ``ast.ClassDef`` of ``found`` in its module's source, or None."""
+    source = registry.source(found.module)
+    return source.classes.get(found.name) if source is not None else None
+
+
+DESCRIPTION_CHARS = 120  # a description's length in ``klm list``: one line
+
+
+def class_description(registry: Registry, name: str) -> str:
+    """The first line of the docstring of the class registered under ``name`` (of its nearest documented base
+    where it has none), read from the source; "" where none is found."""
+    registry.check(name)
+    found, seen = registry.static_table().get(name), set()
+    while found is not None and found not in seen:
+        seen.add(found)
+        node = static_class_node(registry, found)
+        if node is None:
+            break
+        text = ast.get_docstring(node)
+        if text:
+            paragraph = " ".join(text.strip().split("\n\n")[0].split())
+            sentence = re.split(r"(?<!Eq)(?<!e\.g)\.\s+(?=[A-Z(])", paragraph)[0].rstrip(".") + "."
+            return sentence if len(sentence) <= DESCRIPTION_CHARS else sentence[: DESCRIPTION_CHARS - 1] + "…"
+        bases = [base.id for base in node.bases if isinstance(base, ast.Name)]
+        found = registry.resolve_class(registry.source(found.module), bases[0]) if bases else None
+    return ""
+
+
+def option_fields(registry: Registry, name: str) -> list[str]:
+    """The fields of the options dataclass (``options_class``) of the method registered under ``name``, with those of
+    its bases, read from the source; [] where it has none or they cannot be read without running the code."""
+    registry.check(name)
+    found, seen = registry.static_table().get(name), set()
+    options = None
+    while found is not None and found not in seen and options is None:  # the class or a base that sets it
+        seen.add(found)
+        node, source = static_class_node(registry, found), registry.source(found.module)
+        if node is None:
+            return []
+        value = assigned_values(node.body).get("options_class")
+        if isinstance(value, ast.Name):
+            options = registry.resolve_class(source, value.id)
+            break
+        bases = [base.id for base in node.bases if isinstance(base, ast.Name)]
+        found = registry.resolve_class(source, bases[0]) if bases else None
+    chain, seen = [], set()  # the options class, then its bases
+    while options is not None and options not in seen:
+        seen.add(options)
+        node = static_class_node(registry, options)
+        if node is None:
+            break
+        chain.append(node)
+        bases = [base.id for base in node.bases if isinstance(base, ast.Name)]
+        options = registry.resolve_class(registry.source(options.module), bases[0]) if bases else None
+    fields = {}  # a field a subclass sets again keeps its base's place, as in a dataclass
+    for node in reversed(chain):
+        for statement in node.body:
+            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                fields.setdefault(statement.target.id, None)
+    return list(fields)
+
+
+def static_flag(registry: Registry, name: str, attribute: str) -> bool:
+    """Whether the class registered under ``name`` sets ``attribute`` to True in its source (or a base's); nothing
+    imported, so a flag the source does not give literally reads False."""
+    registry.check(name)
+    found = registry.static_table().get(name)
+    return found is not None and registry.static_attribute(found, attribute) is True

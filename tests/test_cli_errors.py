@@ -185,8 +185,9 @@ def test_status_imports_no_torch(tmp_path):
     from knowledge_lm.results import Cell
 
     done = Cell("baseline", "glue", "rte", 1.0, 1, "tiny")
-    done.result_path(tmp_path / "results").parent.mkdir(parents=True)
-    done.result_path(tmp_path / "results").write_text(json.dumps(stored_result(done)))
+    scratch = tmp_path / "results-scratch"  # tiny-backbone cells' store
+    done.result_path(scratch).parent.mkdir(parents=True)
+    done.result_path(scratch).write_text(json.dumps(stored_result(done)))
     code, imported, err, out = run_in_fresh_process(
         ["status", "--dataset", "glue", "--tasks", "rte", "--fractions", "1", "--seeds", "1,2", "--backbone", "tiny"],
         tmp_path,
@@ -210,7 +211,8 @@ def test_bench_dry_run_lists_the_plan_without_torch_or_training(tmp_path):
     def cell(fraction, seed, method="baseline"):
         return Cell(method, "glue", "rte", fraction, seed, "tiny")
 
-    store_results(tmp_path / "results", [(cell(1.0, 1), 100.0), (cell(1.0, 3), 140.0), (cell(0.1, 1, "kam"), 30.0)])
+    stored = [(cell(1.0, 1), 100.0), (cell(1.0, 3), 140.0), (cell(0.1, 1, "kam"), 30.0)]
+    store_results(tmp_path / "results-scratch", stored)  # tiny-backbone cells' store
     started = time.time()
     code, imported, err, out = run_in_fresh_process(
         ["bench", "--dataset", "glue", "--tasks", "rte", "--fractions", "0.1,1", "--seeds", "1,2,3"]

@@ -201,10 +201,12 @@ def test_klm_cell_runs_one_cell_in_process_and_refuses_a_wider_selection(tmp_pat
         str(tmp_path / "runs"),
     ]
     assert main(common) == 2 and "the selection has 5" in capsys.readouterr().err
-    assert main(common + ["--fractions", "0.01", "--seeds", "1", "--set", "max_steps=2", "--set", "evaluations=1"]) == 0
+    smoke = ["--fractions", "0.01", "--seeds", "1", "--set", "max_steps=2", "--set", "evaluations=1"]
+    assert main(common + smoke) == 0
     [result] = load_results(tmp_path / "results")
     assert result["cell"]["fraction"] == 0.01 and result["budget"]["max_steps"] == 2
-    assert main(common + ["--fractions", "0.01", "--seeds", "1"]) == 0 and "already done" in capsys.readouterr().out
+    assert result["cell"]["variant"].startswith("set-")  # settings other than the config's: a cell of its own
+    assert main(common + smoke) == 0 and "already done" in capsys.readouterr().out
     two_nodes = TrainConfig(batch_size=8, devices=2, num_nodes=2, epochs=1, min_steps=1).budget(320)
     assert two_nodes["steps_per_epoch"] == 40 and two_nodes["per_device_batch_size"] == 2 and two_nodes["nodes"] == 2
 

@@ -30,8 +30,10 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
 
 def default_cache_dir() -> Path:
     """Where computed data is cached (tokenized splits, knowledge features, gold, bootstrap, leaderboard state):
-    ``$KLM_CACHE_DIR``, else ``.cache/knowledge-lm`` in the working directory."""
-    return Path(os.environ.get("KLM_CACHE_DIR", Path.cwd() / ".cache" / "knowledge-lm"))
+    ``$KLM_CACHE_DIR``, else ``.cache/knowledge-lm`` under the project root (``project_root``)."""
+    from knowledge_lm.paths import project_path
+
+    return Path(os.environ.get("KLM_CACHE_DIR") or project_path(".cache") / "knowledge-lm")
 
 
 def find_file(data_dir: Path | None, *candidates: str) -> Path | None:

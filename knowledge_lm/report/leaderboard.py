@@ -73,12 +73,16 @@ def write_leaderboards(
     data_dir=None,
     backbones: tuple[str, ...] | None = None,
     state_file: Path | None = None,
+    datasets: tuple[str, ...] | None = None,
+    methods: tuple[str, ...] | None = None,
 ) -> list[Path]:
     """Every dataset's page (and the speed and LAMA pages) from ``results_dir``, with a progress bar over the
     pages; returns the pages written. ``data_dir`` gives the gold that kept predictions are checked against and
     scored with, and their examples' groups. ``backbones``: the backbones whose results the dataset pages show
     (by ``table_backbone``; None: all); the others are named in one line. With ``state_file``, a page whose inputs
-    are unchanged since the build recorded there (``page_fingerprint``) is skipped."""
+    are unchanged since the build recorded there (``page_fingerprint``) is skipped. ``datasets`` and ``methods``
+    (None: all) filter the dataset pages (the baseline always stays: every Δ is against it); a filtered build writes
+    no README, speed or LAMA page."""
     kept_run.cache_clear()  # predictions files may have changed since the last regeneration in this process
     out_dir = Path(out_dir)
     files = result_files(results_dir)
@@ -90,12 +94,20 @@ def write_leaderboards(
             f"leaderboards: results of backbone(s) {', '.join(left_out)} left out (shown: {', '.join(backbones)}); "
             f"`klm leaderboard --backbones {','.join(left_out)} --out DIR` renders them"
         )
+    filtered = datasets is not None or methods is not None
+    if filtered:
+        files = [
+            (path, result)
+            for path, result in files
+            if (datasets is None or result["cell"]["dataset"] in datasets)
+            and (methods is None or result["cell"]["method"] in (*methods, "baseline"))
+        ]
     by_dataset = results_by_dataset(files, backbones)
     pages = {out_dir / f"{dataset}.md": ("dataset", dataset, chosen) for dataset, chosen in sorted(by_dataset.items())}
-    if by_dataset:
+    if by_dataset and not filtered:
         pages[out_dir / "README.md"] = ("glance", "README", [file for chosen in by_dataset.values() for file in chosen])
-    speed_records = sorted((Path(results_dir) / "speed").glob("*.json"))
-    probes = sorted((Path(results_dir) / PROBES_DIR).glob("lama-*.json"))
+    speed_records = [] if filtered else sorted((Path(results_dir) / "speed").glob("*.json"))
+    probes = [] if filtered else sorted((Path(results_dir) / PROBES_DIR).glob("lama-*.json"))
     if speed_records:
         pages[out_dir / "speed.md"] = ("speed", "speed", speed_records)
     if probes:
@@ -113,7 +125,8 @@ def write_leaderboards(
             paths = [path for path, _ in inputs] if kind in ("dataset", "glance") else inputs
             inputs_read = REPORT_CODE + [BENCHMARKS_DIR / "references.yaml", BENCHMARKS_DIR / "notes" / f"{name}.md"]
             inputs_read += paths + [predictions_path(path) for path in paths]
-            fingerprint = page_fingerprint(page, inputs_read, (data_dir, backbones))
+            options = (data_dir, backbones, datasets, methods) if filtered else (data_dir, backbones)
+            fingerprint = page_fingerprint(page, inputs_read, options)
             key = str(page.resolve())
             if state.get(key) != fingerprint:
                 if kind == "dataset":  # its figures are all drawn again: none it no longer makes stays behind

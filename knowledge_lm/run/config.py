@@ -1,7 +1,9 @@
 """Sweep configs (``benchmarks/*.yaml``) and the training settings of one cell, validated on load."""
 
 import dataclasses
+import hashlib
 import importlib.util
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,33 @@ def parse_bool(value) -> bool:
 
 # Counts a cell divides by or loops over: zero or less is a typo, never a setting.
 POSITIVE_SETTINGS = ("batch_size", "eval_batch_size", "max_length", "evaluations", "devices", "num_nodes")
+# Settings with a range: name → (lower test, upper bound, upper bound allowed), and the range in words.
+RANGES = {
+    "lr": (lambda v: v > 0, math.inf, False),
+    "weight_decay": (lambda v: v >= 0, math.inf, False),
+    "warmup_ratio": (lambda v: v >= 0, 1, True),
+    "dropout": (lambda v: v >= 0, 1, False),
+    "epochs": (lambda v: v >= 1, math.inf, False),
+    "min_steps": (lambda v: v >= 0, math.inf, False),
+    "max_steps": (lambda v: v >= 0, math.inf, False),
+    "checkpoint_minutes": (lambda v: v > 0, math.inf, False),
+    "checkpoint_every_steps": (lambda v: v >= 0, math.inf, False),
+    "subset_seed": (lambda v: v >= 0, math.inf, False),
+}
+RANGE_TEXT = {
+    "lr": "must be a finite number > 0, e.g. 3e-5",
+    "weight_decay": "must be ≥ 0",
+    "warmup_ratio": "must be in [0, 1]",
+    "dropout": "must be in [0, 1)",
+    "epochs": "must be at least 1",
+    "min_steps": "must be ≥ 0",
+    "max_steps": "must be ≥ 0 (0: no cap)",
+    "checkpoint_minutes": "must be a finite number > 0",
+    "checkpoint_every_steps": "must be ≥ 0 (0: by checkpoint_minutes)",
+    "subset_seed": "must be ≥ 0",
+}
+# Lightning's precision settings (auto: bf16-mixed on GPU, 32-true on CPU).
+PRECISIONS = ("auto", "32-true", "32", "16-mixed", "16", "bf16-mixed", "bf16", "bf16-true", "16-true", "64-true", "64")
 # Capturing a cell's CUDA graphs (one per batch shape, after compiling its layers) costs it seconds: on an H200,
 # GLUE cells of at most 730 steps ran slower with graphs than eager, SST-2's of 4150 steps a fifth faster.
 CUDA_GRAPH_MIN_STEPS = 2000
@@ -115,6 +144,14 @@ class TrainConfig:
         for name in POSITIVE_SETTINGS:
             if name in checked and checked[name] < 1:
                 raise KlmError(f"{where}: training setting {name}={checked[name]} must be at least 1")
+        for name, (low, high, closed_high) in RANGES.items():
+            value = checked.get(name)
+            if value is not None and not (low(value) and (value <= high if closed_high else value < high)):
+                raise KlmError(f"{where}: training setting {name}={value} {RANGE_TEXT[name]}")
+        if checked.get("precision", "auto") not in PRECISIONS:
+            raise KlmError(
+                f"{where}: training setting precision={checked['precision']!r} is not one of {', '.join(PRECISIONS)}"
+            )
         if checked.get("pad_to_multiple_of", 0) < 0:
             raise KlmError(f"{where}: training setting pad_to_multiple_of={checked['pad_to_multiple_of']} must be ≥ 0")
         if checked.get("compile_mode", "default") not in COMPILE_MODES:
@@ -241,6 +278,7 @@ class Sweep:
     # fraction → its own seeds (e.g. 5 seeds at 100 %, the sweep's ``seeds`` elsewhere).
     fraction_seeds: dict = field(default_factory=dict)
     source: str = ""  # where the sweep was read from (its file), for error messages
+    overrides: dict = field(default_factory=dict)  # the --set settings its variants are renamed after
 
     def backbone_for(self, method: str) -> str:
         return self.method_backbones.get(method, self.backbone)
@@ -274,6 +312,8 @@ def parse_fractions(text) -> list[float]:
     """The fractions of ``text`` (a comma-separated string or a list), each once, in their first order."""
     items = text.split(",") if isinstance(text, str) else list(text)
     try:
+        if not items or any(str(item).strip() == "" for item in items):
+            raise ValueError(text)
         return list(dict.fromkeys(check_fraction(float(item)) for item in items))
     except (TypeError, ValueError):
         raise KlmError(f"fractions {text!r}: expected numbers in (0, 1], e.g. 0.01,0.1,1") from None
@@ -283,9 +323,12 @@ def parse_seeds(text) -> list[int]:
     """The seeds of ``text`` (a comma-separated string or a list), each once, in their first order."""
     items = text.split(",") if isinstance(text, str) else list(text)
     try:
-        return list(dict.fromkeys(int(item) for item in items))
+        seeds = list(dict.fromkeys(int(item) for item in items))
     except (TypeError, ValueError):
         raise KlmError(f"seeds {text!r}: expected integers, e.g. 1,2,3") from None
+    if not seeds or min(seeds) < 0:
+        raise KlmError(f"seeds {text!r}: expected integers ≥ 0, e.g. 1,2,3")
+    return seeds
 
 
 def listed(raw: dict, key: str, where: str, example: str, items=str, text: bool = False) -> list | str | None:
@@ -297,6 +340,12 @@ def listed(raw: dict, key: str, where: str, example: str, items=str, text: bool 
     if not isinstance(value, list) or not all(isinstance(item, items) and not isinstance(item, bool) for item in value):
         raise KlmError(f"{where}: {key} must be a list, e.g. {key}: {example}; got {value!r}")
     return value
+
+
+def or_default(value, default):
+    """``value``, or ``default`` where it is absent (None) or an empty list; an empty string (``--fractions ''``)
+    stays, for its parser to refuse."""
+    return default if value is None or value == [] else value
 
 
 def mapping(raw: dict, key: str, where: str) -> dict:
@@ -347,9 +396,9 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
         tasks=tasks,
         methods=methods,
         fractions=parse_fractions(
-            listed(raw, "fractions", where, "[0.01, 0.1, 1]", (int, float), text=True) or [0.01, 0.1, 1.0]
+            or_default(listed(raw, "fractions", where, "[0.01, 0.1, 1]", (int, float), True), [0.01, 0.1, 1.0])
         ),
-        seeds=parse_seeds(listed(raw, "seeds", where, "[1, 2, 3]", int, text=True) or [1, 2, 3]),
+        seeds=parse_seeds(or_default(listed(raw, "seeds", where, "[1, 2, 3]", int, text=True), [1, 2, 3])),
         backbone=check_backbone_name(str(raw.get("backbone", "minilm"))),
         train=mapping(raw, "train", where),
         task_train=mapping(raw, "task_train", where),
@@ -420,6 +469,60 @@ def check_method_options(sweep: Sweep, where: str, overrides: dict | None = None
                     + (f", task {task}" if "method_options" in sweep.task_train.get(task, {}) else "")
                 )
                 METHODS.get(method).options_class.from_dict(options, f"{where}: {context}")
+
+
+# Settings that change how a cell runs but not what it learns (placement, checkpoints, logs, compilation, padding,
+# evaluation batches): overriding them keeps the cell's key.
+EXECUTION_SETTINGS = (
+    "devices",
+    "num_nodes",
+    "checkpoint_minutes",
+    "checkpoint_every_steps",
+    "logger",
+    "compile",
+    "compile_mode",
+    "pad_to_multiple_of",
+    "eval_batch_size",
+)
+
+
+def overridden_settings(sweep: Sweep, overrides: dict) -> dict:
+    """The settings of ``overrides`` (``--set``) that give some cell of ``sweep`` other values than its config's,
+    as the cells get them (cast and checked: a bad override fails here, with one line); execution settings
+    (``EXECUTION_SETTINGS``) aside."""
+    for task in sweep.tasks:
+        for variant in sweep.variants:
+            sweep.train_config(task, overrides, variant)
+    differing = {}
+    for name in sorted(overrides):
+        if name in EXECUTION_SETTINGS:
+            continue
+        for task in sweep.tasks:
+            for variant in sweep.variants:
+                own = sweep.train_config(task, None, variant)
+                given = sweep.train_config(task, {name: overrides[name]}, variant)
+                if getattr(own, name) != getattr(given, name):
+                    differing[name] = getattr(TrainConfig.from_dict({name: overrides[name]}, "--set"), name)
+    return differing
+
+
+def settings_tag(settings: dict) -> str:
+    """The automatic variant of cells run with ``settings`` other than their config's: ``set-`` and a short hash of
+    them, e.g. ``set-3f2a1c``."""
+    text = json.dumps(settings, sort_keys=True, default=str)
+    return "set-" + hashlib.sha256(text.encode()).hexdigest()[:6]
+
+
+def with_overrides(sweep: Sweep, overrides: dict | None) -> Sweep:
+    """``sweep`` with each variant renamed after the settings of ``overrides`` that change its cells
+    (``overridden_settings``): ``set-3f2a1c``, or ``<variant>-set-3f2a1c`` for a named variant, so cells trained
+    with other settings never take the keys of the stored ones. ``sweep`` itself where nothing changes."""
+    differing = overridden_settings(sweep, overrides or {})
+    if not differing:
+        return sweep
+    tag = settings_tag(differing)
+    variants = {(f"{name}-{tag}" if name else tag): options for name, options in sweep.variants.items()}
+    return dataclasses.replace(sweep, variants=variants, overrides=differing)
 
 
 def read_sweep_yaml(path) -> dict:

@@ -2,6 +2,7 @@
 each in its own process, finished cells skipped, crashed ones resumed, cells claimed by another live process (another
 runner, here or on another machine sharing the directories) left to it."""
 
+import inspect
 import json
 import os
 import queue
@@ -357,10 +358,27 @@ def record_process_failure(cell: Cell, runs_dir: Path, how: str):
     write_failure(run_dir, f"{cell.key}: {how}")
 
 
+def check_dataset_options(sweep: Sweep, dataset_class) -> None:
+    """Every variant's dataset options named among the dataset's own (its constructor's parameters); else one line
+    naming the unknown ones and the known."""
+    parameters = inspect.signature(dataset_class).parameters
+    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()):
+        return
+    known = sorted(set(parameters) - {"task", "tokenizer", "data_dir", "cache_dir", "self"})
+    for variant in sweep.variants:
+        unknown = sorted(set(sweep.variant_options(variant)) - set(known))
+        if unknown:
+            raise KlmError(
+                f"{sweep.source or sweep.name}: unknown dataset option(s) {', '.join(unknown)} of dataset "
+                f"{sweep.dataset!r}" + (f" (variant {variant})" if variant else "") + f"; known: {', '.join(known)}"
+            )
+
+
 def check_data(sweep: Sweep, data_dir) -> dict[str, int]:
     """Read every task's splits once before any cell starts: bad data fails here, with one line. Returns each
     task's train examples."""
     dataset_class = DATASETS.get(sweep.dataset)
+    check_dataset_options(sweep, dataset_class)
     return {
         task: len(dataset_class(task=task, data_dir=data_dir, **sweep.dataset_options).labelled_splits()["train"])
         for task in sweep.tasks
@@ -481,14 +499,12 @@ def run_sweep(
             # The longest cells (most train examples, which their steps follow) first: side-by-side jobs end
             # together, and no long cell starts last.
             todo.sort(key=lambda cell: -cell.fraction * train_sizes[cell.task])
+        checked = True
+        console.print(plan_line(sweep.name, cells, todo, counts["done_before"], elsewhere, results_dir, jobs))
+        if todo:
             methods = knowledge_methods(sweep)
             if methods:
                 prepare_knowledge(sweep, methods, overrides, data_dir, progress=sys.stderr.isatty())
-        checked = True
-        console.print(
-            f"[bold]{sweep.name}[/]: {len(cells)} cells, {counts['done_before']} already done, {len(todo)} to run"
-            + (f", {len(elsewhere)} running elsewhere" if elsewhere else "")
-        )
         if not todo:
             counts["elsewhere"] = len(elsewhere)
             report_elsewhere(elsewhere)
@@ -498,8 +514,46 @@ def run_sweep(
         run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts, elsewhere)
     counts["elsewhere"] = len(elsewhere)
     report_elsewhere(elsewhere)
-    console.print(f"finished {counts['finished']}, failed {counts['failed']}, elsewhere {counts['elsewhere']}")
+    report_outcome(counts, runs_dir)
     return counts
+
+
+def plan_line(name: str, cells, todo, done: int, elsewhere: dict, results_dir, jobs: int) -> str:
+    """The plan of a sweep, printed before anything is prepared: its cells, those already done, those to run and
+    running elsewhere, and the expected wall time of those to run (``estimated_seconds``, spread over ``jobs``)."""
+    line = f"[bold]{name}[/]: {len(cells)} cells, {done} already done, {len(todo)} to run" + (
+        f", {len(elsewhere)} running elsewhere" if elsewhere else ""
+    )
+    if not todo:
+        return line
+    wall_times = stored_wall_times(results_dir)
+    estimates = [estimated_seconds(cell, wall_times) for cell in todo]
+    known = [found[0] for found in estimates if found is not None]
+    if known:
+        line += f"; estimated {duration_text(sum(known) / jobs)}" + (
+            f" for {len(known)} of them" if len(known) < len(todo) else ""
+        )
+    else:
+        line += "; time unknown (no stored cell of their method, task and fraction)"
+    return line
+
+
+def duration_text(seconds: float) -> str:
+    """Seconds as 45s, 3m 20s or 2h 05m."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+
+
+def report_outcome(counts: dict, runs_dir) -> None:
+    """What a run did, at its end: the cells finished, and each failed cell (``counts``' "failures", taken out of
+    it) with its error and log."""
+    console.print(f"finished {counts['finished']}, failed {counts['failed']}, elsewhere {counts['elsewhere']}")
+    for key, error in counts.pop("failures", {}).items():
+        console.print(f"[red]failed: {key}[/]: {error} (log: {Path(runs_dir) / key / 'log.txt'})")
 
 
 def remove_new_folders(folders: list[Path]):
@@ -601,6 +655,7 @@ def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, re
                     counts["failed"] += 1
                     restore(superseded)
                     record_process_failure(cell, runs_dir, how)
+                    counts.setdefault("failures", {})[cell.key] = failure_message(cell, runs_dir) or how
                     console.print(
                         f"[red]✗ {cell.key}[/]: {failure_message(cell, runs_dir) or how}"
                         f" (log: {cell.run_dir(runs_dir) / 'log.txt'})"
@@ -654,7 +709,8 @@ def run_on_executor(executor, todo, sweep, overrides, data_dir, results_dir, run
                 counts["failed"] += 1
                 restore(superseded.get(cell.key, {}))
                 reason = failure_message(cell, runs_dir) or (code if isinstance(code, str) else f"exit code {code}")
+                counts.setdefault("failures", {})[cell.key] = reason
                 console.print(f"[red]✗ {cell.key}[/]: {reason} (log: {cell.run_dir(runs_dir) / 'log.txt'})")
             bar.advance(overall)
-    console.print(f"finished {counts['finished']}, failed {counts['failed']}, elsewhere {counts['elsewhere']}")
+    report_outcome(counts, runs_dir)
     return counts
