@@ -99,6 +99,8 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
         kept_result(results, "kam", seed, 100.0, right_on(knowledge | {"text"}))
         kept_result(results, "kam", seed, 100.0, right_on(knowledge | {"text"}), variant="t20k")
         kept_result(results, "kam", seed, accuracy_on({"text"}), right_on({"text"}), variant="t20k-zeroed")
+        kept_result(results, "erica", seed, 100.0, right_on(knowledge | {"text"}))
+        kept_result(results, "erica-mlm-only", seed, accuracy_on({"text"}), right_on({"text"}))
     page = dataset_page(results, tmp_path / "leaderboards")
     lines = page.read_text().splitlines()
     knowbert = table_row(lines, "knowbert")
@@ -115,6 +117,7 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
     assert table_row(lines, "kam [t20k-zeroed]")[7:] == ["(control)"] * 2 + ["(control) |"]
     assert table_row(lines, "kam [t20k]")[9] == "links only |"  # knowledge used against zeroed: its linked entities
     assert any(line.startswith("Knowledge used = the method's accuracy minus") for line in lines)
+    assert table_row(lines, "erica")[9] == "pretraining only |"  # its one control, MLM-only: no relational verdict
 
     glue = tmp_path / "glue-results"
     for seed in (1, 2):

@@ -71,6 +71,10 @@ def world_results(results):
         ("kam", ""): graph,
         ("kam", "shuffled"): {"text"},
         ("kam+kg", ""): graph,  # no control run
+        ("knowbert+si", ""): graph,
+        ("knowbert+si", "shuffled"): {"text"},
+        # Permuted labels cost it the type family alone: no relational use, whatever the graph families pooled say.
+        ("knowbert+si", "relations-permuted"): {"text", "one_hop", "two_hop"},
     }
     for (method, variant), families in runs.items():
         for seed in range(1, 6):
@@ -109,6 +113,8 @@ def test_the_page_splits_its_worlds_and_says_which_method_uses_relational_facts(
 
     assert relational(main, "knowbert") == "relational facts"
     assert relational(main, "kg-text") == "links only"
+    assert relational(main, "knowbert+si") == "links only"
+    assert "relations-permuted on one_hop + two_hop: +0.0" in table_row(main, "knowbert+si")[7]
     assert relational(main, "kam") == "links only"  # relation-blind by construction
     assert relational(main, "kam+kg") == "—"  # no control run
     assert relational(main, "knowbert [shuffled]") == "(control)"

@@ -114,6 +114,8 @@ RELATION_BLIND = ("kam", "kam+kg")  # their maps read no relation label: the rel
 # controls keep each entity's type, so only zeroed shows a method that reads types alone).
 LINK_CONTROLS = ("shuffled", "test-shuffled", "zeroed")
 RELATION_CONTROL = "relations-permuted"  # knowledge used against it: the method uses the relation labels
+# Knowledge used against it: the method's knowledge pretraining helps (ERICA); no control of it isolates relations.
+PRETRAINING_CONTROL = "mlm-only"
 HOP_GROUPS = ("one_hop", "two_hop")  # one of them above chance: the method answers relational claims
 
 
@@ -263,6 +265,10 @@ class PageTests(NamedTuple):
 
 
 WHOLE = "whole"  # the scope of a knowledge-used test on the whole split; else on the families that need the graph
+GRAPH = "graph"  # ... on the families that need the graph, pooled
+# ... on one_hop and two_hop pooled, against the relations-permuted control alone: that control retrains TransE on
+# the permuted graph, which can blur the entities' types, so a gain on the type family says nothing of relations.
+RELATIONAL = "relational"
 
 
 def page_tests(
@@ -289,7 +295,8 @@ def page_tests(
             task_frame = group[(group.task == task) & (group.metric == metric)]
             groups = page_groups(task_frame, groupings)
             knowledge = {g for g in groups if g not in KNOWLEDGE_FREE_GROUPS}
-            scopes = {WHOLE: None, **({"graph": knowledge} if knowledge else {})}
+            hops = {g for g in groups if g in HOP_GROUPS}
+            scopes = {WHOLE: None, **({GRAPH: knowledge} if knowledge else {}), **({RELATIONAL: hops} if hops else {})}
             kept = comparable(task_frame)
             for fraction in sorted(task_frame["fraction"].unique()):
                 at = kept[kept.fraction == fraction]
@@ -305,6 +312,8 @@ def page_tests(
                     )
                     for name, control in controls:
                         for scope, pooled in scopes.items():
+                            if scope == RELATIONAL and name != RELATION_CONTROL:
+                                continue
                             found = knowledge_test(cells, control, dataset, task, metric, golds, groupings, pooled)
                             if found is not None:
                                 used[backbone, task, method, variant, fraction, name, scope] = found
@@ -690,7 +699,7 @@ def knowledge_used(
     if is_control(cells["cell_method"].iloc[0], variant):
         return "(control)"
     backbone = cells["backbone"].iloc[0]
-    scope = WHOLE if groups is None else "graph"
+    scope = WHOLE if groups is None else GRAPH
     parts = []
     for name, control in control_cells(comparable(frame), method, fraction, metric, variant):
         found = used.get((backbone, task, method, variant, fraction, name, scope))
@@ -698,6 +707,11 @@ def knowledge_used(
             continue
         interval = knowledge_interval(cells, control, dataset, task, metric, golds, groupings, groups)
         parts.append(f"{name}: {knowledge_used_text(found, interval)}")
+        relational = used.get((backbone, task, method, variant, fraction, name, RELATIONAL))
+        if scope == GRAPH and relational is not None:
+            hops = set(HOP_GROUPS)
+            interval = knowledge_interval(cells, control, dataset, task, metric, golds, groupings, hops)
+            parts.append(f"{name} on {' + '.join(HOP_GROUPS)}: {knowledge_used_text(relational, interval)}")
     if relation_blind_here(frame, cells["cell_method"].iloc[0], variant):
         parts.append(f"{RELATION_CONTROL}: relation-blind by construction")
     return "<br>".join(parts) or MISSING
@@ -713,13 +727,19 @@ def relation_blind_here(frame: pd.DataFrame, cell_method: str, variant: str) -> 
 def relational_verdict(tests: PageTests, row: tuple, cell_method: str) -> str:
     """Whether a method uses relational facts, from the page's corrected tests (``tests``) of its row ``row`` =
     ``(backbone, task, method, variant, fraction)``: "relational facts" where knowledge used against the
-    relations-permuted control on the families that need the graph is ✓ and one_hop or two_hop is above chance;
-    "links only" where not, but knowledge used against one of ``LINK_CONTROLS`` is ✓ (also for a method
-    relation-blind by construction, ``RELATION_BLIND``); "too few seeds" where a test that decides has fewer than
-    ``MIN_SEEDS`` seed pairs; "no" otherwise; — where none of those controls ran."""
+    relations-permuted control on one_hop and two_hop pooled (``RELATIONAL``) is ✓ and one_hop or two_hop is above
+    chance; "links only" where not, but knowledge used against one of ``LINK_CONTROLS`` is ✓ (also for a method
+    relation-blind by construction, ``RELATION_BLIND``); for a method whose only control is its MLM-only
+    pretraining (``PRETRAINING_CONTROL``, ERICA): "pretraining only" where knowledge used against it is ✓; "too
+    few seeds" where a test that decides has fewer than ``MIN_SEEDS`` seed pairs; "no" otherwise; — where none of
+    those controls ran."""
     blind = cell_method in RELATION_BLIND
-    relations = None if blind else tests.used.get((*row, RELATION_CONTROL, "graph"))
-    links = [found for name in LINK_CONTROLS if (found := tests.used.get((*row, name, "graph"))) is not None]
+    relations = None if blind else tests.used.get((*row, RELATION_CONTROL, RELATIONAL))
+    links = [found for name in LINK_CONTROLS if (found := tests.used.get((*row, name, GRAPH))) is not None]
+    pretraining = tests.used.get((*row, PRETRAINING_CONTROL, GRAPH))
+    if relations is None and not links and pretraining is not None:
+        said = knowledge_verdict(pretraining)
+        return "pretraining only" if said == ABOVE.strip() else "too few seeds" if said == "too few seeds" else "no"
     if relations is None and not links:
         return MISSING
     hops = any(

@@ -373,7 +373,8 @@ def relational_text() -> str:
     """What the column "uses relational facts" says (``relational_verdict``)."""
     return (
         '"uses relational facts", per world: "relational facts" where knowledge used against '
-        f"{RELATION_CONTROL} (on the families that need the graph) is ✓ and {' or '.join(HOP_GROUPS)} is above "
+        f"{RELATION_CONTROL} on {' and '.join(HOP_GROUPS)} pooled is ✓ (not on the type family: permuting the labels "
+        f"also retrains TransE, which can blur the entities' types) and {' or '.join(HOP_GROUPS)} is above "
         'chance; "links only" where not, but knowledge used against '
         f"{' or '.join(LINK_CONTROLS)} is ✓ (the method uses its linked entities, e.g. their types), whether or not "
         "it reads relation labels "
