@@ -17,6 +17,8 @@ KNOWN_METRICS = {
     "pearson",
     "spearman",
     "micro_f1",
+    "micro_precision",
+    "micro_recall",
     "macro_f1",
     "strict_accuracy",
     "loose_macro_f1",
