@@ -50,3 +50,37 @@ def test_our_rows_stand_beside_the_papers_with_avg_and_params(tmp_path):
     assert lines.index(kam) < lines.index(bert)
     write_leaderboards(results, out)
     assert (out / "papers" / "kam-table1.md").read_text() == text  # deterministic
+
+
+def test_spectra_by_fraction_are_the_seeds_mean_of_each_rank():
+    import pandas as pd
+
+    from knowledge_lm.report.papers import spectra_lines
+
+    rows = [
+        {
+            "dataset": "openentity",
+            "task": "main",
+            "variant": "",
+            "method": "baseline",
+            "fraction": fraction,
+            "seed": seed,
+            "spectrum": [float(2**i) * seed for i in range(10, 0, -1)],
+        }
+        for fraction in (0.01, 1.0)
+        for seed in (1, 3)
+    ] + [
+        {
+            "dataset": "openentity",
+            "task": "main",
+            "variant": "",
+            "method": "kam",
+            "fraction": 1.0,
+            "seed": 1,
+            "spectrum": None,
+        }
+    ]
+    lines = spectra_lines((("openentity", "main", ("baseline", "kam")),), pd.DataFrame(rows))
+    assert "| baseline | 1% | 2 | 2.05e+03 | 1.02e+03 | 256 | 16 | — | — | — | — | 4 |" in lines
+    assert any(line.startswith("| baseline | 100% | 2 |") for line in lines)
+    assert not any(line.startswith("| kam ") for line in lines)  # no spectrum kept: no row

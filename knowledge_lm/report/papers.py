@@ -9,15 +9,24 @@ command that would run it with the user's data. Every reference row renders on s
 (``unrendered_references``). Output is deterministic: the same results give the same bytes.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from knowledge_lm.report.frame import MISSING, degenerate_reason, fraction_label, results_frame, table_backbone
+from knowledge_lm.errors import KlmError
+from knowledge_lm.report.frame import (
+    MISSING,
+    degenerate_reason,
+    fraction_label,
+    kept_run,
+    results_frame,
+    table_backbone,
+)
 from knowledge_lm.report.pages import seeds_text
 from knowledge_lm.report.protocol import current_protocol
+from knowledge_lm.results import predictions_path
 from knowledge_lm.run.config import BENCHMARKS_DIR
 
 PAPERS = {
@@ -81,7 +90,7 @@ class PaperTable:
     sections: tuple[Section, ...] = ()
     differs: str = ""
     command: str = ""
-    notes: tuple[str, ...] = field(default=())
+    spectra: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (dataset, task, methods) whose spectra it shows
 
 
 def glue_columns(tasks: list[tuple[str, str, str]], fraction: float = 1.0) -> tuple[Column, ...]:
@@ -234,9 +243,14 @@ PAPER_TABLES = (
         "Figure 3",
         "Singular values of the feature matrices at different fine-tuning ratios",
         PARTIAL,
-        "a figure; the spectra kept with the 100% cells' predictions are drawn on the dataset pages "
-        "(frame.full_data_spectra), 1% and 10% are not recorded",
+        "a figure; drawn here as a table of the singular values that the cells kept with their predictions, "
+        "per train fraction (cells run before spectra were kept have none)",
+        differs=SISR_DIFFERS + " Features: the task head's input on the reported split, not the paper's layer.",
         command="klm bench --table sisr-table1",
+        spectra=(
+            ("openentity", "main", ("baseline", "knowbert", "knowbert+si", "knowbert+si+sr")),
+            ("semeval2010", "main", ("baseline", "knowbert", "knowbert+si", "knowbert+si+sr")),
+        ),
     ),
     PaperTable(
         "sisr-fig4",
@@ -787,13 +801,48 @@ def render_paper_table(table: PaperTable, frame: pd.DataFrame, references: list[
             lines += ["", f"Avg: the mean over {names} (the columns all our rows have), for every row alike."]
         if section.params:
             lines += ["", "#Params: ours counts the backbone (the method's added modules are not recorded)."]
+    if table.spectra:
+        lines += spectra_lines(table.spectra, frame)
     if not table.sections and chosen:
         lines += ["", "## The paper's rows", ""]
         lines += [f"- † {ref['row']} ({ref['dataset']}): {ref['metrics']}" for _, ref in chosen]
         used |= {index for index, _ in chosen}
-    if not table.sections:
+    if not table.sections and not table.spectra:
         lines += ["", "Nothing of this table or figure is rendered here: " + table.why + "."]
     return "\n".join(lines) + "\n", used
+
+
+SPECTRUM_RANKS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def spectra_lines(spectra: tuple[tuple[str, str, tuple[str, ...]], ...], frame: pd.DataFrame) -> list[str]:
+    """Per dataset, a table of the singular values (descending) of the head's features on the reported split that
+    each method's cells kept with their predictions: the i-th largest, mean over the seeds that kept one, per
+    train fraction (papers/000 Fig. 3 draws them by fine-tuning ratio)."""
+    lines = []
+    for dataset, task, methods in spectra:
+        header = ["method", "fraction", "n"] + [f"σ{rank}" for rank in SPECTRUM_RANKS] + ["σ last"]
+        rows = []
+        cells = (
+            frame[(frame.dataset == dataset) & (frame.task == task) & (frame.variant == "")] if len(frame) else frame
+        )
+        for method in methods:
+            for fraction in FRACTIONS:
+                chosen = cells[(cells.method == method) & (cells.fraction == fraction)] if len(cells) else cells
+                found = (
+                    [s for s in chosen.drop_duplicates("seed").sort_values("seed")["spectrum"] if s]
+                    if len(chosen)
+                    else []
+                )
+                if not found:
+                    continue
+                width = min(len(s) for s in found)
+                mean = [sum(s[i] for s in found) / len(found) for i in range(width)]
+                values = [f"{mean[rank - 1]:.3g}" if rank <= width else MISSING for rank in SPECTRUM_RANKS]
+                rows.append([method, fraction_label(fraction), str(len(found))] + values + [f"{mean[-1]:.3g}"])
+        lines += ["", f"## {dataset} {task}: singular values of the features", ""]
+        lines += table_lines(header, rows) if rows else ["No cell of these methods kept its spectrum yet."]
+    return lines
 
 
 def backbone_parameters(frame: pd.DataFrame) -> str:
@@ -835,7 +884,39 @@ def papers_frame(files: list[tuple[Path, dict]]) -> pd.DataFrame:
     frame["parameters"] = [
         counts.get((cell_method, backbone)) for cell_method, backbone in zip(frame["cell_method"], frame["backbone"])
     ]
+    wanted = {(dataset, task) for table in PAPER_TABLES for dataset, task, _ in table.spectra}
+    spectra = {
+        cell_key(result): kept_spectrum(path)
+        for path, result in files
+        if (result["cell"]["dataset"], result["cell"]["task"]) in wanted
+    }
+    keys = zip(frame.dataset, frame.task, frame.cell_method, frame.variant, frame.fraction, frame.seed, frame.backbone)
+    frame["spectrum"] = [spectra.get(key) for key in keys]
     return current_protocol(frame)[0]
+
+
+def cell_key(result: dict) -> tuple:
+    cell = result["cell"]
+    return (
+        cell["dataset"],
+        cell["task"],
+        cell["method"],
+        cell.get("variant", ""),
+        cell["fraction"],
+        cell["seed"],
+        table_backbone(result),
+    )
+
+
+def kept_spectrum(path: Path) -> list[float] | None:
+    """The singular values a cell's predictions file holds (they do not depend on the gold: read unchecked)."""
+    sidecar = predictions_path(path)
+    if not sidecar.is_file():
+        return None
+    try:
+        return kept_run(str(sidecar)).get("singular_values") or None
+    except KlmError:
+        return None
 
 
 def render_papers(files: list[tuple[Path, dict]]) -> tuple[dict[str, str], set[int]]:
