@@ -32,6 +32,7 @@ def test_one_page_per_table_and_figure_and_a_status_readme():
     assert all(f"]({t.slug}.md)" in texts["README.md"] for t in PAPER_TABLES)
     assert "MiniLM-L6" in texts["kam-table1.md"] and "What differs from the paper" in texts["kam-table1.md"]
     assert "klm bench --dataset tacred" in texts["erica-table2.md"]  # a table needing the user's data says how
+    assert "-NSP" not in texts["erica-table1.md"] and "-NSP" in texts["erica-table10.md"]  # Table 10 is not Table 1
 
 
 def test_our_rows_stand_beside_the_papers_with_avg_and_params(tmp_path):

@@ -662,12 +662,13 @@ def load_all_references() -> list[dict]:
 
 def page_references(table: PaperTable, references: list[dict]) -> list[tuple[int, dict]]:
     """``(index, reference)`` of the rows ``table`` shows: all of its first source's, of its other sources those of
-    a method the page has a row for."""
+    a method the page has a row for (a reference's source up to its first " (" names the table)."""
     methods = {row.method for section in table.sections for row in section.rows}
     chosen = []
     for index, ref in enumerate(references):
-        primary = bool(table.sources) and ref["source"].startswith(table.sources[0])
-        secondary = any(ref["source"].startswith(s) for s in table.sources[1:]) and ref.get("method") in methods
+        source = ref["source"].split(" (")[0]  # "ERICA, Table 10 (Full results ...)": not Table 1's
+        primary = bool(table.sources) and source == table.sources[0]
+        secondary = source in table.sources[1:] and ref.get("method") in methods
         if primary or secondary:
             chosen.append((index, ref))
     return chosen
