@@ -2,6 +2,7 @@
 
 import json
 import statistics
+from pathlib import Path
 
 import yaml
 
@@ -17,6 +18,8 @@ KNOWN_METRICS = {
     "pearson",
     "spearman",
     "micro_f1",
+    "micro_precision",
+    "micro_recall",
     "macro_f1",
     "strict_accuracy",
     "loose_macro_f1",
@@ -30,7 +33,8 @@ KNOWN_METRICS = {
 
 def dataset_page(results, out, **options):
     """The one dataset page ``write_leaderboards`` writes from ``results`` (beside the glance page, README.md)."""
-    pages = [path for path in write_leaderboards(results, out, **options) if path.name != "README.md"]
+    written = write_leaderboards(results, out, **options)
+    pages = [path for path in written if path.name != "README.md" and path.parent == Path(out)]
     [page] = pages
     return page
 
@@ -436,8 +440,8 @@ def test_committed_leaderboards_are_what_the_results_store_gives(tmp_path):
 
     repo = Path(__file__).resolve().parents[1]
     written = write_leaderboards(repo / "results", tmp_path)
-    committed = sorted(path.name for path in (repo / "leaderboards").glob("*.md"))
-    assert sorted(path.name for path in written) == committed
+    committed = sorted(str(path.relative_to(repo / "leaderboards")) for path in (repo / "leaderboards").rglob("*.md"))
+    assert sorted(str(path.relative_to(tmp_path)) for path in written) == committed
     for name in committed:
         assert (tmp_path / name).read_text() == (repo / "leaderboards" / name).read_text(), name
     figures = sorted(path.name for path in (repo / "leaderboards" / "figures").glob("*.png"))

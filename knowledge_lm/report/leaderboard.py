@@ -22,7 +22,8 @@ with the knowledge shuffled or zeroed, or ERICA's MLM-only checkpoint): Δ with 
 examples, in the family table where there is one, else in a table per task where a control was run.
 
 The stages, one module each: ``knowledge_lm.report.frame`` (results → frame, kept predictions and groups, degenerate
-cells), ``knowledge_lm.report.protocol`` (versions, commits, selection and degenerate cells as the pages say them),
+cells), ``knowledge_lm.report.papers`` (the papers' tables and figures, ``leaderboards/papers/``),
+``knowledge_lm.report.protocol`` (versions, commits, selection and degenerate cells as the pages say them),
 ``knowledge_lm.report.comparisons`` (t-tests, bootstrap comparisons, per-family scores, knowledge used against the
 controls, frequency buckets), ``knowledge_lm.report.references`` (the † rows) and ``knowledge_lm.report.pages`` (the
 markdown and figures) and ``knowledge_lm.report.glance`` (the README).
@@ -46,6 +47,7 @@ from knowledge_lm.report.frame import (
 )
 from knowledge_lm.report.glance import render_glance
 from knowledge_lm.report.pages import dataset_notes, render_dataset, render_probes
+from knowledge_lm.report.papers import write_papers
 from knowledge_lm.results import PROBES_DIR, predictions_path, result_files, write_json_atomic
 from knowledge_lm.run.config import BENCHMARKS_DIR
 
@@ -138,6 +140,8 @@ def write_leaderboards(
                     written.append(page)
                     state[key] = page_fingerprint(page, inputs_read, (data_dir, backbones))
             bar.advance(overall)
+    if by_dataset:
+        written += write_papers([file for chosen in by_dataset.values() for file in chosen], out_dir / "papers")
     if state_file is not None:
         write_json_atomic(state_file, state)
     return written

@@ -65,8 +65,10 @@ def main_table_references(
         for fraction, task in columns:
             reported = [ref["metrics"].get(task, {}) for ref in refs if ref.get("fraction") == fraction]
             value = next((m[main_metric[task]] for m in reported if m.get(main_metric[task]) is not None), None)
-            # A paper table without the column's metric (ERICA's Table 6 gives only IgF1) shows what it has, named.
-            other = next(((name, v) for m in reported for name, v in m.items() if v is not None), None)
+            # A paper table without the column's metric (ERICA's Table 6 gives only IgF1) shows what it has, named:
+            # first its kind of the metric (FIGER's loose_micro_f1 in OpenEntity's micro_f1 column).
+            found = [(name, v) for m in reported for name, v in m.items() if v is not None]
+            other = next((f for f in found if f[0].endswith(main_metric[task])), found[0] if found else None)
             row.append(f"{value:.1f}" if value is not None else f"{other[1]:.1f} ({other[0]})" if other else MISSING)
         if any(cell != MISSING for cell in row[1:]):
             lines.append("| " + " | ".join(row) + " |")
