@@ -27,6 +27,7 @@ from knowledge_lm.run.config import (
     read_sweep_yaml,
     validate_sweep,
 )
+from knowledge_lm.run.mps import mps_for_sweep
 from knowledge_lm.run.runner import (
     cell_status,
     estimated_seconds,
@@ -215,6 +216,7 @@ def command_bench(args):
     with ExitStack() as stack:
         # A table's configs share one set of workers: each imports once and keeps its caches for the next sweep.
         shared = len(sweeps) > 1 and executor is None and not args.isolate_cells
+        stack.enter_context(mps_for_sweep(jobs, args.runs_dir, enabled=not args.no_mps and executor is None))
         pool = stack.enter_context(worker_pool(jobs, args.runs_dir)) if shared else None
         for sweep in sweeps:
             failed += run_sweep(
@@ -559,6 +561,9 @@ def build_parser():
     )
     bench.add_argument("--leaderboards-dir", default="leaderboards", type=Path)
     bench.add_argument("--no-leaderboard", action="store_true")
+    bench.add_argument(
+        "--no-mps", action="store_true", help="no NVIDIA MPS daemon when several cells share a GPU (jobs > GPUs)"
+    )
     bench.add_argument(
         "--dry-run",
         action="store_true",
