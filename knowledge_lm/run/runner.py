@@ -585,6 +585,7 @@ def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, re
                 if show_cell_progress:
                     console.print(f"[cyan]→ {cell.key}[/]")
                 slot.start(cell, cell_spec(cell, sweep, overrides, data_dir, results_dir, runs_dir, show_cell_progress))
+                counts.setdefault("first_cell_started", time.time())
                 running[slot] = (cell, superseded)
             time.sleep(0.2)
             for slot in list(running):
@@ -606,6 +607,7 @@ def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, re
                         f" (log: {cell.run_dir(runs_dir) / 'log.txt'})"
                     )
                 bar.advance(overall)
+    counts["last_cell_ended"] = time.time()
 
 
 def report_elsewhere(elsewhere: dict[str, str]):
