@@ -41,7 +41,7 @@ from knowledge_lm.run.runner import (
     worker_pool,
 )
 from knowledge_lm.run.serve import forked_by_server, forward, serve, start_in_background
-from knowledge_lm.run.startup import outside_cells_line, process_started
+from knowledge_lm.run.startup import cell_spans_since, outside_cells_line, process_started
 
 
 def sweep_from_args(args):
@@ -213,14 +213,14 @@ def command_bench(args):
         executor = make_executor(
             args.executor, args.runs_dir / "submitit", devices, parse_overrides(args.executor_option)
         )
-    failed, cell_spans = 0, []
+    failed = 0
     with ExitStack() as stack:
         # A table's configs share one set of workers: each imports once and keeps its caches for the next sweep.
         shared = len(sweeps) > 1 and executor is None and not args.isolate_cells
         stack.enter_context(mps_for_sweep(jobs, args.runs_dir, enabled=not args.no_mps and executor is None))
         pool = stack.enter_context(worker_pool(jobs, args.runs_dir)) if shared else None
         for sweep in sweeps:
-            counts = run_sweep(
+            failed += run_sweep(
                 sweep,
                 overrides,
                 data_dir=data_dir,
@@ -232,15 +232,13 @@ def command_bench(args):
                 executor=executor,
                 isolate_cells=args.isolate_cells,
                 pool=pool,
-            )
-            failed += counts["failed"]
-            if "first_cell_started" in counts:
-                cell_spans.append((counts["first_cell_started"], counts["last_cell_ended"]))
+            )["failed"]
     if shard:  # shards end at different times, and one page from several writers would be torn
         print(f"shard {args.shard} done; run `klm leaderboard` once every shard has finished")
     elif not args.no_leaderboard:
         print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir)
-    print(outside_cells_line(process_started(), cell_spans))
+    started = process_started()
+    print(outside_cells_line(started, cell_spans_since(started)))
     return 1 if failed else 0
 
 

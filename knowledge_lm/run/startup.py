@@ -4,6 +4,18 @@ imports, checks, knowledge preparation) and from its last cell's end to its exit
 import os
 import time
 
+# (first cell's start, last cell's end) of each batch of cells this process ran (``run_cells``), in order.
+CELL_SPANS: list[tuple[float, float]] = []
+
+
+def record_cells(first_started: float, last_ended: float):
+    CELL_SPANS.append((first_started, last_ended))
+
+
+def cell_spans_since(started: float) -> list[tuple[float, float]]:
+    """The spans of the cells this process started since ``started``."""
+    return [span for span in CELL_SPANS if span[0] >= started]
+
 
 def process_started() -> float:
     """This process's start (epoch seconds) as the kernel records it; where /proc is not, now."""
