@@ -34,6 +34,7 @@ from knowledge_lm.run.config import (
     validate_sweep,
     with_overrides,
 )
+from knowledge_lm.run.mps import mps_for_sweep
 from knowledge_lm.run.runner import (
     cell_status,
     duration_text,
@@ -49,6 +50,7 @@ from knowledge_lm.run.runner import (
     worker_pool,
 )
 from knowledge_lm.run.serve import forked_by_server, forward, serve, start_in_background
+from knowledge_lm.run.startup import cell_spans_since, outside_cells_line, process_started
 
 RESULTS_HELP = (
     "the results store (default: results/ of the project root, $KLM_HOME or the git work tree; for tiny-backbone "
@@ -349,6 +351,8 @@ def command_bench(args):
         # A scratch store's own pages show every backbone: its cells are of none of the committed pages'.
         backbones = "all" if getattr(args, "scratch_store", False) else ""
         print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir, backbones)
+    started = process_started()
+    print(outside_cells_line(started, cell_spans_since(started)))
     if failed:
         return 1
     if unfinished:
@@ -382,6 +386,7 @@ def run_sweeps(args, sweeps, overrides, data_dir, jobs, only, executor) -> int:
     with ExitStack() as stack:
         # A table's configs share one set of workers: each imports once and keeps its caches for the next sweep.
         shared = len(sweeps) > 1 and executor is None and not args.isolate_cells
+        stack.enter_context(mps_for_sweep(jobs, args.runs_dir, enabled=not args.no_mps and executor is None))
         pool = stack.enter_context(worker_pool(jobs, args.runs_dir)) if shared else None
         for sweep in sweeps:
             failed += run_sweep(
@@ -878,6 +883,9 @@ def build_parser():
         action="store_true",
         help="wait for the cells other processes run, and run any they leave unfinished (without it, such cells "
         "make the exit code 3)",
+    )
+    bench.add_argument(
+        "--no-mps", action="store_true", help="no NVIDIA MPS daemon when several cells share a GPU (jobs > GPUs)"
     )
     bench.add_argument(
         "--dry-run",

@@ -267,3 +267,40 @@ def test_tensor_offsets(tokenizer):
     assert word_ids[-1] is None  # padding
     with pytest.raises(KlmError, match="index the batch"):
         align_char_spans(encoding["offset_mapping"], [(0, 5)])
+
+
+# -- only the components the annotations read ------------------------------------------------------
+def sample_texts() -> list[str]:
+    """Texts with entities, pairs of spaces, several sentences; SST-2 and RTE sentences where the data is here."""
+    import csv
+    import gzip
+
+    from helpers import SHARED
+
+    texts = [SENTENCE, TRICKY, "", "  Two  spaces , then   three .", "Paris is in France. Berlin is not."]
+    for task, rows in (("sst2", 120), ("rte", 40)):
+        path = SHARED / f"glue_{task}" / "train.tsv.gz"
+        if path.is_file():
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                lines = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))[1 : rows + 1]
+            texts += [line[0] if task == "sst2" else line[1] for line in lines]
+    return texts
+
+
+@pytest.mark.parametrize("phrases", ["noun_chunks", "subtrees"])
+def test_disabled_components_leave_the_annotations_unchanged(phrases):
+    pytest.importorskip("spacy")
+    from knowledge_lm.knowledge.annotate import annotation_from_parse, parse_from_spacy
+
+    texts = sample_texts()
+    annotator = Annotator(phrases=phrases)
+    assert "lemmatizer" not in annotator.nlp.pipe_names
+    assert ("tagger" in annotator.nlp.pipe_names) == (phrases == "noun_chunks")
+    everything = load_spacy()
+    for name in list(everything.disabled):
+        everything.enable_pipe(name)
+    expected = []
+    for doc in everything.pipe(texts, batch_size=64):
+        parse, noun_chunks = parse_from_spacy(doc)
+        expected.append(annotation_from_parse(parse, phrases, noun_chunks))
+    assert annotator.annotate(texts) == expected

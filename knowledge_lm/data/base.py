@@ -16,6 +16,7 @@ from typing import ClassVar
 import pytorch_lightning as pl
 from datasets import Dataset, disable_progress_bars, load_from_disk
 from torch.utils.data import DataLoader
+from torch.utils.data import Dataset as TorchDataset
 
 from knowledge_lm.backbones import tokenizer_fingerprint
 from knowledge_lm.data.io import default_cache_dir, resolve_data_dir
@@ -23,6 +24,7 @@ from knowledge_lm.data.subsets import check_fraction, fraction_subset, subset_ha
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared
 from knowledge_lm.tasks.base import TASK_KINDS
+from knowledge_lm.tasks.padding import as_columns
 
 SELECTION_SPLIT = "dev"
 
@@ -72,7 +74,7 @@ def hold_out(records: list[dict], rows: int, seed: int = 0, strata=None) -> tupl
 
 
 class StaticPadding:
-    """A tokenizer whose ``pad`` gives batches few distinct lengths: every batch ``length`` tokens long, or its longest
+    """A tokenizer whose batches have few distinct lengths: every batch ``length`` tokens long, or its longest
     text rounded up to a multiple of ``multiple``; all else delegated. Set as a data module's ``tokenizer`` after its
     set-up (the encodings and prepared features keep their keys): under CUDA graphs each new shape is captured again,
     and a method's knowledge tensors follow the padded length (``knowledge_batch``)."""
@@ -80,13 +82,32 @@ class StaticPadding:
     def __init__(self, tokenizer, length: int | None = None, multiple: int | None = None):
         self.tokenizer, self.length, self.multiple = tokenizer, length, multiple
 
-    def pad(self, features, *args, **kwargs):
+    def padded_width(self, longest: int) -> int:
+        """The length a batch whose longest sequence has ``longest`` tokens is padded to."""
         if self.length:
-            return self.tokenizer.pad(features, *args, **{**kwargs, "padding": "max_length", "max_length": self.length})
-        return self.tokenizer.pad(features, *args, **{**kwargs, "pad_to_multiple_of": self.multiple})
+            return max(self.length, longest)
+        return -(-longest // self.multiple) * self.multiple if self.multiple else longest
 
     def __getattr__(self, name):
         return getattr(self.tokenizer, name)
+
+
+class ColumnBatches(TorchDataset):
+    """An Arrow dataset read a batch at a time: the loader's ``__getitems__`` takes one slice of the table and
+    hands on its columns as Arrow arrays (name → one value per example), never a dict per row."""
+
+    def __init__(self, dataset: Dataset):
+        self.dataset, self.arrow = dataset, dataset.with_format("arrow")
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        return self.dataset[index]
+
+    def __getitems__(self, indices: list[int]) -> dict:
+        table = self.arrow[indices]
+        return {name: table.column(name).combine_chunks() for name in table.column_names}
 
 
 class TaskDataModule(pl.LightningDataModule):
@@ -271,13 +292,12 @@ class TaskDataModule(pl.LightningDataModule):
         encoded["train"] = encoded["train"].select(indices)
         self.encoded = encoded
 
-    def _collate(self, features):
+    def _collate(self, columns):
+        columns = as_columns(columns)
         knowledge = (
-            [self.knowledge_features[feature.pop("knowledge")] for feature in features]
-            if "knowledge" in features[0]
-            else None
+            [self.knowledge_features[index] for index in columns.pop("knowledge")] if "knowledge" in columns else None
         )
-        batch = self.task_kind.collate(features, self.tokenizer)
+        batch = self.task_kind.collate(columns, self.tokenizer)
         if knowledge is not None:
             batch["knowledge"] = (
                 self.knowledge_batch(knowledge, batch["input_ids"].shape[-1])
@@ -316,7 +336,11 @@ class TaskDataModule(pl.LightningDataModule):
 
     def _loader(self, dataset, shuffle: bool, batch_size: int):
         return DataLoader(
-            dataset, batch_size=batch_size, shuffle=shuffle, collate_fn=self._collate, num_workers=self.num_workers
+            ColumnBatches(dataset),
+            batch_size=batch_size,
+            shuffle=shuffle,
+            collate_fn=self._collate,
+            num_workers=self.num_workers,
         )
 
     def train_dataloader(self):

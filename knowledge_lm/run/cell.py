@@ -38,6 +38,7 @@ from knowledge_lm.results import (
 )
 from knowledge_lm.run.claims import CLAIM_FILE, CLAIMED_EXIT, CellClaimed, claim_cell
 from knowledge_lm.run.config import TrainConfig
+from knowledge_lm.run.mps import mps_in_use
 from knowledge_lm.run.provenance import device_record, git_commit, records_sha256, versions
 from knowledge_lm.run.trainer import (
     build_model_and_data,
@@ -225,7 +226,7 @@ def train_cell(
         "config": {"train": vars(train), "dataset_options": dataset_options or {}},
         "git": git_commit(),
         "versions": versions(),
-        "device": device_record(precision, train.world_size),
+        "device": {**device_record(precision, train.world_size), "mps": mps_in_use()},
         "backbone": backbone.to_dict(),
         "data": {
             "subset_seed": train.subset_seed,

@@ -40,6 +40,7 @@ from knowledge_lm.results import (
 from knowledge_lm.run.claims import CLAIMED_EXIT, describe, is_stale, read_claim
 from knowledge_lm.run.config import Sweep, check_method_options
 from knowledge_lm.run.serve import spawn
+from knowledge_lm.run.startup import record_cells
 
 console = Console(stderr=True)
 
@@ -613,7 +614,7 @@ def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, re
     ``counts`` and ``elsewhere`` are updated in place."""
     show_cell_progress = bool(slots) and slots[0].progress
     running: dict[CellProcesses | Worker, tuple[Cell, dict]] = {}
-    waiting = list(todo)
+    waiting, first_started = list(todo), None
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -639,6 +640,7 @@ def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, re
                 if show_cell_progress:
                     console.print(f"[cyan]→ {cell.key}[/]")
                 slot.start(cell, cell_spec(cell, sweep, overrides, data_dir, results_dir, runs_dir, show_cell_progress))
+                first_started = first_started or time.time()
                 running[slot] = (cell, superseded)
             time.sleep(0.2)
             for slot in list(running):
@@ -661,6 +663,8 @@ def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, re
                         f" (log: {cell.run_dir(runs_dir) / 'log.txt'})"
                     )
                 bar.advance(overall)
+    if first_started:
+        record_cells(first_started, time.time())
 
 
 def report_elsewhere(elsewhere: dict[str, str]):

@@ -40,6 +40,7 @@ from torch.nn import functional as F
 
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TaskKind, register_task_kind, tokenize_with_offsets
 from knowledge_lm.tasks.heads import mean_pool_spans
+from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
 
 NA = 0  # the "no relation" class: the adaptive threshold
 BLOCK_SIZE = 64  # ATLOP's group bilinear block size (shrunk to divide small hidden sizes)
@@ -165,8 +166,9 @@ class DocumentRelationTask(TaskKind):
         return columns
 
     def collate(self, features, tokenizer):
-        encoder_inputs = [{name: feature[name] for name in ENCODER_INPUTS if name in feature} for feature in features]
-        batch = tokenizer.pad(encoder_inputs, return_tensors="pt")
+        columns = as_columns(features)
+        batch = pad_encoder_inputs(columns, tokenizer)
+        features = [dict(zip(columns, values)) for values in zip(*columns.values())]  # the per-document loops read rows
         size, length = batch["input_ids"].shape
         most_mentions = max(1, max(len(feature["mention_entity"]) for feature in features))
         most_entities = max(1, max(feature["num_entities"] for feature in features))

@@ -25,6 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from knowledge_lm.tasks.base import TaskKind, register_task_kind, tokenize_with_offsets
+from knowledge_lm.tasks.padding import as_columns, pad, pad_encoder_inputs
 
 MAX_ANSWER_TOKENS = 30
 TOKEN_COLUMNS = ("input_ids", "token_type_ids", "attention_mask")
@@ -128,19 +129,13 @@ class ExtractiveQATask(TaskKind):
         return columns
 
     def collate(self, features, tokenizer):
-        names = [name for name in TOKEN_COLUMNS if name in features[0]]
-        batch = dict(
-            tokenizer.pad([{name: feature[name] for name in names} for feature in features], return_tensors="pt")
-        )
-        width = batch["input_ids"].shape[1]
-        batch["offsets"] = torch.tensor(
-            [feature["offsets"] + [list(NOT_CONTEXT)] * (width - len(feature["offsets"])) for feature in features],
-            dtype=torch.long,
-        )
+        columns = as_columns(features)
+        batch = pad_encoder_inputs({name: columns[name] for name in TOKEN_COLUMNS if name in columns}, tokenizer)
+        batch["offsets"] = pad(columns["offsets"], NOT_CONTEXT[0], width=batch["input_ids"].shape[1])
         for name in ("start_positions", "end_positions"):
-            batch[name] = torch.tensor([feature[name] for feature in features], dtype=torch.long)
-        batch["context"] = [feature["context"] for feature in features]
-        batch["answers"] = [feature["answers"] for feature in features]
+            batch[name] = torch.tensor(columns[name], dtype=torch.long)
+        batch["context"] = list(columns["context"])
+        batch["answers"] = list(columns["answers"])
         return batch
 
     def build_head(self, hidden_size, dropout):

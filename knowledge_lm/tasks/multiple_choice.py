@@ -18,6 +18,7 @@ from knowledge_lm.errors import KlmError
 from knowledge_lm.tasks import metrics
 from knowledge_lm.tasks.base import TaskKind, register_task_kind
 from knowledge_lm.tasks.heads import ClassifierHead
+from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
 
 TOKEN_COLUMNS = ("input_ids", "token_type_ids", "attention_mask")
 # Why a knowledge method cannot run on a multiple-choice dataset, as `klm bench` refuses it and the README says it.
@@ -77,13 +78,15 @@ class MultipleChoiceTask(TaskKind):
         return {**columns, "labels": [record["label"] for record in records]}
 
     def collate(self, features, tokenizer):
-        num_choices = len(features[0]["input_ids"])
-        names = [name for name in TOKEN_COLUMNS if name in features[0]]
-        sequences = [
-            {name: feature[name][choice] for name in names} for feature in features for choice in range(num_choices)
-        ]
-        batch = dict(tokenizer.pad(sequences, return_tensors="pt"))
-        batch["labels"] = torch.tensor([feature["labels"] for feature in features], dtype=torch.long)
+        columns = as_columns(features)
+        num_choices = len(columns["input_ids"][0])
+        flat = {
+            name: [sequence for choices in columns[name] for sequence in choices]
+            for name in TOKEN_COLUMNS
+            if name in columns
+        }
+        batch = pad_encoder_inputs(flat, tokenizer)
+        batch["labels"] = torch.tensor(columns["labels"], dtype=torch.long)
         batch["num_choices"] = num_choices
         return batch
 

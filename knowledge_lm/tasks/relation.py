@@ -25,12 +25,12 @@ from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
-from transformers import DataCollatorWithPadding
 
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.annotate import align_char_spans
 from knowledge_lm.tasks.base import TaskKind, register_task_kind, tokenize_with_offsets
 from knowledge_lm.tasks.heads import ClassifierHead, mean_pool_spans
+from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
 
 HEAD_ROLES = ("e1", "head", "subj")
 TAIL_ROLES = ("e2", "tail", "obj")
@@ -255,12 +255,10 @@ class RelationTask(TaskKind):
         return {**columns, "entity_spans": entity_spans, "labels": [record["label"] for record in records]}
 
     def collate(self, features, tokenizer):
-        entity_spans = torch.tensor([feature["entity_spans"] for feature in features], dtype=torch.long)
-        batch = DataCollatorWithPadding(tokenizer)(
-            [{name: value for name, value in feature.items() if name != "entity_spans"} for feature in features]
-        )
-        batch["entity_spans"] = entity_spans
-        batch["labels"] = batch["labels"].long()
+        columns = as_columns(features)
+        batch = pad_encoder_inputs(columns, tokenizer)
+        batch["entity_spans"] = torch.tensor(columns["entity_spans"], dtype=torch.long)
+        batch["labels"] = torch.tensor(columns["labels"], dtype=torch.long)
         return batch
 
     def build_head(self, hidden_size, dropout):

@@ -6,12 +6,12 @@ The head reads the [CLS] state through BERT's classification head (dense → tan
 import torch
 from torch import nn
 from torch.nn import functional as F
-from transformers import DataCollatorWithPadding
 
 from knowledge_lm.data.subsets import quantile_bins
 from knowledge_lm.tasks import metrics
 from knowledge_lm.tasks.base import TaskKind, register_task_kind
 from knowledge_lm.tasks.heads import ClassifierHead
+from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
 
 
 class ClsHead(nn.Module):
@@ -32,8 +32,9 @@ class SequenceTask(TaskKind):
         return {**{name: list(values) for name, values in encoded.items()}, "labels": [r["label"] for r in records]}
 
     def collate(self, features, tokenizer):
-        batch = DataCollatorWithPadding(tokenizer)(features)
-        batch["labels"] = batch["labels"].to(torch.float32 if self.regression else torch.long)
+        columns = as_columns(features)
+        batch = pad_encoder_inputs(columns, tokenizer)
+        batch["labels"] = torch.tensor(columns["labels"], dtype=torch.float32 if self.regression else torch.long)
         return batch
 
     @property

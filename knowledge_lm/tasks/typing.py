@@ -44,6 +44,7 @@ from torch.nn import functional as F
 from knowledge_lm.knowledge.annotate import align_char_spans
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TaskKind, register_task_kind, tokenize_with_offsets
 from knowledge_lm.tasks.heads import ClassifierHead, mean_pool_spans
+from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
 
 
 def ratio(numerator: float, denominator: float) -> float:
@@ -155,12 +156,13 @@ class TypingTask(TaskKind):
         return targets
 
     def collate(self, features, tokenizer):
-        spans = torch.tensor([feature.pop("mention_span") for feature in features])
-        labels = torch.tensor([feature.pop("labels") for feature in features], dtype=torch.float32)
-        batch = tokenizer.pad(features, return_tensors="pt")
+        columns = as_columns(features)
+        spans = torch.tensor(columns["mention_span"])
+        labels = torch.tensor(columns["labels"], dtype=torch.float32)
+        batch = pad_encoder_inputs(columns, tokenizer)
         positions = torch.arange(batch["input_ids"].shape[1])
         batch["mention_mask"] = ((positions >= spans[:, :1]) & (positions < spans[:, 1:])).long()
-        batch["labels"] = labels.reshape(len(features), len(self.spec.labels))
+        batch["labels"] = labels.reshape(len(spans), len(self.spec.labels))
         return batch
 
     def build_head(self, hidden_size, dropout):

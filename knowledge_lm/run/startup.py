@@ -1,0 +1,41 @@
+"""A ``klm bench``'s time outside its cells: from the process's start to its first cell's start (interpreter,
+imports, checks, knowledge preparation) and from its last cell's end to its exit (leaderboard pages)."""
+
+import os
+import time
+
+# (first cell's start, last cell's end) of each batch of cells this process ran (``run_cells``), in order.
+CELL_SPANS: list[tuple[float, float]] = []
+
+
+def record_cells(first_started: float, last_ended: float):
+    CELL_SPANS.append((first_started, last_ended))
+
+
+def cell_spans_since(started: float) -> list[tuple[float, float]]:
+    """The spans of the cells this process started since ``started``."""
+    return [span for span in CELL_SPANS if span[0] >= started]
+
+
+def process_started() -> float:
+    """This process's start (epoch seconds) as the kernel records it; where /proc is not, now."""
+    try:
+        ticks = int(open("/proc/self/stat").read().rpartition(")")[2].split()[19])  # field 22: starttime
+        boot = next(float(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime"))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
+
+
+def outside_cells_line(started: float, spans: list[tuple[float, float]], ended: float | None = None) -> str:
+    """One line: the wall time since ``started`` and the part of it before the first cell and after the last
+    (``spans``: each sweep's first cell start and last cell end; sweeps that ran no cell left out)."""
+    ended = time.time() if ended is None else ended
+    total = ended - started
+    if not spans:
+        return f"klm bench: {total:.1f} s, no cell ran"
+    before, after = min(first for first, _ in spans) - started, ended - max(last for _, last in spans)
+    return (
+        f"klm bench: {total:.1f} s wall; outside its cells {before + after:.1f} s "
+        f"({before:.1f} s before the first started: start-up, imports, checks; {after:.1f} s after the last ended)"
+    )
