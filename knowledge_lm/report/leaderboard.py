@@ -140,7 +140,7 @@ def write_leaderboards(
                     written.append(page)
                     state[key] = page_fingerprint(page, inputs_read, (data_dir, backbones))
             bar.advance(overall)
-    if by_dataset:
+    if by_dataset and not filtered:  # a filtered build writes the chosen dataset pages alone
         written += write_papers([file for chosen in by_dataset.values() for file in chosen], out_dir / "papers")
     if state_file is not None:
         write_json_atomic(state_file, state)
