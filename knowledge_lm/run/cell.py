@@ -23,6 +23,7 @@ import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from knowledge_lm.backbones import load_backbone
+from knowledge_lm.caches import notice
 from knowledge_lm.data.subsets import subset_hash
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import METHODS
@@ -61,7 +62,7 @@ def readable_checkpoint(path: Path) -> bool:
         torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         return True
     except Exception as error:
-        print(f"warning: {path}: not resumed from, dropped ({type(error).__name__})", file=sys.stderr)
+        notice(f"{path}: checkpoint not resumed from, dropped ({type(error).__name__}); the cell starts over")
         path.unlink()
         return False
 

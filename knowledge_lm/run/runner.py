@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from knowledge_lm.backbones import check_backbone, load_tokenizer
+from knowledge_lm.caches import NOTICES_ENV, take_notices
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.registry import DATASETS, METHODS
@@ -601,6 +602,8 @@ def make_slots(
     for index in range(count):
         group = groups[index % len(groups)] if groups else None
         slot_env = env if group is None else {**env, "CUDA_VISIBLE_DEVICES": ",".join(group)}
+        # What its cells set aside or drop (``knowledge_lm.caches.notice``), said here when each cell ends.
+        slot_env = {**slot_env, NOTICES_ENV: str((Path(runs_dir) / "workers" / f"slot-{index}.notices").resolve())}
         if in_workers:
             slots.append(Worker(slot_env, progress, Path(runs_dir) / "workers" / f"slot-{index}.log"))
         else:
@@ -646,6 +649,8 @@ def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, re
                 if ended is None:
                     continue
                 (returncode, how), (cell, superseded) = ended, running.pop(slot)
+                for line in take_notices(slot.env[NOTICES_ENV]):
+                    console.print(f"{cell.key}: {line}", markup=False, style="yellow")
                 if returncode == 0 and cell.result_path(results_dir).is_file():
                     counts["finished"] += 1
                 elif returncode == CLAIMED_EXIT:
