@@ -168,11 +168,12 @@ def print_written_leaderboards(
     from knowledge_lm.data.io import default_cache_dir
     from knowledge_lm.report.leaderboard import (  # pandas: loaded only by the commands that write them
         DEFAULT_BACKBONES,
+        leaderboard_state_file,
         write_leaderboards,
     )
 
     chosen = DEFAULT_BACKBONES if not backbones else None if backbones == "all" else tuple(backbones.split(","))
-    state_file = default_cache_dir() / "leaderboards.json"
+    state_file = leaderboard_state_file(out_dir, default_cache_dir())
     if force:
         state_file.unlink(missing_ok=True)
     try:
