@@ -22,6 +22,7 @@ from knowledge_lm.errors import KlmError
 from knowledge_lm.paths import SCRATCH_BACKBONES, SCRATCH_RESULTS, project_path
 from knowledge_lm.registry import DATASETS, METHODS, class_description, option_fields, static_flag
 from knowledge_lm.results import Cell, set_aside, write_json_atomic
+from knowledge_lm.run.claims import INTERRUPTED_EXIT
 from knowledge_lm.run.config import (
     BENCHMARKS_DIR,
     COMPILE_MODES,
@@ -169,11 +170,12 @@ def print_written_leaderboards(
     from knowledge_lm.data.io import default_cache_dir
     from knowledge_lm.report.leaderboard import (  # pandas: loaded only by the commands that write them
         DEFAULT_BACKBONES,
+        leaderboard_state_file,
         write_leaderboards,
     )
 
     chosen = DEFAULT_BACKBONES if not backbones else None if backbones == "all" else tuple(backbones.split(","))
-    state_file = default_cache_dir() / "leaderboards.json"
+    state_file = leaderboard_state_file(out_dir, default_cache_dir())
     if force:
         state_file.unlink(missing_ok=True)
     try:
@@ -1164,6 +1166,10 @@ def main(argv=None) -> int:
     except KlmError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as interrupt:  # Ctrl-C: one line, not a traceback; the shell's status for SIGINT
+        resumable = getattr(interrupt, "resumable", None)
+        print("interrupted" + (f": {resumable} cells will resume" if resumable is not None else ""), file=sys.stderr)
+        return INTERRUPTED_EXIT
 
 
 if __name__ == "__main__":

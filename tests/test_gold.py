@@ -94,8 +94,8 @@ def test_gold_of_shared_datasets_matches_a_set_up_module(shared_data, tmp_path, 
     assert gold == [answer for batch in data.evaluation_loader(split) for answer in data.task_kind.gold(batch)]
 
 
-def test_missing_data_gives_no_gold_and_one_warning(tmp_path, monkeypatch, capsys):
-    from knowledge_lm.report.gold import report_gold
+def test_missing_data_is_an_error_naming_it(tmp_path, monkeypatch):
+    from knowledge_lm.report.gold import MissingGold, report_gold
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     result = {
@@ -104,9 +104,9 @@ def test_missing_data_gives_no_gold_and_one_warning(tmp_path, monkeypatch, capsy
         "config": {"dataset_options": {}, "train": {"max_length": 32, "eval_batch_size": 8}},
         "report_split": "dev",
     }
-    assert report_gold(result, tmp_path) is None
-    [line] = capsys.readouterr().err.splitlines()
-    assert line.startswith("warning: no gold for glue/rte") and "no GLUE rte data" in line
+    with pytest.raises(MissingGold) as missing:
+        report_gold(result, tmp_path)
+    assert str(missing.value).startswith("no gold for glue/rte") and "no GLUE rte data" in str(missing.value)
 
 
 def test_older_predictions_files_are_read_as_their_golds_hash_and_stripped(tmp_path):

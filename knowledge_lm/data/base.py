@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader
 from torch.utils.data import Dataset as TorchDataset
 
 from knowledge_lm.backbones import tokenizer_fingerprint
+from knowledge_lm.caches import set_aside_cache
 from knowledge_lm.data.io import default_cache_dir, resolve_data_dir
 from knowledge_lm.data.subsets import check_fraction, fraction_subset, subset_hash
 from knowledge_lm.errors import KlmError
@@ -255,9 +256,18 @@ class TaskDataModule(pl.LightningDataModule):
         return encoded
 
     def tokenize_on_disk(self, path: Path, records: list[dict]):
+        """The encoding of ``records`` stored at ``path``, written first where missing; a stored one that does not
+        read (a corrupt ``.arrow`` file) or holds another number of rows is set aside and written again."""
         disable_progress_bars()
         if path.exists():
-            return load_from_disk(str(path))
+            try:
+                stored = load_from_disk(str(path))
+                if stored.num_rows == len(records):
+                    return stored
+                why = f"{stored.num_rows} rows for {len(records)} records"
+            except Exception as error:  # pyarrow's and datasets' own errors: truncated, garbage, files missing
+                why = f"{type(error).__name__}: {error}"
+            set_aside_cache(path, why)
         dataset = Dataset.from_dict(self.task_kind.encode(records, self.tokenizer, self.max_length))
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = path.with_name(path.name + f".tmp{os.getpid()}")

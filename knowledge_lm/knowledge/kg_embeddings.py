@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from knowledge_lm.caches import set_aside_cache
 from knowledge_lm.errors import KlmError
 
 DEFAULT_HPARAMS = dict(dim=100, epochs=50, margin=1.0, lr=0.01, batch_size=1024, seed=0)
@@ -205,7 +206,10 @@ def cached_transe(kg, cache_dir, progress: bool = True, **hparams) -> EntityEmbe
     and saved."""
     path = transe_cache_path(kg, cache_dir, **hparams)
     if path.is_file():
-        return EntityEmbeddings.load(path)
+        try:
+            return EntityEmbeddings.load(path)
+        except KlmError as error:  # truncated or garbage: set aside and trained again
+            set_aside_cache(path, str(error).removeprefix(f"{path}: "))
     embeddings = train_transe(kg, progress=progress, **{**DEFAULT_HPARAMS, **hparams})
     embeddings.save(path)
     return embeddings

@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from knowledge_lm.caches import set_aside_cache
 from knowledge_lm.errors import KlmError
 
 if TYPE_CHECKING:
@@ -511,7 +512,10 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
         raise KlmError(f"knowledge option shuffle_splits: {data_module.name} has no {', '.join(missing)} split")
     manifest_path = folder / "manifest.json"
     if manifest_path.is_file():
-        return json.loads(manifest_path.read_text())
+        manifest = read_manifest(manifest_path)
+        if manifest is not None:
+            return manifest
+        set_aside_cache(folder, f"{manifest_path.name} does not parse")
 
     timings = {}
     clock = time.time()
@@ -628,9 +632,6 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
 def load_prepared(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path) -> dict[str, list[dict]]:
     """The cached features of every split, for training; never computes them. KAM's PMI map and expansion
     are derived here from each example's words and the folder's PMI table (``with_pmi_features``)."""
-    from knowledge_lm.data.io import read_jsonl
-    from knowledge_lm.knowledge.pmi import PmiTable
-
     splits, _, folder = split_keys(data_module, tokenizer, config, cache_dir)
     if not (folder / "manifest.json").is_file():
         raise KlmError(
@@ -638,13 +639,61 @@ def load_prepared(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Pa
             f"max_length and knowledge config: run "
             f"`klm prepare --dataset {data_module.name} --tasks {data_module.task}` first"
         )
+    try:
+        features, table = read_prepared(folder, splits)
+    except CorruptPrepared as error:  # set aside and built again, once: a second failure is an error
+        set_aside_cache(folder, str(error))
+        prepare(data_module, tokenizer, config, cache_dir, progress=False)
+        features, table = read_prepared(folder, splits)
+    derive = PmiFeatures(table, tokenizer)
+    return {split: [derive(row) for row in rows] for split, rows in features.items()}
+
+
+class CorruptPrepared(KlmError):
+    """A prepared folder's file that does not read (truncated, garbage) or does not match its split."""
+
+
+def read_manifest(path: Path) -> dict | None:
+    """A prepared folder's manifest, None where it does not parse as one (garbage, half-written)."""
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) and isinstance(manifest.get("splits"), dict) else None
+
+
+def read_prepared(folder: Path, splits: dict[str, list[dict]]) -> tuple[dict[str, list[dict]], "PmiTable"]:
+    """The stored rows of every split of a prepared ``folder`` and its PMI table, as written; ``CorruptPrepared``
+    naming the file that does not read or does not match its split's records."""
+    import lzma
+
+    from knowledge_lm.data.io import read_jsonl
+    from knowledge_lm.knowledge.pmi import PmiTable
+
+    if read_manifest(folder / "manifest.json") is None:
+        raise CorruptPrepared(f"{folder / 'manifest.json'} does not parse")
     features = {}
     for split, records in splits.items():
-        rows = [row for _, row in read_jsonl(folder / f"{split}.jsonl.xz")]
-        if [row["id"] for row in rows] != [record["id"] for record in records]:
-            raise KlmError(
-                f"{folder / f'{split}.jsonl.xz'}: features do not match the {split} split; run `klm prepare` again"
-            )
+        path = folder / f"{split}.jsonl.xz"
+        try:
+            rows = [row for _, row in read_jsonl(path)]
+            ids = [row["id"] for row in rows]
+        except (
+            KlmError,
+            OSError,
+            EOFError,
+            lzma.LZMAError,
+            UnicodeDecodeError,
+            ValueError,
+            KeyError,
+            TypeError,
+        ) as error:
+            raise CorruptPrepared(f"{path.name} does not read: {type(error).__name__}: {error}") from None
+        if ids != [record["id"] for record in records]:
+            raise CorruptPrepared(f"{path.name}: its rows do not match the {split} split")
         features[split] = rows
-    derive = PmiFeatures(PmiTable.load(folder / PMI_TABLE), tokenizer)
-    return {split: [derive(row) for row in rows] for split, rows in features.items()}
+    try:
+        table = PmiTable.load(folder / PMI_TABLE)
+    except KlmError as error:
+        raise CorruptPrepared(str(error).replace(str(folder / PMI_TABLE), PMI_TABLE)) from None
+    return features, table

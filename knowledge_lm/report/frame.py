@@ -63,8 +63,8 @@ def kept_predictions(
 ) -> tuple[list[tuple[Path, str] | None], dict[str, list]]:
     """Per result file, its predictions file and their gold's sha256 where that is the sha256 of the reported
     split's gold recomputed from ``data_dir`` (``knowledge_lm.report.gold``; None: as ``klm bench`` resolves it), else
-    None: no predictions file, no data, or a mismatch (a one-line warning names the cell); and those gold answers
-    by their sha256."""
+    None: no predictions file, or a mismatch (a one-line warning names the cell); and those gold answers by their
+    sha256. Without the data a page needs, ``knowledge_lm.report.gold.MissingGold``: no page is written thinner."""
     kept, golds = [], {}
     for path, result in files:
         sidecar = predictions_path(path)

@@ -14,15 +14,27 @@ import json
 from functools import lru_cache
 
 from knowledge_lm.errors import KlmError
-from knowledge_lm.results import warn
 
 # Dataset options that change neither a split's examples nor their encoding.
 NOT_GOLD_OPTIONS = ("knowledge", "cache_dir", "num_workers")
 
 
-def report_module(result: dict, data_dir=None) -> tuple | None:
-    """The arguments of ``split_gold`` (and ``split_groups``) for ``result``'s reported split; None, with a
-    one-line warning, where no data directory is found."""
+class MissingGold(KlmError):
+    """The gold of a cell's kept predictions cannot be recomputed (no data directory, the dataset or its split not
+    in it): a page would lose its bootstrap sections and figures, so it is not written (issue 29: pages never
+    degrade silently)."""
+
+
+def missing_gold(where: str, error: KlmError) -> MissingGold:
+    return MissingGold(
+        f"no gold for {where}: {error}; the leaderboard pages need it for their bootstrap sections and figures: "
+        "pass --data-dir (or set DATA_DIR) to the data the cells ran on"
+    )
+
+
+def report_module(result: dict, data_dir=None) -> tuple:
+    """The arguments of ``split_gold`` (and ``split_groups``) for ``result``'s reported split; ``MissingGold`` where
+    no data directory is found."""
     from knowledge_lm.data.io import resolve_data_dir
 
     options = {
@@ -34,11 +46,7 @@ def report_module(result: dict, data_dir=None) -> tuple | None:
     try:
         resolved = resolve_data_dir(data_dir)
     except KlmError as error:
-        warn(
-            f"no gold for {result['cell']['dataset']}/{result['cell']['task']}: {error}; "
-            "its kept predictions are not used"
-        )
-        return None
+        raise missing_gold(f"{result['cell']['dataset']}/{result['cell']['task']}", error) from None
     return (
         result["cell"]["dataset"],
         result["cell"]["task"],
@@ -51,20 +59,18 @@ def report_module(result: dict, data_dir=None) -> tuple | None:
     )
 
 
-def report_gold(result: dict, data_dir=None) -> list | None:
+def report_gold(result: dict, data_dir=None) -> list:
     """The gold answers of ``result``'s reported split, in split order. ``data_dir``: as ``klm bench``'s
-    ``--data-dir`` (None: ``$DATA_DIR``, else ``../shared/data`` beside the checkout). None, with a one-line
-    warning, where the data directory lacks the dataset or the tokenizer cannot be loaded."""
-    arguments = report_module(result, data_dir)
-    return None if arguments is None else split_gold(*arguments)
+    ``--data-dir`` (None: ``$DATA_DIR``, else ``../shared/data`` beside the checkout). ``MissingGold`` where the
+    data directory, the dataset or its split is missing or the tokenizer cannot be loaded."""
+    return split_gold(*report_module(result, data_dir))
 
 
 def report_groups(result: dict, data_dir=None) -> list[str] | None:
     """The group of each example of ``result``'s reported split, in split order (the data module's
     ``example_groups``: the generated task's statement families); None where the dataset has no groups or no
     data (``report_gold`` warns of that)."""
-    arguments = report_module(result, data_dir)
-    return None if arguments is None else split_groups(*arguments)
+    return split_groups(*report_module(result, data_dir))
 
 
 @lru_cache(maxsize=None)
@@ -112,7 +118,7 @@ def split_gold(
     eval_batch_size: int,
     options: str,
     data_dir: str | None,
-) -> list | None:
+) -> list:
     """``report_gold`` of one data module (``options``: its dataset options as JSON), once per process."""
     from knowledge_lm.data.base import default_cache_dir
     from knowledge_lm.results import write_json_atomic
@@ -126,8 +132,7 @@ def split_gold(
         if records is None:
             raise KlmError(f"the data has no {split} split")
     except KlmError as error:
-        warn(f"no gold for {where}: {error}; its cells' kept predictions are not used")
-        return None
+        raise missing_gold(where, error) from None
     cached = data.cache_dir / "gold" / dataset / task / f"{split}-{data.encoding_key(records)}.json"
     if cached.is_file():
         return json.loads(cached.read_text())["gold"]
@@ -157,5 +162,5 @@ def split_groups(
         if split not in data.read_labelled():
             return None
     except KlmError:
-        return None  # split_gold has said why
+        return None  # split_gold, called first, raises MissingGold
     return data.example_groups(split)

@@ -69,6 +69,14 @@ def page_fingerprint(page: Path, inputs: list[Path], settings) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def leaderboard_state_file(out_dir: Path, cache_dir: Path) -> Path:
+    """Where the incremental build of the pages in ``out_dir`` records their fingerprints (``write_leaderboards``'
+    ``state_file``): one file per output folder, named by its resolved path, so that ``--force`` drops that folder's
+    state alone."""
+    folder = str(Path(out_dir).expanduser().resolve())
+    return Path(cache_dir) / "leaderboards" / f"{hashlib.sha256(folder.encode()).hexdigest()[:16]}.json"
+
+
 def write_leaderboards(
     results_dir=Path("results"),
     out_dir=Path("leaderboards"),

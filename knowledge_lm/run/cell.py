@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import ModelCheckpoint
 
 from knowledge_lm.backbones import load_backbone
+from knowledge_lm.caches import notice
 from knowledge_lm.data.subsets import subset_hash
 from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import METHODS
@@ -36,11 +36,12 @@ from knowledge_lm.results import (
     write_json_atomic,
     write_predictions,
 )
-from knowledge_lm.run.claims import CLAIM_FILE, CLAIMED_EXIT, CellClaimed, claim_cell
+from knowledge_lm.run.claims import CLAIM_FILE, CLAIMED_EXIT, INTERRUPTED_EXIT, CellClaimed, claim_cell
 from knowledge_lm.run.config import TrainConfig
 from knowledge_lm.run.mps import mps_in_use
 from knowledge_lm.run.provenance import device_record, git_commit, records_sha256, versions
 from knowledge_lm.run.trainer import (
+    CellCheckpoint,
     build_model_and_data,
     build_trainer,
     method_dataset_options,
@@ -50,6 +51,16 @@ from knowledge_lm.run.trainer import (
 from knowledge_lm.tasks.metrics import SCORER_VERSION
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
+# Where a cell whose result could not be written to the store (a full disk) keeps it, under its run directory.
+UNSAVED_DIR = "unsaved"
+
+
+class CellInterrupted(KeyboardInterrupt):
+    """Ctrl-C reached the cell while it trained: its ``last.ckpt`` is saved (``CellCheckpoint``), it resumes."""
+
+
+class ResultNotWritten(KlmError):
+    """A finished cell's result that the store could not take (a full disk); kept at ``fallback``."""
 
 
 def readable_checkpoint(path: Path) -> bool:
@@ -62,7 +73,7 @@ def readable_checkpoint(path: Path) -> bool:
         torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         return True
     except Exception as error:
-        print(f"warning: {path}: not resumed from, dropped ({type(error).__name__})", file=sys.stderr)
+        notice(f"{path}: checkpoint not resumed from, dropped ({type(error).__name__}); the cell starts over")
         path.unlink()
         return False
 
@@ -94,10 +105,71 @@ def die_with_parent(parent_pid: int | None):
     threading.Thread(target=watch, name="klm-parent-watch", daemon=True).start()
 
 
+def error_line(error: BaseException) -> str:
+    """An error in one line: a ``KlmError``'s message, else its type and message."""
+    return str(error) if isinstance(error, KlmError) else f"{type(error).__name__}: {error}"
+
+
 def record_failure(run_dir: Path, error: BaseException):
-    """Write the cell's ``failed.json``: its error in one line, the traceback's end."""
-    message = str(error) if isinstance(error, KlmError) else f"{type(error).__name__}: {error}"
-    write_failure(run_dir, message, traceback.format_exc())
+    """Write the cell's ``failed.json``: its error in one line, the traceback's end. Where that cannot be written
+    (a full disk) it is said on stderr; the runner records it from the worker's reply or the log."""
+    try:
+        write_failure(run_dir, error_line(error), traceback.format_exc())
+    except OSError as unwritten:
+        print(f"warning: {run_dir / FAILURE_FILE} not written ({unwritten})", file=sys.stderr)
+
+
+def write_result(cell: Cell, result: CellResult, kept: dict, results_dir, run_dir: Path) -> None:
+    """The result and its predictions written to the store; where that fails (``OSError``: a full disk, a read-only
+    folder) both are written to a fallback folder (``UNSAVED_DIR`` of the run directory, else of the system's
+    temporary folder), named on the console (``notice``), and ``ResultNotWritten`` raised: the next run of the cell
+    moves them into the store (``recover_unsaved``) instead of training again."""
+    try:
+        write_predictions(predictions_path(cell.result_path(results_dir)), kept)
+        write_json_atomic(cell.result_path(results_dir), result)
+        return
+    except OSError as error:
+        predictions_path(cell.result_path(results_dir)).unlink(missing_ok=True)
+        problem = f"{type(error).__name__}: {error}"
+    for folder in unsaved_dirs(cell, run_dir):
+        try:
+            write_predictions(predictions_path(folder / "result.json"), kept)
+            write_json_atomic(folder / "result.json", result)
+        except OSError:
+            continue
+        notice(f"{cell.result_path(results_dir)} not written ({problem}); the result is kept at {folder}")
+        raise ResultNotWritten(
+            f"result not written to the store ({problem}); kept at {folder / 'result.json'}, moved into the "
+            f"store when the cell runs again"
+        )
+    raise ResultNotWritten(f"result not written to the store ({problem}), nor to a fallback folder")
+
+
+def unsaved_dirs(cell: Cell, run_dir: Path) -> list[Path]:
+    """Where ``write_result`` keeps a result the store could not take, in the order it tries them."""
+    import tempfile
+
+    return [Path(run_dir) / UNSAVED_DIR, Path(tempfile.gettempdir()) / "klm-unsaved" / cell.key]
+
+
+def recover_unsaved(cell: Cell, run_dir: Path, results_dir) -> CellResult | None:
+    """A result ``write_result`` kept in a fallback folder, moved into the store (its folder removed); None where
+    there is none, or it still cannot be written."""
+    for folder in unsaved_dirs(cell, run_dir):
+        kept = folder / "result.json"
+        if not kept.is_file():
+            continue
+        try:
+            result = json.loads(kept.read_text())
+            if predictions_path(kept).is_file():
+                shutil.copyfile(predictions_path(kept), predictions_path(cell.result_path(results_dir)))
+            write_json_atomic(cell.result_path(results_dir), result)
+        except (OSError, ValueError):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        notice(f"{cell.key}: the result kept at {folder} is now in the store")
+        return result
+    return None
 
 
 def clear_run_dir(run_dir: Path):
@@ -145,8 +217,13 @@ def run_cell(
             raise CellClaimed(f"finished elsewhere ({cell.stored_result_path(results_dir)})")
         if claim is not None:
             (run_dir / FAILURE_FILE).unlink(missing_ok=True)
-        result = train_cell(cell, train, run_dir, data_dir, results_dir, dataset_options, progress)
-    except CellClaimed:
+        recovered = recover_unsaved(cell, run_dir, results_dir) if claim is not None else None
+        if recovered is not None:
+            clear_run_dir(run_dir)
+            result = recovered
+        else:
+            result = train_cell(cell, train, run_dir, data_dir, results_dir, dataset_options, progress)
+    except (CellClaimed, KeyboardInterrupt):  # interrupted: not a failure, the cell resumes from its checkpoint
         raise
     except BaseException as error:
         if claim is not None:
@@ -182,11 +259,11 @@ def train_cell(
 
     precision = resolve_precision(train.precision)
     if train.checkpoint_every_steps > 0:
-        checkpointing = ModelCheckpoint(
+        checkpointing = CellCheckpoint(
             dirpath=run_dir, save_last=True, save_top_k=0, every_n_train_steps=train.checkpoint_every_steps
         )
     else:
-        checkpointing = ModelCheckpoint(
+        checkpointing = CellCheckpoint(
             dirpath=run_dir,
             save_last=True,
             save_top_k=0,
@@ -206,7 +283,12 @@ def train_cell(
     )
     last = run_dir / LAST_CHECKPOINT
     resumed_from = str(last) if readable_checkpoint(last) else None
-    trainer.fit(model, datamodule=data, ckpt_path=resumed_from)
+    try:
+        trainer.fit(model, datamodule=data, ckpt_path=resumed_from)
+    except SystemExit:  # Lightning's end of a fit it stopped on Ctrl-C, once its callbacks saved the checkpoint
+        if trainer.interrupted:
+            raise CellInterrupted() from None
+        raise
     if trainer.global_rank != 0:
         return {}
     best = model.best_evaluation()
@@ -268,16 +350,16 @@ def train_cell(
     frequencies = data.entity_frequencies(data.report_split) if train.world_size == 1 else None  # split order only
     if frequencies is not None:
         kept["entity_frequency"] = frequencies
-    write_predictions(predictions_path(cell.result_path(results_dir)), kept)
-    write_json_atomic(cell.result_path(results_dir), result)
+    write_result(cell, result, kept, results_dir, run_dir)
     clear_run_dir(run_dir)
     return result
 
 
-def run_spec(spec: dict) -> int:
+def run_spec(spec: dict, error: dict | None = None) -> int:
     """Run the cell of a spec (``knowledge_lm.run.runner.cell_spec``'s) in this process; its exit status: 0 done,
-    ``CLAIMED_EXIT`` where another process holds or has finished it, 1 failed (the error printed in one line and
-    recorded in ``failed.json``)."""
+    ``CLAIMED_EXIT`` where another process holds or has finished it, ``INTERRUPTED_EXIT`` stopped by Ctrl-C (it
+    resumes), 1 failed (the error printed in one line and recorded in ``failed.json``; also in ``error``, where
+    given: ``{"error": one line, "traceback": its end}``, what a worker replies)."""
     cell = Cell(**spec["cell"])
     try:
         run_cell(
@@ -292,9 +374,14 @@ def run_spec(spec: dict) -> int:
     except CellClaimed as claimed:
         print(f"{cell.key}: {claimed}", file=sys.stderr)
         return CLAIMED_EXIT
-    except BaseException as error:
-        message = str(error) if isinstance(error, KlmError) else f"{type(error).__name__}: {error}"
+    except KeyboardInterrupt:
+        print(f"{cell.key}: interrupted, it resumes from its checkpoint", file=sys.stderr)
+        return INTERRUPTED_EXIT
+    except BaseException as failure:
+        message = error_line(failure)
         print(f"error: {cell.key}: {message}", file=sys.stderr)
+        if error is not None:
+            error.update({"error": message, "traceback": traceback.format_exc()[-4000:]})
         return 1
     return 0
 

@@ -26,6 +26,8 @@ HEARTBEAT_S = 10.0
 STALE_AFTER_S = 120.0  # twelve missed heartbeats: a process stopped that long has lost its cell
 TAKEOVER_LOCK = ".claim.lock"
 CLAIMED_EXIT = 3  # a cell process's exit status where another process holds its cell or has finished it
+# A cell stopped by Ctrl-C (SIGINT): its checkpoint saved, no failure recorded; as a shell reports SIGINT.
+INTERRUPTED_EXIT = 130
 
 
 class CellClaimed(KlmError):

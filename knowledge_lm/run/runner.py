@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from knowledge_lm.backbones import check_backbone, load_tokenizer
+from knowledge_lm.caches import NOTICES_ENV, take_notices
 from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.registry import DATASETS, METHODS
@@ -37,12 +38,26 @@ from knowledge_lm.results import (
     supersede,
     write_failure,
 )
-from knowledge_lm.run.claims import CLAIMED_EXIT, describe, is_stale, read_claim
+from knowledge_lm.run.claims import CLAIMED_EXIT, INTERRUPTED_EXIT, describe, is_stale, read_claim
 from knowledge_lm.run.config import Sweep, check_method_options
 from knowledge_lm.run.serve import spawn
 from knowledge_lm.run.startup import record_cells
 
 console = Console(stderr=True)
+# Ctrl-C: how long the runner waits for its running cells to save their checkpoints, and after how long it passes
+# the interrupt on to those that have not stopped (a SIGINT sent to the runner alone, not to its process group).
+INTERRUPT_WAIT_S = 120.0
+INTERRUPT_RELAY_S = 5.0
+# The lines of a cell's log that its failed.json keeps where the cell could not record its error itself.
+LOG_TAIL_LINES = 30
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a sweep: its running cells saved their checkpoints; ``resumable`` of them resume next time."""
+
+    def __init__(self, resumable: int):
+        super().__init__(resumable)
+        self.resumable = resumable
 
 
 def sweep_cells(sweep: Sweep) -> list[Cell]:
@@ -274,6 +289,11 @@ class CellProcesses:
             self.log = None
         return self.process.returncode, f"its process ended with {ended_how(self.process.returncode)}"
 
+    def interrupt(self):
+        """Pass Ctrl-C on to the cell's process."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+
     def close(self):
         pass
 
@@ -285,6 +305,7 @@ class Worker:
     def __init__(self, env: dict, progress: bool, log: Path):
         self.env, self.progress, self.log_path = env, progress, log
         self.process = self.replies = None
+        self.error = {}  # the last cell's reply: a failed cell's error and traceback
 
     def launch(self):
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -308,7 +329,7 @@ class Worker:
     @staticmethod
     def read_replies(process: subprocess.Popen, replies: queue.Queue):
         for line in process.stdout:
-            replies.put(json.loads(line)["status"])
+            replies.put(json.loads(line))
         replies.put(None)  # the worker ended
 
     def alive(self) -> bool:
@@ -327,17 +348,23 @@ class Worker:
         """None while the cell runs; then its exit status (as its own process's would be), and how it ended in
         words; a worker that died with the cell is started again for the next."""
         try:
-            status = self.replies.get_nowait()
+            reply = self.replies.get_nowait()
         except queue.Empty:
             return None
-        if status is not None:
-            return status, f"exit code {status}"
+        if reply is not None:
+            self.error = reply
+            return reply["status"], reply.get("error") or f"exit code {reply['status']}"
         try:
             returncode = self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:  # its output ended, the process did not
             self.process.kill()
             returncode = self.process.wait()
         return returncode or 1, f"its worker (pid {self.process.pid}) ended with {ended_how(returncode)}"
+
+    def interrupt(self):
+        """Pass Ctrl-C on to the worker."""
+        if self.alive():
+            self.process.send_signal(signal.SIGINT)
 
     def close(self):
         """End the worker. Killed: an idle one holds no cell (and one still importing, where the checks before the
@@ -349,14 +376,25 @@ class Worker:
         self.process.wait()
 
 
-def record_process_failure(cell: Cell, runs_dir: Path, how: str):
-    """Record in ``failed.json`` a cell whose process ended without recording why (killed, crashed), unless
-    another live process holds the cell now."""
+def record_process_failure(cell: Cell, runs_dir: Path, how: str, trace: str = ""):
+    """Record in ``failed.json`` a cell whose process ended without recording why (killed, crashed, its disk full),
+    unless another live process holds the cell now: ``how`` (its worker's reply's error, or how its process ended)
+    and ``trace`` (the reply's traceback), else the end of the cell's log. Where even that cannot be written, it is
+    said on the console."""
     run_dir = cell.run_dir(runs_dir)
     claim = read_claim(run_dir)
     if (run_dir / FAILURE_FILE).is_file() or (claim is not None and not is_stale(claim)):
         return
-    write_failure(run_dir, f"{cell.key}: {how}")
+    try:
+        if not trace:
+            lines = (run_dir / "log.txt").read_text(errors="replace").splitlines()
+            trace = "\n".join(lines[-LOG_TAIL_LINES:])
+    except OSError:
+        pass
+    try:
+        write_failure(run_dir, f"{cell.key}: {how}", trace)
+    except OSError as error:
+        console.print(f"{run_dir / FAILURE_FILE} not written ({error})", markup=False, style="red")
 
 
 def check_dataset_options(sweep: Sweep, dataset_class) -> None:
@@ -602,6 +640,8 @@ def make_slots(
     for index in range(count):
         group = groups[index % len(groups)] if groups else None
         slot_env = env if group is None else {**env, "CUDA_VISIBLE_DEVICES": ",".join(group)}
+        # What its cells set aside or drop (``knowledge_lm.caches.notice``), said here when each cell ends.
+        slot_env = {**slot_env, NOTICES_ENV: str((Path(runs_dir) / "workers" / f"slot-{index}.notices").resolve())}
         if in_workers:
             slots.append(Worker(slot_env, progress, Path(runs_dir) / "workers" / f"slot-{index}.log"))
         else:
@@ -611,7 +651,8 @@ def make_slots(
 
 def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts, elsewhere):
     """Run ``todo`` on ``slots`` in its order, each taking the next waiting cell when its last one ends;
-    ``counts`` and ``elsewhere`` are updated in place."""
+    ``counts`` and ``elsewhere`` are updated in place. Ctrl-C: ``SweepInterrupted``, once the running cells have
+    saved their checkpoints (``stop_cells``)."""
     show_cell_progress = bool(slots) and slots[0].progress
     running: dict[CellProcesses | Worker, tuple[Cell, dict]] = {}
     waiting, first_started = list(todo), None
@@ -625,46 +666,82 @@ def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, re
         disable=show_cell_progress,
     ) as bar:
         overall = bar.add_task("cells", total=len(todo))
-        while waiting or running:
-            for slot in [slot for slot in slots if slot not in running]:
-                if not waiting:
-                    break
-                cell = waiting.pop(0)
-                state, detail = cell_status(cell, results_dir, runs_dir)
-                if cell.key not in reruns and state in ("done", "running"):  # another process took it meanwhile
-                    elsewhere[cell.key] = detail or "finished elsewhere"
-                    bar.advance(overall)
-                    continue
-                superseded = supersede(cell.stored_result_path(results_dir), results_dir) if cell.key in reruns else {}
-                cell.run_dir(runs_dir).mkdir(parents=True, exist_ok=True)
-                if show_cell_progress:
-                    console.print(f"[cyan]→ {cell.key}[/]")
-                slot.start(cell, cell_spec(cell, sweep, overrides, data_dir, results_dir, runs_dir, show_cell_progress))
-                first_started = first_started or time.time()
-                running[slot] = (cell, superseded)
-            time.sleep(0.2)
-            for slot in list(running):
-                ended = slot.ended()
-                if ended is None:
-                    continue
-                (returncode, how), (cell, superseded) = ended, running.pop(slot)
-                if returncode == 0 and cell.result_path(results_dir).is_file():
-                    counts["finished"] += 1
-                elif returncode == CLAIMED_EXIT:
-                    restore(superseded)
-                    elsewhere[cell.key] = cell_status(cell, results_dir, runs_dir)[1] or "finished elsewhere"
-                else:
-                    counts["failed"] += 1
-                    restore(superseded)
-                    record_process_failure(cell, runs_dir, how)
-                    counts.setdefault("failures", {})[cell.key] = failure_message(cell, runs_dir) or how
-                    console.print(
-                        f"[red]✗ {cell.key}[/]: {failure_message(cell, runs_dir) or how}"
-                        f" (log: {cell.run_dir(runs_dir) / 'log.txt'})"
-                    )
-                bar.advance(overall)
+        try:
+            while waiting or running:
+                for slot in [slot for slot in slots if slot not in running]:
+                    if not waiting:
+                        break
+                    cell = waiting.pop(0)
+                    state, detail = cell_status(cell, results_dir, runs_dir)
+                    if cell.key not in reruns and state in ("done", "running"):  # another process took it meanwhile
+                        elsewhere[cell.key] = detail or "finished elsewhere"
+                        bar.advance(overall)
+                        continue
+                    rerun = cell.key in reruns
+                    superseded = supersede(cell.stored_result_path(results_dir), results_dir) if rerun else {}
+                    cell.run_dir(runs_dir).mkdir(parents=True, exist_ok=True)
+                    if show_cell_progress:
+                        console.print(f"[cyan]→ {cell.key}[/]")
+                    spec = cell_spec(cell, sweep, overrides, data_dir, results_dir, runs_dir, show_cell_progress)
+                    slot.start(cell, spec)
+                    first_started = first_started or time.time()
+                    running[slot] = (cell, superseded)
+                time.sleep(0.2)
+                for slot in list(running):
+                    ended = slot.ended()
+                    if ended is not None:
+                        cell_ended(slot, running.pop(slot), ended, results_dir, runs_dir, counts, elsewhere)
+                        bar.advance(overall)
+        except KeyboardInterrupt:
+            raise SweepInterrupted(stop_cells(running, results_dir, runs_dir, counts, elsewhere)) from None
     if first_started:
         record_cells(first_started, time.time())
+
+
+def cell_ended(slot, started: tuple[Cell, dict], ended: tuple[int, str], results_dir, runs_dir, counts, elsewhere):
+    """Account for a cell whose slot reports it ended (``ended``: its exit status and how, in words): its
+    notices said, then finished, elsewhere, interrupted (it resumes: nothing recorded) or failed (recorded, said)."""
+    (returncode, how), (cell, superseded) = ended, started
+    for line in take_notices(slot.env[NOTICES_ENV]):
+        console.print(f"{cell.key}: {line}", markup=False, style="yellow")
+    if returncode == 0 and cell.result_path(results_dir).is_file():
+        counts["finished"] += 1
+    elif returncode == CLAIMED_EXIT:
+        restore(superseded)
+        elsewhere[cell.key] = cell_status(cell, results_dir, runs_dir)[1] or "finished elsewhere"
+    elif returncode == INTERRUPTED_EXIT:
+        restore(superseded)
+    else:
+        counts["failed"] += 1
+        restore(superseded)
+        record_process_failure(cell, runs_dir, how, getattr(slot, "error", {}).get("traceback", ""))
+        counts.setdefault("failures", {})[cell.key] = failure_message(cell, runs_dir) or how
+        log = cell.run_dir(runs_dir) / "log.txt"
+        console.print(f"[red]✗ {cell.key}[/]: {failure_message(cell, runs_dir) or how} (log: {log})")
+
+
+def stop_cells(running: dict, results_dir, runs_dir, counts, elsewhere) -> int:
+    """After Ctrl-C: wait (``INTERRUPT_WAIT_S`` at most, a second Ctrl-C ignored) for the ``running`` cells, which
+    got the interrupt too, to save their checkpoints and end; pass it on to those still running after
+    ``INTERRUPT_RELAY_S``. Returns how many of them will resume (neither finished nor failed meanwhile)."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    started, relayed, resumable = time.time(), False, 0
+    try:
+        while running and time.time() - started < INTERRUPT_WAIT_S:
+            if not relayed and time.time() - started > INTERRUPT_RELAY_S:
+                for slot in running:
+                    slot.interrupt()
+                relayed = True
+            for slot in list(running):
+                ended = slot.ended()
+                if ended is not None:
+                    before = counts["finished"] + counts["failed"]
+                    cell_ended(slot, running.pop(slot), ended, results_dir, runs_dir, counts, elsewhere)
+                    resumable += counts["finished"] + counts["failed"] == before
+            time.sleep(0.1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return resumable + len(running)  # those still running are killed; they resume from their last checkpoint
 
 
 def report_elsewhere(elsewhere: dict[str, str]):

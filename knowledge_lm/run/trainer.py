@@ -34,6 +34,22 @@ class WeightsOnlyCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict:
         return torch.load(path, map_location=map_location or "cpu", weights_only=True)
 
+    def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
+        """Written beside ``path`` and renamed onto it: a full disk or a kill leaves the previous checkpoint whole."""
+        from knowledge_lm.results import write_file_atomic
+
+        save = super().save_checkpoint
+        write_file_atomic(Path(path), lambda staging: save(checkpoint, staging, storage_options))
+
+
+class CellCheckpoint(pl.callbacks.ModelCheckpoint):
+    """A cell's ``last.ckpt`` (``ModelCheckpoint(save_last=True, save_top_k=0)``'s), saved on its schedule and also
+    when the cell is interrupted (Ctrl-C: Lightning's ``KeyboardInterrupt``), so that it resumes from there."""
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        if isinstance(exception, KeyboardInterrupt) and 0 < trainer.global_step != self._last_global_step_saved:
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
 
 def build_trainer(
     max_steps: int,

@@ -5,8 +5,9 @@ Run as ``python -m knowledge_lm.run.worker <runner pid>`` by the sweep runner (o
 (``knowledge_lm.run.runner.cell_spec``), one JSON line each, from stdin, and runs each as a cell process would
 (``knowledge_lm.run.cell.run_spec``: claimed by this process, seeded, its failure recorded), its output in the
 cell's ``log.txt`` (on the terminal where the spec asks for progress bars). After each cell it writes one JSON line
-to stdout, ``{"key": cell key, "status": exit status}``. Backbones and tokenized splits stay in memory between
-cells; each cell trains a fresh model. It ends at the end of its input, or with its runner.
+to stdout, ``{"key": cell key, "status": exit status}`` (a failed cell's also ``error`` and ``traceback``).
+Backbones and tokenized splits stay in memory between cells; each cell trains a fresh model. It ends at the end of
+its input, with its runner, or after a cell stopped by Ctrl-C.
 """
 
 import gc
@@ -20,6 +21,7 @@ from knowledge_lm.backbones import keep_backbones_loaded
 from knowledge_lm.data.base import TaskDataModule
 from knowledge_lm.results import Cell
 from knowledge_lm.run.cell import die_with_parent, run_spec
+from knowledge_lm.run.claims import INTERRUPTED_EXIT
 from knowledge_lm.run.serve import forked_by_server
 
 
@@ -45,23 +47,30 @@ def serve(runner_pid: int):
     for line in sys.stdin:
         spec = json.loads(line)
         cell = Cell(**spec["cell"])
+        error = {}
         if spec.get("progress"):
-            status = run_spec(spec)
+            status = run_spec(spec, error)
         else:
             with open(cell.run_dir(spec["runs_dir"]) / "log.txt", "a") as log:
                 output_to(log.fileno())
                 try:
-                    status = run_spec(spec)
+                    status = run_spec(spec, error)
                 finally:
                     output_to(own_output)
         gc.collect()  # the cell's model and trainer, before its successor allocates: as a process of its own would
         torch.cuda.empty_cache()  # and the GPU memory it held, for the other workers on this GPU
-        replies.write(json.dumps({"key": cell.key, "status": status}) + "\n")
+        replies.write(json.dumps({"key": cell.key, "status": status, **error}) + "\n")
+        if status == INTERRUPTED_EXIT:  # Ctrl-C: the runner stops too
+            return status
+    return 0
 
 
 def main(argv: list[str] | None = None):
-    """``python -m knowledge_lm.run.worker <runner pid>``."""
-    serve(int((sys.argv[1:] if argv is None else argv)[0]))
+    """``python -m knowledge_lm.run.worker <runner pid>``; Ctrl-C while idle ends it quietly."""
+    try:
+        sys.exit(serve(int((sys.argv[1:] if argv is None else argv)[0])))
+    except KeyboardInterrupt:
+        sys.exit(INTERRUPTED_EXIT)
 
 
 if __name__ == "__main__":
