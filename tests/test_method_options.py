@@ -139,7 +139,7 @@ def test_a_sweep_without_options_is_checked_without_importing_its_methods(monkey
         raise AssertionError(f"imported {name}")
 
     monkeypatch.setattr(config.METHODS, "get", refuse)
-    sweep = config.load_sweep(config.BENCHMARKS_DIR / "glue.yaml")
+    sweep = config.load_sweep(config.benchmarks_dir() / "glue.yaml")
     sweep.methods = ["baseline", "knowbert", "kam"]
     config.check_method_options(sweep, "glue.yaml")
     with pytest.raises(AssertionError, match="imported baseline"):
