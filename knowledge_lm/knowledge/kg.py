@@ -43,7 +43,7 @@ INSTANCE_OF = "P31"
 TRIPLES_FILE = "triples.tsv"
 ENTITIES_FILE = "entities.jsonl"
 RELATION_FILES = ("relations.tsv", "properties_P_info.json")
-SI_K_HOP = 6  # METHODS.md, SI: entities count as close below this distance
+SI_K_HOP = 6  # SI (the SI+SR paper, Eq. 4): entities count as close below this distance
 
 
 @dataclass

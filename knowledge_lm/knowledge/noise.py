@@ -4,7 +4,7 @@ Both work on the linked entity ids of texts (``linked``: per text, one entity id
 exact share drawn uniformly with a seeded RNG (the same ``seed`` gives the same corruption), and leave
 the rest untouched.
 
-**Link noise** (papers/000, Fig. 1b and 5d). ``inject_link_noise`` replaces exactly
+**Link noise** (the SI+SR paper, Fig. 1b and 5d). ``inject_link_noise`` replaces exactly
 ``round(ratio × number of links)`` links, drawn uniformly among all links of all texts, each by a
 uniformly drawn entity of a different type. "Different type":
 
