@@ -14,10 +14,8 @@ renders it on ``leaderboards/speed.md``).
 
 import argparse
 import statistics
-import time
 from pathlib import Path
 
-import pytorch_lightning as pl
 import torch
 
 from knowledge_lm.backbones import load_backbone
@@ -27,23 +25,7 @@ from knowledge_lm.methods.erica_corpus import cached_corpus
 from knowledge_lm.results import write_json_atomic
 from knowledge_lm.run.provenance import device_name, measured_now
 from knowledge_lm.run.trainer import resolve_precision
-from knowledge_lm.tools.speed import ERICA_TARGET, speed_record_path
-
-
-class StepTimer(pl.Callback):
-    def __init__(self, warmup: int):
-        self.warmup, self.times, self.started = warmup, [], None
-
-    def on_train_batch_start(self, trainer, module, batch, batch_idx):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        self.started = time.perf_counter()
-
-    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        if batch_idx >= self.warmup:
-            self.times.append(time.perf_counter() - self.started)
+from knowledge_lm.tools.speed import ERICA_TARGET, StepTimer, speed_record_path
 
 
 def measure(objectives: str, corpus: list[dict], args) -> float:

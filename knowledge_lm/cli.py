@@ -19,12 +19,11 @@ from rich.table import Table
 
 from knowledge_lm.backbones import backbone_label
 from knowledge_lm.errors import KlmError
-from knowledge_lm.paths import SCRATCH_BACKBONES, SCRATCH_RESULTS, project_path
+from knowledge_lm.paths import BENCHMARKS_ENV, SCRATCH_BACKBONES, SCRATCH_RESULTS, benchmarks_dir, project_path
 from knowledge_lm.registry import DATASETS, METHODS, class_description, option_fields, static_flag
 from knowledge_lm.results import Cell, set_aside, write_json_atomic
 from knowledge_lm.run.claims import INTERRUPTED_EXIT
 from knowledge_lm.run.config import (
-    BENCHMARKS_DIR,
     COMPILE_MODES,
     check_data_dir,
     check_method_options,
@@ -132,7 +131,15 @@ def parse_overrides(pairs: list[str]) -> dict:
     return overrides
 
 
+BENCHMARKS_HELP = (
+    "the sweep configs' folder (default: $KLM_BENCHMARKS_DIR, else benchmarks/ of the source checkout, else the "
+    "installed package's copy)"
+)
+
+
 def add_sweep_arguments(parser):
+    # SUPPRESS: given before the command (klm --benchmarks-dir DIR bench), it is not reset here.
+    parser.add_argument("--benchmarks-dir", type=Path, default=argparse.SUPPRESS, help=BENCHMARKS_HELP)
     parser.add_argument("--config", help="a sweep config, e.g. benchmarks/glue.yaml")
     parser.add_argument("--method", help="method name(s), comma-separated (default: baseline)")
     parser.add_argument("--dataset", help="dataset name; its benchmarks/<dataset>.yaml gives the defaults")
@@ -155,10 +162,10 @@ def add_sweep_arguments(parser):
 
 def table_configs(name: str) -> list[Path]:
     """The sweep configs that fill a paper table (``benchmarks/tables.yaml``)."""
-    tables = yaml.safe_load((BENCHMARKS_DIR / "tables.yaml").read_text())
+    tables = yaml.safe_load((benchmarks_dir() / "tables.yaml").read_text())
     if name not in tables:
         raise KlmError(f"unknown table {name!r}; known: {', '.join(tables)}")
-    return [BENCHMARKS_DIR / f"{config}.yaml" for config in tables[name]]
+    return [benchmarks_dir() / f"{config}.yaml" for config in tables[name]]
 
 
 def print_written_leaderboards(
@@ -828,12 +835,14 @@ def package_version() -> str:
     except PackageNotFoundError:
         import tomllib
 
-        return tomllib.loads((BENCHMARKS_DIR.parent / "pyproject.toml").read_text())["project"]["version"]
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        return tomllib.loads(pyproject.read_text())["project"]["version"]
 
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="klm", description="knowledge-lm: knowledge-injection benchmark suite")
     parser.add_argument("--version", action="version", version=f"klm (knowledge-lm) {package_version()}")
+    parser.add_argument("--benchmarks-dir", type=Path, help=BENCHMARKS_HELP)
     commands = parser.add_subparsers(dest="command", required=True)
 
     bench = commands.add_parser("bench", help="run a sweep of cells (skipping finished ones), then the leaderboards")
@@ -1151,6 +1160,8 @@ def main(argv=None) -> int:
         if code is not None:
             return code
     args = build_parser().parse_args(argv)  # --help and argument errors end here, before any server starts
+    if args.benchmarks_dir is not None:
+        os.environ[BENCHMARKS_ENV] = str(args.benchmarks_dir)  # read by benchmarks_dir(), here and in workers
     if as_program and args.command == "bench" and not args.dry_run and os.environ.get("KLM_SERVE", "0") == "1":
         log = start_in_background(BACKGROUND_SERVER_IDLE_MINUTES)
         if log is not None:

@@ -2,10 +2,11 @@
 
 import pytest
 
+from knowledge_lm.paths import benchmarks_dir
 from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.results import Cell
 from knowledge_lm.run.cell import run_cell
-from knowledge_lm.run.config import BENCHMARKS_DIR, check_method_options, load_sweep
+from knowledge_lm.run.config import check_method_options, load_sweep
 
 
 def prepare_knowledge(dataset_options, dataset, task, train, data_dir):
@@ -53,7 +54,9 @@ def smoke_backbone(method, tmp_path_factory) -> str:
     return str(directory)
 
 
-CONFIGS = sorted(path for path in BENCHMARKS_DIR.glob("*.yaml") if path.name not in ("references.yaml", "tables.yaml"))
+CONFIGS = sorted(
+    path for path in benchmarks_dir().glob("*.yaml") if path.name not in ("references.yaml", "tables.yaml")
+)
 
 
 def costly_smoke(path) -> bool:
@@ -124,7 +127,7 @@ def test_paper_tables_name_existing_configs_and_all_is_the_full_grid():
 
     from knowledge_lm.cli import table_configs
 
-    tables = yaml.safe_load((BENCHMARKS_DIR / "tables.yaml").read_text())
+    tables = yaml.safe_load((benchmarks_dir() / "tables.yaml").read_text())
     for name in tables:
         assert all(path.is_file() for path in table_configs(name)), name
     assert set(table_configs("all")) == set(CONFIGS)

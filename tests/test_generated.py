@@ -8,8 +8,9 @@ from collections import Counter
 import pytest
 
 from knowledge_lm.data import io
-from knowledge_lm.data.generated import GeneratedDataModule, KnowledgeGraph, export, generate
+from knowledge_lm.data.generated import GeneratedDataModule, export, generate
 from knowledge_lm.errors import KlmError
+from knowledge_lm.knowledge.kg import KnowledgeGraph
 
 SMALL = dict(train_size=600, dev_size=200, test_size=200, num_entities=400)
 
@@ -180,7 +181,7 @@ def test_knowledge_texts_hide_the_deciding_facts(default, redundant):
 
 def test_labels_follow_the_kg(default, redundant):
     for data in (default, redundant):
-        graph = data.kg.to_networkx()
+        graph = data.kg.graph
         for record in all_records(data):
             assert kg_answer(record, graph, "gold_qid") == record["label"], record
 
@@ -209,7 +210,7 @@ def test_text_alone_is_insufficient_but_the_kg_suffices(default):
     bag_of_words_accuracy = sum(int(p == record["label"]) for p, record in zip(predictions, test)) / len(test)
     assert bag_of_words_accuracy < 0.65
 
-    graph = default.kg.to_networkx()
+    graph = default.kg.graph
     assert all(kg_answer(record, graph) == record["label"] for record in test)
 
 
@@ -263,7 +264,7 @@ def test_kg_reads_back_from_gzip(tmp_path, default):
     for name in ("triples.tsv", "entities.jsonl"):
         (tmp_path / f"{name}.gz").write_bytes(gzip.compress((tmp_path / name).read_bytes()))
         (tmp_path / name).unlink()
-    assert KnowledgeGraph.read_kg(tmp_path).triples == default.kg.triples
+    assert KnowledgeGraph.load(tmp_path).triples == default.kg.triples
 
 
 # -- version 2: a relational schema and hard negatives ------------------------------------------
@@ -272,7 +273,7 @@ def test_kg_reads_back_from_gzip(tmp_path, default):
 def undirected(kg):
     import networkx as nx
 
-    return nx.MultiGraph(kg.to_networkx())
+    return nx.MultiGraph(kg.graph)
 
 
 def claimed_object(record):

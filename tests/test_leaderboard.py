@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from knowledge_lm.paths import benchmarks_dir
 from knowledge_lm.registry import DATASETS
 from knowledge_lm.report.gold import MissingGold
 from knowledge_lm.report.leaderboard import write_leaderboards
 from knowledge_lm.results import Cell, write_json_atomic
-from knowledge_lm.run.config import BENCHMARKS_DIR
 
 KNOWN_METRICS = {
     "accuracy",
@@ -91,7 +91,7 @@ def test_table_mean_std_n_best_and_missing(tmp_path):
 
 
 def test_references_are_well_formed():
-    references = yaml.safe_load((BENCHMARKS_DIR / "references.yaml").read_text())
+    references = yaml.safe_load((benchmarks_dir() / "references.yaml").read_text())
     for ref in references:
         assert {"paper", "source", "row", "backbone", "dataset", "fraction", "metrics"} <= set(ref)
         for task, values in ref["metrics"].items():
@@ -417,7 +417,7 @@ def test_spectra_kept_with_predictions_draw_the_sr_figure(tmp_path):
 
 
 def test_entity_frequency_buckets_score_every_method_on_the_same_examples(tmp_path):
-    """papers/000 Fig. 1a/5a: frequencies kept by one method's cells bucket the split for every method."""
+    """the SI+SR paper's Fig. 1a/5a: frequencies kept by one method's cells bucket the split for every method."""
     results = tmp_path / "results"
     frequency = [None, None, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     runs = {

@@ -138,7 +138,7 @@ def test_a_sweep_without_options_is_checked_without_importing_its_methods(monkey
     def refuse(name):
         raise AssertionError(f"imported {name}")
 
-    sweep = config.load_sweep(config.BENCHMARKS_DIR / "glue.yaml")  # validation may read a loaded class's flags
+    sweep = config.load_sweep(config.benchmarks_dir() / "glue.yaml")  # validation may read a loaded class's flags
     monkeypatch.setattr(config.METHODS, "get", refuse)
     sweep.methods = ["baseline", "knowbert", "kam"]
     config.check_method_options(sweep, "glue.yaml")

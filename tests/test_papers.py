@@ -2,10 +2,10 @@
 
 import yaml
 
+from knowledge_lm.paths import benchmarks_dir
 from knowledge_lm.registry import DATASETS
 from knowledge_lm.report.leaderboard import write_leaderboards
 from knowledge_lm.report.papers import PAPER_TABLES, render_papers, unrendered_references
-from knowledge_lm.run.config import BENCHMARKS_DIR
 from tests.test_leaderboard import fake_result
 
 # Datasets of the papers that are not datasets of the suite: their columns show the paper's numbers only.
@@ -17,7 +17,7 @@ def test_every_reference_row_renders_on_a_paper_page():
 
 
 def test_reference_metrics_are_those_our_datasets_score():
-    for ref in yaml.safe_load((BENCHMARKS_DIR / "references.yaml").read_text()):
+    for ref in yaml.safe_load((benchmarks_dir() / "references.yaml").read_text()):
         if ref["dataset"] in NOT_HERE:
             continue
         dataset = DATASETS.get(ref["dataset"])

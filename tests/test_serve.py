@@ -16,7 +16,15 @@ from knowledge_lm.results import predictions_path, read_predictions
 from knowledge_lm.run.cell import run_spec
 from knowledge_lm.run.config import validate_sweep
 from knowledge_lm.run.runner import cell_spec, sweep_cells
-from knowledge_lm.run.serve import ServedProcess, own_folder, receive_line, server_key, socket_path, spawn
+from knowledge_lm.run.serve import (
+    ServedProcess,
+    installed_distributions,
+    own_folder,
+    receive_line,
+    server_key,
+    socket_path,
+    spawn,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = {
@@ -89,6 +97,21 @@ def test_the_key_follows_import_time_environment_only(monkeypatch):
     assert socket_path(key).parent.name == f"klm-serve-{os.getuid()}"
     no_server = {**os.environ, "PYTHONPATH": "/no/server/imported/with/this"}
     assert spawn("knowledge_lm.run.worker", ["1"], no_server) is None  # the runner then starts its own
+
+
+def test_the_key_follows_the_installed_distributions(tmp_path, monkeypatch):
+    """An upgrade (another version's metadata folder) or a reinstall (the same, rewritten) gives another key, so a
+    warm server never runs the libraries that were installed when it started."""
+    site = tmp_path / "site-packages"
+    (site / "somelib-1.0.dist-info").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(site))
+    before = server_key({})
+    assert any("somelib-1.0.dist-info" in record for record in installed_distributions())
+    (site / "somelib-1.0.dist-info").rename(site / "somelib-1.1.dist-info")
+    upgraded = server_key({})
+    os.utime(site / "somelib-1.1.dist-info", ns=(1, 1))
+    assert len({before, upgraded, server_key({})}) == 3
+    assert installed_distributions([str(tmp_path / "nowhere"), str(site)]) == installed_distributions([str(site)])
 
 
 def test_an_exit_status_read_along_with_the_pid_is_not_waited_for_again(tmp_path):

@@ -1,4 +1,4 @@
-"""SR equals the smallest squared singular values; SI draws entities as Eq. 4 and METHODS.md say."""
+"""SR equals the smallest squared singular values; SI draws entities as the SI+SR paper's Eq. 4 says."""
 
 import math
 from types import SimpleNamespace

@@ -318,7 +318,7 @@ class TaskDataModule(pl.LightningDataModule):
 
     def entity_frequencies(self, split: str) -> list[int | None] | None:
         """Per example of ``split``: the highest document frequency (over the train split) among its linked
-        entities, None without one (the x-axis of papers/000 Fig. 1a/5a); None without knowledge features."""
+        entities, None without one (the x-axis of the SI+SR paper's Fig. 1a/5a); None without knowledge features."""
         if split not in self.knowledge_spans:
             return None
         start, end = self.knowledge_spans[split]

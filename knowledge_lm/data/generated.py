@@ -63,14 +63,14 @@ import random
 import re
 import string
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import networkx as nx
-
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
-from knowledge_lm.data.io import find_file, read_json, read_jsonl, read_tsv
+from knowledge_lm.data.io import find_file, read_json, read_jsonl
 from knowledge_lm.errors import KlmError
+from knowledge_lm.knowledge.kg import Entity, KnowledgeGraph
+from knowledge_lm.knowledge.noise import replace_by_other_types
 from knowledge_lm.registry import register_dataset
 
 LABELS = ("false", "true")
@@ -110,112 +110,6 @@ RELATION_BY_NAME = {relation.name: relation for relation in RELATIONS}
 DIED_SHARE = 0.5  # of persons with a died_in city
 FOUNDER_SHARE = 0.5  # of persons who founded a company
 NEGATIVES = ("hard", "easy", "mixed")
-
-
-@dataclass
-class Entity:
-    qid: str
-    label: str
-    type: str
-    aliases: list[str] = field(default_factory=list)
-
-    @property
-    def surface_forms(self) -> list[str]:
-        return [self.label, *self.aliases]
-
-
-class KnowledgeGraph:
-    """Entities, typed relations and triples, with the look-ups the generator and its tests need."""
-
-    def __init__(self, entities: list[Entity], relations: dict[str, str], triples: list[tuple[str, str, str]]):
-        self.entities = {entity.qid: entity for entity in entities}
-        self.relations = dict(relations)  # pid -> name
-        self.triples = [tuple(triple) for triple in triples]
-        self._pids = {name: pid for pid, name in self.relations.items()}
-        self._tails = defaultdict(list)
-        self._neighbours = defaultdict(set)
-        for head, pid, tail in self.triples:
-            self._tails[head, pid].append(tail)
-            self._neighbours[head].add(tail)
-            self._neighbours[tail].add(head)
-
-    def objects(self, qid: str, relation: str) -> list[str]:
-        """Tails of ``qid`` along ``relation`` (a name or a pid)."""
-        return list(self._tails.get((qid, self._pids.get(relation, relation)), ()))
-
-    def follow(self, qid: str, path) -> list[list[str]]:
-        """The entities reached after each hop of ``path`` (relation names), in order, without repeats."""
-        reached, frontier = [], [qid]
-        for relation in path:
-            frontier = list(dict.fromkeys(tail for head in frontier for tail in self.objects(head, relation)))
-            reached.append(frontier)
-        return reached
-
-    def relation_blind_signature(self, subject: str, claimed: str) -> tuple[bool, int]:
-        """What a relation-blind reader sees of a pair: whether they share an edge (in either direction) and how
-        many two-edge paths join them (their common neighbours, the graph having at most one edge per pair)."""
-        neighbours = self._neighbours.get(subject, set())
-        return claimed in neighbours, len(neighbours & self._neighbours.get(claimed, set()))
-
-    def of_type(self, entity_type: str) -> list[Entity]:
-        return [entity for entity in self.entities.values() if entity.type == entity_type]
-
-    def entity_records(self) -> list[dict]:
-        return [
-            {"qid": entity.qid, "label": entity.label, "surface_forms": entity.surface_forms, "type": entity.type}
-            for entity in self.entities.values()
-        ]
-
-    def to_networkx(self):
-        """A MultiDiGraph: nodes are qids (with label, type, surface_forms), edges keyed by pid."""
-
-        graph = nx.MultiDiGraph()
-        for record in self.entity_records():
-            graph.add_node(record["qid"], **{key: value for key, value in record.items() if key != "qid"})
-        for head, pid, tail in self.triples:
-            graph.add_edge(head, tail, key=pid, relation=self.relations[pid])
-        return graph
-
-    def write_kg(self, directory) -> Path:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        with open(directory / "triples.tsv", "w", encoding="utf-8") as handle:
-            handle.write("head_qid\trelation_pid\ttail_qid\n")
-            handle.writelines(f"{head}\t{pid}\t{tail}\n" for head, pid, tail in self.triples)
-        with open(directory / "relations.tsv", "w", encoding="utf-8") as handle:
-            handle.write("pid\tname\n")
-            handle.writelines(f"{pid}\t{name}\n" for pid, name in self.relations.items())
-        write_jsonl(directory / "entities.jsonl", self.entity_records())
-        return directory
-
-    @classmethod
-    def read_kg(cls, directory) -> "KnowledgeGraph":
-        directory = Path(directory)
-        paths = {name: find_file(directory, name) for name in ("triples.tsv", "relations.tsv", "entities.jsonl")}
-        missing = [name for name, path in paths.items() if path is None]
-        if missing:
-            raise KlmError(f"{directory}: missing {', '.join(missing)} of the generated knowledge graph")
-        _, relation_rows = read_tsv(paths["relations.tsv"], min_columns=2)
-        relations = {columns[0]: columns[1] for _, columns in relation_rows}
-        entities = []
-        for line_number, record in read_jsonl(paths["entities.jsonl"]):
-            try:
-                label, surface_forms = record["label"], record.get("surface_forms") or [record["label"]]
-                entities.append(
-                    Entity(record["qid"], label, record["type"], [form for form in surface_forms if form != label])
-                )
-            except KeyError as error:
-                raise KlmError(f"{paths['entities.jsonl']}:{line_number}: missing field {error}") from None
-        known = {entity.qid for entity in entities}
-        _, triple_rows = read_tsv(paths["triples.tsv"], min_columns=3)
-        triples = []
-        for line_number, (head, pid, tail, *_) in triple_rows:
-            if pid not in relations or head not in known or tail not in known:
-                raise KlmError(
-                    f"{paths['triples.tsv']}:{line_number}: unknown relation or entity in {head} {pid} {tail}"
-                )
-            triples.append((head, pid, tail))
-        return cls(entities, relations, triples)
 
 
 # -- statement templates ---------------------------------------------------------------------
@@ -436,7 +330,7 @@ def build_knowledge_graph(num_entities: int, rng: random.Random) -> KnowledgeGra
     entities = []
     for index, entity_type in enumerate(types, start=1):
         label, aliases = names.make()
-        entities.append(Entity(f"G{index}", label, entity_type, aliases))
+        entities.append(Entity(f"G{index}", label, [label, *aliases], entity_type))
     by_type = {
         entity_type: [entity.qid for entity in entities if entity.type == entity_type] for entity_type in ENTITY_TYPES
     }
@@ -467,7 +361,7 @@ def build_knowledge_graph(num_entities: int, rng: random.Random) -> KnowledgeGra
     for river in by_type["river"]:
         for country in rng.sample(countries, min(len(countries), rng.randint(1, 2))):
             triples.append((river, pid["flows_through"], country))
-    return KnowledgeGraph(entities, {relation.pid: relation.name for relation in RELATIONS}, triples)
+    return KnowledgeGraph(triples, entities, {relation.pid: relation.name for relation in RELATIONS})
 
 
 # -- examples ---------------------------------------------------------------------------------
@@ -498,11 +392,13 @@ class SplitWorld:
         self.kg = kg
         mentionable_splits = ("train", split)
         self.subjects = {
-            entity_type: [entity for entity in kg.of_type(entity_type) if home_splits[entity.qid] == split]
+            entity_type: [kg.entities[qid] for qid in kg.entities_of_type(entity_type) if home_splits[qid] == split]
             for entity_type in ENTITY_TYPES
         }
         self.mentionable = {
-            entity_type: [entity for entity in kg.of_type(entity_type) if home_splits[entity.qid] in mentionable_splits]
+            entity_type: [
+                kg.entities[qid] for qid in kg.entities_of_type(entity_type) if home_splits[qid] in mentionable_splits
+            ]
             for entity_type in ENTITY_TYPES
         }
         self._mentionable_qids = {entity.qid for entities in self.mentionable.values() for entity in entities}
@@ -686,16 +582,14 @@ def render(draft: Draft, rng: random.Random) -> tuple[str, list[dict]]:
 
 
 def add_link_noise(records: list[dict], world: SplitWorld, share: float, rng: random.Random):
-    links = [link for record in records for link in record["entities"]]
-    for link in rng.sample(links, round(share * len(links))):
-        gold_type = world.kg.entities[link["gold_qid"]].type
-        wrong = [
-            entity
-            for entity_type in ENTITY_TYPES
-            if entity_type != gold_type
-            for entity in world.mentionable[entity_type]
-        ]
-        link["qid"] = rng.choice(wrong).qid
+    """Point ``share`` of the links at a mentionable entity of another type (``knowledge.noise``); ``gold_qid``
+    keeps the gold entity."""
+    links = [record["entities"] for record in records]
+    mentionable = {entity.qid: entity for entities in world.mentionable.values() for entity in entities}
+    noisy, _ = replace_by_other_types([[link["gold_qid"] for link in text] for text in links], mentionable, share, rng)
+    for text, qids in zip(links, noisy):
+        for link, qid in zip(text, qids):
+            link["qid"] = qid
 
 
 def make_split(world: SplitWorld, split: str, size: int, knobs: "GeneratorKnobs", rng: random.Random) -> list[dict]:
@@ -724,7 +618,7 @@ def assign_home_splits(kg: KnowledgeGraph, rng: random.Random) -> dict[str, str]
     """Each entity's split: the only one whose examples may have it as subject (train: may mention it)."""
     home_splits = {}
     for entity_type in ENTITY_TYPES:
-        qids = [entity.qid for entity in kg.of_type(entity_type)]
+        qids = kg.entities_of_type(entity_type)
         rng.shuffle(qids)
         dev_count = max(1, round(SPLIT_SHARES["dev"] * len(qids)))
         test_count = max(1, round(SPLIT_SHARES["test"] * len(qids)))
@@ -848,7 +742,19 @@ def read_frozen(folder: Path, spec: TaskSpec) -> GeneratedData:
         if "negatives" not in recorded:  # the first generator's export: its false subjects were any subject
             recorded["negatives"], version = "easy", "1"
         knobs = GeneratorKnobs(**recorded)
-    return GeneratedData(knobs, KnowledgeGraph.read_kg(folder), splits, version)
+    return GeneratedData(knobs, read_frozen_kg(folder), splits, version)
+
+
+def read_frozen_kg(folder: Path) -> KnowledgeGraph:
+    """The frozen version's graph: all three files, every entity with a label and a type."""
+    missing = [name for name in ("triples.tsv", "relations.tsv", "entities.jsonl") if find_file(folder, name) is None]
+    if missing:
+        raise KlmError(f"{folder}: missing {', '.join(missing)} of the generated knowledge graph")
+    kg = KnowledgeGraph.load(folder)
+    unnamed = [qid for qid, entity in kg.entities.items() if not entity.label or entity.type is None]
+    if unnamed:
+        raise KlmError(f"{folder}: entity {unnamed[0]} has no label or no type (entities.jsonl)")
+    return kg
 
 
 def read_record(record: dict, spec: TaskSpec, where: str) -> dict:

@@ -24,6 +24,7 @@ triples, as the class's id (the class most frequent in the whole graph where it 
 Distances are undirected (a triple links its head and tail both ways) and count edges.
 """
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -42,7 +43,7 @@ INSTANCE_OF = "P31"
 TRIPLES_FILE = "triples.tsv"
 ENTITIES_FILE = "entities.jsonl"
 RELATION_FILES = ("relations.tsv", "properties_P_info.json")
-SI_K_HOP = 6  # METHODS.md, SI: entities count as close below this distance
+SI_K_HOP = 6  # SI (the SI+SR paper, Eq. 4): entities count as close below this distance
 
 
 @dataclass
@@ -72,8 +73,10 @@ class KnowledgeGraph:
             for qid in (head, tail):
                 if qid not in self.entities:
                     self.entities[qid] = Entity(qid)
-        names = relations or {}
-        self.relations = {pid: names.get(pid, pid) for _, pid, _ in self.triples}  # pid -> name
+        # pid -> name of every relation in a triple: named ones in the order given, then the others by first use.
+        names, used = relations or {}, dict.fromkeys(pid for _, pid, _ in self.triples)
+        self.relations = {pid: name for pid, name in names.items() if pid in used}
+        self.relations.update((pid, pid) for pid in used if pid not in names)
         self._type_untyped_from_instance_of()
 
         self.qids = list(self.entities)
@@ -143,6 +146,27 @@ class KnowledgeGraph:
     def entities_of_type(self, entity_type: str) -> list[str]:
         return [qid for qid, entity in self.entities.items() if entity.type == entity_type]
 
+    def entity_records(self) -> list[dict]:
+        """The entities as ``entities.jsonl`` records."""
+        return [
+            {"qid": entity.qid, "label": entity.label, "surface_forms": entity.surface_forms, "type": entity.type}
+            for entity in self.entities.values()
+        ]
+
+    def write_kg(self, directory) -> Path:
+        """Write ``triples.tsv``, ``relations.tsv`` and ``entities.jsonl`` (with headers) to ``directory``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / TRIPLES_FILE, "w", encoding="utf-8") as handle:
+            handle.write("head_qid\trelation_pid\ttail_qid\n")
+            handle.writelines(f"{head}\t{pid}\t{tail}\n" for head, pid, tail in self.triples)
+        with open(directory / RELATION_FILES[0], "w", encoding="utf-8") as handle:
+            handle.write("pid\tname\n")
+            handle.writelines(f"{pid}\t{name}\n" for pid, name in self.relations.items())
+        with open(directory / ENTITIES_FILE, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in self.entity_records())
+        return directory
+
     def _node(self, qid: str) -> int:
         try:
             return self.index[qid]
@@ -166,6 +190,39 @@ class KnowledgeGraph:
     def to_undirected_adjacency(self) -> scipy.sparse.csr_matrix:
         """Symmetric 0/1 adjacency without self-loops; row and column i are entity ``self.qids[i]``."""
         return self._adjacency.copy()
+
+    # -- relation paths ----------------------------------------------------------------------
+
+    @cached_property
+    def _tails(self) -> dict[tuple[str, str], list[str]]:
+        tails = {}
+        for head, pid, tail in self.triples:
+            tails.setdefault((head, pid), []).append(tail)
+        return tails
+
+    def objects(self, qid: str, relation: str) -> list[str]:
+        """Tails of ``qid`` along ``relation`` (a pid, or a relation name)."""
+        pid = relation if relation in self.relations else self._pids.get(relation, relation)
+        return list(self._tails.get((qid, pid), ()))
+
+    @cached_property
+    def _pids(self) -> dict[str, str]:
+        return {name: pid for pid, name in self.relations.items()}
+
+    def follow(self, qid: str, path) -> list[list[str]]:
+        """The entities reached after each hop of ``path`` (relations), in order, without repeats."""
+        reached, frontier = [], [qid]
+        for relation in path:
+            frontier = list(dict.fromkeys(tail for head in frontier for tail in self.objects(head, relation)))
+            reached.append(frontier)
+        return reached
+
+    def relation_blind_signature(self, subject: str, claimed: str) -> tuple[bool, int]:
+        """What a relation-blind reader sees of a pair: whether they share an edge (either direction) and how many
+        common neighbours they have (their two-edge paths, where a pair has at most one edge)."""
+        neighbours = set(self._neighbours[self._node(subject)])
+        claimed_node = self._node(claimed)
+        return claimed_node in neighbours, len(neighbours.intersection(self._neighbours[claimed_node]))
 
     # -- distance queries ------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ Both work on the linked entity ids of texts (``linked``: per text, one entity id
 exact share drawn uniformly with a seeded RNG (the same ``seed`` gives the same corruption), and leave
 the rest untouched.
 
-**Link noise** (papers/000, Fig. 1b and 5d). ``inject_link_noise`` replaces exactly
+**Link noise** (the SI+SR paper, Fig. 1b and 5d). ``inject_link_noise`` replaces exactly
 ``round(ratio × number of links)`` links, drawn uniformly among all links of all texts, each by a
 uniformly drawn entity of a different type. "Different type":
 
@@ -60,28 +60,29 @@ def check_share(name: str, share: float):
 
 def inject_link_noise(linked: list[list[str]], kg, ratio: float, seed: int) -> tuple[list[list[str]], list[list[bool]]]:
     """``(noisy, replaced_mask)``: ``linked`` with links replaced, and which were, text by text."""
-    return replace_by_other_types(linked, kg, ratio, random.Random(seed))
+    return replace_by_other_types(linked, kg.entities, ratio, random.Random(seed))
 
 
-def replace_by_other_types(linked: list[list[str]], kg, ratio: float, rng: random.Random):
-    """``inject_link_noise`` drawing from ``rng``."""
+def replace_by_other_types(linked: list[list[str]], entities: dict, ratio: float, rng: random.Random):
+    """``inject_link_noise`` drawing from ``rng``, with replacements among ``entities`` (qid -> entity with a
+    ``type``): a graph's entities, or the share of them a text may name."""
     check_share("link noise ratio", ratio)
     positions = [(text, link) for text, qids in enumerate(linked) for link in range(len(qids))]
     chosen = rng.sample(positions, round(ratio * len(positions)))
 
     # Typed entities sorted by type: those of one type form a block, so "any typed entity of another
     # type" is one uniform draw over the list with that block skipped.
-    typed = sorted((entity.type, qid) for qid, entity in kg.entities.items() if entity.type is not None)
+    typed = sorted((entity.type, qid) for qid, entity in entities.items() if entity.type is not None)
     typed_qids = [qid for _, qid in typed]
     types = [entity_type for entity_type, _ in typed]
-    untyped_qids = [qid for qid, entity in kg.entities.items() if entity.type is None]
-    all_qids = list(kg.entities)
+    untyped_qids = [qid for qid, entity in entities.items() if entity.type is None]
+    all_qids = list(entities)
 
     noisy = [list(qids) for qids in linked]
     replaced = [[False] * len(qids) for qids in linked]
     for text, link in chosen:
         gold = linked[text][link]
-        gold_type = kg.entities[gold].type if gold in kg.entities else None
+        gold_type = entities[gold].type if gold in entities else None
         block_start, block_end = (
             (bisect_left(types, gold_type), bisect_right(types, gold_type)) if gold_type is not None else (0, 0)
         )
@@ -107,7 +108,7 @@ def noisy_link_candidates(
     """Per text, per link: the candidates ``[(qid, prior)]`` of a noisy link (see the module docstring),
     None for a link left as it is. The links made noisy are those ``inject_link_noise`` replaces."""
     rng = random.Random(seed)
-    noisy, replaced = replace_by_other_types(linked, kg, ratio, rng)
+    noisy, replaced = replace_by_other_types(linked, kg.entities, ratio, rng)
     all_qids = list(kg.entities)
     candidates = [[None] * len(qids) for qids in linked]
     for text, qids in enumerate(linked):

@@ -339,7 +339,7 @@ def relocate_named_entities(annotations: dict[str, list[list]], config: Knowledg
         annotations[split] = [[replace(a, ner=next(moved)) for a in example] for example in annotations[split]]
 
 
-def add_link_noise(linked: dict[str, list[list[list]]], kg, config: KnowledgeConfig):
+def make_links_noisy(linked: dict[str, list[list[list]]], kg, config: KnowledgeConfig):
     """Make ``config.link_noise`` of each split's links noisy: a wrong entity of another type ranked first,
     the linked entity and distractors after it (``knowledge.noise.noisy_link_candidates``)."""
     from knowledge_lm.knowledge.noise import noisy_link_candidates
@@ -543,7 +543,7 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
     if config.shuffle_links:
         shuffle_links(linked, kg, config)
     if config.link_noise:
-        add_link_noise(linked, kg, config)
+        make_links_noisy(linked, kg, config)
     timings["linking_s"] = time.time() - clock
     df = document_frequency([{top_entity(m) for segment in example for m in segment} for example in linked["train"]])
 

@@ -1,4 +1,4 @@
-"""ERICA (papers/003 §3): contrastive entity (ED) and relation (RD) discrimination pretraining + MLM.
+"""ERICA (Qin et al. 2021, §3): contrastive entity (ED) and relation (RD) discrimination pretraining + MLM.
 
 Parts, in the order of this file:
 

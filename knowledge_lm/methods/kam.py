@@ -1,4 +1,4 @@
-"""KAM-BERT (papers/001, §3; METHODS.md): knowledge maps mixed into every layer's attention logits.
+"""KAM-BERT (Bai et al., §3): knowledge maps mixed into every layer's attention logits.
 
 Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and softmax):
 
@@ -52,7 +52,7 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
    linked entities (the kg map, SI's scores).
 6. **Invariant** (tested): α = 0 without skip and without expansion gives the backbone's hidden states exactly.
 
-``kam+si``: selective injection (``sisr.SelectiveInjection``, Eq. 4 of papers/000) filters the linked
+``kam+si``: selective injection (``sisr.SelectiveInjection``, Eq. 4 of the SI+SR paper) filters the linked
 mentions, in training only, as ``knowbert+si`` does; its entity map is built from the links, so SI acts
 on it as on the kg map.
 

@@ -1,4 +1,4 @@
-"""KnowBERT-KAR (Peters et al. 2019; papers/004, METHODS.md) and its SI / SI+SR variants (papers/000, §4).
+"""KnowBERT-KAR (Peters et al. 2019) and its SI / SI+SR variants (the SI+SR paper, §4).
 
 The Knowledge Attention and Recontextualization component (KAR) rewrites the hidden states H_i that one
 layer of the backbone outputs, and the remaining layers read the rewritten states:

@@ -1,4 +1,5 @@
-"""SI + SR: selective knowledge injection and spectral regularization (papers/000, §4, Eq. 4–6).
+"""SI + SR: selective knowledge injection and spectral regularization (Zhang et al., "Drop Redundant, Shrink
+Irrelevant: Selective Knowledge Injection for Language Pretraining", the SI+SR paper, §4, Eq. 4–6).
 
 Both are plug-ins. SR is an extra loss on the batch features the task head reads, so it attaches to any
 method (registered here on the plain encoder as ``bert+sr``). SI is a filter on the linked entities a
@@ -11,7 +12,7 @@ features F. The σ² are the eigenvalues of the smaller Gram matrix (F Fᵀ when
 O(b²d) route, else Fᵀ F), by its eigendecomposition in float64, O(b²d + b³) (see ``spectral_penalty``). Under
 DDP, F is the per-device batch (no gather): the choice and the per-device batch size go into every result.
 
-SI (Eq. 4): ``s(e) = 1[DF(e) < K_thresh] + λ · clip(|S(e)|, K_min, K_max)``. METHODS.md's per-entity
+SI (Eq. 4): ``s(e) = 1[DF(e) < K_thresh] + λ · clip(|S(e)|, K_min, K_max)``. The per-entity
 reading of "sample 85 %, the rest keeps a 15 % chance": each linked entity e of a text (a link's top
 candidate) is a candidate with probability 0.85, a candidate is injected with probability
 s(e) / max_{e' ∈ E} s(e'), and an entity not injected so is still injected with probability 0.15 (equal

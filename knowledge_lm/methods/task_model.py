@@ -277,7 +277,7 @@ class TaskModel(pl.LightningModule):
 
     def spectrum(self, features: torch.Tensor) -> list[float]:
         """The singular values (descending) of the split's N × d matrix of head features, every device's rows
-        (papers/000 Fig. 3 and 5b draw them with and without SR)."""
+        (the SI+SR paper's Fig. 3 and 5b draw them with and without SR)."""
         if self.trainer.world_size > 1:
             features = self.all_gather(features).flatten(0, 1)
         return [float(f"{value:.6g}") for value in torch.linalg.svdvals(features).tolist()]

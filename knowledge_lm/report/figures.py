@@ -1,6 +1,6 @@
 """Figures for the leaderboards, drawn from the results store alone (``klm leaderboard`` writes them to
 ``leaderboards/figures/`` and links them from the markdown): the main metric against the train fraction
-per method, and against a sweep's numbered variants (e.g. the share of wrong entity links: papers/000
+per method, and against a sweep's numbered variants (e.g. the share of wrong entity links: the SI+SR paper
 Fig. 5d). Same results, same bytes: no timestamps or software tags go into the PNGs."""
 
 import re
@@ -94,7 +94,8 @@ def variant_curves(
 
 def spectrum_curves(spectra: dict[str, list[list[float]]], title: str, path: Path) -> Path | None:
     """Singular values of the head's features on the reported split, largest first, one line per method (the
-    elementwise mean over its seeds); methods with SR dotted, as papers/000 Fig. 5b. None for fewer than 2 methods."""
+    elementwise mean over its seeds); methods with SR dotted, as the SI+SR paper's Fig. 5b. None for fewer than 2
+    methods."""
     import numpy as np
 
     if len(spectra) < 2:
@@ -121,7 +122,7 @@ def spectrum_curves(spectra: dict[str, list[list[float]]], title: str, path: Pat
 def bucket_bars(
     values: dict[str, list[float | None]], buckets: list[str], title: str, metric: str, path: Path
 ) -> Path | None:
-    """Grouped bars: ``metric`` per entity-frequency bucket, one bar per method (papers/000 Fig. 1a/5a)."""
+    """Grouped bars: ``metric`` per entity-frequency bucket, one bar per method (the SI+SR paper's Fig. 1a/5a)."""
     if len(values) < 2:
         return None
     figure, axes = _figure()

@@ -37,6 +37,7 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from knowledge_lm.paths import benchmarks_dir
 from knowledge_lm.report.frame import (
     degenerate_reason,
     kept_groups,
@@ -49,7 +50,6 @@ from knowledge_lm.report.glance import render_glance
 from knowledge_lm.report.pages import dataset_notes, render_dataset, render_probes
 from knowledge_lm.report.papers import write_papers
 from knowledge_lm.results import PROBES_DIR, predictions_path, result_files, write_json_atomic
-from knowledge_lm.run.config import BENCHMARKS_DIR
 
 # The backbones whose results the committed leaderboards show: a smoke run on another (tiny, a local directory)
 # renders only when asked for (``klm leaderboard --backbones``).
@@ -133,7 +133,10 @@ def write_leaderboards(
         for page, (kind, name, inputs) in pages.items():
             bar.update(overall, description=f"leaderboards: {page.name}")
             paths = [path for path, _ in inputs] if kind in ("dataset", "glance") else inputs
-            inputs_read = REPORT_CODE + [BENCHMARKS_DIR / "references.yaml", BENCHMARKS_DIR / "notes" / f"{name}.md"]
+            inputs_read = REPORT_CODE + [
+                benchmarks_dir() / "references.yaml",
+                benchmarks_dir() / "notes" / f"{name}.md",
+            ]
             inputs_read += paths + [predictions_path(path) for path in paths]
             options = (data_dir, backbones, datasets, methods) if filtered else (data_dir, backbones)
             fingerprint = page_fingerprint(page, inputs_read, options)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from knowledge_lm.paths import benchmarks_dir
 from knowledge_lm.registry import DATASETS
 from knowledge_lm.report.bootstrap import REPLICATES
 from knowledge_lm.report.comparisons import (
@@ -80,7 +81,6 @@ from knowledge_lm.report.references import (
     variant_references,
 )
 from knowledge_lm.report.sanity import sanity_section
-from knowledge_lm.run.config import BENCHMARKS_DIR
 
 
 def summary(values: pd.Series) -> tuple[float, str]:
@@ -554,7 +554,7 @@ def figure_link(path: Path | None, caption: str) -> list[str]:
 def dataset_notes(dataset: str) -> list[str]:
     """``benchmarks/notes/<dataset>.md``, where there is one: what the tables cannot say (how a method was tried,
     why a design was chosen), written by hand and free of our numbers, which come from the results only."""
-    path = BENCHMARKS_DIR / "notes" / f"{dataset}.md"
+    path = benchmarks_dir() / "notes" / f"{dataset}.md"
     if not path.is_file():
         return []
     return [
@@ -710,7 +710,7 @@ def render_dataset(
                     f"### {task}: {main_metric[task]} by entity frequency (100%, mean over seeds)",
                     "",
                     "The reported split's examples grouped by the highest train-split document frequency among "
-                    "their linked entities (examples per bucket in brackets), as papers/000 Fig. 1a/5a group them by "
+                    "their linked entities (examples per bucket in brackets), as the SI+SR paper's Fig. 1a/5a group them by "
                     "their entities' Wikipedia frequency.",
                     "",
                     "| method | " + " | ".join(labels) + " |",

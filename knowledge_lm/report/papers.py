@@ -16,6 +16,7 @@ import pandas as pd
 import yaml
 
 from knowledge_lm.errors import KlmError
+from knowledge_lm.paths import benchmarks_dir
 from knowledge_lm.report.frame import (
     MISSING,
     degenerate_reason,
@@ -27,12 +28,11 @@ from knowledge_lm.report.frame import (
 from knowledge_lm.report.pages import seeds_text
 from knowledge_lm.report.protocol import current_protocol
 from knowledge_lm.results import predictions_path
-from knowledge_lm.run.config import BENCHMARKS_DIR
 
 PAPERS = {
-    "000": "SI+SR: Drop Redundant, Shrink Irrelevant (papers/000)",
-    "001": "KAM-BERT: Knowledge-Assisted Attention Maps (papers/001)",
-    "003": "ERICA: Entity and Relation Understanding via Contrastive Learning (papers/003)",
+    "000": "SI+SR: Drop Redundant, Shrink Irrelevant",
+    "001": "KAM-BERT: Knowledge-Assisted Attention Maps",
+    "003": "ERICA: Entity and Relation Understanding via Contrastive Learning",
 }
 BACKBONE = "MiniLM-L6 (nreimers/MiniLM-L6-H384-uncased: 6 layers, hidden 384)"
 COVERED, PARTIAL, NOT_RUNNABLE, NOT_COVERED, NO_NUMBERS = (
@@ -159,7 +159,7 @@ def k_section(dataset: str, task: str, metric: str, label: str) -> Section:
 
 
 PAPER_TABLES = (
-    # papers/000: SI+SR
+    # The SI+SR paper
     PaperTable(
         "sisr-table1",
         "000",
@@ -279,7 +279,7 @@ PAPER_TABLES = (
         "replaced entities.",
         "klm bench --table sisr-fig5c; klm bench --table sisr-fig5d",
     ),
-    # papers/001: KAM-BERT
+    # The KAM-BERT paper
     PaperTable(
         "kam-fig1",
         "001",
@@ -417,7 +417,7 @@ PAPER_TABLES = (
         NO_NUMBERS,
         "a qualitative figure; `klm attention-maps` draws ours",
     ),
-    # papers/003: ERICA
+    # The ERICA paper
     *(
         PaperTable(f"erica-fig{n}", "003", f"Figure {n}", caption, NO_NUMBERS, "an illustration")
         for n, caption in (
@@ -656,7 +656,7 @@ PAPER_TABLES = (
 
 
 def load_all_references() -> list[dict]:
-    path = BENCHMARKS_DIR / "references.yaml"
+    path = benchmarks_dir() / "references.yaml"
     return yaml.safe_load(path.read_text()) if path.is_file() else []
 
 
@@ -819,7 +819,7 @@ SPECTRUM_RANKS = (1, 2, 4, 8, 16, 32, 64, 128)
 def spectra_lines(spectra: tuple[tuple[str, str, tuple[str, ...]], ...], frame: pd.DataFrame) -> list[str]:
     """Per dataset, a table of the singular values (descending) of the head's features on the reported split that
     each method's cells kept with their predictions: the i-th largest, mean over the seeds that kept one, per
-    train fraction (papers/000 Fig. 3 draws them by fine-tuning ratio)."""
+    train fraction (the SI+SR paper's Fig. 3 draws them by fine-tuning ratio)."""
     lines = []
     for dataset, task, methods in spectra:
         header = ["method", "fraction", "n"] + [f"σ{rank}" for rank in SPECTRUM_RANKS] + ["σ last"]

@@ -7,14 +7,14 @@ sweep-variants table (a reference with a ``variant``); it is never averaged with
 import pandas as pd
 import yaml
 
+from knowledge_lm.paths import benchmarks_dir
 from knowledge_lm.report.frame import MISSING, fraction_label
-from knowledge_lm.run.config import BENCHMARKS_DIR
 
 
 def load_references(dataset: str) -> list[dict]:
     """The reference rows of ``dataset``'s pages: its own, and those of a dataset that is not here that a
     reference says to show with it (``shown_with``: FIGER's rows beside OpenEntity), their row names saying so."""
-    path = BENCHMARKS_DIR / "references.yaml"
+    path = benchmarks_dir() / "references.yaml"
     if not path.is_file():
         return []
     refs = [ref for ref in yaml.safe_load(path.read_text()) if ref.get("method")]

@@ -13,9 +13,8 @@ import yaml
 from knowledge_lm.backbones import check_backbone_name
 from knowledge_lm.data.subsets import check_fraction
 from knowledge_lm.errors import KlmError, check_name
+from knowledge_lm.paths import benchmarks_dir
 from knowledge_lm.registry import DATASETS, METHODS, cannot_run
-
-BENCHMARKS_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def parse_auto_bool(value) -> bool | str:
@@ -541,7 +540,7 @@ def load_sweep(path) -> Sweep:
 
 def dataset_defaults(dataset: str) -> dict:
     """The dataset's own sweep config (``benchmarks/<dataset>.yaml``) as raw YAML, or ``{}``."""
-    path = BENCHMARKS_DIR / f"{dataset}.yaml"
+    path = benchmarks_dir() / f"{dataset}.yaml"
     return read_sweep_yaml(path) if path.is_file() else {}
 
 

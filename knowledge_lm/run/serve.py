@@ -45,17 +45,35 @@ FORKED = False  # set in the children the server forks
 
 def server_key(environ=None) -> str:
     """What a server's imports depend on, hashed: the interpreter and its environment (a venv's ``sys.prefix``),
-    every source file of the package (path, size, modification time) and the environment variables read at import
-    time."""
+    every source file of the package (path, size, modification time), the installed distributions' versions
+    (``installed_distributions``) and the environment variables read at import time."""
     environ = os.environ if environ is None else environ
     digest = hashlib.sha256(f"{os.path.realpath(sys.executable)}\n{sys.prefix}\n{sys.version}\n".encode())
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         stat = path.stat()
         digest.update(f"{path.relative_to(PACKAGE_DIR)} {stat.st_size} {stat.st_mtime_ns}\n".encode())
+    for record in installed_distributions():
+        digest.update(f"{record}\n".encode())
     for name in sorted(environ):
         if name.startswith(IMPORT_TIME_ENV):
             digest.update(f"{name}={environ[name]}\n".encode())
     return digest.hexdigest()[:20]
+
+
+def installed_distributions(path=None) -> list[str]:
+    """The distributions importable from ``path`` (default ``sys.path``): the metadata folders importlib.metadata
+    reads (``<name>-<version>.dist-info`` or ``.egg-info``), each with its modification time, so that an upgrade or a
+    reinstall changes the list. Listed rather than read through importlib.metadata, which takes ~0.15 s a call."""
+    records = []
+    for entry in sys.path if path is None else path:
+        try:
+            with os.scandir(entry or ".") as found:
+                for item in found:
+                    if item.name.endswith((".dist-info", ".egg-info")):
+                        records.append(f"{entry}/{item.name} {item.stat().st_mtime_ns}")
+        except OSError:  # a zip file, or a folder that is gone
+            continue
+    return sorted(records)
 
 
 def socket_path(key: str) -> Path:

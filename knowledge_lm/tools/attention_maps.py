@@ -1,4 +1,5 @@
-"""``klm attention``: one sentence's attention maps in the baseline and in KAM, side by side (papers/001, Fig. 3).
+"""``klm attention``: one sentence's attention maps in the baseline and in KAM, side by side (the KAM-BERT paper,
+Fig. 3).
 
 The sentence's knowledge features come from the featurizers ``klm prepare`` uses (spaCy words, NER and
 phrases; alias-table links against ``kg_dir`` when given, else none; PMI from ``pmi_corpus`` when given,
