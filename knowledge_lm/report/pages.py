@@ -710,8 +710,8 @@ def render_dataset(
                     f"### {task}: {main_metric[task]} by entity frequency (100%, mean over seeds)",
                     "",
                     "The reported split's examples grouped by the highest train-split document frequency among "
-                    "their linked entities (examples per bucket in brackets), as the SI+SR paper's Fig. 1a/5a group them by "
-                    "their entities' Wikipedia frequency.",
+                    "their linked entities (examples per bucket in brackets), as the SI+SR paper's Fig. 1a/5a group "
+                    "them by their entities' Wikipedia frequency.",
                     "",
                     "| method | " + " | ".join(labels) + " |",
                     "|---" * (len(labels) + 1) + "|",
