@@ -106,6 +106,9 @@ class TrainConfig:
     checkpoint_minutes: float = 2.0
     checkpoint_every_steps: int = 0  # overrides checkpoint_minutes when > 0
     max_steps: int = 0  # a hard cap (smoke tests); 0 means none
+    # Single-label classification only: weight each class's cross-entropy by the inverse of its share of the train
+    # subset (n / (classes × count)), so learning the label prior alone lowers the loss no more than chance.
+    class_balance: bool = False
     # torch.compile each transformer layer's forward (and a method's own modules): less host time per step
     # (a MiniLM step on a GPU is bound by it), for a compilation at the start of every run. "auto": on one GPU,
     # CUDA graphs (compile_mode reduce-overhead) for long cells of the methods measured equal in metrics and

@@ -11,6 +11,7 @@ import torch
 from pytorch_lightning.plugins import TorchCheckpointIO
 
 from knowledge_lm.data.base import StaticPadding
+from knowledge_lm.errors import KlmError
 from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.run.config import TrainConfig
 
@@ -128,6 +129,15 @@ def method_dataset_options(method: str, dataset_options: dict | None) -> dict:
     return options
 
 
+def balanced_class_weights(labels: list[int], num_labels: int) -> torch.Tensor:
+    """One weight per label, ``len(labels) / (num_labels × count)`` (scikit-learn's "balanced"): the weighted
+    cross-entropy of a constant predictor is the same whichever class it predicts. A label absent from ``labels``
+    gets weight 0 (no example of it is ever weighted)."""
+    counts = torch.bincount(torch.tensor(labels, dtype=torch.long), minlength=num_labels).double()
+    weights = torch.where(counts > 0, len(labels) / (num_labels * counts.clamp(min=1)), torch.zeros_like(counts))
+    return weights.float()
+
+
 def build_model_and_data(
     method: str,
     encoder,
@@ -157,6 +167,11 @@ def build_model_and_data(
         max_length=train.max_length,
         **options,
     )
+    if train.class_balance and data.task_spec.kind != "classification":
+        raise KlmError(
+            f"training setting class_balance applies to single-label classification; {dataset} task {data.task} "
+            f"is {data.task_spec.kind}"
+        )
     data.setup()
     budget = train.budget(data.train_size)
     train = train.resolved(method_class, torch.cuda.is_available(), total_steps or budget["max_steps"])
@@ -173,6 +188,8 @@ def build_model_and_data(
         total_steps=total_steps or budget["max_steps"],
         **train.method_options,
     )
+    if train.class_balance:
+        model.kind.class_weights = balanced_class_weights(data.encoded["train"]["labels"], len(data.task_spec.labels))
     if train.compile:
         # As in a fresh process: a compiled model built before in this process would leave its compiled code
         # and CUDA graphs under guards on objects since freed, counting against dynamo's recompile limit.

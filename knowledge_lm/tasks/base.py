@@ -33,13 +33,16 @@ class TaskKind:
     ``head(hidden_states, batch) -> (logits, features)`` (``features``: the pooled vectors the head
     classifies, which spectral regularisation reads); ``loss``; ``decode`` turns logits into one
     prediction per example and ``gold`` gives the matching answers, both plain Python, gathered over
-    devices and handed to ``score`` for the whole split.
+    devices and handed to ``score`` for the whole split. ``class_weights``: a tensor of one weight per label that
+    the default (single-label) loss weights each example's cross-entropy by (training setting ``class_balance``),
+    or None.
     """
 
     name: ClassVar[str]
 
     def __init__(self, spec):
         self.spec = spec
+        self.class_weights: torch.Tensor | None = None
 
     def texts(self, records: list[dict]) -> tuple[list[str], list[str] | None]:
         """The text (pairs) the tokenizer reads; ``klm prepare`` aligns knowledge spans to the same tokens."""
@@ -62,7 +65,8 @@ class TaskKind:
 
     # Single-label classification by default; kinds that predict something else override these.
     def loss(self, logits: torch.Tensor, batch) -> torch.Tensor:
-        return F.cross_entropy(logits.float(), batch["labels"])
+        weight = None if self.class_weights is None else self.class_weights.to(logits.device)
+        return F.cross_entropy(logits.float(), batch["labels"], weight=weight)
 
     def decode(self, logits: torch.Tensor, batch) -> list:
         return logits.argmax(-1).tolist()
