@@ -64,14 +64,25 @@ def test_bench_leaves_nothing_running_unless_asked():
 def server():
     """A ``klm serve`` of this code and environment, started as ``klm bench`` starts one where none runs; its pid.
     Stopped (SIGTERM) after the module's tests."""
-    path = socket_path(server_key())
+    env = {**os.environ, "KLM_SERVE": "1"}
+    # The key as the command computes it, in its own process: this one's path and environment may differ by now.
+    key = subprocess.run(
+        [sys.executable, "-c", "from knowledge_lm.run.serve import server_key; print(server_key())"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+        check=True,
+    ).stdout.strip()
+    path = socket_path(key)
     assert not path.exists(), f"another klm serve of this code listens at {path}"
     done = subprocess.run(
         [sys.executable, "-m", "knowledge_lm.cli", "bench", "--dataset", "no-such-dataset"],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "KLM_SERVE": "1"},
+        env=env,
         timeout=120,
     )
     assert done.returncode == 2 and "no-such-dataset" in done.stderr  # answered at once, cold

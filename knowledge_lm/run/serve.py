@@ -63,14 +63,16 @@ def server_key(environ=None) -> str:
 def installed_distributions(path=None) -> list[str]:
     """The distributions importable from ``path`` (default ``sys.path``): the metadata folders importlib.metadata
     reads (``<name>-<version>.dist-info`` or ``.egg-info``), each with its modification time, so that an upgrade or a
-    reinstall changes the list. Listed rather than read through importlib.metadata, which takes ~0.15 s a call."""
-    records = []
+    reinstall changes the list. Listed rather than read through importlib.metadata, which takes ~0.15 s a call.
+    This project's own metadata is left out (the code's fingerprint keys it), and so are the folders it was found
+    in: a test runner or ``python -m`` from the checkout puts the checkout on the path, with its egg-info."""
+    records = set()
     for entry in sys.path if path is None else path:
         try:
             with os.scandir(entry or ".") as found:
                 for item in found:
-                    if item.name.endswith((".dist-info", ".egg-info")):
-                        records.append(f"{entry}/{item.name} {item.stat().st_mtime_ns}")
+                    if item.name.endswith((".dist-info", ".egg-info")) and not item.name.startswith("knowledge_lm"):
+                        records.add(f"{item.name} {item.stat().st_mtime_ns}")
         except OSError:  # a zip file, or a folder that is gone
             continue
     return sorted(records)
