@@ -115,7 +115,8 @@ def test_the_key_follows_the_installed_distributions(tmp_path, monkeypatch):
     warm server never runs the libraries that were installed when it started."""
     site = tmp_path / "site-packages"
     (site / "somelib-1.0.dist-info").mkdir(parents=True)
-    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr("site.getsitepackages", lambda: [str(site)])
+    monkeypatch.setattr("site.ENABLE_USER_SITE", False)
     before = server_key({})
     assert any("somelib-1.0.dist-info" in record for record in installed_distributions())
     (site / "somelib-1.0.dist-info").rename(site / "somelib-1.1.dist-info")
@@ -123,6 +124,10 @@ def test_the_key_follows_the_installed_distributions(tmp_path, monkeypatch):
     os.utime(site / "somelib-1.1.dist-info", ns=(1, 1))
     assert len({before, upgraded, server_key({})}) == 3
     assert installed_distributions([str(tmp_path / "nowhere"), str(site)]) == installed_distributions([str(site)])
+    monkeypatch.syspath_prepend(str(tmp_path / "grown"))  # sys.path grown at run time (torch.compile does): same key
+    (tmp_path / "grown" / "other-2.0.dist-info").mkdir(parents=True)
+    assert server_key({}) == server_key({})
+    assert not any("other-2.0" in record for record in installed_distributions())
 
 
 def test_an_exit_status_read_along_with_the_pid_is_not_waited_for_again(tmp_path):

@@ -21,6 +21,7 @@ import json
 import os
 import selectors
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -61,13 +62,16 @@ def server_key(environ=None) -> str:
 
 
 def installed_distributions(path=None) -> list[str]:
-    """The distributions importable from ``path`` (default ``sys.path``): the metadata folders importlib.metadata
-    reads (``<name>-<version>.dist-info`` or ``.egg-info``), each with its modification time, so that an upgrade or a
-    reinstall changes the list. Listed rather than read through importlib.metadata, which takes ~0.15 s a call.
-    This project's own metadata is left out (the code's fingerprint keys it), and so are the folders it was found
-    in: a test runner or ``python -m`` from the checkout puts the checkout on the path, with its egg-info."""
+    """The distributions installed where this interpreter installs them (``path``, default the site-packages
+    folders: what a process of this interpreter starts with, whatever its ``sys.path`` has grown since; PYTHONPATH
+    is keyed apart): the metadata folders importlib.metadata reads (``<name>-<version>.dist-info`` or
+    ``.egg-info``), each with its modification time, so that an upgrade or a reinstall changes the list. Listed
+    rather than read through importlib.metadata, which takes ~0.15 s a call. This project's own metadata is left
+    out: the code's fingerprint keys it."""
+    if path is None:
+        path = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
     records = set()
-    for entry in sys.path if path is None else path:
+    for entry in path:
         try:
             with os.scandir(entry or ".") as found:
                 for item in found:
