@@ -101,6 +101,8 @@ def sweep_from_args(args):
     if args.method:
         raw["methods"] = args.method.split(",")
         raw["name"] = f"{raw.get('name', raw.get('dataset'))}:{args.method}"
+        if isinstance(raw.get("method_backbones"), dict):  # the chosen methods' own backbones, as the config says
+            raw["method_backbones"] = {m: b for m, b in raw["method_backbones"].items() if m in raw["methods"]} or None
     raw.setdefault("methods", ["baseline"])
     if args.tasks is not None:  # given empty, an error (validate_sweep), never the defaults
         raw["tasks"] = args.tasks.split(",") if args.tasks.strip() else [""]

@@ -294,3 +294,12 @@ def test_fraction_seeds_give_a_fraction_its_own_seeds():
     assert seeds == {0.1: [1, 2, 3], 1.0: [1, 2, 3, 4, 5]}
     with pytest.raises(KlmError, match="fraction_seeds names fraction 0.5"):
         validate_sweep({"dataset": "generated", "methods": ["baseline"], "fraction_seeds": {0.5: [1]}}, "test")
+
+
+def test_method_chosen_on_the_command_line_keeps_the_configs_other_backbones_out(tmp_path):
+    """``--method kam`` on a config whose method_backbones names ERICA's checkpoint: the sweep runs kam alone."""
+    from knowledge_lm.cli import main
+    from knowledge_lm.paths import benchmarks_dir
+
+    config = str(benchmarks_dir() / "matrix_mrpc.yaml")
+    assert main(["bench", "--config", config, "--method", "kam", "--results-dir", str(tmp_path), "--dry-run"]) == 0
