@@ -85,7 +85,7 @@ def resolve_folders(args, backbones=()):
         args.out = project_path("leaderboards") / ("data" if args.command == "export" else "")
 
 
-def sweep_from_args(args):
+def sweep_from_args(args, table: bool = False):
     if args.config:
         raw, where = read_sweep_yaml(args.config), args.config
         if not isinstance(raw, dict):
@@ -99,7 +99,11 @@ def sweep_from_args(args):
     if args.dataset and args.config and raw.get("dataset") != args.dataset:
         raise KlmError(f"--dataset {args.dataset} contradicts {args.config} (dataset {raw.get('dataset')})")
     if args.method:
-        raw["methods"] = args.method.split(",")
+        chosen = args.method.split(",")
+        # A table's configs keep only the chosen methods they list; one config runs the chosen methods.
+        raw["methods"] = [m for m in raw.get("methods", ["baseline"]) if m in chosen] if table else chosen
+        if not raw["methods"]:
+            return None
         raw["name"] = f"{raw.get('name', raw.get('dataset'))}:{args.method}"
         if isinstance(raw.get("method_backbones"), dict):  # the chosen methods' own backbones, as the config says
             raw["method_backbones"] = {m: b for m, b in raw["method_backbones"].items() if m in raw["methods"]} or None
@@ -317,7 +321,11 @@ def command_bench(args):
     sweeps = []
     for config in configs:  # every config is checked before any cell runs
         args.config = str(config) if config else None
-        sweeps.append(sweep_from_args(args))
+        sweep = sweep_from_args(args, table=bool(args.table))
+        if sweep is not None:
+            sweeps.append(sweep)
+    if not sweeps:
+        raise KlmError(f"--method {args.method}: no config of table {args.table!r} lists it")
     jobs = parse_jobs(args.jobs)
     shard = parse_shard(args.shard) if args.shard else None
     data_dir = check_data_dir(args.data_dir)

@@ -140,6 +140,18 @@ def test_unknown_table_is_one_error(capsys):
     assert capsys.readouterr().err.startswith("error: unknown table 'nope'; known: sisr-table1")
 
 
+def test_method_filters_a_tables_configs_and_adds_no_method(capsys, tmp_path):
+    from knowledge_lm.cli import main
+
+    args = ["bench", "--table", "knowledge-use-20k", "--results-dir", str(tmp_path), "--dry-run"]
+    assert main([*args, "--method", "kam"]) == 0
+    planned = [line.split()[1] for line in capsys.readouterr().out.splitlines() if line.startswith("  run ")]
+    assert planned and all("/kam/" in cell for cell in planned)
+    assert not any("relations-permuted" in cell for cell in planned)  # the relations control does not list kam
+    assert main([*args, "--method", "nosuch"]) == 2
+    assert "no config of table 'knowledge-use-20k' lists it" in capsys.readouterr().err
+
+
 def test_method_backbones_give_each_method_its_own_backbone(tmp_path):
     from knowledge_lm.errors import KlmError
     from knowledge_lm.run.config import validate_sweep
