@@ -43,14 +43,17 @@ def git_commit(root: Path = REPO_ROOT) -> dict:
 
 
 def project_version(pyproject: Path) -> str | None:
-    """The ``[project]`` version of a ``pyproject.toml`` naming the knowledge-lm project; None otherwise (read by
-    lines: Python 3.10 has no tomllib)."""
+    """The ``[project]`` version of a ``pyproject.toml`` naming the knowledge-lm project; None otherwise."""
     try:
-        lines = Path(pyproject).read_text().splitlines()
+        return project_version_text(Path(pyproject).read_text())
     except OSError:
         return None
+
+
+def project_version_text(text: str) -> str | None:
+    """``project_version`` of a ``pyproject.toml``'s text (read by lines: Python 3.10 has no tomllib)."""
     fields, in_project = {}, False
-    for line in lines:
+    for line in text.splitlines():
         if re.match(r"\[[^\]]+\]\s*$", line):
             in_project = line.strip() == "[project]"
         elif in_project and (found := re.match(r'(name|version)\s*=\s*"([^"]*)"', line)):
