@@ -44,6 +44,7 @@ status: install
 
 leaderboard: install
 	$(BIN)/klm leaderboard
+	$(BIN)/klm export
 
 lint: install
 	$(BIN)/ruff check .
