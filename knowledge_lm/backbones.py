@@ -132,7 +132,8 @@ def backbone_label(name: str) -> str:
     the packaged MiniLM's weights (or pack.sh's float16 copy of them) as ``minilm``; any other local directory by
     its folder's name and the first 8 hex digits of its weights' sha256 (of its resolved path where it has no single
     weights file), so that two directories of one name, or one named like a built-in backbone, never share
-    results; a hub name with its "/" as "--"."""
+    results; a missing directory of a checkpoint pretrained elsewhere, by the checksum its pretraining record
+    names; a hub name with its "/" as "--"."""
     if name in BUILT_IN:
         return name
     path = Path(name).expanduser()
@@ -143,7 +144,23 @@ def backbone_label(name: str) -> str:
             return "minilm"
         identity = checksum or hashlib.sha256(str(path).encode()).hexdigest()
         return f"{check_name('backbone directory', path.name)}-{identity[:8]}"
+    recorded = pretrained_checksum(path.name) if "/" in name else None
+    if recorded:  # a checkpoint pretrained elsewhere (a GPU machine): its results are filed under its checksum
+        return f"{check_name('backbone directory', path.name)}-{recorded[:8]}"
     return check_name("backbone", name.replace("/", "--"))
+
+
+def pretrained_checksum(checkpoint: str) -> str | None:
+    """The weights checksum that the project's pretraining record of ``checkpoint`` (``klm pretrain --out
+    .../CHECKPOINT`` writes ``results/pretraining/CHECKPOINT.json``) names; None where there is none."""
+    from knowledge_lm.paths import project_path
+
+    record = project_path("results") / "pretraining" / f"{checkpoint}.json"
+    try:
+        checksum = json.loads(record.read_text()).get("checkpoint_checksum")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return checksum if isinstance(checksum, str) and len(checksum) >= 8 else None
 
 
 def unhashed_label(name: str) -> str | None:

@@ -219,3 +219,15 @@ def test_a_planted_last_checkpoint_runs_no_code_and_the_cell_starts_over(tmp_pat
     assert not marker.exists() and result["resumed_from_checkpoint"] is False
     assert not cell.run_dir(tmp_path / "runs").exists()
     assert gzip.open(predictions_path(cell.result_path(tmp_path / "results"))).read()
+
+
+def test_a_checkpoint_pretrained_elsewhere_is_labelled_by_its_pretraining_record(tmp_path, monkeypatch):
+    monkeypatch.setenv("KLM_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert backbone_label("checkpoints/erica-minilm") == "checkpoints--erica-minilm"
+    (tmp_path / "results" / "pretraining").mkdir(parents=True)
+    record = tmp_path / "results" / "pretraining" / "erica-minilm.json"
+    record.write_text(json.dumps({"checkpoint": "erica-minilm", "checkpoint_checksum": "07f47a20" + "0" * 56}))
+    assert backbone_label("checkpoints/erica-minilm") == "erica-minilm-07f47a20"
+    record.write_text("{not json")
+    assert backbone_label("checkpoints/erica-minilm") == "checkpoints--erica-minilm"
