@@ -33,7 +33,9 @@ def test_killed_cell_resumes_and_nothing_runs_twice(tmp_path):
     sweep = small_sweep(epochs=8, checkpoint_every_steps=7)
     killed = sweep_cells(sweep)[0]
     process = subprocess.Popen(
-        spec_command(cell_spec(killed, sweep, {}, None, results, runs, False)),
+        spec_command(
+            cell_spec(killed, sweep, overrides={}, data_dir=None, results_dir=results, runs_dir=runs, progress=False)
+        ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -23,6 +23,7 @@ from knowledge_lm.run.trainer import build_trainer, wire_knowledge
 def knowbert_checkpoint(
     dataset: str,
     out,
+    *,
     backbone: str = "minilm",
     steps: int = 1000,
     batch_size: int = 32,
@@ -99,6 +100,7 @@ def erica_state_dir(out) -> Path:
 def erica_checkpoint(
     corpus,
     out,
+    *,
     method: str = "erica",
     objectives: str | None = None,
     backbone: str = "minilm",

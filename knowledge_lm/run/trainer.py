@@ -154,6 +154,7 @@ def build_model_and_data(
     tokenizer,
     dataset: str,
     train: TrainConfig,
+    *,
     task: str | None = None,
     fraction: float = 1.0,
     data_dir=None,
