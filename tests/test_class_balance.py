@@ -46,13 +46,19 @@ def test_class_balance_weights_the_cell_s_train_subset(tmp_path):
     encoder, tokenizer, _ = load_backbone("tiny", seed=0)
     data_dir = glue_folder(tmp_path / "data", "rte")
     model, data, _, _ = build_model_and_data(
-        "baseline", encoder, tokenizer, "glue", TrainConfig(max_length=32, class_balance=True), "rte", data_dir=data_dir
+        "baseline",
+        encoder,
+        tokenizer,
+        "glue",
+        TrainConfig(max_length=32, class_balance=True),
+        task="rte",
+        data_dir=data_dir,
     )
     labels = data.encoded["train"]["labels"]
     assert model.kind.class_weights.tolist() == pytest.approx(balanced_class_weights(labels, 2).tolist())
     assert len(set(labels)) == 2 and model.kind.class_weights[0] != pytest.approx(model.kind.class_weights[1])
     plain, *_ = build_model_and_data(
-        "baseline", encoder, tokenizer, "glue", TrainConfig(max_length=32), "rte", data_dir=data_dir
+        "baseline", encoder, tokenizer, "glue", TrainConfig(max_length=32), task="rte", data_dir=data_dir
     )
     assert plain.kind.class_weights is None
 
@@ -66,7 +72,7 @@ def test_class_balance_is_refused_for_a_regression_task(tmp_path):
             tokenizer,
             "glue",
             TrainConfig(class_balance=True),
-            "stsb",
+            task="stsb",
             data_dir=glue_folder(tmp_path / "data", "stsb"),
         )
 

@@ -43,7 +43,7 @@ def smoke_backbone(method, tmp_path_factory) -> str:
         pretrain_checkpoint(
             "generated",
             directory,
-            method_class.objectives,
+            method=method_class.objectives,
             backbone="tiny",
             steps=2,
             batch_size=2,

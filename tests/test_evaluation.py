@@ -34,7 +34,7 @@ def test_deferred_decoding_equals_decoding_every_batch(tmp_path, task):
     encoder, tokenizer, _ = load_backbone("tiny", seed=0)
     train = TrainConfig(eval_batch_size=4, max_length=32)
     model, data, _, _ = build_model_and_data(
-        "baseline", encoder, tokenizer, "glue", train, task, data_dir=glue_folder(tmp_path / "data", task)
+        "baseline", encoder, tokenizer, "glue", train, task=task, data_dir=glue_folder(tmp_path / "data", task)
     )
     build_trainer(1, eval_every_steps=1).validate(model, datamodule=data)
     [evaluation] = model.evaluations
@@ -81,7 +81,7 @@ def test_batches_padded_to_a_multiple_give_the_same_logits(tmp_path):
         encoder, tokenizer, _ = load_backbone("tiny", seed=0)
         train = TrainConfig(eval_batch_size=4, max_length=32, pad_to_multiple_of=multiple)
         torch.manual_seed(0)  # the same task head
-        built = build_model_and_data("baseline", encoder, tokenizer, "glue", train, "rte", data_dir=data_dir)
+        built = build_model_and_data("baseline", encoder, tokenizer, "glue", train, task="rte", data_dir=data_dir)
         model, data = built[:2]
         model.eval()
         batches = list(data.evaluation_loader("test"))

@@ -5,7 +5,6 @@ failed.json carries the real error."""
 import errno
 import json
 import signal
-from dataclasses import asdict
 
 import pytest
 import pytorch_lightning as pl
@@ -15,21 +14,22 @@ from knowledge_lm.results import FAILURE_FILE, LAST_CHECKPOINT, Cell, prediction
 from knowledge_lm.run import cell as cell_module
 from knowledge_lm.run.claims import INTERRUPTED_EXIT
 from knowledge_lm.run.config import TrainConfig
+from knowledge_lm.run.spec import CellSpec
 
 CELL = Cell("baseline", "generated", "facts", 1.0, 1, "tiny")
 SIZES = {"train_size": 16, "dev_size": 8, "test_size": 8}
 
 
-def spec(tmp_path, max_steps=6) -> dict:
+def spec(tmp_path, max_steps=6) -> CellSpec:
     train = TrainConfig(batch_size=4, max_steps=max_steps, evaluations=1, max_length=32, checkpoint_minutes=60)
-    return {
-        "cell": asdict(CELL),
-        "train": vars(train),
-        "results_dir": str(tmp_path / "results"),
-        "runs_dir": str(tmp_path / "runs"),
-        "dataset_options": SIZES,
-        "progress": False,
-    }
+    return CellSpec(
+        cell=CELL,
+        train=train,
+        results_dir=str(tmp_path / "results"),
+        runs_dir=str(tmp_path / "runs"),
+        dataset_options=SIZES,
+        progress=False,
+    )
 
 
 class CtrlC(pl.Callback):
@@ -136,7 +136,7 @@ class EndsInterrupted:
         self.env = {"KLM_NOTICES": str(tmp_path / "slot.notices")}
         self.polls = 0
 
-    def start(self, cell, spec):
+    def start(self, spec):
         pass
 
     def ended(self):
@@ -165,7 +165,18 @@ def test_ctrl_c_in_the_runner_waits_for_the_cells_and_says_how_many_resume(tmp_p
     counts = {"finished": 0, "failed": 0}
     slots = [EndsInterrupted(tmp_path), EndsInterrupted(tmp_path)]
     with pytest.raises(runner.SweepInterrupted) as interrupted:
-        runner.run_cells(slots, cells, sweep, {}, None, tmp_path / "r", tmp_path / "runs", set(), counts, {})
+        runner.run_cells(
+            slots,
+            cells,
+            sweep,
+            overrides={},
+            data_dir=None,
+            results_dir=tmp_path / "r",
+            runs_dir=tmp_path / "runs",
+            reruns=set(),
+            counts=counts,
+            elsewhere={},
+        )
     assert interrupted.value.resumable == 2 and counts == {"finished": 0, "failed": 0}
     assert not any(CELL.run_dir(tmp_path / "runs").parent.rglob(FAILURE_FILE))
 

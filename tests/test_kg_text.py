@@ -146,9 +146,9 @@ def test_linked_facts_beyond_the_backbones_positions_are_refused(tokenizer):
         read_labelled=lambda: {"dev": [record]}, knowledge_spans={"dev": (0, 1)}, knowledge_features=[row], max_length=8
     )
     model = tiny_kg_text(fact_tokens=1)
-    stats = model.verbalise_rows(data, small_kg(), tokenizer, positions=64)
+    stats, fact_ids = model.verbalise_rows(data, small_kg(), tokenizer, positions=64)
     assert stats["examples_linked_facts_over_budget"] == 1 and stats["linked_facts_per_example"] == 2
-    assert len(row[FACT_IDS]) > 2  # both linked facts and the [SEP]
+    assert len(fact_ids[0]) > 2 and FACT_IDS not in row  # both linked facts and the [SEP]; the row as it was
     with pytest.raises(KlmError, match="facts between linked entities take"):
         model.verbalise_rows(data, small_kg(), tokenizer, positions=16)
 
@@ -281,11 +281,13 @@ def prepared_cache(tmp_path_factory, tokenizer):
     return cache
 
 
-def test_attach_verbalises_the_generated_task_with_the_texts_names(prepared_cache, tokenizer):
+def test_wiring_verbalises_the_generated_task_with_the_texts_names(prepared_cache, tokenizer):
+    from knowledge_lm.run.trainer import wire_knowledge
+
     data = GeneratedDataModule(tokenizer=tokenizer, cache_dir=prepared_cache, max_length=32, knowledge={}, **SIZES)
     data.setup()
     model = tiny_kg_text(fact_tokens=48)
-    model.attach(data)
+    wire_knowledge(model, data)
     assert all(len(row[FACT_IDS]) <= 48 + 1 for row in data.knowledge_features)
     start, _ = data.knowledge_spans["dev"]
     checked = 0

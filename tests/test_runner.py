@@ -33,7 +33,9 @@ def test_killed_cell_resumes_and_nothing_runs_twice(tmp_path):
     sweep = small_sweep(epochs=8, checkpoint_every_steps=7)
     killed = sweep_cells(sweep)[0]
     process = subprocess.Popen(
-        spec_command(cell_spec(killed, sweep, {}, None, results, runs, False)),
+        spec_command(
+            cell_spec(killed, sweep, overrides={}, data_dir=None, results_dir=results, runs_dir=runs, progress=False)
+        ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -270,11 +272,11 @@ def test_training_losses_are_logged_every_log_every_n_steps():
     from knowledge_lm.methods.task_model import logs_this_step
 
     every_50 = SimpleNamespace(log_every_n_steps=50)
-    assert [step for step in range(120) if logs_this_step(SimpleNamespace(_trainer=every_50, global_step=step))] == [
+    assert [step for step in range(120) if logs_this_step(SimpleNamespace(trainer=every_50, global_step=step))] == [
         49,
         99,
     ]
-    assert logs_this_step(SimpleNamespace(_trainer=None, global_step=3))  # outside a trainer: always
+    assert logs_this_step(SimpleNamespace(trainer=None, global_step=3))  # outside a trainer: always
 
 
 def test_fraction_seeds_give_a_fraction_its_own_seeds():

@@ -160,7 +160,9 @@ def test_a_bench_handed_to_the_server_imports_no_torch_and_gives_a_cold_cells_re
     sweep = validate_sweep(SWEEP, "test")
     [cell] = sweep_cells(sweep)
     cell.run_dir(cold / "runs").mkdir(parents=True)
-    assert run_spec(cell_spec(cell, sweep, {}, None, cold / "r", cold / "runs", False)) == 0  # in this process
+    spec = cell_spec(cell, sweep, overrides={}, data_dir=None, results_dir=cold / "r", runs_dir=cold / "runs",
+                     progress=False)  # fmt: skip
+    assert run_spec(spec) == 0  # in this process
     warm_path, cold_path = cell.result_path(served / "r"), cell.result_path(cold / "r")
     warm, alone = json.loads(warm_path.read_text()), json.loads(cold_path.read_text())
     assert warm["data"] == alone["data"] and warm["budget"] == alone["budget"]

@@ -50,7 +50,7 @@ from torch.utils.data import DataLoader
 from knowledge_lm.errors import KlmError
 from knowledge_lm.methods.baseline import Baseline
 from knowledge_lm.methods.optim import adamw_with_warmup
-from knowledge_lm.methods.task_model import logs_this_step
+from knowledge_lm.methods.task_model import logs_this_step, trainer_of
 from knowledge_lm.registry import register_method
 from knowledge_lm.run.trainer import ResumableState, build_trainer
 from knowledge_lm.tasks.docre import token_span
@@ -693,9 +693,9 @@ class EricaPretraining(pl.LightningModule):
         manifest = {
             "method": self.objectives or "erica-custom",
             "corpus_hash": self.corpus_hash,
-            "steps": int(self.global_step) if self._trainer else 0,
+            "steps": int(self.global_step),
             # The trainer's (build_trainer's "auto": bf16-mixed on a GPU, as every cell), None if never trained.
-            "precision": self._trainer.precision if self._trainer else None,
+            "precision": trainer_of(self).precision if trainer_of(self) else None,
             "final_losses": {name: float(value) for name, value in self.final_losses.items()},
             "mean_losses": {name: float(value) / max(self.loss_batches, 1) for name, value in self.loss_sums.items()},
             "rd_positives": self.rd_positives(),

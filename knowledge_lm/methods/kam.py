@@ -14,7 +14,8 @@ Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and soft
      and a warning says so once (``missing_pmi="error"`` raises instead);
    * ``kg`` (Eq. 8; in ``kam+kg``, not in ``kam``): 1 where the two tokens' linked entities (each
      mention's top candidate) are adjacent in the KG, an edge either way (a mention's own tokens only
-     through a self-loop). The KG is the one the data module prepared (loaded in ``setup``), or ``load_kg``'s.
+     through a self-loop). The KG is the one the data module prepared (loaded in ``knowledge_collate``), or
+     ``load_kg``'s.
 2. **Attention** (``KamSelfAttention`` replaces each layer's ``attention.self`` and keeps its
    ``query``/``key``/``value`` modules, so the backbone's state-dict names do not change):
    ``L_i = A_sa + A_{i−1}`` (the skip, ``A_{−1} = 0``), ``A_sem = Conv2d(m+k → m, 3×3, padding 1)`` over
@@ -129,7 +130,7 @@ def _pair_entries(first_tokens, second_tokens, value: float):
 @dataclass
 class KamKnowledge:
     """A batch's knowledge as KAM reads it: the maps' nonzero entries (sparse, built on the CPU, by the data
-    loader where ``Kam.setup`` could ask it to) and the expansion sub-words; densified on the device."""
+    loader where ``Kam.knowledge_collate`` could ask it to) and the expansion sub-words; densified on the device."""
 
     entries: torch.Tensor  # 4 × E long: example, map, row, column
     values: torch.Tensor  # E float
@@ -511,27 +512,24 @@ class Kam(TaskModel):
     def load_kg(self, kg):
         self.kg = kg
 
-    def setup(self, stage=None):
+    def knowledge_collate(self, data):
         """Loads the prepared KG where the ``kg`` map needs it (see the module docstring), and has the data
         loader build the maps' entries (not with SI, whose draw belongs to the training step, nor under
         ``zero_knowledge``, which has none)."""
-        data = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        if "kg" in self.maps and self.kg is None and data is not None:
+        if "kg" in self.maps and self.kg is None:
             self.kg = KnowledgeGraph.load(prepared_kg_dir(data))
-        if (
-            data is not None
-            and getattr(data, "knowledge", None) is not None
-            and self.selective_injection is None
-            and not self.options.zero_knowledge
-        ):
-            data.knowledge_batch = partial(
-                map_entries,
-                maps=self.maps,
-                missing_pmi=self.missing_pmi,
-                kg=self.kg,
-                expansion_k=self.expansion_k,
-                entity_source=self.entity_source,
-            )
+        if getattr(data, "knowledge", None) is None or self.selective_injection is not None:
+            return None
+        if self.options.zero_knowledge:
+            return None
+        return partial(
+            map_entries,
+            maps=self.maps,
+            missing_pmi=self.missing_pmi,
+            kg=self.kg,
+            expansion_k=self.expansion_k,
+            entity_source=self.entity_source,
+        )
 
     def compiled_modules(self):
         # Not the layers: they read and write the shared map state, and compiled, each layer would guard on that

@@ -6,7 +6,7 @@ with. The plain encoder (the baseline's :class:`TaskModel`, no new module) reads
 linked in the text. It shows whether the links and the KG carry the signal a task needs: where kg-text
 beats the baseline, a knowledge method that does not has failed to use what it was given.
 
-Verbalisation (once per example, in the ``setup`` hook; the KG is the one the data module prepared):
+Verbalisation (once per example, in ``knowledge_fields``; the KG is the one the data module prepared):
 
 * **Entities**: the top candidate of each link of the example's features, in the order of the text.
 * **Names**: an entity linked in the text is named by its surface form there (its first mention's
@@ -327,13 +327,13 @@ class FactTensors:
 
 
 def fact_tensors(knowledge: list[dict], sequence_length: int = 0, pad_id: int = 0, zeroed: bool = False) -> FactTensors:
-    """The batch's fact ids from its features rows (verbalised by ``KgText.attach``), padded with
+    """The batch's fact ids from its features rows (``KgText.knowledge_fields``), padded with
     ``pad_id``; none at all when ``zeroed``. Runs in the data loader (``knowledge_batch``, which also
     passes the text's ``sequence_length``: the facts do not depend on it)."""
     if any(FACT_IDS not in row for row in knowledge):
         raise KlmError(
-            "kg-text: the examples' facts are not verbalised; run under a Trainer with a prepared "
-            "data module, or call KgText.attach(data)"
+            "kg-text: the examples' facts are not verbalised; build the model and its data module with "
+            "build_model_and_data, or call knowledge_lm.run.trainer.wire_knowledge(model, data)"
         )
     rows = [[] if zeroed else row[FACT_IDS] for row in knowledge]
     ids = torch.full((len(rows), max(map(len, rows), default=0)), pad_id, dtype=torch.long)
@@ -392,18 +392,13 @@ class KgText(TaskModel):
         self.fact_tokens = self.options.fact_tokens
         self.pad_id = encoder.config.pad_token_id or 0
         self.token_types = getattr(encoder.config, "type_vocab_size", 0) >= 2
-        self.verbalised = None  # the features rows verbalised last: a second setup on them does not redo it
+        self.verbalised = None  # the features rows verbalised last: a second wiring to them does not redo it
+        self.fact_ids: list = []  # their fact ids, one list per row
         self.stats: dict = {}  # what the verbalisation measured (method_stats)
 
-    def setup(self, stage=None):
-        data = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        if data is not None:
-            self.attach(data)
-
-    def attach(self, data, kg: KnowledgeGraph | None = None):
-        """Verbalises every example of the set-up data module ``data`` once (into its features rows, key
-        ``FACT_IDS``) and has its loader build the batches' fact tensors. ``kg``: default, the KG the
-        data module prepared."""
+    def knowledge_fields(self, data) -> dict[str, list]:
+        """Every features row's fact ids (``FACT_IDS``) of the set-up data module ``data``, verbalised once per
+        data module from the KG it prepared."""
         if data.knowledge_features is None:
             raise KlmError("kg-text needs a data module set up with knowledge features (dataset option knowledge={})")
         tokenizer = data.tokenizer
@@ -420,19 +415,22 @@ class KgText(TaskModel):
             )
         self.pad_id = tokenizer.pad_token_id
         if self.verbalised is not data.knowledge_features:
-            kg_facts = KgFacts(kg if kg is not None else self.load_kg(data))
-            self.stats = self.verbalise_rows(data, kg_facts, tokenizer, positions)
+            self.stats, self.fact_ids = self.verbalise_rows(data, KgFacts(self.load_kg(data)), tokenizer, positions)
             self.verbalised = data.knowledge_features
-        data.knowledge_batch = partial(fact_tensors, pad_id=self.pad_id, zeroed=self.options.zero_knowledge)
+        return {FACT_IDS: self.fact_ids}
+
+    def knowledge_collate(self, data):
+        """The batch's fact tensors from its rows' ``FACT_IDS`` (``knowledge_fields``)."""
+        return partial(fact_tensors, pad_id=self.pad_id, zeroed=self.options.zero_knowledge)
 
     @staticmethod
     def load_kg(data) -> KnowledgeGraph:
         return KnowledgeGraph.load(prepared_kg_dir(data))
 
-    def verbalise_rows(self, data, kg: KgFacts, tokenizer, positions: int | None = None) -> dict:
-        """Every features row's fact ids, each split's rows read beside its records (for the surface forms);
-        returns what ``method_stats`` reports. ``positions``: the backbone's, which the longest segment
-        after a text of ``max_length`` must fit."""
+    def verbalise_rows(self, data, kg: KgFacts, tokenizer, positions: int | None = None) -> tuple[dict, list]:
+        """Every features row's fact ids, each split's rows read beside its records (for the surface forms):
+        ``(what method_stats reports, one fact id list per row of data.knowledge_features)``. ``positions``: the
+        backbone's, which the longest segment after a text of ``max_length`` must fit."""
         records = data.read_labelled()
         rows, examples = [], []
         for split, (start, end) in data.knowledge_spans.items():
@@ -448,10 +446,9 @@ class KgText(TaskModel):
                 f"kg-text: an example's facts between linked entities take {longest} tokens; max_length "
                 f"{data.max_length} + those + [SEP] exceed the backbone's {positions} positions; lower max_length"
             )
-        for row, segment in zip(rows, kept):
-            row[FACT_IDS] = segment.ids + [tokenizer.sep_token_id] if segment.ids else []
+        fact_ids = [segment.ids + [tokenizer.sep_token_id] if segment.ids else [] for segment in kept]
         count = max(1, len(kept))
-        return {
+        stats = {
             "examples_with_facts": round(sum(1 for segment in kept if segment.keys) / count, 4),
             "facts_per_example": round(sum(len(segment.keys) for segment in kept) / count, 3),
             "linked_facts_per_example": round(sum(segment.linked for segment in kept) / count, 3),
@@ -461,6 +458,7 @@ class KgText(TaskModel):
                 sum(len(segment.ids) > self.fact_tokens for segment in kept) / count, 4
             ),
         }
+        return stats, fact_ids
 
     def method_stats(self) -> dict:
         """What the verbalisation gave, over every split's examples (appended unless ``zero_knowledge``)."""

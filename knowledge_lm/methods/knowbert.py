@@ -30,8 +30,8 @@ Choices the paper leaves open, documented here:
   depends on the spans even when no entity passes).
 * **Entity table.** Fixed: a table read with ``F.embedding`` (a frozen ``nn.Embedding`` in all but
   name: a plain tensor outside the state dict, since it grows, see below). Row 0 is padding/unknown (zeros).
-  The rows are the TransE vectors of the prepared KG (found in the ``setup`` hook through the trainer's data
-  module, as ``prepare`` found it):
+  The rows are the TransE vectors of the prepared KG (found in the ``knowledge_collate`` hook through the set-up
+  data module, as ``prepare`` found it):
   ``cached_transe`` into ``<cache_dir>/kg_embeddings``, which loads what ``klm prepare --kg-embeddings``
   trained there (else trains once), or the file named by the ``entity_embeddings`` option.
   A candidate absent from the table gets ``EntityEmbeddings.lookup(qid, label)`` (the label-trigram
@@ -47,10 +47,10 @@ Choices the paper leaves open, documented here:
   ``mean max(0, margin − y (ψ − δ))`` over the span's real candidates with y = +1 for the gold one and −1
   for the others. With the single gold candidate it is a hinge that pushes ψ above δ + margin.
   Alias-linked spans (no gold) get no linking loss.
-* **Batch tensors in the loader.** ``setup`` gives every qid of the prepared features its table row
-  once (fallbacks included) and hands ``knowledge_tensors`` to the data module, so span masks and candidate
-  rows are built by the data loader (its workers, where there are any), not in the training step; SI then
-  masks spans on the device (``SelectiveInjection.keep_mask``), and no step waits on the host.
+* **Batch tensors in the loader.** ``knowledge_collate`` gives every qid of the prepared features its table
+  row once (fallbacks included) and returns ``knowledge_tensors`` for the data module (``wire_knowledge``),
+  so span masks and candidate rows are built by the data loader (its workers, where there are any), not in the
+  training step; SI then masks spans on the device (``SelectiveInjection.keep_mask``), and no step waits on the host.
 * **Knowledge pretraining** (optional; the paper pretrains KAR with MLM + linking before any task):
   ``klm pretrain --method knowbert --corpus DATASET`` trains backbone + KAR + an MLM head on the train texts
   of a prepared dataset (gold links supervise the linker) and writes a checkpoint; ``knowbert`` started
@@ -86,7 +86,7 @@ from knowledge_lm.methods.sisr import (
     SpectralRegularizationOptions,
     spectral_penalty,
 )
-from knowledge_lm.methods.task_model import MethodOptions, TaskModel, logs_this_step
+from knowledge_lm.methods.task_model import MethodOptions, TaskModel, logs_this_step, trainer_of
 from knowledge_lm.registry import register_method
 from knowledge_lm.tasks.base import ENCODER_INPUTS
 from knowledge_lm.tasks.heads import IGNORE, MLMHead, mask_tokens
@@ -183,7 +183,7 @@ def batch_qids(knowledge: list[dict]) -> list[str]:
 
 def knowledge_tensors(knowledge: list[dict], length: int, index: dict[str, int]) -> KnowledgeTensors:
     """Padded span masks, candidate rows (``index``: qid → table row, 0 when absent), priors and masks from
-    ``batch["knowledge"]``. Runs in the data loader (see ``KnowBert.setup``), so it is plain CPU work."""
+    ``batch["knowledge"]``. Runs in the data loader (see ``KnowBert.knowledge_collate``), so it is plain CPU work."""
     spans = []
     for example in knowledge:
         links = [link for link in example["links"] if link["tokens"] and link["candidates"]]
@@ -424,26 +424,23 @@ def build_kar(
     )
 
 
-def attach_entity_table(kar, trainer, entity_embeddings: str | None):
-    """In a ``setup`` hook: the entity table from what the trainer's data module prepared (or the file
-    ``entity_embeddings``), every qid of the prepared features given its row, and the data loader told to
-    build the batch tensors."""
-    data = getattr(trainer, "datamodule", None) if trainer is not None else None
+def entity_collate(kar, data, entity_embeddings: str | None):
+    """A ``knowledge_collate`` hook: the entity table loaded from what the set-up data module ``data`` prepared
+    (or the file ``entity_embeddings``), every qid of its knowledge features given its row, and the function the
+    data loader builds the batch tensors with."""
     if not kar.entities.loaded:
-        kg_dir = prepared_kg_dir(data) if data is not None else None
-        cache_dir = data.cache_dir if data is not None else Path(".")
-        kar.entities.load(*load_entity_table(kg_dir, cache_dir, entity_embeddings))
-    if data is not None and getattr(data, "knowledge", None) is not None:
-        # Rows fixed before the loaders start, so that loader workers share one qid → row index.
-        index = kar.entities.add(batch_qids(data.knowledge_rows()))
-        data.knowledge_batch = partial(knowledge_tensors, index=dict(index))
+        kar.entities.load(*load_entity_table(prepared_kg_dir(data), data.cache_dir, entity_embeddings))
+    # Rows fixed before the loaders start, so that loader workers share one qid → row index.
+    index = kar.entities.add(batch_qids(data.knowledge_rows()))
+    return partial(knowledge_tensors, index=dict(index))
 
 
 def batch_knowledge(batch, kar) -> KnowledgeTensors:
     """``batch["knowledge"]`` as tensors on the batch's device (built here when the loader did not)."""
     if not kar.entities.loaded:
         raise KlmError(
-            "knowbert: no entity table; run under a Trainer with a prepared data module or call kar.entities.load"
+            "knowbert: no entity table; wire the model to a prepared data module (wire_knowledge) or call "
+            "kar.entities.load"
         )
     tensors = batch["knowledge"]
     if not isinstance(tensors, KnowledgeTensors):
@@ -534,8 +531,8 @@ class KnowBert(TaskModel):
         self.kar.entities.scale = None if self.options.entity_scale is None else float(self.options.entity_scale)
         self._linking = None
 
-    def setup(self, stage=None):
-        attach_entity_table(self.kar, self._trainer, self.entity_embeddings_path)
+    def knowledge_collate(self, data):
+        return entity_collate(self.kar, data, self.entity_embeddings_path)
 
     def new_modules(self):
         return [] if self.kar_pretrained else [self.kar]
@@ -655,8 +652,11 @@ class KnowBertPretraining(pl.LightningModule):
         self.entity_embeddings_path = entity_embeddings
         self.final_losses: dict[str, torch.Tensor] = {}  # the last step's, read (one device sync) at the end
 
-    def setup(self, stage=None):
-        attach_entity_table(self.kar, self._trainer, self.entity_embeddings_path)
+    def knowledge_fields(self, data) -> dict[str, list]:
+        return {}
+
+    def knowledge_collate(self, data):
+        return entity_collate(self.kar, data, self.entity_embeddings_path)
 
     def losses(self, batch) -> dict[str, torch.Tensor]:
         tensors = batch_knowledge(batch, self.kar)
@@ -705,8 +705,8 @@ class KnowBertPretraining(pl.LightningModule):
         manifest = {
             "method": "knowbert-pretraining",
             "kar": self.shape,
-            "steps": int(self.global_step) if self._trainer else 0,
-            "precision": self._trainer.precision if self._trainer else None,
+            "steps": int(self.global_step),
+            "precision": trainer_of(self).precision if trainer_of(self) else None,
             "final_losses": {name: float(value) for name, value in self.final_losses.items()},
             "lr": self.lr,
             "mask_probability": self.mask_probability,

@@ -97,7 +97,7 @@ class SelectiveInjection:
     generators (one per device, each seeded with ``seed`` when first used) and the count of the links it kept.
 
     ``k_thresh="auto"`` stands for the 90th percentile of DF over the distinct entities linked in the train
-    split (:meth:`set_k_thresh_from`, called from the method's ``setup``): DF is counted over that split
+    split (:meth:`set_k_thresh_from`, called from the method's ``knowledge_collate``): DF is counted over that split
     alone, where the paper's 100 never bites."""
 
     lam: float = 0.5
@@ -134,8 +134,8 @@ class SelectiveInjection:
     def score(self, df: torch.Tensor, close: torch.Tensor) -> torch.Tensor:
         if self.k_thresh == "auto":
             raise KlmError(
-                "selective injection: si_k_thresh auto is set in the method's setup from the train split; "
-                "outside a trainer pass a number"
+                "selective injection: si_k_thresh auto is set from the train split when the model is wired to its "
+                "data (wire_knowledge); without a data module pass a number"
             )
         return (df < self.k_thresh).float() + self.lam * close.clamp(self.k_min, self.k_max).float()
 
@@ -251,9 +251,9 @@ class SelectiveInjectionOptions(MethodOptions):
 
 class SelectivelyInjected:
     """Mixin of a host method (``knowbert+si``, ``kam+si``) whose training batches keep only the links selective
-    injection draws: K_thresh "auto" resolved in ``setup``, the kept share in ``method_stats`` and the generators'
-    state in checkpoints, so that a resumed run draws on where it stopped. The host's ``options_class`` extends
-    :class:`SelectiveInjectionOptions`."""
+    injection draws: K_thresh "auto" resolved in ``knowledge_collate``, the kept share in ``method_stats`` and the
+    generators' state in checkpoints, so that a resumed run draws on where it stopped. The host's ``options_class``
+    extends :class:`SelectiveInjectionOptions`."""
 
     def __init__(self, encoder, spec, **options):
         super().__init__(encoder, spec, **options)
@@ -266,10 +266,12 @@ class SelectivelyInjected:
             seed=torch.initial_seed() if si.si_seed is None else si.si_seed,
         )
 
-    def setup(self, stage=None):
-        super().setup(stage)
+    def knowledge_collate(self, data):
+        """The host's, once K_thresh "auto" is set from ``data``'s train split."""
+        collate = super().knowledge_collate(data)
         if self.selective_injection.k_thresh == "auto":
-            self.selective_injection.set_k_thresh_from(train_knowledge_rows(self.trainer.datamodule))
+            self.selective_injection.set_k_thresh_from(train_knowledge_rows(data))
+        return collate
 
     def method_stats(self):
         return {**super().method_stats(), **self.selective_injection.stats()}

@@ -36,10 +36,18 @@ def compiled(function, mode: str = "default"):
     return torch.compile(function, dynamic=True, mode=None if mode == "default" else mode)
 
 
+def trainer_of(module: pl.LightningModule) -> pl.Trainer | None:
+    """The trainer ``module`` is attached to, None where it is not (Lightning's ``trainer`` raises then)."""
+    try:
+        return module.trainer
+    except RuntimeError:
+        return None
+
+
 def logs_this_step(module: pl.LightningModule) -> bool:
     """Whether a training step logs its losses: every ``log_every_n_steps`` steps, when a logger would write
     them. Each call costs host time on a launch-bound step, and a progress bar showing the value syncs the device."""
-    trainer = module._trainer
+    trainer = trainer_of(module)
     return trainer is None or (module.global_step + 1) % trainer.log_every_n_steps == 0
 
 
@@ -190,6 +198,19 @@ class TaskModel(pl.LightningModule):
     def method_stats(self) -> dict:
         """What the method measured about its own run (e.g. the share of links SI kept), recorded with the result."""
         return {}
+
+    def knowledge_fields(self, data) -> dict[str, list]:
+        """Fields the method derives for every knowledge features row of the set-up data module ``data``
+        (name → one value per row of ``data.knowledge_features``, in their order); ``wire_knowledge`` writes them
+        into the rows before the loaders start. The method reads ``data`` and never changes it."""
+        return {}
+
+    def knowledge_collate(self, data):
+        """The function the data loader turns a batch's knowledge features rows into the method's tensors with,
+        ``(rows, sequence_length) → tensors`` (``TaskDataModule.knowledge_batch``), after reading what the method
+        needs from the set-up data module ``data`` (a KG, an entity table); None: the batch keeps the rows.
+        ``wire_knowledge`` hands it to the data module; the method reads ``data`` and never changes it."""
+        return None
 
     def compiled_modules(self) -> list[torch.nn.Module]:
         """What ``compile_modules`` compiles: the backbone's transformer layers; methods add their own modules."""

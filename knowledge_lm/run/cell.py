@@ -40,6 +40,7 @@ from knowledge_lm.run.claims import CLAIM_FILE, CLAIMED_EXIT, INTERRUPTED_EXIT, 
 from knowledge_lm.run.config import TrainConfig
 from knowledge_lm.run.mps import mps_in_use
 from knowledge_lm.run.provenance import device_record, git_commit, records_sha256, versions
+from knowledge_lm.run.spec import CellSpec
 from knowledge_lm.run.trainer import (
     CellCheckpoint,
     build_model_and_data,
@@ -201,6 +202,7 @@ def group_metrics(model, data, split: str) -> dict:
 def run_cell(
     cell: Cell,
     train: TrainConfig,
+    *,
     data_dir=None,
     results_dir="results",
     runs_dir="runs",
@@ -222,7 +224,15 @@ def run_cell(
             clear_run_dir(run_dir)
             result = recovered
         else:
-            result = train_cell(cell, train, run_dir, data_dir, results_dir, dataset_options, progress)
+            result = train_cell(
+                cell,
+                train,
+                run_dir=run_dir,
+                data_dir=data_dir,
+                results_dir=results_dir,
+                dataset_options=dataset_options,
+                progress=progress,
+            )
     except (CellClaimed, KeyboardInterrupt):  # interrupted: not a failure, the cell resumes from its checkpoint
         raise
     except BaseException as error:
@@ -241,7 +251,14 @@ def run_cell(
 
 
 def train_cell(
-    cell: Cell, train: TrainConfig, run_dir: Path, data_dir, results_dir, dataset_options: dict | None, progress: bool
+    cell: Cell,
+    train: TrainConfig,
+    *,
+    run_dir: Path,
+    data_dir,
+    results_dir,
+    dataset_options: dict | None,
+    progress: bool,
 ) -> CellResult | dict:
     """``run_cell``'s work, in the claimed run directory: the result is written to the store, and the run directory
     emptied but for the claim."""
@@ -253,7 +270,15 @@ def train_cell(
         cell.backbone, getattr(method_class, "attn_implementation", None), seed=cell.seed
     )
     model, data, budget, train = build_model_and_data(  # train resolved: the result records eager or CUDA graphs
-        cell.method, encoder, tokenizer, cell.dataset, train, cell.task, cell.fraction, data_dir, dataset_options
+        cell.method,
+        encoder,
+        tokenizer,
+        cell.dataset,
+        train,
+        task=cell.task,
+        fraction=cell.fraction,
+        data_dir=data_dir,
+        dataset_options=dataset_options,
     )
     dataset_options = method_dataset_options(cell.method, dataset_options)
 
@@ -294,7 +319,50 @@ def train_cell(
     best = model.best_evaluation()
     if best is None:
         raise KlmError(f"{cell.key}: training ended without a dev evaluation")
-    result: CellResult = {
+    result = cell_result(
+        cell,
+        train,
+        backbone=backbone,
+        model=model,
+        data=data,
+        budget=budget,
+        dataset_options=dataset_options,
+        precision=precision,
+        best=best,
+        resumed=resumed_from is not None,
+        started=started,
+    )
+    # The best evaluation's decoded predictions beside the result (for bootstrap intervals and per-example
+    # analyses); written first, so a result never lacks them. Their gold is kept as its sha256 only: the
+    # leaderboard recomputes it from the data directory. Under DDP they are in rank order, not split order,
+    # so their hash matches no recomputed gold and they count as not kept.
+    kept = {"split": data.report_split, **model.best_outputs.get(data.report_split, {})}
+    frequencies = data.entity_frequencies(data.report_split) if train.world_size == 1 else None  # split order only
+    if frequencies is not None:
+        kept["entity_frequency"] = frequencies
+    write_result(cell, result, kept, results_dir, run_dir)
+    clear_run_dir(run_dir)
+    return result
+
+
+def cell_result(
+    cell: Cell,
+    train: TrainConfig,
+    *,
+    backbone,
+    model,
+    data,
+    budget: dict,
+    dataset_options: dict,
+    precision: str,
+    best: dict,
+    resumed: bool,
+    started: float,
+) -> CellResult:
+    """The result of ``cell``, trained with ``train`` (as resolved) from ``backbone`` (its ``BackboneInfo``) into
+    ``model`` on the set-up data module ``data``: its provenance, data, budget, the ``best`` dev evaluation's metrics
+    and every evaluation; ``resumed`` where it resumed from a checkpoint, its wall time counted from ``started``."""
+    return {
         "schema": 1,
         "cell": {
             "method": cell.method,
@@ -338,38 +406,27 @@ def train_cell(
         "dev_metrics_by_group": group_metrics(model, data, "dev") if train.world_size == 1 else {},
         "method_stats": model.method_stats(),
         "evaluations": model.evaluations,
-        "resumed_from_checkpoint": resumed_from is not None,
+        "resumed_from_checkpoint": resumed,
         "wall_time_s": round(time.time() - started, 2),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    # The best evaluation's decoded predictions beside the result (for bootstrap intervals and per-example
-    # analyses); written first, so a result never lacks them. Their gold is kept as its sha256 only: the
-    # leaderboard recomputes it from the data directory. Under DDP they are in rank order, not split order,
-    # so their hash matches no recomputed gold and they count as not kept.
-    kept = {"split": data.report_split, **model.best_outputs.get(data.report_split, {})}
-    frequencies = data.entity_frequencies(data.report_split) if train.world_size == 1 else None  # split order only
-    if frequencies is not None:
-        kept["entity_frequency"] = frequencies
-    write_result(cell, result, kept, results_dir, run_dir)
-    clear_run_dir(run_dir)
-    return result
 
 
-def run_spec(spec: dict, error: dict | None = None) -> int:
-    """Run the cell of a spec (``knowledge_lm.run.runner.cell_spec``'s) in this process; its exit status: 0 done,
+def run_spec(spec: CellSpec, error: dict | None = None) -> int:
+    """Run the cell of ``spec`` (``knowledge_lm.run.runner.cell_spec``'s) in this process; its exit status: 0 done,
     ``CLAIMED_EXIT`` where another process holds or has finished it, ``INTERRUPTED_EXIT`` stopped by Ctrl-C (it
     resumes), 1 failed (the error printed in one line and recorded in ``failed.json``; also in ``error``, where
     given: ``{"error": one line, "traceback": its end}``, what a worker replies)."""
-    cell = Cell(**spec["cell"])
+    cell = spec.cell
     try:
         run_cell(
             cell,
-            TrainConfig.from_dict(spec.get("train", {})),
-            data_dir=spec.get("data_dir"),
-            results_dir=spec.get("results_dir", "results"),
-            runs_dir=spec.get("runs_dir", "runs"),
-            dataset_options=spec.get("dataset_options"),
-            progress=spec.get("progress", True),
+            spec.train,
+            data_dir=spec.data_dir,
+            results_dir=spec.results_dir,
+            runs_dir=spec.runs_dir,
+            dataset_options=spec.dataset_options,
+            progress=spec.progress,
         )
     except CellClaimed as claimed:
         print(f"{cell.key}: {claimed}", file=sys.stderr)
@@ -387,10 +444,9 @@ def run_spec(spec: dict, error: dict | None = None) -> int:
 
 
 def main(argv=None):
-    spec = json.loads((argv or sys.argv[1:])[0])
-    if spec.get("parent_pid") is not None:
-        # DDP's other ranks: their parent is rank 0
-        die_with_parent(spec["parent_pid"] if owns_cell(TrainConfig.from_dict(spec.get("train", {}))) else None)
+    spec = CellSpec.from_json((argv or sys.argv[1:])[0])
+    if spec.parent_pid is not None:
+        die_with_parent(spec.parent_pid if owns_cell(spec.train) else None)  # DDP's other ranks: their parent is rank 0
     sys.exit(run_spec(spec))
 
 

@@ -85,7 +85,7 @@ def check_logger(name: str, where: str) -> None:
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     lr: float = 5e-5
     weight_decay: float = 0.01
@@ -281,6 +281,9 @@ class Sweep:
     fraction_seeds: dict = field(default_factory=dict)
     source: str = ""  # where the sweep was read from (its file), for error messages
     overrides: dict = field(default_factory=dict)  # the --set settings its variants are renamed after
+    # (task, overrides as JSON, variant) → its TrainConfig, checked once (``train_config``); a copy made with
+    # ``dataclasses.replace`` starts its own.
+    parsed: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def backbone_for(self, method: str) -> str:
         return self.method_backbones.get(method, self.backbone)
@@ -306,8 +309,13 @@ class Sweep:
         return values
 
     def train_config(self, task: str, overrides: dict | None = None, variant: str = "") -> TrainConfig:
-        where = f"sweep {self.name!r}, task {task}" + (f", variant {variant}" if variant else "")
-        return TrainConfig.from_dict(self.train_values(task, overrides, variant), where=where)
+        """The training settings of ``task``'s cells in ``variant`` with ``overrides`` (``--set``), checked once per
+        sweep (``TrainConfig.from_dict``; a bad value is a one-line error)."""
+        key = (task, json.dumps(overrides or {}, sort_keys=True, default=str), variant)
+        if key not in self.parsed:
+            where = f"sweep {self.name!r}, task {task}" + (f", variant {variant}" if variant else "")
+            self.parsed[key] = TrainConfig.from_dict(self.train_values(task, overrides, variant), where=where)
+        return self.parsed[key]
 
 
 def parse_fractions(text) -> list[float]:

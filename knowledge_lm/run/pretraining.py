@@ -17,12 +17,13 @@ from knowledge_lm.methods.knowbert import KnowBertPretraining
 from knowledge_lm.registry import DATASETS
 from knowledge_lm.results import free_output_dir, write_dir_atomic
 from knowledge_lm.run.config import dataset_defaults
-from knowledge_lm.run.trainer import build_trainer
+from knowledge_lm.run.trainer import build_trainer, wire_knowledge
 
 
 def knowbert_checkpoint(
     dataset: str,
     out,
+    *,
     backbone: str = "minilm",
     steps: int = 1000,
     batch_size: int = 32,
@@ -63,6 +64,8 @@ def knowbert_checkpoint(
         **dataset_options,
     )
     module = KnowBertPretraining(encoder, tokenizer, steps, **({"lr": lr} if lr else {}), **options)
+    data.setup()
+    wire_knowledge(module, data)
     gpu = torch.cuda.is_available()
     trainer = build_trainer(steps, progress=progress)
     trainer.fit(module, datamodule=data)
@@ -97,6 +100,7 @@ def erica_state_dir(out) -> Path:
 def erica_checkpoint(
     corpus,
     out,
+    *,
     method: str = "erica",
     objectives: str | None = None,
     backbone: str = "minilm",

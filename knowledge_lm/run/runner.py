@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
@@ -41,6 +40,7 @@ from knowledge_lm.results import (
 from knowledge_lm.run.claims import CLAIMED_EXIT, INTERRUPTED_EXIT, describe, is_stale, read_claim
 from knowledge_lm.run.config import Sweep, check_method_options
 from knowledge_lm.run.serve import spawn
+from knowledge_lm.run.spec import CellSpec
 from knowledge_lm.run.startup import record_cells
 
 console = Console(stderr=True)
@@ -206,32 +206,33 @@ def failure_message(cell: Cell, runs_dir: Path) -> str:
 def cell_spec(
     cell: Cell,
     sweep: Sweep,
+    *,
     overrides: dict,
     data_dir,
     results_dir,
     runs_dir,
     progress: bool,
     parent_pid: int | None = -1,
-) -> dict:
+) -> CellSpec:
     """What a cell's process (``knowledge_lm.run.cell``) or a worker (``knowledge_lm.run.worker``) runs the cell
     from; a cell process ends with ``parent_pid`` (default: this runner; None: a scheduler's job, whose own process
     is its parent, so it does not watch one)."""
-    return {
-        "cell": asdict(cell),
-        "train": sweep.train_values(cell.task, overrides, cell.variant),
-        "data_dir": str(data_dir) if data_dir else None,
-        "results_dir": str(results_dir),
-        "runs_dir": str(runs_dir),
-        "dataset_options": sweep.variant_options(cell.variant),
-        "progress": progress,
+    return CellSpec(
+        cell=cell,
+        train=sweep.train_config(cell.task, overrides, cell.variant),
+        data_dir=str(data_dir) if data_dir else None,
+        results_dir=str(results_dir),
+        runs_dir=str(runs_dir),
+        dataset_options=sweep.variant_options(cell.variant),
+        progress=progress,
         # the cell process ends with this runner (knowledge_lm.run.cell.die_with_parent)
-        "parent_pid": os.getpid() if parent_pid == -1 else parent_pid,
-    }
+        parent_pid=os.getpid() if parent_pid == -1 else parent_pid,
+    )
 
 
-def spec_command(spec: dict) -> list[str]:
+def spec_command(spec: CellSpec) -> list[str]:
     """The command of a cell's own process."""
-    return [sys.executable, "-m", "knowledge_lm.run.cell", json.dumps(spec)]
+    return [sys.executable, "-m", "knowledge_lm.run.cell", spec.to_json()]
 
 
 def visible_gpus() -> list[str]:
@@ -272,12 +273,12 @@ class CellProcesses:
         self.env, self.progress = env, progress
         self.process = self.log = None
 
-    def start(self, cell: Cell, spec: dict):
+    def start(self, spec: CellSpec):
         command = spec_command(spec)
         if self.progress:
             self.process = subprocess.Popen(command, env=self.env)
             return
-        self.log = open(Path(spec["runs_dir"]) / cell.key / "log.txt", "a")
+        self.log = open(spec.cell.run_dir(spec.runs_dir) / "log.txt", "a")
         self.process = subprocess.Popen(command, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
 
     def ended(self) -> tuple[int, str] | None:
@@ -335,11 +336,11 @@ class Worker:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def start(self, cell: Cell, spec: dict):
+    def start(self, spec: CellSpec):
         if not self.alive():
             self.launch()
         try:
-            self.process.stdin.write(json.dumps(spec) + "\n")
+            self.process.stdin.write(spec.to_json() + "\n")
             self.process.stdin.flush()
         except BrokenPipeError:  # it died meanwhile: ``ended`` says so
             pass
@@ -433,6 +434,7 @@ def prepare_knowledge(
     sweep: Sweep,
     methods: list[str],
     overrides: dict | None = None,
+    *,
     data_dir=None,
     cache_dir=None,
     options: dict | None = None,
@@ -472,6 +474,7 @@ def prepare_knowledge(
 def run_sweep(
     sweep: Sweep,
     overrides: dict | None = None,
+    *,
     data_dir=None,
     results_dir=Path("results"),
     runs_dir=Path("runs"),
@@ -543,14 +546,35 @@ def run_sweep(
         if todo:
             methods = knowledge_methods(sweep)
             if methods:
-                prepare_knowledge(sweep, methods, overrides, data_dir, progress=sys.stderr.isatty())
+                prepare_knowledge(sweep, methods, overrides, data_dir=data_dir, progress=sys.stderr.isatty())
         if not todo:
             counts["elsewhere"] = len(elsewhere)
             report_elsewhere(elsewhere)
             return counts
         if executor is not None:
-            return run_on_executor(executor, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts)
-        run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts, elsewhere)
+            return run_on_executor(
+                executor,
+                todo,
+                sweep,
+                overrides=overrides,
+                data_dir=data_dir,
+                results_dir=results_dir,
+                runs_dir=runs_dir,
+                reruns=reruns,
+                counts=counts,
+            )
+        run_cells(
+            slots,
+            todo,
+            sweep,
+            overrides=overrides,
+            data_dir=data_dir,
+            results_dir=results_dir,
+            runs_dir=runs_dir,
+            reruns=reruns,
+            counts=counts,
+            elsewhere=elsewhere,
+        )
     counts["elsewhere"] = len(elsewhere)
     report_elsewhere(elsewhere)
     report_outcome(counts, runs_dir)
@@ -649,7 +673,7 @@ def make_slots(
     return slots
 
 
-def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts, elsewhere):
+def run_cells(slots, todo, sweep, *, overrides, data_dir, results_dir, runs_dir, reruns, counts, elsewhere):
     """Run ``todo`` on ``slots`` in its order, each taking the next waiting cell when its last one ends;
     ``counts`` and ``elsewhere`` are updated in place. Ctrl-C: ``SweepInterrupted``, once the running cells have
     saved their checkpoints (``stop_cells``)."""
@@ -682,15 +706,31 @@ def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, re
                     cell.run_dir(runs_dir).mkdir(parents=True, exist_ok=True)
                     if show_cell_progress:
                         console.print(f"[cyan]→ {cell.key}[/]")
-                    spec = cell_spec(cell, sweep, overrides, data_dir, results_dir, runs_dir, show_cell_progress)
-                    slot.start(cell, spec)
+                    spec = cell_spec(
+                        cell,
+                        sweep,
+                        overrides=overrides,
+                        data_dir=data_dir,
+                        results_dir=results_dir,
+                        runs_dir=runs_dir,
+                        progress=show_cell_progress,
+                    )
+                    slot.start(spec)
                     first_started = first_started or time.time()
                     running[slot] = (cell, superseded)
                 time.sleep(0.2)
                 for slot in list(running):
                     ended = slot.ended()
                     if ended is not None:
-                        cell_ended(slot, running.pop(slot), ended, results_dir, runs_dir, counts, elsewhere)
+                        cell_ended(
+                            slot,
+                            running.pop(slot),
+                            ended,
+                            results_dir=results_dir,
+                            runs_dir=runs_dir,
+                            counts=counts,
+                            elsewhere=elsewhere,
+                        )
                         bar.advance(overall)
         except KeyboardInterrupt:
             raise SweepInterrupted(stop_cells(running, results_dir, runs_dir, counts, elsewhere)) from None
@@ -698,7 +738,7 @@ def run_cells(slots, todo, sweep, overrides, data_dir, results_dir, runs_dir, re
         record_cells(first_started, time.time())
 
 
-def cell_ended(slot, started: tuple[Cell, dict], ended: tuple[int, str], results_dir, runs_dir, counts, elsewhere):
+def cell_ended(slot, started: tuple[Cell, dict], ended: tuple[int, str], *, results_dir, runs_dir, counts, elsewhere):
     """Account for a cell whose slot reports it ended (``ended``: its exit status and how, in words): its
     notices said, then finished, elsewhere, interrupted (it resumes: nothing recorded) or failed (recorded, said)."""
     (returncode, how), (cell, superseded) = ended, started
@@ -736,7 +776,15 @@ def stop_cells(running: dict, results_dir, runs_dir, counts, elsewhere) -> int:
                 ended = slot.ended()
                 if ended is not None:
                     before = counts["finished"] + counts["failed"]
-                    cell_ended(slot, running.pop(slot), ended, results_dir, runs_dir, counts, elsewhere)
+                    cell_ended(
+                        slot,
+                        running.pop(slot),
+                        ended,
+                        results_dir=results_dir,
+                        runs_dir=runs_dir,
+                        counts=counts,
+                        elsewhere=elsewhere,
+                    )
                     resumable += counts["finished"] + counts["failed"] == before
             time.sleep(0.1)
     finally:
@@ -750,7 +798,7 @@ def report_elsewhere(elsewhere: dict[str, str]):
         console.print(f"[blue]running elsewhere: {key}[/] ({detail})")
 
 
-def run_on_executor(executor, todo, sweep, overrides, data_dir, results_dir, runs_dir, reruns, counts) -> dict:
+def run_on_executor(executor, todo, sweep, *, overrides, data_dir, results_dir, runs_dir, reruns, counts) -> dict:
     """``todo``'s cells submitted as one job array of a submitit ``executor``, each job the cell's own process
     (paths made absolute: a job may start elsewhere), waited for; ``counts`` completed and returned."""
     import submitit  # here only when an executor was made, which checked it is installed
@@ -765,7 +813,16 @@ def run_on_executor(executor, todo, sweep, overrides, data_dir, results_dir, run
             if cell.key in reruns:
                 superseded[cell.key] = supersede(cell.stored_result_path(results_dir), results_dir)
             cell.run_dir(runs_dir).mkdir(parents=True, exist_ok=True)
-            spec = cell_spec(cell, sweep, overrides, data_dir, results_dir, runs_dir, False, parent_pid=None)
+            spec = cell_spec(
+                cell,
+                sweep,
+                overrides=overrides,
+                data_dir=data_dir,
+                results_dir=results_dir,
+                runs_dir=runs_dir,
+                progress=False,
+                parent_pid=None,
+            )
             command = spec_command(spec)
             log = str(cell.run_dir(runs_dir) / "log.txt")
             submitted[cell] = executor.submit(run_command, command, log, {"TOKENIZERS_PARALLELISM": "false"})

@@ -138,12 +138,23 @@ def balanced_class_weights(labels: list[int], num_labels: int) -> torch.Tensor:
     return weights.float()
 
 
+def wire_knowledge(model, data) -> None:
+    """Join ``model``'s knowledge hooks to the set-up data module ``data``: the fields the method derives for
+    each knowledge features row (``knowledge_fields``) written into the rows, and its collate function
+    (``knowledge_collate``) handed to the loaders. The one place a data module is changed for a method."""
+    for name, values in model.knowledge_fields(data).items():
+        for row, value in zip(data.knowledge_features, values, strict=True):
+            row[name] = value
+    data.knowledge_batch = model.knowledge_collate(data)
+
+
 def build_model_and_data(
     method: str,
     encoder,
     tokenizer,
     dataset: str,
     train: TrainConfig,
+    *,
     task: str | None = None,
     fraction: float = 1.0,
     data_dir=None,
@@ -151,9 +162,10 @@ def build_model_and_data(
     total_steps: int | None = None,
 ):
     """``(model, data, budget, train)``: ``dataset``'s data module for ``task`` at ``fraction``, set up (a
-    knowledge method's joined to its prepared features), the step budget ``train`` gives its train split,
-    ``method``'s model over ``encoder``, trained for ``total_steps`` (default: the budget's) and compiled where
-    ``train`` says, and ``train`` as resolved for this cell (``compile="auto"`` made concrete)."""
+    knowledge method's joined to its prepared features and wired to the model: ``wire_knowledge``), the step
+    budget ``train`` gives its train split, ``method``'s model over ``encoder``, trained for ``total_steps``
+    (default: the budget's) and compiled where ``train`` says, and ``train`` as resolved for this cell
+    (``compile="auto"`` made concrete)."""
     method_class = METHODS.get(method)
     options = method_dataset_options(method, dataset_options)
     data = DATASETS.get(dataset)(
@@ -195,6 +207,7 @@ def build_model_and_data(
         # and CUDA graphs under guards on objects since freed, counting against dynamo's recompile limit.
         torch._dynamo.reset()
         model.compile_modules(train.compile_mode)
+    wire_knowledge(model, data)
     return model, data, budget, train
 
 

@@ -2,7 +2,7 @@
 
 Run as ``python -m knowledge_lm.run.worker <runner pid>`` by the sweep runner (or forked so, already imported, by
 ``klm serve``), with the GPUs of its slot in ``CUDA_VISIBLE_DEVICES``. It reads cell specs
-(``knowledge_lm.run.runner.cell_spec``), one JSON line each, from stdin, and runs each as a cell process would
+(``knowledge_lm.run.spec.CellSpec``), one JSON line each, from stdin, and runs each as a cell process would
 (``knowledge_lm.run.cell.run_spec``: claimed by this process, seeded, its failure recorded), its output in the
 cell's ``log.txt`` (on the terminal where the spec asks for progress bars). After each cell it writes one JSON line
 to stdout, ``{"key": cell key, "status": exit status}`` (a failed cell's also ``error`` and ``traceback``).
@@ -19,10 +19,10 @@ import torch
 
 from knowledge_lm.backbones import keep_backbones_loaded
 from knowledge_lm.data.base import TaskDataModule
-from knowledge_lm.results import Cell
 from knowledge_lm.run.cell import die_with_parent, run_spec
 from knowledge_lm.run.claims import INTERRUPTED_EXIT
 from knowledge_lm.run.serve import forked_by_server
+from knowledge_lm.run.spec import CellSpec
 
 
 def output_to(descriptor: int):
@@ -45,13 +45,13 @@ def serve(runner_pid: int):
     own_output = os.dup(2)
     output_to(own_output)
     for line in sys.stdin:
-        spec = json.loads(line)
-        cell = Cell(**spec["cell"])
+        spec = CellSpec.from_json(line)
+        cell = spec.cell
         error = {}
-        if spec.get("progress"):
+        if spec.progress:
             status = run_spec(spec, error)
         else:
-            with open(cell.run_dir(spec["runs_dir"]) / "log.txt", "a") as log:
+            with open(cell.run_dir(spec.runs_dir) / "log.txt", "a") as log:
                 output_to(log.fileno())
                 try:
                     status = run_spec(spec, error)
