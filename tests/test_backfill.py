@@ -12,7 +12,9 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 WITH_HASHES = RESULTS / "openentity/main/kam/minilm/f0.1-s2.json"  # written with every field, at 10 % train
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
-pytestmark = pytest.mark.skipif(not (WITH_HASHES.is_file() and (DATA / "openentity").is_dir()), reason="needs OpenEntity")
+pytestmark = pytest.mark.skipif(
+    not (WITH_HASHES.is_file() and (DATA / "openentity").is_dir()), reason="needs OpenEntity"
+)
 
 
 def stripped(tmp_path: Path, drop_split_hashes: bool) -> tuple[dict, Path]:
