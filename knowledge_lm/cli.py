@@ -43,6 +43,7 @@ from knowledge_lm.run.runner import (
     plan_sweep,
     prepare_knowledge,
     run_sweep,
+    run_sweeps_together,
     shard_keys,
     stored_wall_times,
     sweep_cells,
@@ -400,27 +401,29 @@ def cells_running_elsewhere(sweeps, results_dir, runs_dir, only=None) -> list[st
 
 
 def run_sweeps(args, sweeps, overrides, data_dir, jobs, only, executor) -> int:
-    """Run ``sweeps`` one after another (``run_sweep``); returns how many cells failed."""
+    """Run ``sweeps``: a table's configs whose cells each take one GPU as one queue on shared workers
+    (``run_sweeps_together``), any other one after another (``run_sweep``); returns how many cells failed."""
     failed = 0
+    common = {
+        "data_dir": data_dir,
+        "results_dir": args.results_dir,
+        "runs_dir": args.runs_dir,
+        "jobs": jobs,
+        "rerun_without_predictions": args.rerun_without_predictions,
+        "only": only,
+    }
     with ExitStack() as stack:
-        # A table's configs share one set of workers: each imports once and keeps its caches for the next sweep.
-        shared = len(sweeps) > 1 and executor is None and not args.isolate_cells
         stack.enter_context(mps_for_sweep(jobs, args.runs_dir, enabled=not args.no_mps and executor is None))
-        pool = stack.enter_context(worker_pool(jobs, args.runs_dir)) if shared else None
-        for sweep in sweeps:
-            failed += run_sweep(
-                sweep,
-                overrides,
-                data_dir=data_dir,
-                results_dir=args.results_dir,
-                runs_dir=args.runs_dir,
-                jobs=jobs,
-                rerun_without_predictions=args.rerun_without_predictions,
-                only=only,
-                executor=executor,
-                isolate_cells=args.isolate_cells,
-                pool=pool,
-            )["failed"]
+        together = []
+        if len(sweeps) > 1 and executor is None and not args.isolate_cells:
+            together = [s for s in sweeps if max(s.train_config(t, overrides).devices for t in s.tasks) == 1]
+        if together:
+            pool = stack.enter_context(worker_pool(jobs, args.runs_dir))
+            failed += run_sweeps_together(together, overrides, pool=pool, **common)["failed"]
+        for sweep in [sweep for sweep in sweeps if sweep not in together]:
+            failed += run_sweep(sweep, overrides, executor=executor, isolate_cells=args.isolate_cells, **common)[
+                "failed"
+            ]
     return failed
 
 

@@ -187,3 +187,60 @@ def test_ctrl_c_in_the_runner_waits_for_the_cells_and_says_how_many_resume(tmp_p
     capsys.readouterr()
     assert main(["bench", "--dataset", "generated", "--method", "baseline"]) == 130
     assert capsys.readouterr().err.strip().splitlines() == ["interrupted: 2 cells will resume"]
+
+
+class RecordsSpecs:
+    """A job slot that finishes each cell at once (writing a stand-in result) and keeps the specs it was given."""
+
+    progress = False
+
+    def __init__(self, tmp_path, started: list):
+        self.env = {"KLM_NOTICES": str(tmp_path / "slot.notices")}
+        self.started, self.spec = started, None
+
+    def alive(self):
+        return True
+
+    def start(self, spec):
+        self.started.append(spec)
+        self.spec = spec
+        path = spec.cell.result_path(spec.results_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+
+    def ended(self):
+        return (0, "exit code 0")
+
+
+def test_a_tables_sweeps_run_as_one_queue_longest_first_each_with_its_settings(tmp_path):
+    from knowledge_lm.run.config import validate_sweep
+    from knowledge_lm.run.runner import run_sweeps_together
+
+    def sweep(name, fraction, max_length):
+        return validate_sweep(
+            {
+                "name": name,
+                "dataset": "generated",
+                "methods": ["baseline"],
+                "fractions": [fraction],
+                "seeds": [1, 2],
+                "backbone": "tiny",
+                "dataset_options": {"train_size": 200, "dev_size": 40, "test_size": 40},
+                "train": {"max_length": max_length},
+            },
+            "test",
+        )
+
+    started: list = []
+    pool = [RecordsSpecs(tmp_path, started)]
+    counts = run_sweeps_together(
+        [sweep("short", 0.1, 32), sweep("long", 1.0, 48)],
+        {},
+        pool=pool,
+        data_dir=None,
+        results_dir=tmp_path / "results",
+        runs_dir=tmp_path / "runs",
+        jobs=1,
+    )
+    assert counts["finished"] == 4 and counts["failed"] == 0
+    assert [(spec.cell.fraction, spec.train.max_length) for spec in started] == [(1.0, 48)] * 2 + [(0.1, 32)] * 2

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
@@ -471,6 +472,70 @@ def prepare_knowledge(
                 )
 
 
+@dataclass
+class SweepRun:
+    """A sweep's cells sorted out before any runs (``sort_out_sweep``): those to run (longest first, once
+    ``check_and_prepare`` has read the train sizes), its re-runs, counts and the cells other processes run."""
+
+    sweep: Sweep
+    cells: list[Cell]
+    todo: list[Cell]
+    reruns: set[str]
+    counts: dict[str, int]
+    elsewhere: dict[str, str]
+    devices_per_cell: int
+    train_sizes: dict[str, int] = field(default_factory=dict)
+
+    def length(self, cell: Cell) -> float:
+        """How long ``cell`` runs, relatively: its train examples, which its steps follow."""
+        return cell.fraction * self.train_sizes.get(cell.task, 0)
+
+
+def sort_out_sweep(
+    sweep: Sweep,
+    overrides: dict,
+    *,
+    results_dir,
+    runs_dir,
+    retry_failed: bool = True,
+    rerun_without_predictions: bool = False,
+    only: set[str] | None = None,
+) -> SweepRun:
+    """A sweep's cells sorted out by their state: bad results set aside, those to run chosen (``runs``)."""
+    check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
+    reruns = rerun_keys(sweep, results_dir, rerun_without_predictions)
+    devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
+    cells = [cell for cell in sweep_cells(sweep) if only is None or cell.key in only]
+    states = {cell.key: cell_status(cell, results_dir, runs_dir) for cell in cells}
+    elsewhere = {key: detail for key, (state, detail) in states.items() if state == "running"}
+    for cell in cells:
+        if states[cell.key][0] in ("corrupt", "misfiled"):
+            moved = set_aside(cell.stored_result_path(results_dir))
+            console.print(f"[yellow]{states[cell.key][1]}; set aside as {moved[0].name}, the cell runs again[/]")
+    todo = [c for c in cells if runs(states[c.key][0], c.key in reruns, retry_failed)]
+    counts = {"done_before": len(cells) - len(todo) - len(elsewhere), "finished": 0, "failed": 0, "elsewhere": 0}
+    return SweepRun(sweep, cells, todo, reruns, counts, elsewhere, devices_per_cell)
+
+
+def check_and_prepare(run: SweepRun, overrides: dict, *, data_dir, results_dir, jobs: int) -> None:
+    """What every cell of ``run`` to run needs, checked (backbones, data) and prepared (knowledge features) once
+    before any starts, its cells sorted longest first, and its plan printed."""
+    todo = run.todo
+    if todo:
+        for backbone in sorted({cell.backbone for cell in todo}):
+            check_backbone(backbone)
+        run.train_sizes = check_data(run.sweep, data_dir)
+        # The longest cells first: side-by-side jobs end together, and no long cell starts last.
+        todo.sort(key=lambda cell: -run.length(cell))
+    console.print(
+        plan_line(run.sweep.name, run.cells, todo, run.counts["done_before"], run.elsewhere, results_dir, jobs)
+    )
+    if todo:
+        methods = knowledge_methods(run.sweep)
+        if methods:
+            prepare_knowledge(run.sweep, methods, overrides, data_dir=data_dir, progress=sys.stderr.isatty())
+
+
 def run_sweep(
     sweep: Sweep,
     overrides: dict | None = None,
@@ -492,8 +557,7 @@ def run_sweep(
     or each as a job of a submitit ``executor`` (``knowledge_lm.run.submit``). Each of the ``jobs`` slots runs its
     cells in one worker process (``knowledge_lm.run.worker``), started again where a cell took it down; with
     ``isolate_cells``, and for DDP cells, each cell runs in a process of its own. ``pool``: workers shared with the
-    other sweeps of one invocation (``worker_pool``: a ``--table``'s configs), used instead of new ones and left
-    running, so the imports and caches of one sweep serve the next.
+    other sweeps of one invocation (``worker_pool``), used instead of new ones and left running.
     With ``rerun_without_predictions``, finished cells that kept no predictions (results from before cells kept
     them) run again, and the old result moves to ``results/superseded/`` as the re-run starts (back, if it
     fails). A cell claimed by another live process is left to it, and a bad result file (``read_result``) is set
@@ -501,23 +565,11 @@ def run_sweep(
     overrides = overrides or {}
     if jobs < 1:
         raise KlmError(f"jobs {jobs}: expected at least 1 cell at a time")
-    check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
-    reruns = rerun_keys(sweep, results_dir, rerun_without_predictions)
     devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
     gpus = visible_gpus() if gpus is None else gpus
     groups = gpu_groups(gpus, devices_per_cell)
     if gpus and not groups:
         raise KlmError(f"a cell wants {devices_per_cell} GPUs (devices) but {len(gpus)} are visible")
-    cells = [cell for cell in sweep_cells(sweep) if only is None or cell.key in only]
-    states = {cell.key: cell_status(cell, results_dir, runs_dir) for cell in cells}
-    elsewhere = {key: detail for key, (state, detail) in states.items() if state == "running"}
-    for cell in cells:
-        if states[cell.key][0] in ("corrupt", "misfiled"):
-            moved = set_aside(cell.stored_result_path(results_dir))
-            console.print(f"[yellow]{states[cell.key][1]}; set aside as {moved[0].name}, the cell runs again[/]")
-    todo = [c for c in cells if runs(states[c.key][0], c.key in reruns, retry_failed)]
-    counts = {"done_before": len(cells) - len(todo) - len(elsewhere), "finished": 0, "failed": 0, "elsewhere": 0}
-    show_cell_progress = cell_progress_bars(jobs)
     # A DDP cell starts its ranks from its own process: such cells keep a process each.
     in_workers = executor is None and not isolate_cells and devices_per_cell == 1
     with ExitStack() as open_slots:
@@ -525,59 +577,118 @@ def run_sweep(
         new_folders = [folder for folder in (Path(runs_dir), Path(runs_dir) / "workers") if not folder.exists()]
         checked = False
         open_slots.callback(lambda: checked or remove_new_folders(new_folders))
+        started = sort_out_sweep(
+            sweep,
+            overrides,
+            results_dir=results_dir,
+            runs_dir=runs_dir,
+            retry_failed=retry_failed,
+            rerun_without_predictions=rerun_without_predictions,
+            only=only,
+        )
         if pool is not None and in_workers:
             slots = pool
         else:
-            slots = make_slots(min(jobs, len(todo)), groups, in_workers, show_cell_progress, runs_dir)
+            slots = make_slots(min(jobs, len(started.todo)), groups, in_workers, cell_progress_bars(jobs), runs_dir)
             for slot in slots:
                 open_slots.callback(slot.close)
-        for slot in slots[: len(todo)]:  # a shared pool's others stay idle (or unstarted) for a smaller sweep
+        for slot in slots[: len(started.todo)]:  # a shared pool's others stay idle (or unstarted) for a small sweep
             if in_workers and not slot.alive():  # its imports overlap the checks below, instead of following them
                 slot.launch()
-        if todo:  # what every cell needs is checked (and prepared) once, before any cell starts
-            for backbone in sorted({cell.backbone for cell in todo}):
-                check_backbone(backbone)
-            train_sizes = check_data(sweep, data_dir)
-            # The longest cells (most train examples, which their steps follow) first: side-by-side jobs end
-            # together, and no long cell starts last.
-            todo.sort(key=lambda cell: -cell.fraction * train_sizes[cell.task])
+        check_and_prepare(started, overrides, data_dir=data_dir, results_dir=results_dir, jobs=jobs)
         checked = True
-        console.print(plan_line(sweep.name, cells, todo, counts["done_before"], elsewhere, results_dir, jobs))
-        if todo:
-            methods = knowledge_methods(sweep)
-            if methods:
-                prepare_knowledge(sweep, methods, overrides, data_dir=data_dir, progress=sys.stderr.isatty())
-        if not todo:
+        counts, elsewhere = started.counts, started.elsewhere
+        if not started.todo:
             counts["elsewhere"] = len(elsewhere)
             report_elsewhere(elsewhere)
             return counts
         if executor is not None:
             return run_on_executor(
                 executor,
-                todo,
+                started.todo,
                 sweep,
                 overrides=overrides,
                 data_dir=data_dir,
                 results_dir=results_dir,
                 runs_dir=runs_dir,
-                reruns=reruns,
+                reruns=started.reruns,
                 counts=counts,
             )
         run_cells(
             slots,
-            todo,
+            started.todo,
             sweep,
             overrides=overrides,
             data_dir=data_dir,
             results_dir=results_dir,
             runs_dir=runs_dir,
-            reruns=reruns,
+            reruns=started.reruns,
             counts=counts,
             elsewhere=elsewhere,
         )
     counts["elsewhere"] = len(elsewhere)
     report_elsewhere(elsewhere)
     report_outcome(counts, runs_dir)
+    return counts
+
+
+def run_sweeps_together(
+    sweeps: list[Sweep],
+    overrides: dict,
+    *,
+    pool: list["Worker"],
+    data_dir,
+    results_dir,
+    runs_dir,
+    jobs: int,
+    rerun_without_predictions: bool = False,
+    only: set[str] | None = None,
+) -> dict[str, int]:
+    """Run the cells of several sweeps (a table's configs, one GPU each) as one queue on ``pool``: every sweep is
+    checked, planned and prepared first, then their cells run longest first, so no GPU idles while a small sweep
+    ends before the next starts. Returns the counts summed over the sweeps."""
+    new_folders = [folder for folder in (Path(runs_dir), Path(runs_dir) / "workers") if not folder.exists()]
+    try:
+        started = [
+            sort_out_sweep(
+                sweep,
+                overrides,
+                results_dir=results_dir,
+                runs_dir=runs_dir,
+                rerun_without_predictions=rerun_without_predictions,
+                only=only,
+            )
+            for sweep in sweeps
+        ]
+        for slot in pool[: sum(len(run.todo) for run in started)]:  # imports overlap the checks
+            if not slot.alive():
+                slot.launch()
+        for run in started:
+            check_and_prepare(run, overrides, data_dir=data_dir, results_dir=results_dir, jobs=jobs)
+    except BaseException:
+        remove_new_folders(new_folders)
+        raise
+    ordered = sorted(((cell, run) for run in started for cell in run.todo), key=lambda pair: -pair[1].length(pair[0]))
+    counts = {key: sum(run.counts[key] for run in started) for key in ("done_before", "finished", "failed")}
+    counts["elsewhere"] = 0
+    elsewhere = {key: detail for run in started for key, detail in run.elsewhere.items()}
+    if ordered:
+        run_cells(
+            pool,
+            [cell for cell, _ in ordered],
+            {cell.key: run.sweep for cell, run in ordered},
+            overrides=overrides,
+            data_dir=data_dir,
+            results_dir=results_dir,
+            runs_dir=runs_dir,
+            reruns=set().union(*(run.reruns for run in started)),
+            counts=counts,
+            elsewhere=elsewhere,
+        )
+    counts["elsewhere"] = len(elsewhere)
+    report_elsewhere(elsewhere)
+    if ordered:
+        report_outcome(counts, runs_dir)
     return counts
 
 
@@ -674,9 +785,9 @@ def make_slots(
 
 
 def run_cells(slots, todo, sweep, *, overrides, data_dir, results_dir, runs_dir, reruns, counts, elsewhere):
-    """Run ``todo`` on ``slots`` in its order, each taking the next waiting cell when its last one ends;
-    ``counts`` and ``elsewhere`` are updated in place. Ctrl-C: ``SweepInterrupted``, once the running cells have
-    saved their checkpoints (``stop_cells``)."""
+    """Run ``todo`` on ``slots`` in its order, each taking the next waiting cell when its last one ends (``sweep``:
+    the cells' sweep, or each cell's by its key); ``counts`` and ``elsewhere`` are updated in place. Ctrl-C:
+    ``SweepInterrupted``, once the running cells have saved their checkpoints (``stop_cells``)."""
     show_cell_progress = bool(slots) and slots[0].progress
     running: dict[CellProcesses | Worker, tuple[Cell, dict]] = {}
     waiting, first_started = list(todo), None
@@ -708,7 +819,7 @@ def run_cells(slots, todo, sweep, *, overrides, data_dir, results_dir, runs_dir,
                         console.print(f"[cyan]→ {cell.key}[/]")
                     spec = cell_spec(
                         cell,
-                        sweep,
+                        sweep[cell.key] if isinstance(sweep, dict) else sweep,
                         overrides=overrides,
                         data_dir=data_dir,
                         results_dir=results_dir,
