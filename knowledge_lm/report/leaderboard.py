@@ -89,8 +89,9 @@ def write_leaderboards(
 ) -> list[Path]:
     """Every dataset's page (and the speed and LAMA pages) from ``results_dir``, with a progress bar over the
     pages; returns the pages written. ``data_dir`` gives the gold that kept predictions are checked against and
-    scored with, and their examples' groups, where the store keeps none (``knowledge_lm.report.gold``). ``backbones``: the backbones whose results the dataset pages show
-    (by ``table_backbone``; None: all); the others are named in one line. With ``state_file``, a page whose inputs
+    scored with, and their examples' groups, where the store keeps none (``knowledge_lm.report.gold``).
+    ``backbones``: the backbones whose results the dataset pages show (by ``table_backbone``; None: all); the others
+    are named in one line. With ``state_file``, a page whose inputs
     are unchanged since the build recorded there (``page_fingerprint``) is skipped. ``datasets`` and ``methods``
     (None: all) filter the dataset pages (the baseline always stays: every Δ is against it); a filtered build writes
     no README, speed or LAMA page."""
