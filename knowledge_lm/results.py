@@ -238,7 +238,8 @@ PROBES_DIR = "probes"
 SUPERSEDED_DIR = "superseded"  # results replaced by a re-run, kept (the store keeps every result)
 PRETRAINING_DIR = "pretraining"  # the manifests of `klm pretrain` runs, whose checkpoints cells fine-tune
 LOGS_DIR = "logs"  # the cells' training logs (Cell.log_dir)
-NOT_CELLS = (PROBES_DIR, "speed", SUPERSEDED_DIR, PRETRAINING_DIR, LOGS_DIR)  # these live beside the cells
+GOLD_DIR = "gold"  # the reported splits' gold of the kept predictions, by sha256 (write_gold)
+NOT_CELLS = (PROBES_DIR, "speed", SUPERSEDED_DIR, PRETRAINING_DIR, LOGS_DIR, GOLD_DIR)  # these live beside the cells
 
 
 def supersede(result_path: Path, results_dir: Path) -> dict[Path, Path]:
@@ -281,14 +282,29 @@ def without_gold(kept: dict) -> dict:
     return kept
 
 
+def read_json_gz(path: Path, what: str):
+    """A gzipped JSON file of the store; a ``KlmError`` naming it a corrupt ``what`` where it does not parse."""
+    try:
+        with gzip.open(path, "rt") as handle:
+            return json.load(handle)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise KlmError(f"{path}: corrupt {what} ({type(error).__name__}: {error})") from None
+
+
+def write_json_gz(path: Path, payload: dict):
+    """Written atomically; the same payload gives the same bytes (no time or file name in the gzip header)."""
+
+    def write(staging):
+        with open(staging, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
+            packed.write(json.dumps(payload).encode())
+
+    write_file_atomic(path, write)
+
+
 def read_stored_predictions(path: Path) -> dict:
     """A predictions file as stored (one from before ``gold_sha256`` still holds its gold); a ``KlmError`` where it
     does not parse (truncated) or has no ``split`` and list of ``predicted`` answers."""
-    try:
-        with gzip.open(path, "rt") as handle:
-            kept = json.load(handle)
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise KlmError(f"{path}: corrupt predictions file ({type(error).__name__}: {error})") from None
+    kept = read_json_gz(path, "predictions file")
     if not isinstance(kept, dict) or not isinstance(kept.get("predicted"), list) or "split" not in kept:
         raise KlmError(f"{path}: corrupt predictions file (no split and list of predicted answers)")
     return kept
@@ -301,14 +317,8 @@ def read_predictions(path: Path) -> dict:
 
 def write_predictions(path: Path, payload: dict):
     """Written atomically; a ``gold`` in ``payload`` is kept as its ``gold_sha256`` only. The same payload gives the
-    same bytes (no time or file name in the gzip header): the bootstrap seeds its replicates by them."""
-    payload = without_gold(payload)
-
-    def write(staging):
-        with open(staging, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
-            packed.write(json.dumps(payload).encode())
-
-    write_file_atomic(path, write)
+    same bytes (``write_json_gz``): the bootstrap seeds its replicates by them."""
+    write_json_gz(path, without_gold(payload))
 
 
 def strip_gold(path: Path) -> bool:
@@ -319,6 +329,44 @@ def strip_gold(path: Path) -> bool:
         return False
     write_predictions(path, kept)
     return True
+
+
+def gold_path(results_dir: Path, digest: str) -> Path:
+    """Where the store keeps the gold whose ``gold_sha256`` is ``digest`` (``write_gold``)."""
+    return Path(results_dir) / GOLD_DIR / f"{digest[:16]}.json.gz"
+
+
+def read_gold(results_dir: Path, digest: str) -> dict | None:
+    """The store's gold of ``digest``: ``{"gold_sha256", "gold", "groups"}``, checked (its gold has that sha256);
+    None where the store has none, or a corrupt one (a one-line warning names it; ``write_gold`` replaces it)."""
+    path = gold_path(results_dir, digest)
+    if not path.is_file():
+        return None
+    try:
+        stored = read_json_gz(path, "gold file")
+    except KlmError as error:
+        warn(f"{error}; not used")
+        return None
+    if (
+        not isinstance(stored, dict)
+        or not isinstance(stored.get("gold"), list)
+        or gold_sha256(stored["gold"]) != digest
+    ):
+        warn(f"{path}: corrupt gold file (its gold is not of sha256 {digest}); not used")
+        return None
+    return stored
+
+
+def write_gold(results_dir: Path, gold: list, groups: list[str] | None = None) -> Path | None:
+    """Keep a reported split's ``gold`` (and its examples' ``groups``, where the report scores them apart) in the
+    store, under ``gold_path`` of its ``gold_sha256``: what lets the leaderboard check and score kept predictions
+    without the data directory. Written atomically, once per gold (None where the store already has it)."""
+    digest = gold_sha256(gold)
+    path = gold_path(results_dir, digest)
+    if path.is_file() and read_gold(results_dir, digest) is not None:
+        return None
+    write_json_gz(path, {"gold_sha256": digest, "gold": gold, "groups": groups})
+    return path
 
 
 _WARNED: set[str] = set()

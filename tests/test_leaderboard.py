@@ -436,19 +436,28 @@ def test_entity_frequency_buckets_score_every_method_on_the_same_examples(tmp_pa
     assert (tmp_path / "leaderboards" / "figures" / "generated-facts-tiny-frequency.png").is_file()
 
 
-def test_committed_leaderboards_are_what_the_results_store_gives(tmp_path):
+def test_committed_leaderboards_are_what_the_results_store_gives(tmp_path, monkeypatch):
     """`klm leaderboard` on the committed results/ reproduces every committed table byte for byte (the PNGs are
-    compared by name only: their bytes depend on the matplotlib build)."""
+    compared by name only: their bytes depend on the matplotlib build); once the store keeps its gold
+    (results/gold/), with no data directory."""
     from pathlib import Path
 
+    from knowledge_lm.report.gold import data_module, split_gold, split_groups
+    from knowledge_lm.results import GOLD_DIR
+
     repo = Path(__file__).resolve().parents[1]
-    written = write_leaderboards(repo / "results", tmp_path)
+    if (repo / "results" / GOLD_DIR).is_dir():
+        monkeypatch.setenv("DATA_DIR", str(tmp_path / "no-data"))
+        for cache in (split_gold, split_groups, data_module):
+            cache.cache_clear()
+    out = tmp_path / "pages"
+    written = write_leaderboards(repo / "results", out)
     committed = sorted(str(path.relative_to(repo / "leaderboards")) for path in (repo / "leaderboards").rglob("*.md"))
-    assert sorted(str(path.relative_to(tmp_path)) for path in written) == committed
+    assert sorted(str(path.relative_to(out)) for path in written) == committed
     for name in committed:
-        assert (tmp_path / name).read_text() == (repo / "leaderboards" / name).read_text(), name
+        assert (out / name).read_text() == (repo / "leaderboards" / name).read_text(), name
     figures = sorted(path.name for path in (repo / "leaderboards" / "figures").glob("*.png"))
-    assert sorted(path.name for path in (tmp_path / "figures").glob("*.png")) == figures
+    assert sorted(path.name for path in (out / "figures").glob("*.png")) == figures
 
 
 def test_checkpoint_rows_bring_their_methods_paper_rows(tmp_path):

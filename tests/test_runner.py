@@ -148,8 +148,8 @@ def test_ddp_cells_get_disjoint_gpu_groups(tmp_path, monkeypatch):
 def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
     import gzip
 
-    from knowledge_lm.report.gold import report_gold
-    from knowledge_lm.results import Cell, gold_sha256, load_results, predictions_path
+    from knowledge_lm.report.gold import report_gold, report_groups
+    from knowledge_lm.results import Cell, gold_sha256, load_results, predictions_path, read_gold
     from knowledge_lm.run.cell import run_cell
     from knowledge_lm.run.config import TrainConfig
 
@@ -169,6 +169,9 @@ def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
     gold = report_gold(result)
     assert "gold" not in predictions and predictions["gold_sha256"] == gold_sha256(gold)
     assert len(predictions["predicted"]) == len(gold) == 12
+    # ... and the gold itself, with the split's statement families, once in the store's gold folder.
+    stored = read_gold(tmp_path / "results", predictions["gold_sha256"])
+    assert stored["gold"] == gold and stored["groups"] == report_groups(result)
     spectrum = predictions["singular_values"]  # of the 12 × hidden head features: 12 values, descending
     assert len(spectrum) == 12 and spectrum == sorted(spectrum, reverse=True) and spectrum[0] > 0
     accuracy = 100 * sum(p == g for p, g in zip(predictions["predicted"], gold)) / 12

@@ -1,7 +1,7 @@
 """The results store as a pandas frame: one row per cell and metric, with the cell's kept predictions and groups.
 
-A cell's predictions count as kept where the reported split's gold, recomputed from the data directory
-(``knowledge_lm.report.gold``), has the sha256 its predictions file holds; its example groups (the generated task's
+A cell's predictions count as kept where the reported split's gold (``knowledge_lm.report.gold``: the store's, else
+recomputed from the data directory) has the sha256 its predictions file holds; its example groups (the generated task's
 statement families) count where there is one per gold answer. A cell is degenerate where it predicted one class for
 every example or was selected at its first evaluation (``degenerate_reason``), or where its knowledge-free family
 is at chance while the baseline solves it (``DEGENERATE_RULE``, ``family_at_chance``). The frame's rows are looked up by
@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from knowledge_lm.errors import KlmError
-from knowledge_lm.report.gold import report_gold, report_groups
+from knowledge_lm.report.gold import cell_gold, cell_groups
 from knowledge_lm.results import CellResult, gold_sha256, predictions_path, read_predictions, warn
 
 MISSING = "—"
@@ -62,22 +62,24 @@ def kept_predictions(
     files: list[tuple[Path, dict]], data_dir=None
 ) -> tuple[list[tuple[Path, str] | None], dict[str, list]]:
     """Per result file, its predictions file and their gold's sha256 where that is the sha256 of the reported
-    split's gold recomputed from ``data_dir`` (``knowledge_lm.report.gold``; None: as ``klm bench`` resolves it), else
-    None: no predictions file, or a mismatch (a one-line warning names the cell); and those gold answers by their
-    sha256. Without the data a page needs, ``knowledge_lm.report.gold.MissingGold``: no page is written thinner."""
+    split's gold (``knowledge_lm.report.gold.cell_gold``: the store's gold of that sha256, else recomputed from
+    ``data_dir``; None: as ``klm bench`` resolves it), else None: no predictions file, or a mismatch (a one-line
+    warning names the cell); and those gold answers by their sha256. Without the gold a page needs,
+    ``knowledge_lm.report.gold.MissingGold``: no page is written thinner."""
     kept, golds = [], {}
     for path, result in files:
         sidecar = predictions_path(path)
-        gold = report_gold(result, data_dir) if sidecar.is_file() else None
-        if gold is None:
+        if not sidecar.is_file():
             kept.append(None)
             continue
         try:
-            digest, stored = gold_sha256(gold), read_predictions(sidecar)
+            stored = read_predictions(sidecar)
         except KlmError as error:
             warn(f"{error}; not used")
             kept.append(None)
             continue
+        gold = cell_gold(path, result, stored.get("gold_sha256", ""), data_dir)
+        digest = gold_sha256(gold)
         if stored.get("gold_sha256") != digest or stored.get("split") != result["report_split"]:
             warn(
                 f"{path}: its kept predictions are of another gold than the data directory's {result['report_split']} "
@@ -101,11 +103,11 @@ def kept_groups(
     files: list[tuple[Path, dict]], kept: list[tuple[Path, str] | None], golds: dict[str, list], data_dir=None
 ) -> tuple[list[str], dict[str, list[str]]]:
     """Per result file with kept predictions (``kept_predictions``), the sha256 of its reported split's example
-    groups (``knowledge_lm.report.gold.report_groups``: the generated task's statement families), else "" (no groups, or
-    not one per gold answer); and those groups by their sha256."""
+    groups (``knowledge_lm.report.gold.cell_groups``: the generated task's statement families), else "" (no groups,
+    or not one per gold answer); and those groups by their sha256."""
     digests, groupings = [], {}
-    for (_, result), predictions in zip(files, kept):
-        groups = report_groups(result, data_dir) if predictions else None
+    for (path, result), predictions in zip(files, kept):
+        groups = cell_groups(path, result, predictions[1], data_dir) if predictions else None
         if not groups or len(groups) != len(golds[predictions[1]]):
             digests.append("")
             continue

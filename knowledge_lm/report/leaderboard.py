@@ -10,8 +10,8 @@ table per task gives Δ with its interval, n, p and q, and, where both kept thei
 over test examples (``knowledge_lm.report.bootstrap``: 95 % interval of Δ and its p). Degenerate cells (one class
 predicted, or selected at their first evaluation) are flagged and left out of every comparison, and only the newest
 split and scorer version of a task is shown (``knowledge_lm.report.protocol``). A cell's predictions count as kept where
-the reported split's gold, recomputed from the data directory (``knowledge_lm.report.gold``), has the sha256 its
-predictions file holds. The papers' own numbers appear only as reference rows marked †, from
+the reported split's gold (``knowledge_lm.report.gold``: the store's, else recomputed from the data directory) has the
+sha256 its predictions file holds. The papers' own numbers appear only as reference rows marked †, from
 ``benchmarks/references.yaml``. Output is deterministic: the same results and data give the same bytes.
 
 A page whose examples fall in groups (the generated task's statement families: text, answered from the sentence
@@ -47,6 +47,7 @@ from knowledge_lm.report.frame import (
     table_backbone,
 )
 from knowledge_lm.report.glance import render_glance
+from knowledge_lm.report.gold import stored_gold
 from knowledge_lm.report.pages import dataset_notes, render_dataset, render_probes
 from knowledge_lm.report.papers import write_papers
 from knowledge_lm.results import PROBES_DIR, predictions_path, result_files, write_json_atomic
@@ -88,12 +89,14 @@ def write_leaderboards(
 ) -> list[Path]:
     """Every dataset's page (and the speed and LAMA pages) from ``results_dir``, with a progress bar over the
     pages; returns the pages written. ``data_dir`` gives the gold that kept predictions are checked against and
-    scored with, and their examples' groups. ``backbones``: the backbones whose results the dataset pages show
-    (by ``table_backbone``; None: all); the others are named in one line. With ``state_file``, a page whose inputs
+    scored with, and their examples' groups, where the store keeps none (``knowledge_lm.report.gold``).
+    ``backbones``: the backbones whose results the dataset pages show (by ``table_backbone``; None: all); the others
+    are named in one line. With ``state_file``, a page whose inputs
     are unchanged since the build recorded there (``page_fingerprint``) is skipped. ``datasets`` and ``methods``
     (None: all) filter the dataset pages (the baseline always stays: every Δ is against it); a filtered build writes
     no README, speed or LAMA page."""
     kept_run.cache_clear()  # predictions files may have changed since the last regeneration in this process
+    stored_gold.cache_clear()
     out_dir = Path(out_dir)
     files = result_files(results_dir)
     left_out = sorted(

@@ -33,6 +33,7 @@ from knowledge_lm.results import (
     CellResult,
     predictions_path,
     write_failure,
+    write_gold,
     write_json_atomic,
     write_predictions,
 )
@@ -144,6 +145,15 @@ def write_result(cell: Cell, result: CellResult, kept: dict, results_dir, run_di
             f"store when the cell runs again"
         )
     raise ResultNotWritten(f"result not written to the store ({problem}), nor to a fallback folder")
+
+
+def store_gold(results_dir, gold: list, groups: list[str] | None):
+    """The reported split's gold and example groups in the store (``write_gold``); where they cannot be written (a
+    full disk) it is said on the console: the leaderboard then recomputes them from the data directory."""
+    try:
+        write_gold(results_dir, gold, groups)
+    except OSError as error:
+        notice(f"gold not stored in {results_dir} ({type(error).__name__}: {error}); its pages need the data for it")
 
 
 def unsaved_dirs(cell: Cell, run_dir: Path) -> list[Path]:
@@ -333,14 +343,17 @@ def train_cell(
         started=started,
     )
     # The best evaluation's decoded predictions beside the result (for bootstrap intervals and per-example
-    # analyses); written first, so a result never lacks them. Their gold is kept as its sha256 only: the
-    # leaderboard recomputes it from the data directory. Under DDP they are in rank order, not split order,
-    # so their hash matches no recomputed gold and they count as not kept.
+    # analyses); written first, so a result never lacks them. Their gold is kept as its sha256 only, the gold
+    # itself once per sha256 in the store's gold folder, where the leaderboard reads it. Under DDP they are in rank
+    # order, not split order, so their hash matches no recomputed gold and they count as not kept; nor is their
+    # gold stored (the leaderboard would take it for the split's).
     kept = {"split": data.report_split, **model.best_outputs.get(data.report_split, {})}
     frequencies = data.entity_frequencies(data.report_split) if train.world_size == 1 else None  # split order only
     if frequencies is not None:
         kept["entity_frequency"] = frequencies
     write_result(cell, result, kept, results_dir, run_dir)
+    if train.world_size == 1 and "gold" in kept:
+        store_gold(results_dir, kept["gold"], data.example_groups(data.report_split))
     clear_run_dir(run_dir)
     return result
 
