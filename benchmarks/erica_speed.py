@@ -18,11 +18,11 @@ from pathlib import Path
 
 import torch
 
-from knowledge_lm.backbones import load_backbone
+from knowledge_lm.core.backbones import load_backbone
+from knowledge_lm.core.results import write_json_atomic
 from knowledge_lm.data.base import default_cache_dir
 from knowledge_lm.methods.erica import pretrain
-from knowledge_lm.methods.erica_corpus import cached_corpus
-from knowledge_lm.results import write_json_atomic
+from knowledge_lm.run.erica_corpus import cached_corpus
 from knowledge_lm.run.provenance import device_name, measured_now
 from knowledge_lm.run.trainer import resolve_precision
 from knowledge_lm.tools.speed import ERICA_TARGET, StepTimer, speed_record_path

@@ -22,7 +22,7 @@ def write(path: Path, text: str, compress: bool = False) -> Path:
 
 
 def stored_result(cell, **fields) -> dict:
-    """A result of ``CellResult``'s shape for ``cell`` (a ``knowledge_lm.results.Cell``), as a store holds one; its
+    """A result of ``CellResult``'s shape for ``cell`` (a ``knowledge_lm.core.results.Cell``), as a store holds one; its
     values are placeholders, ``fields`` override them."""
     return {
         "cell": {**cell.__dict__, "backbone": cell.backbone_label},

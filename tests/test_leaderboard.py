@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from knowledge_lm.paths import benchmarks_dir
-from knowledge_lm.registry import DATASETS
+from knowledge_lm.core.paths import benchmarks_dir
+from knowledge_lm.core.registry import DATASETS
+from knowledge_lm.core.results import Cell, write_json_atomic
 from knowledge_lm.report.gold import MissingGold
 from knowledge_lm.report.leaderboard import write_leaderboards
-from knowledge_lm.results import Cell, write_json_atomic
 
 KNOWN_METRICS = {
     "accuracy",
@@ -192,7 +192,7 @@ def test_variants_are_their_own_cells_and_rows(tmp_path):
 def test_malformed_variants_are_one_error():
     import pytest
 
-    from knowledge_lm.errors import KlmError
+    from knowledge_lm.core.errors import KlmError
     from knowledge_lm.run.config import validate_sweep
 
     with pytest.raises(KlmError, match="variants"):
@@ -301,8 +301,8 @@ def kept_result(results, method, seed, value, predicted, variant="", fraction=1.
     gold's sha256 as a cell writes it; ``predicted(gold)``: its predictions of the recomputed gold."""
     from test_gold import generated_result
 
+    from knowledge_lm.core.results import predictions_path, write_predictions
     from knowledge_lm.report.gold import report_gold
-    from knowledge_lm.results import predictions_path, write_predictions
 
     result = {
         **generated_result(),
@@ -327,9 +327,9 @@ def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
     """Kept predictions add the paired bootstrap's 95 % interval of Δ and its p, against the gold recomputed from
     the data; identical predictions give [0, 0] and p 1, a method right where the baseline is wrong a positive
     interval and p 0; regenerated without its cache, the page is the same bytes."""
+    from knowledge_lm.core.results import predictions_path
     from knowledge_lm.report.bootstrap import paired_bootstrap
     from knowledge_lm.report.gold import report_gold
-    from knowledge_lm.results import predictions_path
 
     results = tmp_path / "results"
 
@@ -374,8 +374,8 @@ def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
 def test_predictions_of_another_gold_or_without_data_are_not_kept(tmp_path, monkeypatch, capsys):
     """A file whose gold_sha256 is not the recomputed gold's (e.g. a DDP cell's, in rank order) counts as not kept,
     with a warning naming the cell; without the dataset in the data directory no page is written (MissingGold)."""
+    from knowledge_lm.core.results import predictions_path, read_predictions, write_predictions
     from knowledge_lm.report.gold import split_gold
-    from knowledge_lm.results import predictions_path, read_predictions, write_predictions
 
     results = tmp_path / "results"
     for method in ("baseline", "better"):

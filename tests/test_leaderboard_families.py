@@ -4,8 +4,8 @@ examples, marked where it lies above chance) and the knowledge it uses: its scor
 from test_gold import generated_result
 from test_leaderboard import dataset_page, fake_result, kept_result
 
+from knowledge_lm.core.results import Cell, write_json_atomic
 from knowledge_lm.report.gold import report_gold, report_groups
-from knowledge_lm.results import Cell, write_json_atomic
 
 
 def test_groups_are_the_reported_splits_statement_families():

@@ -2,8 +2,8 @@
 
 import yaml
 
-from knowledge_lm.paths import benchmarks_dir
-from knowledge_lm.registry import DATASETS
+from knowledge_lm.core.paths import benchmarks_dir
+from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.report.leaderboard import write_leaderboards
 from knowledge_lm.report.papers import PAPER_TABLES, render_papers, unrendered_references
 from tests.test_leaderboard import fake_result

@@ -6,11 +6,11 @@ import pytest
 from test_leaderboard import dataset_page, fake_result
 from test_leaderboard_families import table_row
 
-from knowledge_lm.registry import cannot_run
+from knowledge_lm.core.registry import cannot_run
+from knowledge_lm.core.results import Cell, write_json_atomic
 from knowledge_lm.report.comparisons import corrected, significance_mark, verdict
 from knowledge_lm.report.leaderboard import write_leaderboards
 from knowledge_lm.report.pages import metric_definitions
-from knowledge_lm.results import Cell, write_json_atomic
 
 
 def test_both_loose_macro_definitions_are_named():
@@ -50,8 +50,8 @@ def test_degenerate_cells_are_flagged_counted_and_never_compared(tmp_path):
 
 
 def test_one_class_predictions_are_degenerate(tmp_path):
+    from knowledge_lm.core.results import predictions_path, write_predictions
     from knowledge_lm.report.frame import FIRST_EVALUATION, ONE_CLASS, degenerate_reason, kept_run
-    from knowledge_lm.results import predictions_path, write_predictions
 
     path = tmp_path / "cell.json"
     write_predictions(predictions_path(path), {"split": "test", "predicted": [1, 1, 1], "gold": [0, 1, 1]})

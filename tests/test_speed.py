@@ -5,8 +5,8 @@ import json
 import pytest
 
 from knowledge_lm.cli import main
+from knowledge_lm.core.results import load_results
 from knowledge_lm.report.leaderboard import write_leaderboards
-from knowledge_lm.results import load_results
 from knowledge_lm.tools.speed import render_speed, speed_record_path
 
 

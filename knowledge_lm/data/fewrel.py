@@ -18,10 +18,10 @@ accuracy (main) and macro-F1 over the 16 relations (no negative class).
 
 import random
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, read_json
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
-from knowledge_lm.data.io import find_file, read_json
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import register_dataset
 from knowledge_lm.tasks.relation import RelationTasks
 
 # The relations of val_wiki.json with their names in FewRel's pid2name.json.

@@ -66,12 +66,12 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, read_json, read_jsonl
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
-from knowledge_lm.data.io import find_file, read_json, read_jsonl
-from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.kg import Entity, KnowledgeGraph
 from knowledge_lm.knowledge.noise import replace_by_other_types
-from knowledge_lm.registry import register_dataset
 
 LABELS = ("false", "true")
 SPLIT_VERSION = "2"

@@ -17,11 +17,11 @@ Files are looked for, in order, in ``<data_dir>/glue_<task>/`` (the shared layou
 writes), each file plain or gzip-compressed; with none of them, ``nyu-mll/glue`` on the hub unless offline.
 """
 
-from knowledge_lm.backbones import offline
+from knowledge_lm.core.backbones import offline
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import column_index, find_file, read_json, read_jsonl, read_tsv
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
-from knowledge_lm.data.io import column_index, find_file, read_json, read_jsonl, read_tsv
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import register_dataset
 
 BINARY = ("0", "1")
 NLI2 = ("entailment", "not_entailment")

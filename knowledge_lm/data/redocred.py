@@ -26,10 +26,10 @@ the same at every fraction.
 
 import random
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, read_json
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
-from knowledge_lm.data.io import find_file, read_json
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import register_dataset
 
 RELATIONS = (
     "P6",

@@ -20,10 +20,10 @@ excluded), and accuracy over the 19 labels.
 
 import re
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, open_text
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
-from knowledge_lm.data.io import find_file, open_text
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import register_dataset
 from knowledge_lm.tasks.relation import RelationTasks
 
 RELATION_LABELS = (

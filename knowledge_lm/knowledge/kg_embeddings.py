@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from knowledge_lm.caches import set_aside_cache
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.caches import set_aside_cache
+from knowledge_lm.core.errors import KlmError
 
 DEFAULT_HPARAMS = dict(dim=100, epochs=50, margin=1.0, lr=0.01, batch_size=1024, seed=0)
 CACHE_FORMAT = "transe-v1"

@@ -30,8 +30,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from knowledge_lm.data.io import open_text
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import open_text
 
 MAX_CANDIDATES = 30
 MAX_SPAN_WORDS = 5

@@ -46,7 +46,7 @@ import random
 from bisect import bisect_left, bisect_right
 from itertools import groupby
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 MAX_DISTRACTORS = 2
 WRONG_PRIOR = (0.55, 0.8)  # the wrong entity's prior, uniform in this range

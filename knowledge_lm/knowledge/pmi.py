@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge_lm.data.io import open_text, read_json
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import open_text, read_json
 
 FORMAT_VERSION = 1
 WORD_PATTERN = re.compile(r"[^\W_]+(?:'[^\W_]+)*")

@@ -46,8 +46,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from knowledge_lm.caches import set_aside_cache
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.caches import set_aside_cache
+from knowledge_lm.core.errors import KlmError
 
 if TYPE_CHECKING:
     from knowledge_lm.knowledge.pmi import PmiTable
@@ -162,7 +162,7 @@ def relations_permuted_kg(kg_dir: Path, seed: int, cache_dir: Path) -> Path:
     permutation of those edges' relations: the same (head, tail) edges and relation frequencies, the relations
     no longer those of the edges. "Instance of" edges stay: they are the entities' types. The other files
     (entities, relation names) are copied as they are. Written to the cache once, named by its content."""
-    from knowledge_lm.data.io import find_file
+    from knowledge_lm.core.io import find_file
     from knowledge_lm.knowledge.kg import INSTANCE_OF, TRIPLES_FILE, read_triples
     from knowledge_lm.knowledge.noise import permute_relations
 
@@ -216,7 +216,7 @@ def text_segments(record: dict) -> list[tuple[int, str]]:
 
 def split_keys(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path):
     """The splits' records, the KG folder and one cache folder named by everything the features depend on."""
-    from knowledge_lm.backbones import tokenizer_fingerprint
+    from knowledge_lm.core.backbones import tokenizer_fingerprint
 
     splits = data_module.labelled_splits()
     kg_dir = knowledge_graph_dir(data_module, config, cache_dir)
@@ -352,7 +352,7 @@ def make_links_noisy(linked: dict[str, list[list[list]]], kg, config: KnowledgeC
 
 
 def pmi_statistics(config: KnowledgeConfig, train_records: list[dict]):
-    from knowledge_lm.data.io import open_text
+    from knowledge_lm.core.io import open_text
     from knowledge_lm.knowledge.pmi import CorpusStatistics, load_unigram_counts
 
     if config.pmi_corpus:
@@ -667,7 +667,7 @@ def read_prepared(folder: Path, splits: dict[str, list[dict]]) -> tuple[dict[str
     naming the file that does not read or does not match its split's records."""
     import lzma
 
-    from knowledge_lm.data.io import read_jsonl
+    from knowledge_lm.core.io import read_jsonl
     from knowledge_lm.knowledge.pmi import PmiTable
 
     if read_manifest(folder / "manifest.json") is None:

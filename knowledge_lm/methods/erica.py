@@ -47,11 +47,11 @@ import torch
 from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import register_method
 from knowledge_lm.methods.baseline import Baseline
 from knowledge_lm.methods.optim import adamw_with_warmup
 from knowledge_lm.methods.task_model import logs_this_step
-from knowledge_lm.registry import register_method
 from knowledge_lm.run.trainer import ResumableState, build_trainer
 from knowledge_lm.tasks.docre import token_span
 from knowledge_lm.tasks.heads import IGNORE, MLMHead, mask_tokens, mean_pool_spans

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge_lm.results import gold_sha256, read_predictions
+from knowledge_lm.core.results import gold_sha256, read_predictions
 
 REPLICATES = 2000  # a p near 0.05 then carries about ±0.005 of simulation error
 LEVEL = 0.95
@@ -30,7 +30,7 @@ METHOD_VERSION = 3  # part of the cache key: a change to how replicates are scor
 
 
 def task_kind(dataset: str, task: str):
-    from knowledge_lm.registry import DATASETS
+    from knowledge_lm.core.registry import DATASETS
     from knowledge_lm.tasks.base import TASK_KINDS
 
     spec = DATASETS.get(dataset).spec(task)

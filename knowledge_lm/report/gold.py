@@ -1,6 +1,6 @@
 """The reported split's gold answers of a finished cell, recomputed from the data directory.
 
-A predictions file keeps only the sha256 of its gold (``knowledge_lm.results.predictions_path``): labels
+A predictions file keeps only the sha256 of its gold (``knowledge_lm.core.results.predictions_path``): labels
 belong in the data directory, not in the project. The leaderboard takes a cell's kept predictions only where
 the gold recomputed here has that hash. It comes through the code path the cell was evaluated with: the
 dataset's data module with the cell's options and maximum length, its (base) backbone's tokenizer, the reported
@@ -13,7 +13,7 @@ split's example groups (``report_groups``: the generated task's statement famili
 import json
 from functools import lru_cache
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 # Dataset options that change neither a split's examples nor their encoding.
 NOT_GOLD_OPTIONS = ("knowledge", "cache_dir", "num_workers")
@@ -35,7 +35,7 @@ def missing_gold(where: str, error: KlmError) -> MissingGold:
 def report_module(result: dict, data_dir=None) -> tuple:
     """The arguments of ``split_gold`` (and ``split_groups``) for ``result``'s reported split; ``MissingGold`` where
     no data directory is found."""
-    from knowledge_lm.data.io import resolve_data_dir
+    from knowledge_lm.core.io import resolve_data_dir
 
     options = {
         name: value for name, value in result["config"]["dataset_options"].items() if name not in NOT_GOLD_OPTIONS
@@ -75,7 +75,7 @@ def report_groups(result: dict, data_dir=None) -> list[str] | None:
 
 @lru_cache(maxsize=None)
 def backbone_tokenizer(name: str):
-    from knowledge_lm.backbones import load_tokenizer
+    from knowledge_lm.core.backbones import load_tokenizer
 
     return load_tokenizer(name)
 
@@ -93,7 +93,7 @@ def data_module(
 ):
     """The data module of a cell's dataset options (``options``, as JSON), its labelled splits read: once per
     process and cache directory, for its gold and its groups alike (the generated task generates its data once)."""
-    from knowledge_lm.registry import DATASETS
+    from knowledge_lm.core.registry import DATASETS
 
     data = DATASETS.get(dataset)(
         task=task,
@@ -120,8 +120,8 @@ def split_gold(
     data_dir: str | None,
 ) -> list:
     """``report_gold`` of one data module (``options``: its dataset options as JSON), once per process."""
+    from knowledge_lm.core.results import write_json_atomic
     from knowledge_lm.data.base import default_cache_dir
-    from knowledge_lm.results import write_json_atomic
 
     where = f"{dataset}/{task} ({split} split, {tokenizer} tokenizer, max_length {max_length})"
     try:

@@ -37,7 +37,8 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from knowledge_lm.paths import benchmarks_dir
+from knowledge_lm.core.paths import benchmarks_dir
+from knowledge_lm.core.results import PROBES_DIR, predictions_path, result_files, write_json_atomic
 from knowledge_lm.report.frame import (
     degenerate_reason,
     kept_groups,
@@ -49,7 +50,6 @@ from knowledge_lm.report.frame import (
 from knowledge_lm.report.glance import render_glance
 from knowledge_lm.report.pages import dataset_notes, render_dataset, render_probes
 from knowledge_lm.report.papers import write_papers
-from knowledge_lm.results import PROBES_DIR, predictions_path, result_files, write_json_atomic
 
 # The backbones whose results the committed leaderboards show: a smoke run on another (tiny, a local directory)
 # renders only when asked for (``klm leaderboard --backbones``).

@@ -22,8 +22,8 @@ import random
 from dataclasses import asdict
 from pathlib import Path
 
+from knowledge_lm.core.io import default_cache_dir
 from knowledge_lm.data.generated import FACT_TEMPLATES, GeneratedData, GeneratorKnobs, generate
-from knowledge_lm.data.io import default_cache_dir
 from knowledge_lm.knowledge.noise import permute_relations
 
 ORACLES = ("rule", "adjacency", "distance", "transe_permuted", "kg_text_order")
@@ -75,7 +75,7 @@ def oracle_scores(data: GeneratedData, transe_hparams: dict | None = None) -> di
 def input_order_scores(data: GeneratedData) -> dict[str, float]:
     """kg-text's input-order oracle (a decision stump over its facts' positions, fit on train) on one_hop and
     two_hop, with the default backbone's tokenizer: facts are counted in its sub-word tokens."""
-    from knowledge_lm.backbones import load_tokenizer
+    from knowledge_lm.core.backbones import load_tokenizer
     from knowledge_lm.methods.kg_text import input_order_oracle
 
     accuracies = input_order_oracle(data, load_tokenizer("minilm"))

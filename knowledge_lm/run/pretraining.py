@@ -8,15 +8,15 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
-from knowledge_lm.backbones import load_backbone
+from knowledge_lm.core.backbones import load_backbone
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import DATASETS
+from knowledge_lm.core.results import free_output_dir, write_dir_atomic
 from knowledge_lm.data.base import default_cache_dir
-from knowledge_lm.errors import KlmError
 from knowledge_lm.methods.erica import BATCH_SIZE, objective_set, pretrain
-from knowledge_lm.methods.erica_corpus import cached_corpus, corpus_statistics, parse_sources
 from knowledge_lm.methods.knowbert import KnowBertPretraining
-from knowledge_lm.registry import DATASETS
-from knowledge_lm.results import free_output_dir, write_dir_atomic
 from knowledge_lm.run.config import dataset_defaults
+from knowledge_lm.run.erica_corpus import cached_corpus, corpus_statistics, parse_sources
 from knowledge_lm.run.trainer import build_trainer
 
 

@@ -31,7 +31,7 @@ import time
 import traceback
 from pathlib import Path
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # What the server imports before forking: what a worker would spend its first seconds importing.

@@ -17,9 +17,9 @@ import sys
 
 import torch
 
-from knowledge_lm.backbones import keep_backbones_loaded
+from knowledge_lm.core.backbones import keep_backbones_loaded
+from knowledge_lm.core.results import Cell
 from knowledge_lm.data.base import TaskDataModule
-from knowledge_lm.results import Cell
 from knowledge_lm.run.cell import die_with_parent, run_spec
 from knowledge_lm.run.claims import INTERRUPTED_EXIT
 from knowledge_lm.run.serve import forked_by_server

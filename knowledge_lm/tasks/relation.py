@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.knowledge.annotate import align_char_spans
 from knowledge_lm.tasks.base import TaskKind, register_task_kind, tokenize_with_offsets
 from knowledge_lm.tasks.heads import ClassifierHead, mean_pool_spans

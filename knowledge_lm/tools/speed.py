@@ -22,10 +22,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 from transformers import BertConfig, BertModel
 
-from knowledge_lm.backbones import load_backbone, load_tokenizer
+from knowledge_lm.core.backbones import load_backbone, load_tokenizer
+from knowledge_lm.core.registry import METHODS
+from knowledge_lm.core.results import compact_time
 from knowledge_lm.data.base import StaticPadding
-from knowledge_lm.registry import METHODS
-from knowledge_lm.results import compact_time
 from knowledge_lm.run.config import TrainConfig, dataset_defaults
 from knowledge_lm.run.provenance import device_name, measured_now
 from knowledge_lm.run.trainer import build_model_and_data, build_trainer

@@ -57,11 +57,11 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, open_text, read_jsonl, resolve_data_dir
 from knowledge_lm.data.fewrel import FewRelDataModule
 from knowledge_lm.data.generated import GeneratedDataModule
-from knowledge_lm.data.io import find_file, open_text, read_jsonl, resolve_data_dir
 from knowledge_lm.data.redocred import LABELS, DocREDDataModule
-from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.kg import read_relation_names, read_triples
 from knowledge_lm.knowledge.linking import AliasTable, EntityLinker
 from knowledge_lm.methods.erica import build_corpus, entity_keys, read_corpus, write_corpus

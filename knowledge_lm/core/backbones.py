@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from knowledge_lm.errors import KlmError, check_name
+from knowledge_lm.core.errors import KlmError, check_name
 
 # torch, transformers, spaCy and the KG code load inside the functions that use them: `klm list`, `klm status`
 # and argument errors import this module and answer before any of them loads (tests/test_cli_errors.py).
