@@ -14,13 +14,13 @@ from knowledge_lm.methods.erica import (
     entity_discrimination_loss,
     mask_tokens,
     negative_mask,
-    pretrain,
     read_corpus,
     relation_discrimination_loss,
     relation_vocabulary,
     term_positives,
     write_corpus,
 )
+from knowledge_lm.run.pretraining import pretrain_erica
 from knowledge_lm.run.trainer import resolve_precision
 
 
@@ -311,7 +311,7 @@ def test_pretraining_lowers_ed_and_rd(tmp_path):
     from knowledge_lm.methods.erica import EricaPretraining
 
     before = ed_rd(EricaPretraining(model, tokenizer, total_steps=20))
-    module = pretrain(
+    module = pretrain_erica(
         corpus, model, tokenizer, steps=20, output_dir=tmp_path / "ckpt", batch_size=4, lr=1e-3, warmup_ratio=0.2
     )
     after = ed_rd(module)
@@ -621,7 +621,9 @@ def test_rd_cross_pretraining_has_positives_and_a_loss(tmp_path):
 
     model, tokenizer, _ = load_backbone("tiny", seed=0)
     corpus = build_corpus([toy_document(f"d{i}") for i in range(4)], TRIPLES, {"P17": "country"})
-    pretrain(corpus, model, tokenizer, 2, tmp_path / "ckpt", batch_size=4, max_length=64, objectives="erica-rd-cross")
+    pretrain_erica(
+        corpus, model, tokenizer, 2, tmp_path / "ckpt", batch_size=4, max_length=64, objectives="erica-rd-cross"
+    )
     manifest = json.loads((tmp_path / "ckpt" / "manifest.json").read_text())
     cross = manifest["rd_positives"]["cross/cross"]
     assert manifest["rd_positives"]["micro_batches"] == 2
