@@ -21,11 +21,12 @@ import torch
 from knowledge_lm.core.backbones import load_backbone
 from knowledge_lm.core.results import write_json_atomic
 from knowledge_lm.data.base import default_cache_dir
+from knowledge_lm.report.speed import ERICA_TARGET, speed_record_path
 from knowledge_lm.run.erica_corpus import cached_corpus
 from knowledge_lm.run.pretraining import pretrain_erica
 from knowledge_lm.run.provenance import device_name, measured_now
 from knowledge_lm.run.trainer import resolve_precision
-from knowledge_lm.tools.speed import ERICA_TARGET, StepTimer, speed_record_path
+from knowledge_lm.tools.speed import StepTimer
 
 
 def measure(objectives: str, corpus: list[dict], args) -> float:

@@ -671,11 +671,8 @@ def command_speed(args):
     for method in args.methods.split(","):  # before the baseline is measured
         METHODS.check(method)
     check_writable_folder(args.results_dir)
-    from knowledge_lm.tools.speed import (  # torch: loaded only when this command runs
-        render_speed,
-        run_speed,
-        speed_record_path,
-    )
+    from knowledge_lm.report.speed import render_speed, speed_record_path
+    from knowledge_lm.tools.speed import run_speed  # torch: loaded only when this command runs
 
     record = run_speed(
         args.methods.split(","),

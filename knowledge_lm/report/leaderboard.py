@@ -182,7 +182,7 @@ def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir) -> 
     page) or ``glance`` (the README over every dataset) from its ``(path, result)`` files (None where they hold no
     metric)."""
     if kind == "speed":
-        from knowledge_lm.tools.speed import render_speed  # torch: loaded only where speed was measured
+        from knowledge_lm.report.speed import render_speed
 
         notes = dataset_notes("speed")
         return render_speed([json.loads(p.read_text()) for p in inputs]) + "\n".join(notes)
