@@ -536,39 +536,40 @@ def test_generated_corpus_excludes_its_test_pairs():
 
 
 # -- klm pretrain -------------------------------------------------------------------------------
-def test_klm_pretrain_writes_a_checkpoint_bench_accepts(tmp_path, capsys):
+def klm_pretrain(tmp_path, out, *extra, **options) -> int:
+    """``klm pretrain`` of ERICA on the generated corpus with the tiny backbone into ``out``, its cache and results
+    under ``tmp_path``: its exit code. ``options`` replace the defaults (``micro_batch_size=None`` leaves it out);
+    ``extra`` arguments follow."""
     from knowledge_lm.cli import main
+
+    settings = {
+        "method": "erica",
+        "corpus": "generated",
+        "backbone": "tiny",
+        "steps": 4,
+        "batch_size": 4,
+        "micro_batch_size": 2,
+        "max_length": 64,
+        "min_relations": 2,
+        **options,
+    }
+    arguments = [
+        part
+        for name, value in settings.items()
+        if value is not None
+        for part in (f"--{name.replace('_', '-')}", str(value))
+    ]
+    out_args = ["--out", str(out), "--quiet", "--cache-dir", str(tmp_path / "cache")]
+    return main(["pretrain", *arguments, *out_args, "--results-dir", str(tmp_path / "results"), *extra])
+
+
+def test_klm_pretrain_writes_a_checkpoint_bench_accepts(tmp_path, capsys):
     from knowledge_lm.core.backbones import load_backbone
     from knowledge_lm.core.registry import METHODS
     from knowledge_lm.data.generated import GeneratedDataModule
 
     out = tmp_path / "ckpt"
-    code = main(
-        [
-            "pretrain",
-            "--method",
-            "erica-rd-cross",
-            "--corpus",
-            "generated",
-            "--backbone",
-            "tiny",
-            "--steps",
-            "2",
-            "--batch-size",
-            "2",
-            "--max-length",
-            "64",
-            "--min-relations",
-            "2",
-            "--out",
-            str(out),
-            "--quiet",
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            "--results-dir",
-            str(tmp_path / "results"),
-        ]
-    )
+    code = klm_pretrain(tmp_path, out, method="erica-rd-cross", steps=2, batch_size=2, micro_batch_size=None)
     assert code == 0
     manifest = json.loads((out / "manifest.json").read_text())
     record = json.loads((tmp_path / "results" / "pretraining" / "ckpt.json").read_text())  # the store keeps the run
@@ -655,51 +656,17 @@ def test_micro_batches_are_a_function_of_seed_and_index():
     assert all(len(batch["ed"]["head"]) == 2 for batch in stream)
 
 
-def pretrain_command(tmp_path, out, *extra):
-    from knowledge_lm.cli import main
-
-    return main(
-        [
-            "pretrain",
-            "--method",
-            "erica",
-            "--corpus",
-            "generated",
-            "--backbone",
-            "tiny",
-            "--steps",
-            "4",
-            "--batch-size",
-            "4",
-            "--micro-batch-size",
-            "2",
-            "--max-length",
-            "64",
-            "--min-relations",
-            "2",
-            "--out",
-            str(out),
-            "--quiet",
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            "--results-dir",
-            str(tmp_path / "results"),
-            *extra,
-        ]
-    )
-
-
 def test_klm_pretrain_is_deterministic_and_resumes_to_the_same_checkpoint(tmp_path, capsys):
     """4 steps in one run, again, and as 2 + 2 steps (stopped, then the same command resumed): one checksum."""
     from knowledge_lm.cli import PRETRAINING_UNFINISHED
     from knowledge_lm.core.backbones import weights_checksum
 
-    assert pretrain_command(tmp_path, tmp_path / "once") == 0
-    assert pretrain_command(tmp_path, tmp_path / "again") == 0
-    assert pretrain_command(tmp_path, tmp_path / "resumed", "--stop-after-steps", "2") == PRETRAINING_UNFINISHED
+    assert klm_pretrain(tmp_path, tmp_path / "once") == 0
+    assert klm_pretrain(tmp_path, tmp_path / "again") == 0
+    assert klm_pretrain(tmp_path, tmp_path / "resumed", "--stop-after-steps", "2") == PRETRAINING_UNFINISHED
     assert not (tmp_path / "resumed").exists() and (tmp_path / "resumed.resume" / "last.ckpt").is_file()
     assert "run the same command again to resume" in capsys.readouterr().err
-    assert pretrain_command(tmp_path, tmp_path / "resumed") == 0
+    assert klm_pretrain(tmp_path, tmp_path / "resumed") == 0
     checksums = {weights_checksum(tmp_path / name) for name in ("once", "again", "resumed")}
     assert len(checksums) == 1 and None not in checksums
     assert not (tmp_path / "resumed.resume").exists()
@@ -717,10 +684,10 @@ def test_klm_pretrain_refuses_the_state_of_another_run(tmp_path, capsys):
 
     out = tmp_path / "ckpt"
     # A budget the first step already overruns: stopped after it, its state saved.
-    assert pretrain_command(tmp_path, out, "--time-budget-s", "0.001") == PRETRAINING_UNFINISHED
+    assert klm_pretrain(tmp_path, out, "--time-budget-s", "0.001") == PRETRAINING_UNFINISHED
     assert torch.load(tmp_path / "ckpt.resume" / "last.ckpt", weights_only=True)["global_step"] == 1
     capsys.readouterr()
-    assert pretrain_command(tmp_path, out, "--seed", "1") == 2
+    assert klm_pretrain(tmp_path, out, "--seed", "1") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and "is of another run (differs in " in err[-1] and "seed" in err[-1]
 
