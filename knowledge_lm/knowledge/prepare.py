@@ -10,29 +10,7 @@ entity, what selective injection needs: its document frequency over the train sp
 linked entities within ``k_hop`` in the KG. Training reads these files only: no spaCy, no KG walk, so GPU runs
 carry the cache.
 
-Layout: ``<split>.jsonl.xz`` (one row per example), ``pmi.npz`` (a ``PmiTable``: the folder's word vocabulary
-and the positive PMI of its pairs) and ``manifest.json``, written last. A row stores its words as indices into
-that vocabulary (``pmi_words``, one per entry of ``words``) and its neighbours likewise; ``load_prepared``
-derives ``pmi_pairs`` and ``pmi_expansion`` from them (``PmiFeatures``), the same values computing them per
-example from the corpus statistics gives, so the folder holds each pair's PMI once, not once per example.
-
-Two controls corrupt the links before any feature is computed (``knowledge.noise``, each split on its own
-seeded stream): ``shuffle_links`` first re-links a share of each text's entities to another entity of the
-same type, in the form of a gold link (the counterfactual the method then takes for the truth);
-``link_noise`` then turns a share of the links into a wrong linker's output (a wrong entity of another
-type as top candidate, the linked entity and distractors after it, realistic priors: no longer a gold link).
-``shuffle_links`` also moves the same share of the NER spans (KAM's entity map) to other words of their text
-(``noise.relocate_spans``): the map's blocks then miss the entity mentions, as shuffled links give KnowBERT
-the wrong entities. ``shuffle_splits`` restricts both to some splits (``[test]``: a model trained and
-selected with correct links, evaluated with shuffled ones).
-
-``permute_relations`` (a third control) swaps the KG for a copy whose relation labels are permuted over its
-edges (``relations_permuted_kg``): the same (head, tail) edges, the same relation frequencies, entity types
-and labels unchanged. The copy is a KG folder of its own, found again by every method that reads the
-prepared KG (``knowledge_graph_dir``), and TransE, cached by the KG's content, is trained on it.
-
-The cache key hashes the split's records, the tokenizer, ``max_length``, the knowledge config and the
-KG's files, so a second ``prepare`` with the same inputs only reads and hashes them.
+The files' layout, the link controls and the cache key: ``prepare``.
 """
 
 import hashlib
@@ -500,7 +478,32 @@ def write_jsonl_xz(path: Path, rows: list[dict]):
 
 
 def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, progress: bool = True) -> dict:
-    """Features for every split of ``data_module``'s task, computed once; returns the manifest."""
+    """Features for every split of ``data_module``'s task, computed once; returns the manifest.
+
+    Layout: ``<split>.jsonl.xz`` (one row per example), ``pmi.npz`` (a ``PmiTable``: the folder's word vocabulary
+    and the positive PMI of its pairs) and ``manifest.json``, written last. A row stores its words as indices into
+    that vocabulary (``pmi_words``, one per entry of ``words``) and its neighbours likewise; ``load_prepared``
+    derives ``pmi_pairs`` and ``pmi_expansion`` from them (``PmiFeatures``), the same values computing them per
+    example from the corpus statistics gives, so the folder holds each pair's PMI once, not once per example.
+
+    Two controls corrupt the links before any feature is computed (``knowledge.noise``, each split on its own
+    seeded stream): ``shuffle_links`` first re-links a share of each text's entities to another entity of the
+    same type, in the form of a gold link (the counterfactual the method then takes for the truth);
+    ``link_noise`` then turns a share of the links into a wrong linker's output (a wrong entity of another
+    type as top candidate, the linked entity and distractors after it, realistic priors: no longer a gold link).
+    ``shuffle_links`` also moves the same share of the NER spans (KAM's entity map) to other words of their text
+    (``noise.relocate_spans``): the map's blocks then miss the entity mentions, as shuffled links give KnowBERT
+    the wrong entities. ``shuffle_splits`` restricts both to some splits (``[test]``: a model trained and
+    selected with correct links, evaluated with shuffled ones).
+
+    ``permute_relations`` (a third control) swaps the KG for a copy whose relation labels are permuted over its
+    edges (``relations_permuted_kg``): the same (head, tail) edges, the same relation frequencies, entity types
+    and labels unchanged. The copy is a KG folder of its own, found again by every method that reads the
+    prepared KG (``knowledge_graph_dir``), and TransE, cached by the KG's content, is trained on it.
+
+    The cache key hashes the split's records, the tokenizer, ``max_length``, the knowledge config and the
+    KG's files, so a second ``prepare`` with the same inputs only reads and hashes them.
+    """
     from knowledge_lm.knowledge.annotate import Annotator, progress_bar
     from knowledge_lm.knowledge.kg import KnowledgeGraph, document_frequency
     from knowledge_lm.knowledge.linking import AliasTable, EntityLinker, coverage
