@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding
 
-from knowledge_lm.backbones import tiny_tokenizer
+from knowledge_lm.core.backbones import tiny_tokenizer
 from knowledge_lm.data.glue import GlueDataModule
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from knowledge_lm.backbones import load_tokenizer
-from knowledge_lm.data.io import resolve_data_dir
+from knowledge_lm.core.backbones import load_tokenizer
+from knowledge_lm.core.io import resolve_data_dir
+from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
-from knowledge_lm.registry import DATASETS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kg_speed  # noqa: E402  (the KG half of this benchmark: k-hop, SI close counts, TransE)

@@ -11,7 +11,8 @@ baseline through Lightning ≥ 1.0× the bare loop's samples/s (issue 8).
 
 import argparse
 
-from knowledge_lm.tools.speed import render_speed, run_speed
+from knowledge_lm.report.speed import render_speed
+from knowledge_lm.tools.speed import run_speed
 
 
 def main():

@@ -11,7 +11,7 @@ import os
 import tempfile
 import time
 
-from knowledge_lm.backbones import load_tokenizer
+from knowledge_lm.core.backbones import load_tokenizer
 from knowledge_lm.data.glue import GlueDataModule
 from knowledge_lm.knowledge.annotate import Annotator
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare, text_segments

@@ -17,11 +17,11 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from knowledge_lm.backbones import backbone_label
-from knowledge_lm.errors import KlmError
-from knowledge_lm.paths import BENCHMARKS_ENV, SCRATCH_BACKBONES, SCRATCH_RESULTS, benchmarks_dir, project_path
-from knowledge_lm.registry import DATASETS, METHODS, class_description, option_fields, static_flag
-from knowledge_lm.results import Cell, set_aside, write_json_atomic
+from knowledge_lm.core.backbones import backbone_label
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.paths import BENCHMARKS_ENV, SCRATCH_BACKBONES, SCRATCH_RESULTS, benchmarks_dir, project_path
+from knowledge_lm.core.registry import DATASETS, METHODS, class_description, option_fields, static_flag
+from knowledge_lm.core.results import Cell, set_aside, write_json_atomic
 from knowledge_lm.run.claims import INTERRUPTED_EXIT
 from knowledge_lm.run.config import (
     COMPILE_MODES,
@@ -181,7 +181,7 @@ def print_written_leaderboards(
     """Regenerate the leaderboards of ``backbones`` (comma-separated, or all; default: the committed pages' own)
     where their inputs changed since the last regeneration (every page with ``force``), and print each file
     written."""
-    from knowledge_lm.data.io import default_cache_dir
+    from knowledge_lm.core.io import default_cache_dir
     from knowledge_lm.report.leaderboard import (  # pandas: loaded only by the commands that write them
         DEFAULT_BACKBONES,
         leaderboard_state_file,
@@ -674,11 +674,8 @@ def command_speed(args):
     for method in args.methods.split(","):  # before the baseline is measured
         METHODS.check(method)
     check_writable_folder(args.results_dir)
-    from knowledge_lm.tools.speed import (  # torch: loaded only when this command runs
-        render_speed,
-        run_speed,
-        speed_record_path,
-    )
+    from knowledge_lm.report.speed import render_speed, speed_record_path
+    from knowledge_lm.tools.speed import run_speed  # torch: loaded only when this command runs
 
     record = run_speed(
         args.methods.split(","),

@@ -21,7 +21,7 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from knowledge_lm.backbones import tiny_tokenizer
+    from knowledge_lm.core.backbones import tiny_tokenizer
 
     return tiny_tokenizer()
 

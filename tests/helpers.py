@@ -22,7 +22,7 @@ def write(path: Path, text: str, compress: bool = False) -> Path:
 
 
 def stored_result(cell, **fields) -> dict:
-    """A result of ``CellResult``'s shape for ``cell`` (a ``knowledge_lm.results.Cell``), as a store holds one; its
+    """A result of ``CellResult``'s shape for ``cell`` (a ``knowledge_lm.core.results.Cell``), as a store holds one; its
     values are placeholders, ``fields`` override them."""
     return {
         "cell": {**cell.__dict__, "backbone": cell.backbone_label},
@@ -60,3 +60,50 @@ def tiny_bench(capsys, tmp_path: Path, *args: str) -> tuple[int, list[str]]:
         ]
     )
     return code, capsys.readouterr().err.strip().splitlines()
+
+
+GLUE_METRICS = {"rte": "accuracy", "cola": "matthews"}
+
+
+def write_synthetic_result(
+    results, method, task, fraction, seed, value, report_split="dev", dataset="glue", metric=None, **extra
+) -> None:
+    """Write a minilm cell's result to the store ``results``: ``value`` of ``metric`` (default: the glue task's own,
+    ``GLUE_METRICS``) on ``report_split``, with placeholder provenance; the ``extra`` keys (e.g. ``git``,
+    ``protocol``, ``evaluations``) added or replacing."""
+    from knowledge_lm.core.results import Cell, write_json_atomic
+
+    cell = Cell(method, dataset, task, fraction, seed, "minilm")
+    write_json_atomic(
+        cell.result_path(results),
+        {
+            "cell": {
+                "method": method,
+                "dataset": dataset,
+                "task": task,
+                "fraction": fraction,
+                "seed": seed,
+                "backbone": "minilm",
+            },
+            "report_split": report_split,
+            "metrics": {report_split: {metric or GLUE_METRICS[task]: value}},
+            "device": {"name": "Test GPU"},
+            "backbone": {"checksum": "abc", "path": None},
+            "git": {"commit": "0123456789abcdef"},
+            "wall_time_s": 60.0,
+            "data": {"subset_hash": "h", "train_size": 100},
+            "budget": {"max_steps": 10, "per_device_batch_size": 32},
+            "config": {},
+            "versions": {},
+            **extra,
+        },
+    )
+
+
+def dataset_page(results, out, **options) -> Path:
+    """The one dataset page ``write_leaderboards`` writes from ``results`` (beside the glance page, README.md)."""
+    from knowledge_lm.report.leaderboard import write_leaderboards
+
+    written = write_leaderboards(results, out, **options)
+    [page] = [path for path in written if path.name != "README.md" and path.parent == Path(out)]
+    return page

@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.knowledge.annotate import (
     MISSING_SPACY_MODEL,
     Annotation,

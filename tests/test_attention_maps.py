@@ -10,7 +10,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def test_attention_writes_a_png_for_the_tiny_backbone(tmp_path, capsys):
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
     from knowledge_lm.data.generated import GeneratedDataModule
     from knowledge_lm.methods.kam import Kam
 

@@ -78,7 +78,7 @@ def test_a_predictions_file_is_the_same_bytes_whenever_written(tmp_path):
     """The bootstrap seeds its replicates by the files' bytes: no time or name in the gzip header."""
     import time
 
-    from knowledge_lm.results import read_predictions, write_predictions
+    from knowledge_lm.core.results import read_predictions, write_predictions
 
     payload = {"split": "test", "predicted": [0, 1, 1], "gold_sha256": "0" * 64}
     write_predictions(tmp_path / "a.predictions.json.gz", payload)

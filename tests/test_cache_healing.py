@@ -8,9 +8,9 @@ import shutil
 import pytest
 import torch
 
-from knowledge_lm.caches import NOTICES_ENV, set_aside_cache, take_notices
+from knowledge_lm.core.caches import NOTICES_ENV, set_aside_cache, take_notices
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.data.generated import GeneratedDataModule
-from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge import prepare as prepare_module
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared, prepare, split_keys
 

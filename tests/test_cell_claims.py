@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from knowledge_lm.cli import main
-from knowledge_lm.results import Cell
+from knowledge_lm.core.results import Cell
 from knowledge_lm.run import claims
 from knowledge_lm.run.claims import CLAIM_FILE, CellClaimed, claim_cell, read_claim
 from knowledge_lm.run.config import validate_sweep

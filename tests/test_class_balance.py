@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from knowledge_lm.backbones import load_backbone
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.backbones import load_backbone
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.run.config import TrainConfig
 from knowledge_lm.run.trainer import balanced_class_weights, build_model_and_data
 from knowledge_lm.tasks.base import TaskKind

@@ -8,7 +8,7 @@ from helpers import stored_result
 from test_cli_errors import store_results
 
 from knowledge_lm.cli import UNFINISHED_EXIT, main
-from knowledge_lm.results import Cell, write_json_atomic
+from knowledge_lm.core.results import Cell, write_json_atomic
 from knowledge_lm.run.claims import claim_cell
 
 

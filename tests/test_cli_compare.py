@@ -6,7 +6,7 @@ import pytest
 from helpers import stored_result
 
 from knowledge_lm.cli import main
-from knowledge_lm.results import Cell, write_json_atomic
+from knowledge_lm.core.results import Cell, write_json_atomic
 
 FIELDS = {"data": {"subset_hash": "x", "train_size": 10}, "budget": {"max_steps": 1, "per_device_batch_size": 1}}
 

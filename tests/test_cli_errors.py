@@ -182,7 +182,7 @@ def test_list_imports_no_torch(tmp_path):
 
 
 def test_status_imports_no_torch(tmp_path):
-    from knowledge_lm.results import Cell
+    from knowledge_lm.core.results import Cell
 
     done = Cell("baseline", "glue", "rte", 1.0, 1, "tiny")
     scratch = tmp_path / "results-scratch"  # tiny-backbone cells' store
@@ -206,7 +206,7 @@ def test_bench_dry_run_lists_the_plan_without_torch_or_training(tmp_path):
     median), those already done, and the totals; nothing runs, nothing is written, no torch is imported."""
     import time
 
-    from knowledge_lm.results import Cell
+    from knowledge_lm.core.results import Cell
 
     def cell(fraction, seed, method="baseline"):
         return Cell(method, "glue", "rte", fraction, seed, "tiny")
@@ -239,7 +239,7 @@ def test_a_variants_estimate_comes_from_the_variants_nearest_it():
     """A variant's own stored cells first; else those of the variant its name extends and its siblings (the same
     data size: t20k-zeroed for t20k-relations-permuted); else every variant's; another backbone's only as a last
     resort, and said so."""
-    from knowledge_lm.results import Cell
+    from knowledge_lm.core.results import Cell
     from knowledge_lm.run.runner import estimated_seconds
 
     times = {("generated", "facts", "knowbert", 1.0): {"minilm": {"": [40.0], "t20k": [200.0], "t20k-zeroed": [220.0]}}}
@@ -271,7 +271,7 @@ def test_bench_dry_run_of_a_config_and_a_table_imports_no_torch(tmp_path):
 
 def test_bench_dry_run_counts_reruns_and_cells_running_elsewhere(tmp_path, capsys):
     from knowledge_lm.cli import main
-    from knowledge_lm.results import Cell, predictions_path, write_predictions
+    from knowledge_lm.core.results import Cell, predictions_path, write_predictions
     from knowledge_lm.run.claims import claim_cell
 
     kept, unkept, running = (Cell("baseline", "glue", "rte", 1.0, seed, "tiny") for seed in (1, 2, 3))

@@ -4,7 +4,7 @@ baseline every Δ is against), written to their own folder."""
 from helpers import stored_result
 
 from knowledge_lm.cli import main
-from knowledge_lm.results import Cell, write_json_atomic
+from knowledge_lm.core.results import Cell, write_json_atomic
 
 
 def test_filters_choose_pages_and_rows(tmp_path, capsys, monkeypatch):

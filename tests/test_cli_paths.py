@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from knowledge_lm.cli import build_parser, resolve_folders, sweep_from_args
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 REPO = Path(__file__).resolve().parents[1]
 GLUE_RTE = ["--dataset", "glue", "--tasks", "rte", "--fractions", "0.01", "--seeds", "1"]
@@ -50,7 +50,7 @@ def test_folders_resolve_from_the_git_root_in_a_subfolder(monkeypatch):
 def test_benchmarks_are_found_in_the_checkout_the_option_or_an_install(tmp_path, monkeypatch):
     import sysconfig
 
-    from knowledge_lm import paths
+    from knowledge_lm.core import paths
 
     monkeypatch.setenv(paths.BENCHMARKS_ENV, "")  # restored, unset, after the test
     assert paths.benchmarks_dir() == REPO / "benchmarks"
@@ -59,7 +59,7 @@ def test_benchmarks_are_found_in_the_checkout_the_option_or_an_install(tmp_path,
     installed = tmp_path / "prefix"
     (installed / paths.INSTALLED_BENCHMARKS).mkdir(parents=True)
     (installed / paths.INSTALLED_BENCHMARKS / "tables.yaml").write_text("{}\n")
-    monkeypatch.setattr(paths, "__file__", str(tmp_path / "site-packages" / "knowledge_lm" / "paths.py"))
+    monkeypatch.setattr(paths, "__file__", str(tmp_path / "site-packages" / "knowledge_lm" / "core" / "paths.py"))
     monkeypatch.setattr(sysconfig, "get_path", lambda name, scheme=None: str(installed))
     assert paths.benchmarks_dir() == installed / paths.INSTALLED_BENCHMARKS
 
@@ -78,8 +78,8 @@ def test_benchmarks_are_found_in_the_checkout_the_option_or_an_install(tmp_path,
 
 
 def test_the_benchmarks_dir_option_sets_the_environment_for_workers(tmp_path, monkeypatch, capsys):
-    from knowledge_lm import paths
     from knowledge_lm.cli import main
+    from knowledge_lm.core import paths
 
     monkeypatch.setenv(paths.BENCHMARKS_ENV, "")  # restored, unset, after the test
     monkeypatch.setenv("KLM_HOME", str(tmp_path))

@@ -2,16 +2,16 @@
 
 import pytest
 
-from knowledge_lm.paths import benchmarks_dir
-from knowledge_lm.registry import DATASETS, METHODS
-from knowledge_lm.results import Cell
+from knowledge_lm.core.paths import benchmarks_dir
+from knowledge_lm.core.registry import DATASETS, METHODS
+from knowledge_lm.core.results import Cell
 from knowledge_lm.run.cell import run_cell
 from knowledge_lm.run.config import check_method_options, load_sweep
 
 
 def prepare_knowledge(dataset_options, dataset, task, train, data_dir):
     """What `klm prepare` would do before a knowledge method's sweep (cached after the first call)."""
-    from knowledge_lm.backbones import load_tokenizer
+    from knowledge_lm.core.backbones import load_tokenizer
     from knowledge_lm.data.base import default_cache_dir
     from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 
@@ -153,7 +153,7 @@ def test_method_filters_a_tables_configs_and_adds_no_method(capsys, tmp_path):
 
 
 def test_method_backbones_give_each_method_its_own_backbone(tmp_path):
-    from knowledge_lm.errors import KlmError
+    from knowledge_lm.core.errors import KlmError
     from knowledge_lm.run.config import validate_sweep
     from knowledge_lm.run.runner import sweep_cells
 
@@ -173,8 +173,8 @@ def test_method_backbones_give_each_method_its_own_backbone(tmp_path):
 def test_a_pair_that_cannot_run_is_refused_with_its_reason_before_anything_is_imported(capsys):
     import sys
 
-    from knowledge_lm.errors import KlmError
-    from knowledge_lm.registry import cannot_run
+    from knowledge_lm.core.errors import KlmError
+    from knowledge_lm.core.registry import cannot_run
     from knowledge_lm.run.config import validate_sweep
 
     reason = cannot_run("knowbert", "cosmosqa")

@@ -132,7 +132,7 @@ def test_test_shuffled_keeps_train_and_dev_and_shuffles_test_as_the_shuffled_con
 
 
 def test_shuffle_splits_names_splits_the_dataset_has(tokenizer, tmp_path):
-    from knowledge_lm.errors import KlmError
+    from knowledge_lm.core.errors import KlmError
 
     knowledge = {"shuffle_links": 1.0, "shuffle_splits": ["test"]}
     data = GeneratedDataModule(tokenizer=tokenizer, cache_dir=tmp_path, max_length=MAX_LENGTH, **SIZES)

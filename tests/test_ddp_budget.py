@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from knowledge_lm.errors import KlmError
-from knowledge_lm.results import Cell, load_results
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.results import Cell, load_results
 from knowledge_lm.run.cell import run_cell
 from knowledge_lm.run.config import TrainConfig
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from helpers import SHARED
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.data.redocred import LABELS, RELATIONS, DocREDDataModule, fact_keys, mark_in_train, split_documents
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import DATASETS
 from knowledge_lm.tasks.docre import DocumentRelationTask, EntityPairHead, f1, ign_f1
 
 needs_shared = pytest.mark.skipif(not (SHARED / "redocred").is_dir(), reason="../shared/data/redocred is not here")
@@ -255,7 +255,7 @@ def test_truncation_drops_mentions_and_zeroes_their_entity(tokenizer):
 
 
 def test_baseline_forward_backward_decode_and_score(tokenizer):
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
     from knowledge_lm.methods.baseline import Baseline
 
     encoder, tokenizer, _ = load_backbone("tiny")

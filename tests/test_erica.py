@@ -14,13 +14,13 @@ from knowledge_lm.methods.erica import (
     entity_discrimination_loss,
     mask_tokens,
     negative_mask,
-    pretrain,
     read_corpus,
     relation_discrimination_loss,
     relation_vocabulary,
     term_positives,
     write_corpus,
 )
+from knowledge_lm.run.pretraining import pretrain_erica
 from knowledge_lm.run.trainer import resolve_precision
 
 
@@ -276,7 +276,7 @@ def test_build_corpus_filters_and_test_pairs():
 
 # -- pretraining --------------------------------------------------------------------------------
 def test_collator_views():
-    from knowledge_lm.backbones import tiny_tokenizer
+    from knowledge_lm.core.backbones import tiny_tokenizer
 
     tokenizer = tiny_tokenizer()
     corpus = build_corpus([toy_document("a"), toy_document("b")], TRIPLES, {"P17": "country"})
@@ -294,7 +294,7 @@ def test_collator_views():
 
 
 def test_pretraining_lowers_ed_and_rd(tmp_path):
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
     from knowledge_lm.methods.erica import EricaCollator
 
     model, tokenizer, _ = load_backbone("tiny", seed=0)
@@ -311,7 +311,7 @@ def test_pretraining_lowers_ed_and_rd(tmp_path):
     from knowledge_lm.methods.erica import EricaPretraining
 
     before = ed_rd(EricaPretraining(model, tokenizer, total_steps=20))
-    module = pretrain(
+    module = pretrain_erica(
         corpus, model, tokenizer, steps=20, output_dir=tmp_path / "ckpt", batch_size=4, lr=1e-3, warmup_ratio=0.2
     )
     after = ed_rd(module)
@@ -328,7 +328,7 @@ def test_pretraining_lowers_ed_and_rd(tmp_path):
 
 def test_views_encoded_together_equal_views_encoded_alone():
     """One encoder call over the RD and ED views (padded to the longer) gives each view its own states."""
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
     from knowledge_lm.methods.erica import EricaCollator, EricaPretraining
 
     model, tokenizer, _ = load_backbone("tiny", seed=0)
@@ -346,8 +346,8 @@ def test_views_encoded_together_equal_views_encoded_alone():
 
 
 def test_erica_method_refuses_a_non_erica_backbone():
-    from knowledge_lm.backbones import load_backbone
-    from knowledge_lm.errors import KlmError
+    from knowledge_lm.core.backbones import load_backbone
+    from knowledge_lm.core.errors import KlmError
     from knowledge_lm.methods.erica import EricaFineTuning
 
     model, _, _ = load_backbone("tiny")
@@ -360,7 +360,7 @@ def test_erica_method_refuses_a_non_erica_backbone():
     "name", ["erica", "erica-mlm-only", "erica-ed", "erica-rd", "erica-rd-intra", "erica-rd-cross"]
 )
 def test_objective_set_yields_only_its_losses(name, tmp_path):
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
     from knowledge_lm.methods.erica import OBJECTIVES, EricaPretraining, objective_options
 
     model, tokenizer, _ = load_backbone("tiny", seed=0)
@@ -377,7 +377,7 @@ def test_objective_set_yields_only_its_losses(name, tmp_path):
 
 
 def test_objective_words():
-    from knowledge_lm.errors import KlmError
+    from knowledge_lm.core.errors import KlmError
     from knowledge_lm.methods.erica import objective_set
 
     assert objective_set("mlm,ed,rd") == "erica" and objective_set("rd-intra, mlm") == "erica-rd-intra"
@@ -388,11 +388,11 @@ def test_objective_words():
 
 
 def test_ablation_method_accepts_only_its_checkpoint(tmp_path):
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
+    from knowledge_lm.core.errors import KlmError
+    from knowledge_lm.core.registry import METHODS
     from knowledge_lm.data.generated import GeneratedDataModule
-    from knowledge_lm.errors import KlmError
     from knowledge_lm.methods.erica import EricaFineTuning, EricaPretraining, EricaRDIntraFineTuning, objective_options
-    from knowledge_lm.registry import METHODS
 
     model, tokenizer, _ = load_backbone("tiny", seed=0)
     EricaPretraining(model, tokenizer, total_steps=1, **objective_options("erica-rd-intra")).save_checkpoint(tmp_path)
@@ -428,7 +428,7 @@ def test_annotated_relations_and_name_keyed_test_pairs():
 
 
 def test_pack_sentences_follows_shared_entities():
-    from knowledge_lm.methods.erica_corpus import pack_sentences
+    from knowledge_lm.run.erica_corpus import pack_sentences
 
     def sentence(text, *qids):
         words = text.split()
@@ -486,7 +486,7 @@ def fake_redocred(data_dir: Path, documents: int = 10):
 
 
 def test_redocred_corpus_uses_train_documents_links_names_and_drops_test_pairs(tmp_path):
-    from knowledge_lm.methods.erica_corpus import build_erica_corpus
+    from knowledge_lm.run.erica_corpus import build_erica_corpus
 
     fake_redocred(tmp_path)
     records = build_erica_corpus("redocred", tmp_path, min_relations=3)
@@ -505,7 +505,7 @@ def test_redocred_corpus_uses_train_documents_links_names_and_drops_test_pairs(t
 def test_user_jsonl_corpus_links_raw_text(tmp_path):
     from helpers import write
 
-    from knowledge_lm.methods.erica_corpus import build_erica_corpus
+    from knowledge_lm.run.erica_corpus import build_erica_corpus
 
     kg = tmp_path / "kg"
     write(kg / "triples.tsv", "".join(f"{h}\t{p}\t{t}\n" for h, p, t in TRIPLES))
@@ -525,7 +525,7 @@ def test_user_jsonl_corpus_links_raw_text(tmp_path):
 
 
 def test_generated_corpus_excludes_its_test_pairs():
-    from knowledge_lm.methods.erica_corpus import build_erica_corpus, generated_data, test_pairs
+    from knowledge_lm.run.erica_corpus import build_erica_corpus, generated_data, test_pairs
 
     records = build_erica_corpus("generated", min_relations=2)
     pairs = test_pairs("generated", None, None, generated_data(None))
@@ -536,39 +536,40 @@ def test_generated_corpus_excludes_its_test_pairs():
 
 
 # -- klm pretrain -------------------------------------------------------------------------------
-def test_klm_pretrain_writes_a_checkpoint_bench_accepts(tmp_path, capsys):
-    from knowledge_lm.backbones import load_backbone
+def klm_pretrain(tmp_path, out, *extra, **options) -> int:
+    """``klm pretrain`` of ERICA on the generated corpus with the tiny backbone into ``out``, its cache and results
+    under ``tmp_path``: its exit code. ``options`` replace the defaults (``micro_batch_size=None`` leaves it out);
+    ``extra`` arguments follow."""
     from knowledge_lm.cli import main
+
+    settings = {
+        "method": "erica",
+        "corpus": "generated",
+        "backbone": "tiny",
+        "steps": 4,
+        "batch_size": 4,
+        "micro_batch_size": 2,
+        "max_length": 64,
+        "min_relations": 2,
+        **options,
+    }
+    arguments = [
+        part
+        for name, value in settings.items()
+        if value is not None
+        for part in (f"--{name.replace('_', '-')}", str(value))
+    ]
+    out_args = ["--out", str(out), "--quiet", "--cache-dir", str(tmp_path / "cache")]
+    return main(["pretrain", *arguments, *out_args, "--results-dir", str(tmp_path / "results"), *extra])
+
+
+def test_klm_pretrain_writes_a_checkpoint_bench_accepts(tmp_path, capsys):
+    from knowledge_lm.core.backbones import load_backbone
+    from knowledge_lm.core.registry import METHODS
     from knowledge_lm.data.generated import GeneratedDataModule
-    from knowledge_lm.registry import METHODS
 
     out = tmp_path / "ckpt"
-    code = main(
-        [
-            "pretrain",
-            "--method",
-            "erica-rd-cross",
-            "--corpus",
-            "generated",
-            "--backbone",
-            "tiny",
-            "--steps",
-            "2",
-            "--batch-size",
-            "2",
-            "--max-length",
-            "64",
-            "--min-relations",
-            "2",
-            "--out",
-            str(out),
-            "--quiet",
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            "--results-dir",
-            str(tmp_path / "results"),
-        ]
-    )
+    code = klm_pretrain(tmp_path, out, method="erica-rd-cross", steps=2, batch_size=2, micro_batch_size=None)
     assert code == 0
     manifest = json.loads((out / "manifest.json").read_text())
     record = json.loads((tmp_path / "results" / "pretraining" / "ckpt.json").read_text())  # the store keeps the run
@@ -617,11 +618,13 @@ def test_klm_pretrain_bad_input(tmp_path, capsys, args, message):
 
 def test_rd_cross_pretraining_has_positives_and_a_loss(tmp_path):
     """erica-rd-cross at a batch holding cross-sentence pairs of one relation: positives > 0, RD loss > 0."""
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
 
     model, tokenizer, _ = load_backbone("tiny", seed=0)
     corpus = build_corpus([toy_document(f"d{i}") for i in range(4)], TRIPLES, {"P17": "country"})
-    pretrain(corpus, model, tokenizer, 2, tmp_path / "ckpt", batch_size=4, max_length=64, objectives="erica-rd-cross")
+    pretrain_erica(
+        corpus, model, tokenizer, 2, tmp_path / "ckpt", batch_size=4, max_length=64, objectives="erica-rd-cross"
+    )
     manifest = json.loads((tmp_path / "ckpt" / "manifest.json").read_text())
     cross = manifest["rd_positives"]["cross/cross"]
     assert manifest["rd_positives"]["micro_batches"] == 2
@@ -631,7 +634,7 @@ def test_rd_cross_pretraining_has_positives_and_a_loss(tmp_path):
 
 
 def test_micro_batches_are_a_function_of_seed_and_index():
-    from knowledge_lm.backbones import tiny_tokenizer
+    from knowledge_lm.core.backbones import tiny_tokenizer
     from knowledge_lm.methods.erica import EricaBatches
 
     corpus = build_corpus([toy_document(f"d{i}") for i in range(5)], TRIPLES)
@@ -653,51 +656,17 @@ def test_micro_batches_are_a_function_of_seed_and_index():
     assert all(len(batch["ed"]["head"]) == 2 for batch in stream)
 
 
-def pretrain_command(tmp_path, out, *extra):
-    from knowledge_lm.cli import main
-
-    return main(
-        [
-            "pretrain",
-            "--method",
-            "erica",
-            "--corpus",
-            "generated",
-            "--backbone",
-            "tiny",
-            "--steps",
-            "4",
-            "--batch-size",
-            "4",
-            "--micro-batch-size",
-            "2",
-            "--max-length",
-            "64",
-            "--min-relations",
-            "2",
-            "--out",
-            str(out),
-            "--quiet",
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            "--results-dir",
-            str(tmp_path / "results"),
-            *extra,
-        ]
-    )
-
-
 def test_klm_pretrain_is_deterministic_and_resumes_to_the_same_checkpoint(tmp_path, capsys):
     """4 steps in one run, again, and as 2 + 2 steps (stopped, then the same command resumed): one checksum."""
-    from knowledge_lm.backbones import weights_checksum
     from knowledge_lm.cli import PRETRAINING_UNFINISHED
+    from knowledge_lm.core.backbones import weights_checksum
 
-    assert pretrain_command(tmp_path, tmp_path / "once") == 0
-    assert pretrain_command(tmp_path, tmp_path / "again") == 0
-    assert pretrain_command(tmp_path, tmp_path / "resumed", "--stop-after-steps", "2") == PRETRAINING_UNFINISHED
+    assert klm_pretrain(tmp_path, tmp_path / "once") == 0
+    assert klm_pretrain(tmp_path, tmp_path / "again") == 0
+    assert klm_pretrain(tmp_path, tmp_path / "resumed", "--stop-after-steps", "2") == PRETRAINING_UNFINISHED
     assert not (tmp_path / "resumed").exists() and (tmp_path / "resumed.resume" / "last.ckpt").is_file()
     assert "run the same command again to resume" in capsys.readouterr().err
-    assert pretrain_command(tmp_path, tmp_path / "resumed") == 0
+    assert klm_pretrain(tmp_path, tmp_path / "resumed") == 0
     checksums = {weights_checksum(tmp_path / name) for name in ("once", "again", "resumed")}
     assert len(checksums) == 1 and None not in checksums
     assert not (tmp_path / "resumed.resume").exists()
@@ -715,10 +684,10 @@ def test_klm_pretrain_refuses_the_state_of_another_run(tmp_path, capsys):
 
     out = tmp_path / "ckpt"
     # A budget the first step already overruns: stopped after it, its state saved.
-    assert pretrain_command(tmp_path, out, "--time-budget-s", "0.001") == PRETRAINING_UNFINISHED
+    assert klm_pretrain(tmp_path, out, "--time-budget-s", "0.001") == PRETRAINING_UNFINISHED
     assert torch.load(tmp_path / "ckpt.resume" / "last.ckpt", weights_only=True)["global_step"] == 1
     capsys.readouterr()
-    assert pretrain_command(tmp_path, out, "--seed", "1") == 2
+    assert klm_pretrain(tmp_path, out, "--seed", "1") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: ") and "is of another run (differs in " in err[-1] and "seed" in err[-1]
 

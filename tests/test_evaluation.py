@@ -6,10 +6,10 @@ from collections import defaultdict
 import pytest
 import torch
 
-from knowledge_lm.backbones import load_backbone
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.backbones import load_backbone
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import METHODS
 from knowledge_lm.methods.task_model import TaskModel
-from knowledge_lm.registry import METHODS
 from knowledge_lm.run.config import CUDA_GRAPH_MIN_STEPS, TrainConfig
 from knowledge_lm.run.trainer import build_model_and_data, build_trainer
 

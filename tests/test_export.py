@@ -4,11 +4,11 @@ import csv
 import json
 import re
 
+from knowledge_lm.core.results import Cell, result_files, write_json_atomic
 from knowledge_lm.report.export import COLUMNS
 from knowledge_lm.report.frame import fraction_label, interval_text
 from knowledge_lm.report.leaderboard import page_frame
 from knowledge_lm.report.pages import render_dataset
-from knowledge_lm.results import Cell, result_files, write_json_atomic
 
 METRICS = {"rte": "accuracy", "cola": "matthews"}
 BASE, OTHER = "aaaaaaaaaa11", "bbbbbbbbbb22"

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from knowledge_lm.data import io
+from knowledge_lm.core import io
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.data.generated import GeneratedDataModule, export, generate
-from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.kg import KnowledgeGraph
 
 SMALL = dict(train_size=600, dev_size=200, test_size=200, num_entities=400)

@@ -12,9 +12,9 @@ from helpers import SHARED
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.data.glue import GlueDataModule
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import DATASETS
 from knowledge_lm.tasks.metrics import compute
 
 # task -> split -> (rows, label counts by label name or None), as the SOURCE.md files give them; the small

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge_lm.results import gold_sha256, predictions_path, read_predictions, strip_gold
+from knowledge_lm.core.results import gold_sha256, predictions_path, read_predictions, strip_gold
 
 SIZES = {"train_size": 40, "dev_size": 10, "test_size": 12}
 
@@ -36,7 +36,7 @@ def generated_result(dataset_options=None, backbone="tiny", **train) -> dict:
 def test_gold_is_the_evaluation_loaders_gold_without_the_train_split_or_knowledge(tmp_path, monkeypatch):
     """The same answers as a set-up module's evaluation loader gives the model (batch size aside), from the report
     split's tokenization alone, cached; knowledge options change nothing."""
-    from knowledge_lm.backbones import load_tokenizer
+    from knowledge_lm.core.backbones import load_tokenizer
     from knowledge_lm.data.generated import GeneratedDataModule
     from knowledge_lm.report.gold import report_gold, split_gold
 
@@ -75,8 +75,8 @@ def test_gold_is_the_evaluation_loaders_gold_without_the_train_split_or_knowledg
 )
 def test_gold_of_shared_datasets_matches_a_set_up_module(shared_data, tmp_path, dataset, task, split):
     """Typing (multi-hot), relation, regression and document-level gold, from the data directory."""
-    from knowledge_lm.backbones import load_tokenizer
-    from knowledge_lm.registry import DATASETS
+    from knowledge_lm.core.backbones import load_tokenizer
+    from knowledge_lm.core.registry import DATASETS
     from knowledge_lm.report.gold import report_gold
 
     result = {
@@ -124,7 +124,7 @@ def test_older_predictions_files_are_read_as_their_golds_hash_and_stripped(tmp_p
 
 
 def test_strip_gold_command_rewrites_every_older_file(tmp_path, capsys):
-    from knowledge_lm.results import main
+    from knowledge_lm.core.results import main
 
     for name in ("a/f1-s1", "b/c/f1-s2"):
         path = predictions_path(tmp_path / f"{name}.json")

@@ -10,7 +10,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from knowledge_lm.results import FAILURE_FILE, LAST_CHECKPOINT, Cell, predictions_path
+from knowledge_lm.core.results import FAILURE_FILE, LAST_CHECKPOINT, Cell, predictions_path
 from knowledge_lm.run import cell as cell_module
 from knowledge_lm.run.claims import INTERRUPTED_EXIT
 from knowledge_lm.run.config import TrainConfig

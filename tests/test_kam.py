@@ -4,24 +4,24 @@ zeroed-knowledge control, gradients, and cells that train."""
 import pytest
 import torch
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import METHODS
 from knowledge_lm.data.generated import GeneratedDataModule
-from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.methods.kam import DEFAULT_MAPS, Kam, KamSelfAttention, knowledge_maps, mix_attention
-from knowledge_lm.registry import METHODS
 
 SIZES = {"train_size": 40, "dev_size": 10, "test_size": 10}
 
 
 def kam(method: str = "kam", **options) -> Kam:
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
 
     encoder, _, _ = load_backbone("tiny", attn_implementation="eager", seed=0)
     return METHODS.get(method)(encoder, GeneratedDataModule.spec("facts"), **options)
 
 
 def plain_encoder():
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
 
     return load_backbone("tiny", attn_implementation="eager", seed=0)[0].eval()
 
@@ -377,7 +377,7 @@ def prepared_cache(tmp_path_factory, tokenizer):
     ],
 )
 def test_kam_trains_as_a_cell(method, options, prepared_cache, tmp_path):
-    from knowledge_lm.results import Cell
+    from knowledge_lm.core.results import Cell
     from knowledge_lm.run.cell import run_cell
     from knowledge_lm.run.config import TrainConfig
 

@@ -9,7 +9,7 @@ import networkx as nx
 import pytest
 import torch
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.knowledge import kg_embeddings
 from knowledge_lm.knowledge.kg import Entity, KnowledgeGraph, document_frequency
 from knowledge_lm.knowledge.kg_embeddings import EntityEmbeddings, cached_transe, label_embedding, train_transe

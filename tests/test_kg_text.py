@@ -138,7 +138,7 @@ def test_a_tiny_budget_never_cuts_a_linked_fact(tokenizer):
 def test_linked_facts_beyond_the_backbones_positions_are_refused(tokenizer):
     from types import SimpleNamespace
 
-    from knowledge_lm.errors import KlmError
+    from knowledge_lm.core.errors import KlmError
 
     record = {"id": "a", "text_a": "Zorba was born in Tranu.", "text_b": None}
     row = {"id": "a", "links": [link("Q1", 0, 5), link("Q3", 18, 23)]}
@@ -230,7 +230,7 @@ def test_facts_follow_each_rows_text_and_the_text_keeps_its_positions(tokenizer)
 
 
 def tiny_kg_text(**options) -> KgText:
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
 
     encoder, _, _ = load_backbone("tiny", seed=0)
     return KgText(encoder, GeneratedDataModule.spec("facts"), **options).eval()
@@ -260,7 +260,7 @@ def test_zero_knowledge_gives_no_facts_and_the_baselines_states(tokenizer):
 
 
 def test_bad_options_are_refused():
-    from knowledge_lm.errors import KlmError
+    from knowledge_lm.core.errors import KlmError
 
     with pytest.raises(KlmError, match="fact_tokens"):
         tiny_kg_text(fact_tokens=0)
@@ -314,7 +314,7 @@ def test_wiring_verbalises_the_generated_task_with_the_texts_names(prepared_cach
 
 
 def test_kg_text_trains_as_a_cell(prepared_cache, tmp_path):
-    from knowledge_lm.results import Cell
+    from knowledge_lm.core.results import Cell
     from knowledge_lm.run.cell import run_cell
     from knowledge_lm.run.config import TrainConfig
 

@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 import torch
 
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.data.generated import GeneratedDataModule
-from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.kg_embeddings import EntityEmbeddings
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.methods.knowbert import (
@@ -27,7 +27,7 @@ def table(seed: int = 0, dim: int = 100) -> EntityEmbeddings:
 
 
 def backbone():
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
     from knowledge_lm.data.generated import GeneratedDataModule as data_class
 
     encoder, tokenizer, _ = load_backbone("tiny", seed=0)
@@ -238,7 +238,7 @@ def prepared_cache(tmp_path_factory, tokenizer):
 
 @pytest.mark.parametrize("method", ["knowbert", "knowbert+si", "knowbert+si+sr"])
 def test_knowbert_trains_as_a_cell(method, prepared_cache, tmp_path):
-    from knowledge_lm.results import Cell
+    from knowledge_lm.core.results import Cell
     from knowledge_lm.run.cell import run_cell
     from knowledge_lm.run.config import TrainConfig
 
@@ -259,7 +259,7 @@ def test_knowbert_trains_as_a_cell(method, prepared_cache, tmp_path):
     if method == "knowbert":  # a knowledge method keeps its test examples' entity frequencies, in split order
         import gzip
 
-        from knowledge_lm.results import predictions_path
+        from knowledge_lm.core.results import predictions_path
 
         with gzip.open(
             predictions_path(Cell(method, "generated", "facts", 1.0, 1, "tiny").result_path(tmp_path / "r")), "rt"
@@ -271,8 +271,8 @@ def test_knowbert_trains_as_a_cell(method, prepared_cache, tmp_path):
 def test_knowledge_pretraining_checkpoint_starts_a_knowbert_cell(prepared_cache, tmp_path):
     import json
 
-    from knowledge_lm.backbones import load_backbone
-    from knowledge_lm.results import Cell
+    from knowledge_lm.core.backbones import load_backbone
+    from knowledge_lm.core.results import Cell
     from knowledge_lm.run.cell import run_cell
     from knowledge_lm.run.config import TrainConfig
     from knowledge_lm.run.pretraining import knowbert_checkpoint as pretrain_checkpoint

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from helpers import SHARED, needs_shared, write
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import DATASETS
+from knowledge_lm.core.subsets import fraction_subset
 from knowledge_lm.data.openentity import ENTITY_TYPES, OpenEntityDataModule
 from knowledge_lm.data.semeval import RELATION_LABELS, SemEvalDataModule
-from knowledge_lm.data.subsets import fraction_subset
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import DATASETS
 
 
 # -- SemEval-2010 Task 8 ----------------------------------------------------------------------

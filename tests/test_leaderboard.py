@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import dataset_page, write_synthetic_result
 
-from knowledge_lm.paths import benchmarks_dir
-from knowledge_lm.registry import DATASETS
+from knowledge_lm.core.paths import benchmarks_dir
+from knowledge_lm.core.registry import DATASETS
+from knowledge_lm.core.results import Cell, write_json_atomic
 from knowledge_lm.report.gold import MissingGold
 from knowledge_lm.report.leaderboard import write_leaderboards
-from knowledge_lm.results import Cell, write_json_atomic
 
 KNOWN_METRICS = {
     "accuracy",
@@ -33,51 +34,13 @@ KNOWN_METRICS = {
 }
 
 
-def dataset_page(results, out, **options):
-    """The one dataset page ``write_leaderboards`` writes from ``results`` (beside the glance page, README.md)."""
-    written = write_leaderboards(results, out, **options)
-    pages = [path for path in written if path.name != "README.md" and path.parent == Path(out)]
-    [page] = pages
-    return page
-
-
-def fake_result(results, method, task, fraction, seed, value, report_split="dev", **extra):
-    """A glue cell's result with the ``extra`` keys (e.g. ``git``, ``protocol``, ``evaluations``) added or replaced."""
-    cell = Cell(method, "glue", task, fraction, seed, "minilm")
-    metric = {"rte": "accuracy", "cola": "matthews"}[task]
-    write_json_atomic(
-        cell.result_path(results),
-        {
-            "cell": {
-                "method": method,
-                "dataset": "glue",
-                "task": task,
-                "fraction": fraction,
-                "seed": seed,
-                "backbone": "minilm",
-            },
-            "report_split": report_split,
-            "metrics": {report_split: {metric: value}},
-            "device": {"name": "Test GPU"},
-            "backbone": {"checksum": "abc", "path": None},
-            "git": {"commit": "0123456789abcdef"},
-            "wall_time_s": 60.0,
-            "data": {"subset_hash": "h", "train_size": 100},
-            "budget": {"max_steps": 10, "per_device_batch_size": 32},
-            "config": {},
-            "versions": {},
-            **extra,
-        },
-    )
-
-
 def test_table_mean_std_n_best_and_missing(tmp_path):
     results, out = tmp_path / "results", tmp_path / "leaderboards"
     for seed, value in zip((1, 2, 3), (60.0, 62.0, 67.0)):
-        fake_result(results, "baseline", "rte", 1.0, seed, value)
+        write_synthetic_result(results, "baseline", "rte", 1.0, seed, value)
     for seed, value in zip((1, 2), (70.0, 71.0)):
-        fake_result(results, "other", "rte", 1.0, seed, value)
-    fake_result(results, "baseline", "cola", 0.1, 1, 20.0)
+        write_synthetic_result(results, "other", "rte", 1.0, seed, value)
+    write_synthetic_result(results, "baseline", "cola", 0.1, 1, 20.0)
     path = dataset_page(results, out)
     text = path.read_text()
     mean, std = statistics.mean([60, 62, 67]), statistics.stdev([60, 62, 67])
@@ -192,7 +155,7 @@ def test_variants_are_their_own_cells_and_rows(tmp_path):
 def test_malformed_variants_are_one_error():
     import pytest
 
-    from knowledge_lm.errors import KlmError
+    from knowledge_lm.core.errors import KlmError
     from knowledge_lm.run.config import validate_sweep
 
     with pytest.raises(KlmError, match="variants"):
@@ -238,9 +201,9 @@ def test_variant_references_stand_beside_the_variants(tmp_path):
 def test_paired_comparison_marks_only_consistent_differences(tmp_path):
     results = tmp_path / "results"
     for seed, base, steady, noisy in ((1, 60.0, 65.0, 70.0), (2, 62.0, 67.1, 55.0), (3, 61.0, 66.2, 64.0)):
-        fake_result(results, "baseline", "rte", 1.0, seed, base)
-        fake_result(results, "steady", "rte", 1.0, seed, steady)
-        fake_result(results, "noisy", "rte", 1.0, seed, noisy)
+        write_synthetic_result(results, "baseline", "rte", 1.0, seed, base)
+        write_synthetic_result(results, "steady", "rte", 1.0, seed, steady)
+        write_synthetic_result(results, "noisy", "rte", 1.0, seed, noisy)
     path = dataset_page(results, tmp_path / "leaderboards")
     lines = path.read_text().splitlines()
     assert next(line for line in lines if line.startswith("| steady |")).endswith("(n=3)** ↑ |")
@@ -253,7 +216,7 @@ def test_figures_are_linked_and_regenerate_byte_for_byte(tmp_path):
     results, out = tmp_path / "results", tmp_path / "leaderboards"
     for fraction in (0.1, 1.0):
         for seed, value in zip((1, 2), (60.0, 62.0)):
-            fake_result(results, "baseline", "rte", fraction, seed, value * fraction + 30)
+            write_synthetic_result(results, "baseline", "rte", fraction, seed, value * fraction + 30)
     path = dataset_page(results, out)
     figure = out / "figures" / "glue-rte-minilm-fractions.png"
     assert f"](figures/{figure.name})" in path.read_text() and figure.read_bytes()[:4] == b"\x89PNG"
@@ -265,7 +228,7 @@ def test_figures_are_linked_and_regenerate_byte_for_byte(tmp_path):
 def test_runs_from_a_pretraining_checkpoint_stand_beside_their_base_backbones_baseline(tmp_path):
     results = tmp_path / "results"
     for seed in (1, 2):
-        fake_result(results, "baseline", "rte", 1.0, seed, 60.0)
+        write_synthetic_result(results, "baseline", "rte", 1.0, seed, 60.0)
         cell = Cell("erica", "glue", "rte", 1.0, seed, "erica-minilm")
         write_json_atomic(
             cell.result_path(results),
@@ -301,8 +264,8 @@ def kept_result(results, method, seed, value, predicted, variant="", fraction=1.
     gold's sha256 as a cell writes it; ``predicted(gold)``: its predictions of the recomputed gold."""
     from test_gold import generated_result
 
+    from knowledge_lm.core.results import predictions_path, write_predictions
     from knowledge_lm.report.gold import report_gold
-    from knowledge_lm.results import predictions_path, write_predictions
 
     result = {
         **generated_result(),
@@ -327,9 +290,9 @@ def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
     """Kept predictions add the paired bootstrap's 95 % interval of Δ and its p, against the gold recomputed from
     the data; identical predictions give [0, 0] and p 1, a method right where the baseline is wrong a positive
     interval and p 0; regenerated without its cache, the page is the same bytes."""
+    from knowledge_lm.core.results import predictions_path
     from knowledge_lm.report.bootstrap import paired_bootstrap
     from knowledge_lm.report.gold import report_gold
-    from knowledge_lm.results import predictions_path
 
     results = tmp_path / "results"
 
@@ -374,8 +337,8 @@ def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
 def test_predictions_of_another_gold_or_without_data_are_not_kept(tmp_path, monkeypatch, capsys):
     """A file whose gold_sha256 is not the recomputed gold's (e.g. a DDP cell's, in rank order) counts as not kept,
     with a warning naming the cell; without the dataset in the data directory no page is written (MissingGold)."""
+    from knowledge_lm.core.results import predictions_path, read_predictions, write_predictions
     from knowledge_lm.report.gold import split_gold
-    from knowledge_lm.results import predictions_path, read_predictions, write_predictions
 
     results = tmp_path / "results"
     for method in ("baseline", "better"):
@@ -440,10 +403,9 @@ def test_committed_leaderboards_are_what_the_results_store_gives(tmp_path, monke
     """`klm leaderboard` on the committed results/ reproduces every committed table byte for byte (the PNGs are
     compared by name only: their bytes depend on the matplotlib build); once the store keeps its gold
     (results/gold/), with no data directory."""
-    from pathlib import Path
 
+    from knowledge_lm.core.results import GOLD_DIR
     from knowledge_lm.report.gold import data_module, split_gold, split_groups
-    from knowledge_lm.results import GOLD_DIR
 
     repo = Path(__file__).resolve().parents[1]
     if (repo / "results" / GOLD_DIR).is_dir():
@@ -498,7 +460,7 @@ def test_other_backbones_stay_off_the_default_pages_and_unchanged_pages_are_not_
     the last regeneration is skipped, and one whose results changed is rebuilt."""
     results, out, state = tmp_path / "results", tmp_path / "leaderboards", tmp_path / "state.json"
     for seed in (1, 2):
-        fake_result(results, "baseline", "rte", 1.0, seed, 60.0 + seed)
+        write_synthetic_result(results, "baseline", "rte", 1.0, seed, 60.0 + seed)
     smoke = Cell("baseline", "glue", "rte", 0.01, 1, "tiny").result_path(results)
     smoke.parent.mkdir(parents=True)
     minilm = Cell("baseline", "glue", "rte", 1.0, 1, "minilm").result_path(results)
@@ -511,7 +473,7 @@ def test_other_backbones_stay_off_the_default_pages_and_unchanged_pages_are_not_
     assert "backbone(s) tiny left out" in capsys.readouterr().err
     assert write_leaderboards(results, out, backbones=("minilm",), state_file=state) == []
 
-    fake_result(results, "baseline", "rte", 1.0, 3, 70.0)
+    write_synthetic_result(results, "baseline", "rte", 1.0, 3, 70.0)
     page = dataset_page(results, out, backbones=("minilm",), state_file=state)
     assert "(n=3)" in page.read_text()
     page.write_text("edited by hand")
@@ -524,7 +486,7 @@ def test_other_backbones_stay_off_the_default_pages_and_unchanged_pages_are_not_
 def test_a_rebuilt_page_leaves_none_of_its_old_figures_behind(tmp_path):
     results, out = tmp_path / "results", tmp_path / "leaderboards"
     for seed in (1, 2):
-        fake_result(results, "baseline", "rte", 1.0, seed, 60.0 + seed)
+        write_synthetic_result(results, "baseline", "rte", 1.0, seed, 60.0 + seed)
     (out / "figures").mkdir(parents=True)
     stale, other = out / "figures" / "glue-cola-minilm-variants.png", out / "figures" / "generated-facts-x.png"
     stale.write_bytes(b"old")

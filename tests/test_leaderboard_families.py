@@ -1,11 +1,12 @@
 """The generated page opens with each method's accuracy per statement family (a bootstrap interval over the family's
 examples, marked where it lies above chance) and the knowledge it uses: its score minus its counterfactual control's."""
 
+from helpers import dataset_page, write_synthetic_result
 from test_gold import generated_result
-from test_leaderboard import dataset_page, fake_result, kept_result
+from test_leaderboard import kept_result
 
+from knowledge_lm.core.results import Cell, write_json_atomic
 from knowledge_lm.report.gold import report_gold, report_groups
-from knowledge_lm.results import Cell, write_json_atomic
 
 
 def test_groups_are_the_reported_splits_statement_families():
@@ -121,7 +122,7 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
 
     glue = tmp_path / "glue-results"
     for seed in (1, 2):
-        fake_result(glue, "baseline", "rte", 1.0, seed, 60.0)
+        write_synthetic_result(glue, "baseline", "rte", 1.0, seed, 60.0)
         for method, value in (("erica", 66.0), ("erica-mlm-only", 63.0)):
             cell = Cell(method, "glue", "rte", 1.0, seed, f"{method}-minilm")
             write_json_atomic(

@@ -4,7 +4,7 @@ line (rc 2) instead of writing thinner pages; its incremental state is per outpu
 from test_leaderboard import kept_result
 
 from knowledge_lm.cli import main
-from knowledge_lm.data.io import default_cache_dir
+from knowledge_lm.core.io import default_cache_dir
 from knowledge_lm.report.leaderboard import leaderboard_state_file
 
 

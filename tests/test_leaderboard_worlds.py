@@ -9,6 +9,7 @@ from test_leaderboard import kept_result
 from test_leaderboard_families import accuracy_on, right_on, table_row
 from test_report_stats import result
 
+from knowledge_lm.core.results import Cell, write_json_atomic
 from knowledge_lm.report.comparisons import (
     CONFIRM,
     KNOWLEDGE_CONTROLS,
@@ -23,7 +24,6 @@ from knowledge_lm.report.comparisons import (
 )
 from knowledge_lm.report.frame import results_frame
 from knowledge_lm.report.leaderboard import write_leaderboards
-from knowledge_lm.results import Cell, write_json_atomic
 
 CONTROLS = ("shuffled", "test-shuffled", "zeroed", "relations-permuted")
 

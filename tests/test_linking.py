@@ -3,7 +3,7 @@ import json
 import pytest
 from helpers import SHARED
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.knowledge.linking import (
     AliasTable,
     EntityLinker,

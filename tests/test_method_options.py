@@ -5,9 +5,9 @@ import dataclasses
 import pytest
 
 from knowledge_lm.cli import main
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import METHODS
 from knowledge_lm.methods.task_model import MethodOptions
-from knowledge_lm.registry import METHODS
 
 SWEEP = """\
 dataset: generated
@@ -95,7 +95,7 @@ def test_a_bad_option_is_one_line(method, options, message):
 
 
 def test_a_method_built_with_an_unknown_option_refuses_it():
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
     from knowledge_lm.data.generated import GeneratedDataModule
 
     encoder = load_backbone("tiny", seed=0)[0]

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.knowledge.kg import Entity, KnowledgeGraph
 from knowledge_lm.knowledge.noise import inject_link_noise, noisy_link_candidates, relocate_spans, shuffle_entities
 

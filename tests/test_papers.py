@@ -1,12 +1,12 @@
 """The papers' pages (``knowledge_lm.report.papers``): every reference row renders, ours beside the paper's."""
 
 import yaml
+from helpers import write_synthetic_result
 
-from knowledge_lm.paths import benchmarks_dir
-from knowledge_lm.registry import DATASETS
+from knowledge_lm.core.paths import benchmarks_dir
+from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.report.leaderboard import write_leaderboards
 from knowledge_lm.report.papers import PAPER_TABLES, render_papers, unrendered_references
-from tests.test_leaderboard import fake_result
 
 # Datasets of the papers that are not datasets of the suite: their columns show the paper's numbers only.
 NOT_HERE = {"wikihop_masked", "lama"}
@@ -40,7 +40,9 @@ def test_our_rows_stand_beside_the_papers_with_avg_and_params(tmp_path):
     for method, values in (("baseline", (60.0, 62.0, 67.0)), ("kam", (70.0, 71.0, 72.0))):
         for seed, value in zip((1, 2, 3), values):
             for task in ("rte", "cola"):
-                fake_result(results, method, task, 1.0, seed, value, backbone={"checksum": "a", "parameters": 22565376})
+                write_synthetic_result(
+                    results, method, task, 1.0, seed, value, backbone={"checksum": "a", "parameters": 22565376}
+                )
     write_leaderboards(results, out)
     text = (out / "papers" / "kam-table1.md").read_text()
     lines = text.splitlines()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from knowledge_lm.report.leaderboard import write_leaderboards
-from knowledge_lm.tools.speed import render_speed, speed_record_path
+from knowledge_lm.report.speed import render_speed, speed_record_path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "peer_speed.py"

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.knowledge.pmi import CorpusStatistics, PmiTable, cache_key, load_unigram_counts, tokenize_words
 
 # Units = texts. Texts holding: the 3, cat 2, sat 2, ran 2, dog 2, a 1.

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from knowledge_lm.cli import main
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.data.generated import GeneratedDataModule
-from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared, prepare, split_keys
 
 SIZES = {"train_size": 40, "dev_size": 12, "test_size": 12}
@@ -72,7 +72,7 @@ def test_second_prepare_reads_the_cache(prepared, tokenizer, monkeypatch):
 
 TRAINING_SIDE = """
 import json, sys
-from knowledge_lm.backbones import tiny_tokenizer
+from knowledge_lm.core.backbones import tiny_tokenizer
 from knowledge_lm.data.generated import GeneratedDataModule
 data = GeneratedDataModule(tokenizer=tiny_tokenizer(), cache_dir=sys.argv[1], max_length=48, knowledge={}, batch_size=4,
                            **json.loads(sys.argv[2]))
@@ -266,7 +266,7 @@ def direct_pmi_features(word_texts: list[str], neighbours: list[str], statistics
 
 
 def test_derived_pmi_features_equal_the_direct_computation(prepared, tokenizer):
-    from knowledge_lm.data.io import read_jsonl
+    from knowledge_lm.core.io import read_jsonl
     from knowledge_lm.knowledge.pmi import PmiTable
     from knowledge_lm.knowledge.prepare import PMI_TABLE, pmi_statistics
 

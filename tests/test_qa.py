@@ -10,12 +10,12 @@ import torch
 from helpers import SHARED, needs_shared, write
 from torch import nn
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.data.cosmosqa import SPEC as COSMOS_SPEC
 from knowledge_lm.data.cosmosqa import CosmosQADataModule
 from knowledge_lm.data.squad import SquadFormatDataModule
-from knowledge_lm.errors import KlmError
 from knowledge_lm.methods.baseline import Baseline
-from knowledge_lm.registry import DATASETS
 from knowledge_lm.tasks.base import TASK_KINDS
 from knowledge_lm.tasks.extractive_qa import (
     ExtractiveQATask,
@@ -31,7 +31,7 @@ from knowledge_lm.tools import probe as probe_module
 
 @pytest.fixture(scope="module")
 def tiny_backbone():
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
 
     encoder, tokenizer, _ = load_backbone("tiny")
     return encoder, tokenizer
@@ -381,7 +381,7 @@ def write_lama(root: Path) -> Path:
 def masked_lm_dir(tmp_path_factory):
     from transformers import BertConfig, BertForMaskedLM
 
-    from knowledge_lm.backbones import TINY_CONFIG, tiny_tokenizer
+    from knowledge_lm.core.backbones import TINY_CONFIG, tiny_tokenizer
 
     directory = tmp_path_factory.mktemp("tiny-mlm")
     tokenizer = tiny_tokenizer()

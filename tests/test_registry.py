@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import write
 
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import DATASETS, METHODS
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import DATASETS, METHODS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,7 +40,7 @@ def test_the_source_tables_match_what_importing_registers():
 def test_reading_the_registries_imports_no_method_or_dataset_module():
     script = """
 import json, sys
-from knowledge_lm.registry import DATASETS, METHODS
+from knowledge_lm.core.registry import DATASETS, METHODS
 located = [METHODS.locate(name) for name in METHODS.names()] + [DATASETS.locate(name) for name in DATASETS.names()]
 tasks = {name: [DATASETS.class_attribute(name, "tasks"), DATASETS.class_attribute(name, "default_tasks")]
          for name in DATASETS.names()}
@@ -65,7 +65,7 @@ def things(tmp_path, monkeypatch):
     package = f"klm_fake_{uuid.uuid4().hex[:12]}"
     write(
         tmp_path / package / "__init__.py",
-        "from knowledge_lm.registry import Registry\n\n"
+        "from knowledge_lm.core.registry import Registry\n\n"
         "THINGS = Registry('thing', __name__ + '.things')\nregister_thing = THINGS.register\n",
     )
     write(tmp_path / package / "bases.py", "class Base:\n    tasks = ('inherited',)\n    default_tasks = ()\n")

@@ -11,6 +11,8 @@ import torch
 from helpers import SHARED, needs_shared
 from sklearn.metrics import f1_score
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.data.base import TaskSpec
 from knowledge_lm.data.fewrel import RELATIONS as FEWREL_RELATIONS
 from knowledge_lm.data.fewrel import FewRelDataModule, split_instances
@@ -18,8 +20,6 @@ from knowledge_lm.data.semeval import RELATION_LABELS as SEMEVAL_LABELS
 from knowledge_lm.data.semeval import SemEvalDataModule
 from knowledge_lm.data.tacred import RELATION_LABELS as TACRED_LABELS
 from knowledge_lm.data.tacred import TacredDataModule
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import DATASETS
 from knowledge_lm.tasks.base import TASK_KINDS
 from knowledge_lm.tasks.relation import (
     MarkerRelationTask,
@@ -312,7 +312,7 @@ def test_tacred_rejects_bad_records(tmp_path):
 # -- the head through TaskModel -----------------------------------------------------------------
 @pytest.mark.parametrize("task", ["main", "mean_pool"])
 def test_head_trains_through_the_task_model(tmp_path, task):
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
     from knowledge_lm.methods.baseline import Baseline
 
     write_tacred(tmp_path / "tacred")

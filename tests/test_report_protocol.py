@@ -1,16 +1,13 @@
 """What a page says of its cells: the metric definitions it uses, its degenerate cells, its protocol and commits."""
 
-import json
-
 import pytest
-from test_leaderboard import dataset_page, fake_result
+from helpers import dataset_page, write_synthetic_result
 from test_leaderboard_families import table_row
 
-from knowledge_lm.registry import cannot_run
+from knowledge_lm.core.registry import cannot_run
 from knowledge_lm.report.comparisons import corrected, significance_mark, verdict
 from knowledge_lm.report.leaderboard import write_leaderboards
 from knowledge_lm.report.pages import metric_definitions
-from knowledge_lm.results import Cell, write_json_atomic
 
 
 def test_both_loose_macro_definitions_are_named():
@@ -30,9 +27,9 @@ def evaluations(selected_step: int, steps=(10, 20, 30)) -> dict:
 def test_degenerate_cells_are_flagged_counted_and_never_compared(tmp_path):
     results = tmp_path / "results"
     for seed, base in zip((1, 2, 3), (60.0, 62.0, 61.0)):
-        fake_result(results, "baseline", "rte", 1.0, seed, base, **evaluations(30))
-        fake_result(results, "stuck", "rte", 1.0, seed, 52.7, **evaluations(10))
-        fake_result(results, "partly", "rte", 1.0, seed, base + 5.0, **evaluations(10 if seed == 3 else 20))
+        write_synthetic_result(results, "baseline", "rte", 1.0, seed, base, **evaluations(30))
+        write_synthetic_result(results, "stuck", "rte", 1.0, seed, 52.7, **evaluations(10))
+        write_synthetic_result(results, "partly", "rte", 1.0, seed, base + 5.0, **evaluations(10 if seed == 3 else 20))
     path = dataset_page(results, tmp_path / "leaderboards")
     lines = path.read_text().splitlines()
     assert "⊘k = k of the group's seeds are degenerate cells (4 on this page: 4 selected at the first evaluation;" in (
@@ -50,8 +47,8 @@ def test_degenerate_cells_are_flagged_counted_and_never_compared(tmp_path):
 
 
 def test_one_class_predictions_are_degenerate(tmp_path):
+    from knowledge_lm.core.results import predictions_path, write_predictions
     from knowledge_lm.report.frame import FIRST_EVALUATION, ONE_CLASS, degenerate_reason, kept_run
-    from knowledge_lm.results import predictions_path, write_predictions
 
     path = tmp_path / "cell.json"
     write_predictions(predictions_path(path), {"split": "test", "predicted": [1, 1, 1], "gold": [0, 1, 1]})
@@ -99,9 +96,11 @@ def test_only_the_newest_split_and_scorer_versions_are_compared(tmp_path):
     results = tmp_path / "results"
     new = {"protocol": {"split_version": "2", "scorer_version": "1"}}
     for seed, base in zip((1, 2), (60.0, 62.0)):
-        fake_result(results, "baseline", "rte", 1.0, seed, base, report_split="test", **new)
-        fake_result(results, "older", "rte", 1.0, seed, 90.0)  # no protocol: split version 1, left out
-        fake_result(results, "baseline", "cola", 1.0, seed, 20.0 + seed)  # cola has only version-1 cells: kept
+        write_synthetic_result(results, "baseline", "rte", 1.0, seed, base, report_split="test", **new)
+        write_synthetic_result(results, "older", "rte", 1.0, seed, 90.0)  # no protocol: split version 1, left out
+        write_synthetic_result(
+            results, "baseline", "cola", 1.0, seed, 20.0 + seed
+        )  # cola has only version-1 cells: kept
     path = dataset_page(results, tmp_path / "leaderboards")
     text = path.read_text()
     assert "Left out: 2 cells of an older split or scorer version of their task." in text
@@ -112,7 +111,7 @@ def test_only_the_newest_split_and_scorer_versions_are_compared(tmp_path):
 def test_headers_say_what_is_selected_on_what_and_name_their_commits(tmp_path):
     results = tmp_path / "results"
     for seed in (1, 2):
-        fake_result(
+        write_synthetic_result(
             results,
             "baseline",
             "rte",
@@ -123,8 +122,10 @@ def test_headers_say_what_is_selected_on_what_and_name_their_commits(tmp_path):
             protocol={"split_version": "2", "scorer_version": "1"},
             **evaluations(20),
         )
-        fake_result(results, "baseline", "cola", 1.0, seed, 30.0, git={"commit": "abcdef0123"}, **evaluations(20))
-        fake_result(results, "kam", "cola", 1.0, seed, 31.0, git={"commit": "fedcba9876"}, **evaluations(20))
+        write_synthetic_result(
+            results, "baseline", "cola", 1.0, seed, 30.0, git={"commit": "abcdef0123"}, **evaluations(20)
+        )
+        write_synthetic_result(results, "kam", "cola", 1.0, seed, 31.0, git={"commit": "fedcba9876"}, **evaluations(20))
     path = dataset_page(results, tmp_path / "leaderboards")
     text = path.read_text()
     assert (
@@ -143,9 +144,9 @@ def test_the_glance_page_gives_each_methods_corrected_delta_per_dataset(tmp_path
     results = tmp_path / "results"
     for seed, base in zip((1, 2, 3), (60.0, 62.0, 61.0)):
         for task, shift in (("rte", 0.0), ("cola", -30.0)):
-            fake_result(results, "baseline", task, 1.0, seed, base + shift)
-            fake_result(results, "steady", task, 1.0, seed, base + shift + 4.0 + 0.1 * seed)
-        fake_result(results, "half", "rte", 1.0, seed, base + (1.0 if seed == 2 else -1.0))
+            write_synthetic_result(results, "baseline", task, 1.0, seed, base + shift)
+            write_synthetic_result(results, "steady", task, 1.0, seed, base + shift + 4.0 + 0.1 * seed)
+        write_synthetic_result(results, "half", "rte", 1.0, seed, base + (1.0 if seed == 2 else -1.0))
     written = write_leaderboards(results, tmp_path / "leaderboards")
     glance = tmp_path / "leaderboards" / "README.md"
     assert glance in written
@@ -164,35 +165,18 @@ def test_the_glance_page_gives_each_methods_corrected_delta_per_dataset(tmp_path
     assert table_row(page, "steady")[1:4] == ["cola, rte", "+4.2 ↑", "[+4.0, +4.4]"]  # the README's, from the page
 
 
-def glance_result(results, method, dataset, task, metric, seed, value, **extra):
-    """A cell's result on any dataset, at 100 % train (``fake_result``'s fields, ``extra`` added or replacing)."""
-    cell = Cell(method, dataset, task, 1.0, seed, "minilm")
-    result = json.loads(json.dumps(FAKE))
-    result["cell"] = {"method": method, "dataset": dataset, "task": task, "fraction": 1.0, "seed": seed}
-    result["cell"]["backbone"] = "minilm"
-    result["metrics"] = {"dev": {metric: value}}
-    write_json_atomic(cell.result_path(results), {**result, **extra})
-
-
-FAKE = {
-    "report_split": "dev",
-    "device": {"name": "Test GPU"},
-    "backbone": {"checksum": "abc", "path": None, "parameters": 22565376},
-    "git": {"commit": "0123456789abcdef"},
-    "wall_time_s": 60.0,
-    "data": {"subset_hash": "h", "train_size": 100},
-    "budget": {"max_steps": 10, "per_device_batch_size": 32},
-    "config": {},
-    "versions": {},
-}
+# The backbone as a minilm cell records it (the glance page counts its parameters).
+MINILM = {"checksum": "abc", "path": None, "parameters": 22565376}
 
 
 def test_the_readme_leaves_no_cell_unexplained(tmp_path):
     results = tmp_path / "results"
     for seed in (1, 2, 3):
-        glance_result(results, "baseline", "cosmosqa", "main", "accuracy", seed, 50.0 + seed)
-        glance_result(results, "baseline", "glue", "rte", "accuracy", seed, 60.0 + seed)
-        glance_result(results, "kam", "glue", "rte", "accuracy", seed, 61.0 + seed)
+        write_synthetic_result(
+            results, "baseline", "main", 1.0, seed, 50.0 + seed, dataset="cosmosqa", metric="accuracy", backbone=MINILM
+        )
+        write_synthetic_result(results, "baseline", "rte", 1.0, seed, 60.0 + seed, backbone=MINILM)
+        write_synthetic_result(results, "kam", "rte", 1.0, seed, 61.0 + seed, backbone=MINILM)
     write_leaderboards(results, tmp_path / "leaderboards")
     text = (tmp_path / "leaderboards" / "README.md").read_text()
     assert "—" not in text  # every empty cell says why
@@ -213,9 +197,42 @@ def test_a_comparison_of_cells_on_two_card_models_says_so(tmp_path):
     results = tmp_path / "results"
     h100, h200 = {"name": "NVIDIA H100 80GB HBM3"}, {"name": "NVIDIA H200"}
     for seed in (1, 2, 3):
-        glance_result(results, "baseline", "glue", "rte", "accuracy", seed, 60.0 + seed, device=h100)
-        glance_result(results, "mixed", "glue", "rte", "accuracy", seed, 62.0 + seed, device=h200)
-        glance_result(results, "alike", "glue", "rte", "accuracy", seed, 61.0 + seed, device=h100)
+        write_synthetic_result(
+            results,
+            "baseline",
+            "rte",
+            1.0,
+            seed,
+            60.0 + seed,
+            dataset="glue",
+            metric="accuracy",
+            backbone=MINILM,
+            device=h100,
+        )
+        write_synthetic_result(
+            results,
+            "mixed",
+            "rte",
+            1.0,
+            seed,
+            62.0 + seed,
+            dataset="glue",
+            metric="accuracy",
+            backbone=MINILM,
+            device=h200,
+        )
+        write_synthetic_result(
+            results,
+            "alike",
+            "rte",
+            1.0,
+            seed,
+            61.0 + seed,
+            dataset="glue",
+            metric="accuracy",
+            backbone=MINILM,
+            device=h100,
+        )
     write_leaderboards(results, tmp_path / "leaderboards")
     readme = (tmp_path / "leaderboards" / "README.md").read_text().splitlines()
     assert table_row(readme, "mixed")[4].endswith("(cards: H100 + H200 mixed)")

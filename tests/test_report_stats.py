@@ -2,8 +2,8 @@
 every mark, the declared degenerate rule, and the README giving the page's own verdicts."""
 
 import pytest
+from helpers import write_synthetic_result
 from scipy.stats import ttest_1samp
-from test_leaderboard import fake_result
 from test_leaderboard_families import table_row
 
 from knowledge_lm.report.comparisons import (
@@ -124,10 +124,12 @@ def test_the_readme_gives_the_verdict_of_the_page(tmp_path):
     results = tmp_path / "results"
     for seed in range(1, 6):
         for fraction in (0.1, 1.0):
-            fake_result(results, "baseline", "rte", fraction, seed, 60.0 + seed)
-            fake_result(results, "clear", "rte", fraction, seed, 64.0 + seed + 0.3 * (seed % 2))
-            fake_result(results, "marginal", "rte", fraction, seed, 60.0 + seed + (1.5 if seed != 3 else -1.0))
-            fake_result(results, "none", "rte", fraction, seed, 60.0 + seed + (0.5 if seed % 2 else -0.5))
+            write_synthetic_result(results, "baseline", "rte", fraction, seed, 60.0 + seed)
+            write_synthetic_result(results, "clear", "rte", fraction, seed, 64.0 + seed + 0.3 * (seed % 2))
+            write_synthetic_result(
+                results, "marginal", "rte", fraction, seed, 60.0 + seed + (1.5 if seed != 3 else -1.0)
+            )
+            write_synthetic_result(results, "none", "rte", fraction, seed, 60.0 + seed + (0.5 if seed % 2 else -0.5))
     write_leaderboards(results, tmp_path / "leaderboards")
     page = (tmp_path / "leaderboards" / "glue.md").read_text().splitlines()
     readme = (tmp_path / "leaderboards" / "README.md").read_text().splitlines()

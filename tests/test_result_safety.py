@@ -12,10 +12,10 @@ import pytest
 import torch
 from helpers import stored_result
 
-from knowledge_lm.backbones import backbone_label
 from knowledge_lm.cli import main
-from knowledge_lm.errors import KlmError
-from knowledge_lm.results import Cell, predictions_path, result_files
+from knowledge_lm.core.backbones import backbone_label
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.results import Cell, predictions_path, result_files
 from knowledge_lm.run.config import validate_sweep
 from knowledge_lm.run.runner import cell_status, run_sweep, sweep_cells
 
@@ -42,7 +42,7 @@ def test_a_directory_of_minilms_own_weights_is_minilm(tmp_path, monkeypatch):
     """pack.sh's float16 copy of the packaged MiniLM (GPU runs) files its results with the packaged one's."""
     import hashlib
 
-    from knowledge_lm import backbones
+    from knowledge_lm.core import backbones
 
     copy = weights_dir(tmp_path / "device" / "minilm", b"float16 weights")
     monkeypatch.setattr(backbones, "MINILM_FLOAT16_SHA256", hashlib.sha256(b"float16 weights").hexdigest())
@@ -53,7 +53,7 @@ def test_a_directory_of_minilms_own_weights_is_minilm(tmp_path, monkeypatch):
 def test_a_result_filed_under_a_directorys_bare_name_counts_only_for_its_weights(tmp_path):
     """The ERICA checkpoints' results are filed under the checkpoint's folder name, from before labels held the
     weights' checksum: they are this cell's where their recorded checksum is the directory's."""
-    from knowledge_lm.backbones import weights_checksum
+    from knowledge_lm.core.backbones import weights_checksum
 
     checkpoint = weights_dir(tmp_path / "checkpoints" / "erica-minilm", b"weights")
     cell = Cell("erica", "generated", "facts", 1.0, 1, str(checkpoint))

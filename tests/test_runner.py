@@ -7,7 +7,7 @@ import time
 import pytest
 from helpers import stored_result
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.run.config import validate_sweep
 from knowledge_lm.run.runner import cell_spec, cell_state, run_sweep, spec_command, sweep_cells
 
@@ -135,7 +135,7 @@ def test_cells_spread_evenly_over_the_gpus(tmp_path, monkeypatch):
 
 
 def test_ddp_cells_get_disjoint_gpu_groups(tmp_path, monkeypatch):
-    from knowledge_lm.errors import KlmError
+    from knowledge_lm.core.errors import KlmError
 
     assert launched_on(tmp_path, monkeypatch, ["0", "1", "2", "3"], jobs=2, overrides={"devices": 2}, seeds=(1, 2)) == [
         "0,1",
@@ -148,8 +148,8 @@ def test_ddp_cells_get_disjoint_gpu_groups(tmp_path, monkeypatch):
 def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
     import gzip
 
+    from knowledge_lm.core.results import Cell, gold_sha256, load_results, predictions_path, read_gold
     from knowledge_lm.report.gold import report_gold, report_groups
-    from knowledge_lm.results import Cell, gold_sha256, load_results, predictions_path, read_gold
     from knowledge_lm.run.cell import run_cell
     from knowledge_lm.run.config import TrainConfig
 
@@ -178,7 +178,7 @@ def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
     assert accuracy == pytest.approx(result["metrics"]["test"]["accuracy"])
     assert len(load_results(tmp_path / "results")) == 1  # the sidecar is not a result
     # Provenance: the package's version and a hash of every split's records as read.
-    from knowledge_lm.registry import DATASETS
+    from knowledge_lm.core.registry import DATASETS
     from knowledge_lm.run.provenance import records_sha256
 
     assert result["versions"]["knowledge-lm"] is not None and isinstance(result["git"]["dirty"], bool)
@@ -189,7 +189,7 @@ def test_a_cell_keeps_its_best_evaluations_predictions(tmp_path):
 def test_klm_cell_runs_one_cell_in_process_and_refuses_a_wider_selection(tmp_path, capsys):
     """The entry a launcher starts on every node of a multi-node cell; the step budget counts every node's batch."""
     from knowledge_lm.cli import main
-    from knowledge_lm.results import load_results
+    from knowledge_lm.core.results import load_results
     from knowledge_lm.run.config import TrainConfig
 
     common = [
@@ -222,7 +222,7 @@ def test_klm_cell_runs_one_cell_in_process_and_refuses_a_wider_selection(tmp_pat
 def test_rerun_without_predictions_supersedes_old_results_and_keeps_them(tmp_path):
     """A result from before cells kept predictions runs again with --rerun-without-predictions; the old one moves
     under results/superseded/ (not a cell for the leaderboard), and a result with predictions is left alone."""
-    from knowledge_lm.results import load_results, predictions_path
+    from knowledge_lm.core.results import load_results, predictions_path
 
     results, runs = tmp_path / "results", tmp_path / "runs"
     sweep = small_sweep()
@@ -239,7 +239,7 @@ def test_rerun_without_predictions_supersedes_old_results_and_keeps_them(tmp_pat
 
 def test_failed_rerun_leaves_the_old_result_in_place(tmp_path, monkeypatch):
     """The old result moves to superseded/ only for the re-run's sake: when the re-run fails, it comes back."""
-    from knowledge_lm.results import predictions_path
+    from knowledge_lm.core.results import predictions_path
     from knowledge_lm.run import runner
 
     results, runs = tmp_path / "results", tmp_path / "runs"
@@ -304,7 +304,7 @@ def test_fraction_seeds_give_a_fraction_its_own_seeds():
 def test_method_chosen_on_the_command_line_keeps_the_configs_other_backbones_out(tmp_path):
     """``--method kam`` on a config whose method_backbones names ERICA's checkpoint: the sweep runs kam alone."""
     from knowledge_lm.cli import main
-    from knowledge_lm.paths import benchmarks_dir
+    from knowledge_lm.core.paths import benchmarks_dir
 
     config = str(benchmarks_dir() / "matrix_mrpc.yaml")
     assert main(["bench", "--config", config, "--method", "kam", "--results-dir", str(tmp_path), "--dry-run"]) == 0

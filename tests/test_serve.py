@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from knowledge_lm.results import predictions_path, read_predictions
+from knowledge_lm.core.results import predictions_path, read_predictions
 from knowledge_lm.run.cell import run_spec
 from knowledge_lm.run.config import validate_sweep
 from knowledge_lm.run.runner import cell_spec, sweep_cells

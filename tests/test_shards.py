@@ -6,7 +6,7 @@ import json
 import pytest
 
 from knowledge_lm.cli import main
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.run import runner
 from knowledge_lm.run.config import validate_sweep
 from knowledge_lm.run.runner import parse_shard, run_sweep, shard_keys, sweep_cells

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.methods.sisr import SelectiveInjection, smallest_eigenvectors, spectral_penalty, train_knowledge_rows
 
 
@@ -305,7 +305,7 @@ def test_k_thresh_auto_is_the_90th_percentile_of_the_train_split_s_entity_df():
 
 
 def test_bert_sr_trains_as_a_cell(tmp_path):
-    from knowledge_lm.results import Cell
+    from knowledge_lm.core.results import Cell
     from knowledge_lm.run.cell import run_cell
     from knowledge_lm.run.config import TrainConfig
 

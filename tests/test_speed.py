@@ -5,9 +5,9 @@ import json
 import pytest
 
 from knowledge_lm.cli import main
+from knowledge_lm.core.results import load_results
 from knowledge_lm.report.leaderboard import write_leaderboards
-from knowledge_lm.results import load_results
-from knowledge_lm.tools.speed import render_speed, speed_record_path
+from knowledge_lm.report.speed import render_speed, speed_record_path
 
 
 def test_speed_record_and_table(tmp_path, capsys):
@@ -88,7 +88,7 @@ def test_compiled_speed_record_is_its_own_table(tmp_path):
 
 def test_compile_mode_names_the_record_and_its_table():
     """Records before compile modes (``compiled`` only) keep their names; other modes get their own."""
-    from knowledge_lm.tools.speed import render_speed, speed_record_path
+    from knowledge_lm.report.speed import render_speed, speed_record_path
 
     row = {"step_ms": 10.0, "samples_per_s": 3200.0, "peak_mib": None, "tflops": 1.0}
     base = {
@@ -129,7 +129,7 @@ def test_step_timer_counts_steps_across_epochs():
 
 def test_a_method_faster_than_the_baseline_flags_the_table():
     """Every target method only adds work to the baseline's step: one measured clearly faster means noise."""
-    from knowledge_lm.tools.speed import render_speed
+    from knowledge_lm.report.speed import render_speed
 
     row = lambda ms: {"step_ms": ms, "samples_per_s": 1.0, "peak_mib": None, "tflops": 1.0}  # noqa: E731
     record = {
@@ -160,7 +160,7 @@ def test_a_method_faster_than_the_baseline_flags_the_table():
 def test_summary_gives_each_shape_the_spread_of_its_ratios():
     """One row per shape over its measurements: lowest–highest ratio and how many met the target; the bare loop's
     ratio as Lightning's samples/s over the loop's; a table flagged unreliable stays out."""
-    from knowledge_lm.tools.speed import speed_summary
+    from knowledge_lm.report.speed import speed_summary
 
     row = lambda ms: {"step_ms": ms, "samples_per_s": 1.0, "peak_mib": None, "tflops": 1.0}  # noqa: E731
     base = {"device": "GPU X", "backbone": "minilm", "batch_size": 32, "max_length": 48, "git": {"commit": "abcdef12"}}
@@ -174,7 +174,8 @@ def test_summary_gives_each_shape_the_spread_of_its_ratios():
 
 
 def test_padded_batches_have_the_length_and_their_own_record_name(tmp_path):
-    from knowledge_lm.tools.speed import build, shape_title, speed_record_path
+    from knowledge_lm.report.speed import shape_title, speed_record_path
+    from knowledge_lm.tools.speed import build
 
     _, data = build("baseline", "tiny", 4, 64, 2, padded=True)
     batch = next(iter(data.train_dataloader()))

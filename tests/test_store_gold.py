@@ -3,9 +3,9 @@
 import pytest
 from test_leaderboard import dataset_page, kept_result
 
+from knowledge_lm.core.results import GOLD_DIR, gold_path, gold_sha256, read_gold, read_predictions, write_gold
 from knowledge_lm.report.gold import MissingGold, main, write_store_gold
 from knowledge_lm.report.leaderboard import write_leaderboards
-from knowledge_lm.results import GOLD_DIR, gold_path, gold_sha256, read_gold, read_predictions, write_gold
 
 
 def clear_gold_caches():

@@ -4,8 +4,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from knowledge_lm.data.subsets import check_fraction, fraction_subset, quantile_bins, subset_hash
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.subsets import check_fraction, fraction_subset, quantile_bins, subset_hash
 
 
 def make_rows(n=5000, classes=(0, 1, 2), weights=(0.6, 0.3, 0.1), seed=0):

@@ -7,8 +7,8 @@ import importlib.util
 import pytest
 
 from knowledge_lm.cli import main
-from knowledge_lm.errors import KlmError
-from knowledge_lm.results import result_files
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.results import result_files
 from knowledge_lm.run.config import TrainConfig, validate_sweep
 from knowledge_lm.run.runner import sweep_cells
 

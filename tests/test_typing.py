@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import DATASETS
+from knowledge_lm.core.subsets import fraction_subset
 from knowledge_lm.data.base import TaskSpec
 from knowledge_lm.data.figer import FigerDataModule
 from knowledge_lm.data.openentity import ENTITY_TYPES, OpenEntityDataModule
-from knowledge_lm.data.subsets import fraction_subset
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import DATASETS
 from knowledge_lm.tasks.base import TASK_KINDS
 from knowledge_lm.tasks.typing import (
     MentionHead,
@@ -184,7 +184,7 @@ def test_truncated_mention_falls_back_to_cls(tokenizer):
 
 # -- a training step on Open Entity -----------------------------------------------------------------
 def test_baseline_trains_on_openentity(shared_data, tmp_path):
-    from knowledge_lm.backbones import load_backbone
+    from knowledge_lm.core.backbones import load_backbone
     from knowledge_lm.methods.baseline import Baseline
 
     encoder, tokenizer, _ = load_backbone("tiny")

@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from knowledge_lm.results import predictions_path, read_predictions
+from knowledge_lm.core.results import predictions_path, read_predictions
 from knowledge_lm.run.claims import read_claim
 from knowledge_lm.run.config import validate_sweep
 from knowledge_lm.run.runner import cell_state, failure_message, run_sweep, sweep_cells, worker_pool

@@ -18,11 +18,11 @@ from datasets import Dataset, disable_progress_bars, load_from_disk
 from torch.utils.data import DataLoader
 from torch.utils.data import Dataset as TorchDataset
 
-from knowledge_lm.backbones import tokenizer_fingerprint
-from knowledge_lm.caches import set_aside_cache
-from knowledge_lm.data.io import default_cache_dir, resolve_data_dir
-from knowledge_lm.data.subsets import check_fraction, fraction_subset, subset_hash
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.backbones import tokenizer_fingerprint
+from knowledge_lm.core.caches import set_aside_cache
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import default_cache_dir, resolve_data_dir
+from knowledge_lm.core.subsets import check_fraction, fraction_subset, subset_hash
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared
 from knowledge_lm.tasks.base import TASK_KINDS
 from knowledge_lm.tasks.padding import as_columns
@@ -123,8 +123,8 @@ class TaskDataModule(pl.LightningDataModule):
     tasks: ClassVar[tuple[str, ...]]
     default_tasks: ClassVar[tuple[str, ...]] = ()
     split_origins: ClassVar[dict[str, str]] = {}  # split → what it is, as the pages' protocol line names it
-    # Why no example of the dataset can carry knowledge features, in one line (``knowledge_lm.registry.cannot_run``);
-    # None where they can.
+    # Why no example of the dataset can carry knowledge features, in one line
+    # (``knowledge_lm.core.registry.cannot_run``); None where they can.
     no_knowledge: ClassVar[str | None] = None
     # The encodings a sweep worker keeps (``keep_encodings``), by their disk cache path (dataset, task, records,
     # tokenizer, maximum length); None: every set-up loads them from disk.

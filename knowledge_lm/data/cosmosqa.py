@@ -15,10 +15,10 @@ therefore close to, not exactly, 2,000 / 385 / 600 (a smaller file gets the same
 import csv
 import random
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, open_text
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
-from knowledge_lm.data.io import find_file, open_text
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import register_dataset
 from knowledge_lm.tasks.multiple_choice import NO_KNOWLEDGE
 
 SPEC = TaskSpec("main", "multiple_choice", ("0", "1", "2", "3"), ("accuracy",), "accuracy")

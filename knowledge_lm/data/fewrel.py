@@ -6,22 +6,15 @@ File: ``val_wiki.json`` of github.com/thunlp/FewRel (plain or gzip-compressed), 
 occurrence is the one used. (The 64-relation train file is not in the shared data, and FewRel's test set
 is unreleased, hence this split of the validation file.)
 
-Splits. Per relation, the instances are shuffled once and cut 70/10/20 into train/dev/test: 490/70/140
-per relation, 7,840/1,120/2,240 in all. One ``random.Random(SPLIT_SEED)`` (seed 0) draws the relations'
-permutations in sorted-PID order, so the split is a pure function of the file and the seed.
-
-Records: ``text_a`` is the tokens joined by single spaces; ``entities`` the head and the tail as
-character offsets into it, with their Wikidata QIDs (gold links for the knowledge methods); ``label``
-the relation's index in ``RELATIONS``. Kind "relation" (``mean_pool``: "relation_mean"); scored by
-accuracy (main) and macro-F1 over the 16 relations (no negative class).
+The splits and records: ``FewRelDataModule``.
 """
 
 import random
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, read_json
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
-from knowledge_lm.data.io import find_file, read_json
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import register_dataset
 from knowledge_lm.tasks.relation import RelationTasks
 
 # The relations of val_wiki.json with their names in FewRel's pid2name.json.
@@ -88,6 +81,18 @@ def token_span(entity, tokens: list[str], starts: list[int], role: str, where: s
 
 @register_dataset("fewrel")
 class FewRelDataModule(RelationTasks, TaskDataModule):
+    """FewRel's validation file as train/dev/test of one relation-classification dataset.
+
+    Splits. Per relation, the instances are shuffled once and cut 70/10/20 into train/dev/test: 490/70/140
+    per relation, 7,840/1,120/2,240 in all. One ``random.Random(SPLIT_SEED)`` (seed 0) draws the relations'
+    permutations in sorted-PID order, so the split is a pure function of the file and the seed.
+
+    Records: ``text_a`` is the tokens joined by single spaces; ``entities`` the head and the tail as
+    character offsets into it, with their Wikidata QIDs (gold links for the knowledge methods); ``label``
+    the relation's index in ``RELATIONS``. Kind "relation" (``mean_pool``: "relation_mean"); scored by
+    accuracy (main) and macro-F1 over the 16 relations (no negative class).
+    """
+
     name = "fewrel"
     split_origins = {
         "dev": "10 % of each relation's val_wiki instances (seed 0)",

@@ -16,9 +16,9 @@ loose micro-F1; main metric strict accuracy.
 
 import dataclasses
 
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskSpec
 from knowledge_lm.data.openentity import ErnieTypingDataModule, check_item
-from knowledge_lm.registry import register_dataset
 
 SCORING = TaskSpec(
     "main",

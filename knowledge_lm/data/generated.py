@@ -5,56 +5,8 @@ random syllable names) and of statements whose label ("false"/"true") needs fact
 but not in the sentence. Knowledge methods, which get the entity links and the graph, should beat a plain fine-tuned
 encoder here by a clear margin: the suite's sanity check.
 
-Relations (pids R1..R10): born_in, lives_in, died_in (person→city; three distinct cities, died_in for half the
-persons); works_for, founded (person→company; distinct, founded for half); headquartered_in, has_office_in
-(company→city; 1-3 offices, none in the HQ city); citizen_of (person→country); located_in (city→country);
-flows_through (river→country). A (subject, object) pair has at most one edge.
-
-Templates (the record's ``template``; its family is ``kind``; ``o`` the claimed object)
-
-    type     entity_type "{s} is a {o}."                                the entity's type
-    one_hop  born_city, lives_city, died_city   "{s} was born in / lives in / died in {o}."
-             works_for, founded                 "{s} works for / founded {o}."
-             hq_city, office_city               "{s} has its headquarters in / has an office in {o}."
-             citizen, city_country, river_country   "{s} is a citizen of / is located in / flows through {o}."
-    two_hop  born_country, lives_country, died_country  "{s} was born in / lives in / died in a city of {o}."
-             works_city, founded_city           "{s} works for / founded a company based in {o}."
-             hq_country, office_country         "{s} has its headquarters in / has an office in a city of {o}."
-    text     moved, travelled, sailed           "{s} moved to {x} last year. {s} now lives in {y}." ...: x == y
-
-A template's claim follows its relation path from the subject (``FACT_TEMPLATES``); the ``text`` family is
-knowledge-free. A *redundant* example is prefixed by a statement of the true facts (``"{s} is a native of {b}. {b}
-lies within {t}."``), so its text suffices too; ``needs_knowledge`` is true only for knowledge examples that are not
-redundant.
-
-What keeps the text alone, and the graph without its relation labels, uninformative:
-
-* names are drawn from one syllable distribution for every type, and every word of every name belongs to one entity
-  only, so a surface form names exactly one entity and says nothing about its type;
-* false statements come in pairs with true ones: the false claim reuses the true claim's object (or type word) with a
-  subject for which it is false, so every object and template is exactly as frequent in true statements as in false;
-* hard negatives (``negatives="hard"``, the default): the false subject reaches the object through another relation
-  of the same types (one_hop: "born in o" where it lives in o) or another two-hop path (two_hop: lives in a city of
-  o, born elsewhere), and true and false pairs share a relation-blind signature (one_hop: one edge, no two-edge path;
-  two_hop: no edge, one two-edge path). Single-relation templates have no hard negative and appear under easy only.
-  ``"easy"``: any subject for which the claim is false (the first generator's rule); ``"mixed"``: hard or easy per
-  pair, half each. ``knowledge_lm.report.sanity`` scores relation-blind oracles against both;
-* generalisation split: each entity is assigned to one example split (60% train, 20% dev, 20% test, per type). Train
-  examples mention train entities only; dev and test examples have as subject entities of their own split and may
-  mention train entities besides, so no dev/test subject appears anywhere in train. The graph holds every fact.
-
-Knobs (``GeneratorKnobs``; recorded in ``knobs.json`` of an exported version): ``knowledge_share`` (share of
-knowledge examples, 0.8), ``redundancy`` (share of knowledge examples that state their facts too, 0.0),
-``link_noise`` (share of entity links pointing at a random entity of another type instead of the gold one, which
-stays in ``gold_qid``; 0.0), ``train_size``/``dev_size``/``test_size`` (2000/500/500), ``num_entities`` (1000),
-``seed`` (0) and ``negatives`` ("hard"). The graph depends on ``num_entities`` and ``seed`` only, and each split on
-its own random stream. Split version "2" (``SPLIT_VERSION``); a frozen ``knobs.json`` without ``negatives`` is an
-export of the first generator (version "1", read as ``negatives="easy"``).
-
-Files (``export``, and what ``GeneratedDataModule`` reads from ``<data_dir>/generated/``): ``train.jsonl``,
-``dev.jsonl``, ``test.jsonl``, ``knobs.json`` and the graph in the suite's plain KG format: ``triples.tsv``
-(``head_qid relation_pid tail_qid``), ``relations.tsv`` (``pid name``) and ``entities.jsonl`` (``{"qid", "label",
-"surface_forms", "type"}``, the label first among the surface forms).
+The relations, templates and what keeps text and graph alone uninformative: ``generate``; the knobs:
+``GeneratorKnobs``; the files: ``export``.
 """
 
 import json
@@ -66,12 +18,12 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, read_json, read_jsonl
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
-from knowledge_lm.data.io import find_file, read_json, read_jsonl
-from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.kg import Entity, KnowledgeGraph
 from knowledge_lm.knowledge.noise import replace_by_other_types
-from knowledge_lm.registry import register_dataset
 
 LABELS = ("false", "true")
 SPLIT_VERSION = "2"
@@ -634,6 +586,17 @@ def assign_home_splits(kg: KnowledgeGraph, rng: random.Random) -> dict[str, str]
 
 @dataclass(frozen=True)
 class GeneratorKnobs:
+    """What the generator is asked for.
+
+    Knobs (``GeneratorKnobs``; recorded in ``knobs.json`` of an exported version): ``knowledge_share`` (share of
+    knowledge examples, 0.8), ``redundancy`` (share of knowledge examples that state their facts too, 0.0),
+    ``link_noise`` (share of entity links pointing at a random entity of another type instead of the gold one, which
+    stays in ``gold_qid``; 0.0), ``train_size``/``dev_size``/``test_size`` (2000/500/500), ``num_entities`` (1000),
+    ``seed`` (0) and ``negatives`` ("hard"). The graph depends on ``num_entities`` and ``seed`` only, and each split on
+    its own random stream. Split version "2" (``SPLIT_VERSION``); a frozen ``knobs.json`` without ``negatives`` is an
+    export of the first generator (version "1", read as ``negatives="easy"``).
+    """
+
     knowledge_share: float = 0.8
     redundancy: float = 0.0
     link_noise: float = 0.0
@@ -690,7 +653,47 @@ def random_stream(seed: int, purpose: str) -> random.Random:
 
 
 def generate(**knobs) -> GeneratedData:
-    """The dataset for these knobs (see ``GeneratorKnobs``), in memory."""
+    """The dataset for these knobs (see ``GeneratorKnobs``), in memory.
+
+    Relations (pids R1..R10): born_in, lives_in, died_in (person→city; three distinct cities, died_in for half the
+    persons); works_for, founded (person→company; distinct, founded for half); headquartered_in, has_office_in
+    (company→city; 1-3 offices, none in the HQ city); citizen_of (person→country); located_in (city→country);
+    flows_through (river→country). A (subject, object) pair has at most one edge.
+
+    Templates (the record's ``template``; its family is ``kind``; ``o`` the claimed object)
+
+        type     entity_type "{s} is a {o}."                                the entity's type
+        one_hop  born_city, lives_city, died_city   "{s} was born in / lives in / died in {o}."
+                 works_for, founded                 "{s} works for / founded {o}."
+                 hq_city, office_city               "{s} has its headquarters in / has an office in {o}."
+                 citizen, city_country, river_country   "{s} is a citizen of / is located in / flows through {o}."
+        two_hop  born_country, lives_country, died_country  "{s} was born in / lives in / died in a city of {o}."
+                 works_city, founded_city           "{s} works for / founded a company based in {o}."
+                 hq_country, office_country         "{s} has its headquarters in / has an office in a city of {o}."
+        text     moved, travelled, sailed           "{s} moved to {x} last year. {s} now lives in {y}." ...: x == y
+
+    A template's claim follows its relation path from the subject (``FACT_TEMPLATES``); the ``text`` family is
+    knowledge-free. A *redundant* example is prefixed by a statement of the true facts (``"{s} is a native of {b}. {b}
+    lies within {t}."``), so its text suffices too; ``needs_knowledge`` is true only for knowledge examples that are not
+    redundant.
+
+    What keeps the text alone, and the graph without its relation labels, uninformative:
+
+    * names are drawn from one syllable distribution for every type, and every word of every name belongs to one
+      entity only, so a surface form names exactly one entity and says nothing about its type;
+    * false statements come in pairs with true ones: the false claim reuses the true claim's object (or type word)
+      with a subject for which it is false, so every object and template is exactly as frequent in true statements
+      as in false;
+    * hard negatives (``negatives="hard"``, the default): the false subject reaches the object through another relation
+      of the same types (one_hop: "born in o" where it lives in o) or another two-hop path (two_hop: lives in a city of
+      o, born elsewhere), and true and false pairs share a relation-blind signature (one_hop: one edge, no two-edge
+      path; two_hop: no edge, one two-edge path). Single-relation templates have no hard negative and appear under easy
+      only. ``"easy"``: any subject for which the claim is false (the first generator's rule); ``"mixed"``: hard or easy
+      per pair, half each. ``knowledge_lm.report.sanity`` scores relation-blind oracles against both;
+    * generalisation split: each entity is assigned to one example split (60% train, 20% dev, 20% test, per type). Train
+      examples mention train entities only; dev and test examples have as subject entities of their own split and may
+      mention train entities besides, so no dev/test subject appears anywhere in train. The graph holds every fact.
+    """
     knobs = GeneratorKnobs(**knobs)
     kg = build_knowledge_graph(knobs.num_entities, random_stream(knobs.seed, "kg"))
     home_splits = assign_home_splits(kg, random_stream(knobs.seed, "home splits"))
@@ -710,7 +713,13 @@ def write_jsonl(path: Path, records: list[dict]):
 
 def export(directory, **knobs) -> Path:
     """Freeze a version: writes ``<directory>/generated/`` (splits, knobs, KG), which
-    ``GeneratedDataModule(data_dir=directory)`` then reads instead of generating. Returns that folder."""
+    ``GeneratedDataModule(data_dir=directory)`` then reads instead of generating. Returns that folder.
+
+    Files (``export``, and what ``GeneratedDataModule`` reads from ``<data_dir>/generated/``): ``train.jsonl``,
+    ``dev.jsonl``, ``test.jsonl``, ``knobs.json`` and the graph in the suite's plain KG format: ``triples.tsv``
+    (``head_qid relation_pid tail_qid``), ``relations.tsv`` (``pid name``) and ``entities.jsonl`` (``{"qid", "label",
+    "surface_forms", "type"}``, the label first among the surface forms).
+    """
     data = generate(**knobs)
     folder = Path(directory) / FROZEN_FOLDER
     data.kg.write_kg(folder)

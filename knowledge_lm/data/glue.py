@@ -1,27 +1,13 @@
 """GLUE: nine sentence(-pair) tasks, from the shared data folder, the official GLUE download, or the hub.
 
-Splits. GLUE's test sets are unlabelled, so GLUE's labelled dev set is the reported ``test`` split and
-models are selected on a ``dev`` split held out of GLUE train, never on what is reported. CoLA, SST-2,
-MRPC, STS-B, RTE and WNLI: a tenth of train, at most 1,000 rows, drawn with seed 0 and stratified by
-label (by quantile bin for STS-B), is held out as ``dev`` (split version 2; version 1 selected and
-reported on GLUE dev). For QNLI, MNLI and QQP the shared data holds no full train set, only
-PowerfulPromptFT's 9,999-row samples of GLUE *train*, cut 8,999 / 1,000: the 8,999 rows are ``train``
-and the 1,000 held-out rows ``dev``, and GLUE's own labelled dev set becomes ``test`` (QNLI
-``dev.tsv``; MNLI ``validation_matched`` as ``test`` and ``validation_mismatched`` as
-``test_mismatched``; QQP's dev set is not in the shared data, so QQP has no test). Where the full
-train set of those three is read instead (the official layout or the hub), the split meanings stay
-the same: 1,000 rows of train, drawn as for the small tasks, are held out as ``dev``.
-
-Files are looked for, in order, in ``<data_dir>/glue_<task>/`` (the shared layout), then
-``<data_dir>/<TaskDir>/`` and ``<data_dir>/glue_data/<TaskDir>/`` (what ``download_glue_data.py``
-writes), each file plain or gzip-compressed; with none of them, ``nyu-mll/glue`` on the hub unless offline.
+The splits and where the files are looked for: ``GlueDataModule``.
 """
 
-from knowledge_lm.backbones import offline
+from knowledge_lm.core.backbones import offline
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import column_index, find_file, read_json, read_jsonl, read_tsv
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
-from knowledge_lm.data.io import column_index, find_file, read_json, read_jsonl, read_tsv
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import register_dataset
 
 BINARY = ("0", "1")
 NLI2 = ("entailment", "not_entailment")
@@ -100,6 +86,25 @@ HELD_OUT_SEED = 0
 
 @register_dataset("glue")
 class GlueDataModule(TaskDataModule):
+    """The nine GLUE tasks as one dataset, each task its own splits.
+
+    Splits. GLUE's test sets are unlabelled, so GLUE's labelled dev set is the reported ``test`` split and
+    models are selected on a ``dev`` split held out of GLUE train, never on what is reported. CoLA, SST-2,
+    MRPC, STS-B, RTE and WNLI: a tenth of train, at most 1,000 rows, drawn with seed 0 and stratified by
+    label (by quantile bin for STS-B), is held out as ``dev`` (split version 2; version 1 selected and
+    reported on GLUE dev). For QNLI, MNLI and QQP the shared data holds no full train set, only
+    PowerfulPromptFT's 9,999-row samples of GLUE *train*, cut 8,999 / 1,000: the 8,999 rows are ``train``
+    and the 1,000 held-out rows ``dev``, and GLUE's own labelled dev set becomes ``test`` (QNLI
+    ``dev.tsv``; MNLI ``validation_matched`` as ``test`` and ``validation_mismatched`` as
+    ``test_mismatched``; QQP's dev set is not in the shared data, so QQP has no test). Where the full
+    train set of those three is read instead (the official layout or the hub), the split meanings stay
+    the same: 1,000 rows of train, drawn as for the small tasks, are held out as ``dev``.
+
+    Files are looked for, in order, in ``<data_dir>/glue_<task>/`` (the shared layout), then
+    ``<data_dir>/<TaskDir>/`` and ``<data_dir>/glue_data/<TaskDir>/`` (what ``download_glue_data.py``
+    writes), each file plain or gzip-compressed; with none of them, ``nyu-mll/glue`` on the hub unless offline.
+    """
+
     name = "glue"
     split_origins = {
         "dev": "a part of GLUE train held out, seeded",

@@ -15,8 +15,8 @@ Sentences carry ``MASK`` where the object goes; the prober swaps in its tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from knowledge_lm.data.io import find_file, read_jsonl
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, read_jsonl
 
 MASK = "[MASK]"
 GOOGLE_RE_TEMPLATES = {

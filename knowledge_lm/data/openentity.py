@@ -16,10 +16,10 @@ precision, recall and F1 over (mention, type) pairs, main metric micro-F1.
 
 from typing import ClassVar
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_split_files, read_json
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
-from knowledge_lm.data.io import find_split_files, read_json
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import register_dataset
 
 ENTITY_TYPES = ("entity", "event", "group", "location", "object", "organization", "person", "place", "time")
 SPEC = TaskSpec(

@@ -1,35 +1,14 @@
 """Re-DocRED and DocRED: document-level relation extraction over 96 Wikidata relations (task kind "docre").
 
-Tasks and files (each plain or gzip-compressed):
-
-* ``revised`` (default): Re-DocRED's ``dev_revised.json`` and ``test_revised.json`` (500 documents each,
-  the 1,000 documents of DocRED dev re-annotated) from ``<data_dir>/redocred/``. There is no train file
-  here, so the 1,000 documents (dev_revised then test_revised, in file order) are shuffled once with
-  seed 0 and cut 700 ``train`` / 100 ``dev`` / 200 ``test``: a pure function of the two files.
-* ``docred``: the official DocRED release in ``<data_dir>/docred/``: ``train_annotated.json`` (3,053
-  documents) gives ``train`` less 300 documents drawn with seed 0 as ``dev`` (model selection), and
-  DocRED's ``dev.json`` is ``test`` (its own ``test.json`` is unlabelled and not read).
-
-Relations: the 96 of DocRED's ``rel_info.json`` (read, where present, from the task's folder or the
-other one, and checked against :data:`RELATIONS`) sorted by property number, after ``NA`` at index 0.
-
-Records: ``text_a`` the document's tokens joined by single spaces; ``entities`` one per vertexSet entry,
-``start``/``end`` the first mention's character span (a gold link candidate; DocRED has no QIDs, so
-``qid`` is None), ``mentions`` every mention's span with its ``name`` and ``sent_id``; ``label`` the
-deduplicated facts ``[head, tail, relation index]``; ``in_train`` per fact, whether it is "in train"
-as DocRED's Ign F1 defines it: some (head mention name, tail mention name, relation) of it is such a key
-of a fact of the training documents outside the record's own split (``revised``: the 700 train
-documents; ``docred``: dev against the train split, test against all of train_annotated, as the official
-scorer does). Train keys come from the full train split, whatever the train fraction, so Ign F1 means
-the same at every fraction.
+The tasks, files, relations and records: ``DocREDDataModule``.
 """
 
 import random
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, read_json
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
-from knowledge_lm.data.io import find_file, read_json
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import register_dataset
 
 RELATIONS = (
     "P6",
@@ -195,6 +174,32 @@ def document_text(sentences: list[list[str]]) -> tuple[str, list[list[int]]]:
 
 @register_dataset("redocred")
 class DocREDDataModule(TaskDataModule):
+    """Re-DocRED (task ``revised``) and DocRED (task ``docred``) as document-level relation extraction.
+
+    Tasks and files (each plain or gzip-compressed):
+
+    * ``revised`` (default): Re-DocRED's ``dev_revised.json`` and ``test_revised.json`` (500 documents each,
+      the 1,000 documents of DocRED dev re-annotated) from ``<data_dir>/redocred/``. There is no train file
+      here, so the 1,000 documents (dev_revised then test_revised, in file order) are shuffled once with
+      seed 0 and cut 700 ``train`` / 100 ``dev`` / 200 ``test``: a pure function of the two files.
+    * ``docred``: the official DocRED release in ``<data_dir>/docred/``: ``train_annotated.json`` (3,053
+      documents) gives ``train`` less 300 documents drawn with seed 0 as ``dev`` (model selection), and
+      DocRED's ``dev.json`` is ``test`` (its own ``test.json`` is unlabelled and not read).
+
+    Relations: the 96 of DocRED's ``rel_info.json`` (read, where present, from the task's folder or the
+    other one, and checked against :data:`RELATIONS`) sorted by property number, after ``NA`` at index 0.
+
+    Records: ``text_a`` the document's tokens joined by single spaces; ``entities`` one per vertexSet entry,
+    ``start``/``end`` the first mention's character span (a gold link candidate; DocRED has no QIDs, so
+    ``qid`` is None), ``mentions`` every mention's span with its ``name`` and ``sent_id``; ``label`` the
+    deduplicated facts ``[head, tail, relation index]``; ``in_train`` per fact, whether it is "in train"
+    as DocRED's Ign F1 defines it: some (head mention name, tail mention name, relation) of it is such a key
+    of a fact of the training documents outside the record's own split (``revised``: the 700 train
+    documents; ``docred``: dev against the train split, test against all of train_annotated, as the official
+    scorer does). Train keys come from the full train split, whatever the train fraction, so Ign F1 means
+    the same at every fraction.
+    """
+
     name = "redocred"
     split_origins = {
         "dev": "documents held out of the train documents (seed 0)",

@@ -7,23 +7,15 @@ Files: the official full release, ``TRAIN_FILE.TXT`` (8,000 sentences) and ``TES
 Each example is a block of lines: ``id<TAB>"sentence with <e1>..</e1> and <e2>..</e2>"``, the label,
 ``Comment: ...``, then a blank line.
 
-Splits. The release has no dev set: 800 sentences of the train file (a tenth for smaller files), drawn
-once with seed 0 over the file's order and not stratified, become ``dev``; the other 7,200 are
-``train``, and the test file is ``test``.
-
-Records carry ``entities``: the two marked nominals as character offsets into ``text_a``, the sentence
-with its tags removed (roles e1, e2). Task ``main`` reads them through entity markers (kind "relation"),
-task ``mean_pool`` through mean-pooled entity states (kind "relation_mean"); see knowledge_lm/tasks/relation.py.
-Scored by the official measure, the scorer's macro-F1 over the nine relations (direction-aware, Other
-excluded), and accuracy over the 19 labels.
+The splits, records and scores: ``SemEvalDataModule``.
 """
 
 import re
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, open_text
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
-from knowledge_lm.data.io import find_file, open_text
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import register_dataset
 from knowledge_lm.tasks.relation import RelationTasks
 
 RELATION_LABELS = (
@@ -122,6 +114,19 @@ def strip_entity_tags(tagged: str, where: str) -> tuple[str, list[dict]]:
 
 @register_dataset("semeval2010")
 class SemEvalDataModule(RelationTasks, TaskDataModule):
+    """SemEval-2010 Task 8 with a dev set held out of its train file.
+
+    Splits. The release has no dev set: 800 sentences of the train file (a tenth for smaller files), drawn
+    once with seed 0 over the file's order and not stratified, become ``dev``; the other 7,200 are
+    ``train``, and the test file is ``test``.
+
+    Records carry ``entities``: the two marked nominals as character offsets into ``text_a``, the sentence
+    with its tags removed (roles e1, e2). Task ``main`` reads them through entity markers (kind "relation"),
+    task ``mean_pool`` through mean-pooled entity states (kind "relation_mean"); see knowledge_lm/tasks/relation.py.
+    Scored by the official measure, the scorer's macro-F1 over the nine relations (direction-aware, Other
+    excluded), and accuracy over the 19 labels.
+    """
+
     name = "semeval2010"
     split_origins = {"dev": "800 sentences held out of the train file (seed 0)", "test": "the official test file"}
     relation_spec = SPEC

@@ -9,10 +9,10 @@ An answer whose ``answer_start`` does not point at its text is looked up in the 
 occurrence); one not found there keeps its text for scoring but trains towards "no answer".
 """
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, read_json
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
-from knowledge_lm.data.io import find_file, read_json
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import register_dataset
 
 TASKS = ("searchqa", "quasart", "squad")
 FILES = {"train": "train.json", "dev": "dev.json", "test": "test.json"}

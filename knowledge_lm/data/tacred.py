@@ -12,10 +12,10 @@ character offsets, with their NER types, which the marker kind writes as typed m
 TACRED's official micro P/R/F1 over the relations other than no_relation (main: micro_f1).
 """
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_split_files, read_json
+from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
-from knowledge_lm.data.io import find_split_files, read_json
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import register_dataset
 from knowledge_lm.tasks.relation import RelationTasks
 
 RELATION_LABELS = (

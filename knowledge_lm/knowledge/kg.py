@@ -1,27 +1,6 @@
 """A knowledge graph of entity ids, and the graph queries the knowledge methods need.
 
-Files read by ``KnowledgeGraph.load(directory)``; each may also be gzip-compressed (``name.gz``):
-
-``triples.tsv`` (required)
-    One fact a line, tab-separated: ``head_qid  relation_pid  tail_qid``. A first line starting with
-    ``head_qid`` is a header and skipped; columns after the third (e.g. the shared KG's ``sources``)
-    are ignored. Ids are any strings without tabs, not only Wikidata's Q/P numbers.
-``entities.jsonl`` (optional)
-    One JSON record a line: ``{"qid": ..., "label": ..., "surface_forms": [...], "type": ...}``; only
-    ``qid`` is required, ``label`` and ``type`` may be null, ``surface_forms`` lists the aliases.
-    An entity met in a triple without a record gets one with label None.
-``relations.tsv`` or ``properties_P_info.json`` (optional)
-    Relation names: ``pid  name`` lines (optional header ``pid  name``), or Wikidata's property list
-    (a JSON list of ``{"id", "name", ...}``). A relation without a name is named by its pid.
-
-This is the layout of the shared ``wikidata_kg`` folder and of the generated dataset's graph
-(``knowledge_lm.data.generated``, ``write_kg``). To bring Wikidata5M, ConceptNet or your own graph,
-write its facts as ``triples.tsv`` and, if you have them, its names as ``entities.jsonl``.
-
-Entity types: the record's ``type`` where given; else the class of the entity's "instance of" (P31)
-triples, as the class's id (the class most frequent in the whole graph where it has several); else None.
-
-Distances are undirected (a triple links its head and tail both ways) and count edges.
+The files it reads, entity types and distances: ``KnowledgeGraph``.
 """
 
 import json
@@ -36,8 +15,8 @@ import numpy as np
 import scipy.sparse
 from scipy.sparse.csgraph import connected_components
 
-from knowledge_lm.data.io import find_file, open_text, read_json, read_jsonl
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, open_text, read_json, read_jsonl
 
 INSTANCE_OF = "P31"
 TRIPLES_FILE = "triples.tsv"
@@ -59,6 +38,29 @@ class KnowledgeGraph:
 
     ``graph`` is the networkx view (a MultiDiGraph, built on first use); the distance queries run on
     an undirected adjacency of integer ids built once here, which is several times faster.
+
+    Files read by ``KnowledgeGraph.load(directory)``; each may also be gzip-compressed (``name.gz``):
+
+    ``triples.tsv`` (required)
+        One fact a line, tab-separated: ``head_qid  relation_pid  tail_qid``. A first line starting with
+        ``head_qid`` is a header and skipped; columns after the third (e.g. the shared KG's ``sources``)
+        are ignored. Ids are any strings without tabs, not only Wikidata's Q/P numbers.
+    ``entities.jsonl`` (optional)
+        One JSON record a line: ``{"qid": ..., "label": ..., "surface_forms": [...], "type": ...}``; only
+        ``qid`` is required, ``label`` and ``type`` may be null, ``surface_forms`` lists the aliases.
+        An entity met in a triple without a record gets one with label None.
+    ``relations.tsv`` or ``properties_P_info.json`` (optional)
+        Relation names: ``pid  name`` lines (optional header ``pid  name``), or Wikidata's property list
+        (a JSON list of ``{"id", "name", ...}``). A relation without a name is named by its pid.
+
+    This is the layout of the shared ``wikidata_kg`` folder and of the generated dataset's graph
+    (``knowledge_lm.data.generated``, ``write_kg``). To bring Wikidata5M, ConceptNet or your own graph,
+    write its facts as ``triples.tsv`` and, if you have them, its names as ``entities.jsonl``.
+
+    Entity types: the record's ``type`` where given; else the class of the entity's "instance of" (P31)
+    triples, as the class's id (the class most frequent in the whole graph where it has several); else None.
+
+    Distances are undirected (a triple links its head and tail both ways) and count edges.
     """
 
     def __init__(

@@ -7,12 +7,6 @@ triple that happens to be true is kept). Entity vectors are renormalised to unit
 batch and at the end, as in the paper; (sparse) Adam replaces the paper's plain SGD to converge in few epochs.
 
 ``cached_transe(kg, cache_dir)`` trains once per (triples, hyper-parameters) and loads afterwards.
-
-Entities without a trained vector (outside the KG's triples, e.g. linked from another source) get a
-fallback from ``EntityEmbeddings.lookup(qid, label)``: a deterministic embedding of the label text, the
-mean of one fixed pseudo-random Gaussian vector per character trigram of the lower-cased label, scaled
-to the trained vectors' norm. Labels sharing trigrams get similar vectors; the fallback carries no
-graph knowledge, and without a label the lookup fails rather than returning zeros.
 """
 
 import hashlib
@@ -27,8 +21,8 @@ from pathlib import Path
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from knowledge_lm.caches import set_aside_cache
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.caches import set_aside_cache
+from knowledge_lm.core.errors import KlmError
 
 DEFAULT_HPARAMS = dict(dim=100, epochs=50, margin=1.0, lr=0.01, batch_size=1024, seed=0)
 CACHE_FORMAT = "transe-v1"
@@ -36,6 +30,15 @@ CACHE_FORMAT = "transe-v1"
 
 @dataclass
 class EntityEmbeddings:
+    """Trained TransE vectors by entity id, with a label fallback.
+
+    Entities without a trained vector (outside the KG's triples, e.g. linked from another source) get a
+    fallback from ``EntityEmbeddings.lookup(qid, label)``: a deterministic embedding of the label text, the
+    mean of one fixed pseudo-random Gaussian vector per character trigram of the lower-cased label, scaled
+    to the trained vectors' norm. Labels sharing trigrams get similar vectors; the fallback carries no
+    graph knowledge, and without a label the lookup fails rather than returning zeros.
+    """
+
     qids: list[str]
     matrix: torch.Tensor  # entities × dim, rows of unit L2 norm, row i is qids[i]
     relation_pids: list[str]
@@ -55,7 +58,7 @@ class EntityEmbeddings:
         return qid in self.index
 
     def lookup(self, qid: str | None, label: str | None = None) -> torch.Tensor:
-        """The trained vector of ``qid``, else the label fallback (see the module docstring)."""
+        """The trained vector of ``qid``, else the label fallback (see the class docstring)."""
         if qid in self.index:
             return self.matrix[self.index[qid]]
         if label and label.strip():

@@ -7,20 +7,6 @@ start or end in a stop word (in any casing: "The", "the" and "THE" alike) or hol
 when the table has at least one candidate.
 The linker does not disambiguate: overlapping spans are all kept (KnowBERT's learned linker decides
 among them), unless ``longest_only=True`` asks for the longest non-overlapping matches.
-
-Where priors come from:
-- entity records ``(qid, label, surface_forms)``: no counts exist, only the order of the surface forms
-  (most frequent first). With ``weighting="rank"`` (the default) the label counts as rank 0 and the
-  surface forms follow in order; a form of rank r gets the Zipf pseudo-count 1/(r+1) for that entity.
-  So an entity whose label (or most frequent form) is the mention beats one for which the mention is
-  a rare alias ("Honolulu" -> the city 2/3, the airport 1/3). ``weighting="uniform"`` gives every
-  (form, entity) pair the count 1, i.e. p(e|m) uniform over the candidates.
-- a KnowBERT prior file (``mention<TAB>count<TAB>id,prior,title<TAB>...``): count x prior per entity.
-- merging tables: the two sources count on different scales (Wikipedia anchor counts versus rank
-  pseudo-counts), so each table's p(e|m) is normalised per surface form and the sources get equal
-  weight wherever both know a form.
-Priors handed out are renormalised over the candidates kept (at most ``max_candidates``, 30 as in
-KnowBERT), so they sum to 1 per mention, as KnowBERT does after merging cased and lower-cased entries.
 """
 
 import json
@@ -30,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from knowledge_lm.data.io import open_text
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import open_text
 
 MAX_CANDIDATES = 30
 MAX_SPAN_WORDS = 5
@@ -111,7 +97,22 @@ def normalise_surface(surface: str) -> str:
 
 
 class AliasTable:
-    """Surface form -> candidate entities ``[(entity_id, prior)]``, best first."""
+    """Surface form -> candidate entities ``[(entity_id, prior)]``, best first.
+
+    Where priors come from:
+    - entity records ``(qid, label, surface_forms)``: no counts exist, only the order of the surface forms
+      (most frequent first). With ``weighting="rank"`` (the default) the label counts as rank 0 and the
+      surface forms follow in order; a form of rank r gets the Zipf pseudo-count 1/(r+1) for that entity.
+      So an entity whose label (or most frequent form) is the mention beats one for which the mention is
+      a rare alias ("Honolulu" -> the city 2/3, the airport 1/3). ``weighting="uniform"`` gives every
+      (form, entity) pair the count 1, i.e. p(e|m) uniform over the candidates.
+    - a KnowBERT prior file (``mention<TAB>count<TAB>id,prior,title<TAB>...``): count x prior per entity.
+    - merging tables: the two sources count on different scales (Wikipedia anchor counts versus rank
+      pseudo-counts), so each table's p(e|m) is normalised per surface form and the sources get equal
+      weight wherever both know a form.
+    Priors handed out are renormalised over the candidates kept (at most ``max_candidates``, 30 as in
+    KnowBERT), so they sum to 1 per mention, as KnowBERT does after merging cased and lower-cased entries.
+    """
 
     def __init__(self, max_candidates: int = MAX_CANDIDATES):
         self.max_candidates = max_candidates
@@ -223,7 +224,7 @@ class AliasTable:
         return table
 
     def merge(self, other: "AliasTable") -> "AliasTable":
-        """A new table where each source's p(e|m) counts equally (see the module docstring)."""
+        """A new table where each source's p(e|m) counts equally (see ``AliasTable``)."""
         merged = AliasTable(max(self.max_candidates, other.max_candidates))
         for table in (self, other):
             for surface, entities in table._counts.items():

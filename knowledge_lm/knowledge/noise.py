@@ -4,49 +4,15 @@ Both work on the linked entity ids of texts (``linked``: per text, one entity id
 exact share drawn uniformly with a seeded RNG (the same ``seed`` gives the same corruption), and leave
 the rest untouched.
 
-**Link noise** (the SI+SR paper, Fig. 1b and 5d). ``inject_link_noise`` replaces exactly
-``round(ratio × number of links)`` links, drawn uniformly among all links of all texts, each by a
-uniformly drawn entity of a different type. "Different type":
-
-* a link to an entity of known type T: any entity whose type is known and is not T;
-* a link whose entity has no type (or is not in the KG): any entity of known type, since an untyped
-  entity may well share the link's unknown type;
-* where the KG holds no typed entity at all (or no entity of another known type): any other entity
-  whose type is not T.
-
-``noisy_link_candidates`` turns each replaced link into what a wrong entity linker produces for an
-ambiguous mention: candidates ranked ``[wrong, linked, distractor(s)]``, so that whatever reads the top
-candidate reads the wrong entity, while the linked (true) entity stays among the candidates for a learned
-linker to find. One or two distractors (their number drawn uniformly) are any other entities of the KG
-(fewer where the KG has fewer). Priors, drawn per link: the wrong entity ``p ~ U(0.55, 0.8)``, the
-linked entity a share ``U(0.6, 0.9)`` of the rest, the distractors the remainder in equal parts; they sum
-to 1, rank the candidates in the order above, and none is 1.0. A noisy link therefore has several
-candidates and no prior of 1.0: it is not a gold link (KnowBERT's linking loss skips it).
-
-**Counterfactual links.** ``shuffle_entities`` re-links exactly ``round(share × number of (text, entity)
-pairs)`` of the distinct (text, entity) pairs, drawn uniformly; every mention of the entity in that text
-is re-linked to one replacement, so a text that names an entity twice stays coherent. The replacement
-keeps the type and destroys the identity: a uniformly drawn other entity of the KG with the same type.
-For an entity without a type, the pool is the other untyped entities; for an entity not in the KG, any
-entity of the KG; where the pool holds no other entity (a type of one entity), any other entity of the KG.
-
-**Relocated spans** (the counterfactual of spans that carry no entity id, such as the NER spans of KAM's
-entity map). ``relocate_spans`` moves exactly ``round(share × number of spans)`` of the spans of all texts,
-drawn uniformly, each to a uniformly drawn run of as many words of its text, first among the runs that
-overlap no span of the text (where it was or where it now is), else among those that overlap no span
-where it now is and start elsewhere; a span with no such run, or covering no whole word, stays. A span
-covers the words wholly inside it; it moves as that many words, its other fields kept.
-
-**Permuted relations** (the counterfactual of a graph's relation labels). ``permute_relations`` keeps every
-(head, tail) edge and gives the edges the same relations, in a seeded permutation, so that relation frequencies
-stay and no edge need keep its own.
+Link noise: ``inject_link_noise``, ``noisy_link_candidates``; counterfactuals: ``shuffle_entities``,
+``relocate_spans`` (spans without entity ids), ``permute_relations`` (a graph's relation labels).
 """
 
 import random
 from bisect import bisect_left, bisect_right
 from itertools import groupby
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 MAX_DISTRACTORS = 2
 WRONG_PRIOR = (0.55, 0.8)  # the wrong entity's prior, uniform in this range
@@ -59,7 +25,18 @@ def check_share(name: str, share: float):
 
 
 def inject_link_noise(linked: list[list[str]], kg, ratio: float, seed: int) -> tuple[list[list[str]], list[list[bool]]]:
-    """``(noisy, replaced_mask)``: ``linked`` with links replaced, and which were, text by text."""
+    """``(noisy, replaced_mask)``: ``linked`` with links replaced, and which were, text by text.
+
+    **Link noise** (the SI+SR paper, Fig. 1b and 5d). ``inject_link_noise`` replaces exactly
+    ``round(ratio × number of links)`` links, drawn uniformly among all links of all texts, each by a
+    uniformly drawn entity of a different type. "Different type":
+
+    * a link to an entity of known type T: any entity whose type is known and is not T;
+    * a link whose entity has no type (or is not in the KG): any entity of known type, since an untyped
+      entity may well share the link's unknown type;
+    * where the KG holds no typed entity at all (or no entity of another known type): any other entity
+      whose type is not T.
+    """
     return replace_by_other_types(linked, kg.entities, ratio, random.Random(seed))
 
 
@@ -105,8 +82,18 @@ def replace_by_other_types(linked: list[list[str]], entities: dict, ratio: float
 def noisy_link_candidates(
     linked: list[list[str]], kg, ratio: float, seed: int
 ) -> list[list[list[tuple[str, float]] | None]]:
-    """Per text, per link: the candidates ``[(qid, prior)]`` of a noisy link (see the module docstring),
-    None for a link left as it is. The links made noisy are those ``inject_link_noise`` replaces."""
+    """Per text, per link: the candidates ``[(qid, prior)]`` of a noisy link (below),
+    None for a link left as it is. The links made noisy are those ``inject_link_noise`` replaces.
+
+    ``noisy_link_candidates`` turns each replaced link into what a wrong entity linker produces for an
+    ambiguous mention: candidates ranked ``[wrong, linked, distractor(s)]``, so that whatever reads the top
+    candidate reads the wrong entity, while the linked (true) entity stays among the candidates for a learned
+    linker to find. One or two distractors (their number drawn uniformly) are any other entities of the KG
+    (fewer where the KG has fewer). Priors, drawn per link: the wrong entity ``p ~ U(0.55, 0.8)``, the
+    linked entity a share ``U(0.6, 0.9)`` of the rest, the distractors the remainder in equal parts; they sum
+    to 1, rank the candidates in the order above, and none is 1.0. A noisy link therefore has several
+    candidates and no prior of 1.0: it is not a gold link (KnowBERT's linking loss skips it).
+    """
     rng = random.Random(seed)
     noisy, replaced = replace_by_other_types(linked, kg.entities, ratio, rng)
     all_qids = list(kg.entities)
@@ -138,7 +125,15 @@ def ambiguous_candidates(wrong: str, gold: str, all_qids: list[str], rng: random
 
 def shuffle_entities(linked: list[list[str]], kg, share: float, seed: int) -> tuple[list[list[str]], list[list[bool]]]:
     """``(shuffled, relinked_mask)``: ``linked`` with a share of its (text, entity) pairs re-linked to
-    another entity of the same type (see the module docstring), and which links were, text by text."""
+    another entity of the same type (below), and which links were, text by text.
+
+    **Counterfactual links.** ``shuffle_entities`` re-links exactly ``round(share × number of (text, entity)
+    pairs)`` of the distinct (text, entity) pairs, drawn uniformly; every mention of the entity in that text
+    is re-linked to one replacement, so a text that names an entity twice stays coherent. The replacement
+    keeps the type and destroys the identity: a uniformly drawn other entity of the KG with the same type.
+    For an entity without a type, the pool is the other untyped entities; for an entity not in the KG, any
+    entity of the KG; where the pool holds no other entity (a type of one entity), any other entity of the KG.
+    """
     check_share("shuffle_links", share)
     pairs = list(dict.fromkeys((text, qid) for text, qids in enumerate(linked) for qid in qids))
     # A stream of its own: the same seed also draws the link noise.
@@ -176,7 +171,15 @@ def shuffle_entities(linked: list[list[str]], kg, share: float, seed: int) -> tu
 
 def relocate_spans(words: list[list[tuple[int, int]]], spans: list[list[tuple]], share: float, seed: int) -> list[list]:
     """``spans`` (per text, ``(start, end, *rest)`` character spans) with a share moved to other words of their
-    text (see the module docstring); ``words``: per text, its words' character spans, in order."""
+    text (below); ``words``: per text, its words' character spans, in order.
+
+    **Relocated spans** (the counterfactual of spans that carry no entity id, such as the NER spans of KAM's
+    entity map). ``relocate_spans`` moves exactly ``round(share × number of spans)`` of the spans of all texts,
+    drawn uniformly, each to a uniformly drawn run of as many words of its text, first among the runs that
+    overlap no span of the text (where it was or where it now is), else among those that overlap no span
+    where it now is and start elsewhere; a span with no such run, or covering no whole word, stays. A span
+    covers the words wholly inside it; it moves as that many words, its other fields kept.
+    """
     check_share("relocated span share", share)
     rng = random.Random(f"relocate_spans/{seed}")
     positions = [(text, number) for text, text_spans in enumerate(spans) for number in range(len(text_spans))]
@@ -208,7 +211,12 @@ def relocate_spans(words: list[list[tuple[int, int]]], spans: list[list[tuple]],
 
 def permute_relations(triples, rng: random.Random, keep=()) -> list[tuple[str, str, str]]:
     """``triples`` with the relations of the edges whose relation is not in ``keep`` permuted over those edges by
-    ``rng`` (in the triples' order); the edges, their order and the ``keep`` edges stay."""
+    ``rng`` (in the triples' order); the edges, their order and the ``keep`` edges stay.
+
+    **Permuted relations** (the counterfactual of a graph's relation labels). ``permute_relations`` keeps every
+    (head, tail) edge and gives the edges the same relations, in a seeded permutation, so that relation frequencies
+    stay and no edge need keep its own.
+    """
     pids = [pid for _, pid, _ in triples if pid not in keep]
     rng.shuffle(pids)
     permuted = iter(pids)

@@ -1,26 +1,6 @@
 """Pointwise mutual information between words, counted once over a corpus: KAM-BERT's PMI map and expansion.
 
-Estimator. The corpus is cut into *units*: whole texts (``window=None``) or, with ``window=n``, every
-run of ``n`` consecutive words of a text (a text shorter than ``n`` is one unit). With ``N`` units,
-``n(w)`` the number of units holding ``w`` and ``n(a, b)`` the number holding both distinct words,
-
-    p(w) = n(w) / N,   p(a, b) = n(a, b) / N,   PMI(a, b) = log( N · n(a, b) / (n(a) · n(b)) )   (natural log).
-
-Words occurring fewer than ``min_count`` times in the texts are dropped before pairing (their counts
-are not kept); pairs seen in fewer than ``min_count`` units get no PMI, and neither does a word with
-itself. With ``unigram_counts`` (external term counts such as ``enwiki_word_freq``), the marginals
-come from that table instead: ``p(w) = min(1, L · c(w) / C)``, ``C`` the table's total and ``L`` the
-mean number of words per unit, i.e. the chance that a unit of mean length holds ``w`` to first order,
-which keeps the external marginals on the same per-unit scale as the joint; a word absent from the
-table has no PMI.
-
-PMI map (``normalised_pmi_matrix``): ``max(0, PMI(w_i, w_j)) / Z`` with ``Z`` the largest PMI of any
-pair in the corpus, so every value is in [0, 1] and unknown pairs are 0; two occurrences of the same
-word (the diagonal included) get 1.
-
-``PmiTable`` (``CorpusStatistics.table``): the positive PMI of the pairs of a vocabulary and the corpus's
-``Z``, what the PMI map of sentences made of those words needs, without the corpus; saved as a small
-``.npz`` beside prepared features and looked up for many pairs at once.
+The estimator and the PMI map: ``CorpusStatistics``; the stored table: ``PmiTable``.
 """
 
 import gzip
@@ -36,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge_lm.data.io import open_text, read_json
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import open_text, read_json
 
 FORMAT_VERSION = 1
 WORD_PATTERN = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
@@ -99,7 +79,12 @@ def units_of(words: list[str], window: int | None) -> list[list[str]]:
 
 class PmiTable:
     """The positive PMI of word pairs, as indices into ``vocabulary`` (``first < second``, sorted), and
-    ``max_pmi`` (the corpus's ``Z``): the values ``CorpusStatistics.normalised_pmi_matrix`` gives those words."""
+    ``max_pmi`` (the corpus's ``Z``): the values ``CorpusStatistics.normalised_pmi_matrix`` gives those words.
+
+    ``PmiTable`` (``CorpusStatistics.table``): the positive PMI of the pairs of a vocabulary and the corpus's
+    ``Z``, what the PMI map of sentences made of those words needs, without the corpus; saved as a small
+    ``.npz`` beside prepared features and looked up for many pairs at once.
+    """
 
     def __init__(self, vocabulary: list[str], first: np.ndarray, second: np.ndarray, pmi: np.ndarray, max_pmi: float):
         self.vocabulary = vocabulary
@@ -163,7 +148,26 @@ class PmiTable:
 
 
 class CorpusStatistics:
-    """Word and word-pair counts of a corpus and the PMI they give; build with :meth:`from_texts`."""
+    """Word and word-pair counts of a corpus and the PMI they give; build with :meth:`from_texts`.
+
+    Estimator. The corpus is cut into *units*: whole texts (``window=None``) or, with ``window=n``, every
+    run of ``n`` consecutive words of a text (a text shorter than ``n`` is one unit). With ``N`` units,
+    ``n(w)`` the number of units holding ``w`` and ``n(a, b)`` the number holding both distinct words,
+
+        p(w) = n(w) / N,   p(a, b) = n(a, b) / N,   PMI(a, b) = log( N · n(a, b) / (n(a) · n(b)) )   (natural log).
+
+    Words occurring fewer than ``min_count`` times in the texts are dropped before pairing (their counts
+    are not kept); pairs seen in fewer than ``min_count`` units get no PMI, and neither does a word with
+    itself. With ``unigram_counts`` (external term counts such as ``enwiki_word_freq``), the marginals
+    come from that table instead: ``p(w) = min(1, L · c(w) / C)``, ``C`` the table's total and ``L`` the
+    mean number of words per unit, i.e. the chance that a unit of mean length holds ``w`` to first order,
+    which keeps the external marginals on the same per-unit scale as the joint; a word absent from the
+    table has no PMI.
+
+    PMI map (``normalised_pmi_matrix``): ``max(0, PMI(w_i, w_j)) / Z`` with ``Z`` the largest PMI of any
+    pair in the corpus, so every value is in [0, 1] and unknown pairs are 0; two occurrences of the same
+    word (the diagonal included) get 1.
+    """
 
     def __init__(
         self,
@@ -261,7 +265,7 @@ class CorpusStatistics:
 
     # -- PMI ----------------------------------------------------------------------------------
     def probability(self, word: str) -> float | None:
-        """p(word) as the estimator in the module docstring defines it; None for a word without one."""
+        """p(word) as the estimator (``CorpusStatistics``) defines it; None for a word without one."""
         if self.marginal_counts is None:
             count = self.unit_counts.get(word)
             return count / self.num_units if count else None

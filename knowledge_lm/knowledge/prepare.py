@@ -10,29 +10,7 @@ entity, what selective injection needs: its document frequency over the train sp
 linked entities within ``k_hop`` in the KG. Training reads these files only: no spaCy, no KG walk, so GPU runs
 carry the cache.
 
-Layout: ``<split>.jsonl.xz`` (one row per example), ``pmi.npz`` (a ``PmiTable``: the folder's word vocabulary
-and the positive PMI of its pairs) and ``manifest.json``, written last. A row stores its words as indices into
-that vocabulary (``pmi_words``, one per entry of ``words``) and its neighbours likewise; ``load_prepared``
-derives ``pmi_pairs`` and ``pmi_expansion`` from them (``PmiFeatures``), the same values computing them per
-example from the corpus statistics gives, so the folder holds each pair's PMI once, not once per example.
-
-Two controls corrupt the links before any feature is computed (``knowledge.noise``, each split on its own
-seeded stream): ``shuffle_links`` first re-links a share of each text's entities to another entity of the
-same type, in the form of a gold link (the counterfactual the method then takes for the truth);
-``link_noise`` then turns a share of the links into a wrong linker's output (a wrong entity of another
-type as top candidate, the linked entity and distractors after it, realistic priors: no longer a gold link).
-``shuffle_links`` also moves the same share of the NER spans (KAM's entity map) to other words of their text
-(``noise.relocate_spans``): the map's blocks then miss the entity mentions, as shuffled links give KnowBERT
-the wrong entities. ``shuffle_splits`` restricts both to some splits (``[test]``: a model trained and
-selected with correct links, evaluated with shuffled ones).
-
-``permute_relations`` (a third control) swaps the KG for a copy whose relation labels are permuted over its
-edges (``relations_permuted_kg``): the same (head, tail) edges, the same relation frequencies, entity types
-and labels unchanged. The copy is a KG folder of its own, found again by every method that reads the
-prepared KG (``knowledge_graph_dir``), and TransE, cached by the KG's content, is trained on it.
-
-The cache key hashes the split's records, the tokenizer, ``max_length``, the knowledge config and the
-KG's files, so a second ``prepare`` with the same inputs only reads and hashes them.
+The files' layout, the link controls and the cache key: ``prepare``.
 """
 
 import hashlib
@@ -46,8 +24,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from knowledge_lm.caches import set_aside_cache
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.caches import set_aside_cache
+from knowledge_lm.core.errors import KlmError
 
 if TYPE_CHECKING:
     from knowledge_lm.knowledge.pmi import PmiTable
@@ -162,7 +140,7 @@ def relations_permuted_kg(kg_dir: Path, seed: int, cache_dir: Path) -> Path:
     permutation of those edges' relations: the same (head, tail) edges and relation frequencies, the relations
     no longer those of the edges. "Instance of" edges stay: they are the entities' types. The other files
     (entities, relation names) are copied as they are. Written to the cache once, named by its content."""
-    from knowledge_lm.data.io import find_file
+    from knowledge_lm.core.io import find_file
     from knowledge_lm.knowledge.kg import INSTANCE_OF, TRIPLES_FILE, read_triples
     from knowledge_lm.knowledge.noise import permute_relations
 
@@ -216,7 +194,7 @@ def text_segments(record: dict) -> list[tuple[int, str]]:
 
 def split_keys(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path):
     """The splits' records, the KG folder and one cache folder named by everything the features depend on."""
-    from knowledge_lm.backbones import tokenizer_fingerprint
+    from knowledge_lm.core.backbones import tokenizer_fingerprint
 
     splits = data_module.labelled_splits()
     kg_dir = knowledge_graph_dir(data_module, config, cache_dir)
@@ -352,7 +330,7 @@ def make_links_noisy(linked: dict[str, list[list[list]]], kg, config: KnowledgeC
 
 
 def pmi_statistics(config: KnowledgeConfig, train_records: list[dict]):
-    from knowledge_lm.data.io import open_text
+    from knowledge_lm.core.io import open_text
     from knowledge_lm.knowledge.pmi import CorpusStatistics, load_unigram_counts
 
     if config.pmi_corpus:
@@ -500,7 +478,32 @@ def write_jsonl_xz(path: Path, rows: list[dict]):
 
 
 def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, progress: bool = True) -> dict:
-    """Features for every split of ``data_module``'s task, computed once; returns the manifest."""
+    """Features for every split of ``data_module``'s task, computed once; returns the manifest.
+
+    Layout: ``<split>.jsonl.xz`` (one row per example), ``pmi.npz`` (a ``PmiTable``: the folder's word vocabulary
+    and the positive PMI of its pairs) and ``manifest.json``, written last. A row stores its words as indices into
+    that vocabulary (``pmi_words``, one per entry of ``words``) and its neighbours likewise; ``load_prepared``
+    derives ``pmi_pairs`` and ``pmi_expansion`` from them (``PmiFeatures``), the same values computing them per
+    example from the corpus statistics gives, so the folder holds each pair's PMI once, not once per example.
+
+    Two controls corrupt the links before any feature is computed (``knowledge.noise``, each split on its own
+    seeded stream): ``shuffle_links`` first re-links a share of each text's entities to another entity of the
+    same type, in the form of a gold link (the counterfactual the method then takes for the truth);
+    ``link_noise`` then turns a share of the links into a wrong linker's output (a wrong entity of another
+    type as top candidate, the linked entity and distractors after it, realistic priors: no longer a gold link).
+    ``shuffle_links`` also moves the same share of the NER spans (KAM's entity map) to other words of their text
+    (``noise.relocate_spans``): the map's blocks then miss the entity mentions, as shuffled links give KnowBERT
+    the wrong entities. ``shuffle_splits`` restricts both to some splits (``[test]``: a model trained and
+    selected with correct links, evaluated with shuffled ones).
+
+    ``permute_relations`` (a third control) swaps the KG for a copy whose relation labels are permuted over its
+    edges (``relations_permuted_kg``): the same (head, tail) edges, the same relation frequencies, entity types
+    and labels unchanged. The copy is a KG folder of its own, found again by every method that reads the
+    prepared KG (``knowledge_graph_dir``), and TransE, cached by the KG's content, is trained on it.
+
+    The cache key hashes the split's records, the tokenizer, ``max_length``, the knowledge config and the
+    KG's files, so a second ``prepare`` with the same inputs only reads and hashes them.
+    """
     from knowledge_lm.knowledge.annotate import Annotator, progress_bar
     from knowledge_lm.knowledge.kg import KnowledgeGraph, document_frequency
     from knowledge_lm.knowledge.linking import AliasTable, EntityLinker, coverage
@@ -667,7 +670,7 @@ def read_prepared(folder: Path, splits: dict[str, list[dict]]) -> tuple[dict[str
     naming the file that does not read or does not match its split's records."""
     import lzma
 
-    from knowledge_lm.data.io import read_jsonl
+    from knowledge_lm.core.io import read_jsonl
     from knowledge_lm.knowledge.pmi import PmiTable
 
     if read_manifest(folder / "manifest.json") is None:

@@ -4,8 +4,8 @@ Nothing is added to :class:`~knowledge_lm.methods.task_model.TaskModel`: [CLS] f
 the task loss, AdamW with warm-up and linear decay.
 """
 
+from knowledge_lm.core.registry import register_method
 from knowledge_lm.methods.task_model import TaskModel
-from knowledge_lm.registry import register_method
 
 
 @register_method("baseline", "bert")

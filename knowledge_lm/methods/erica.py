@@ -9,7 +9,7 @@ Parts, in the order of this file:
    (the data sources, packing and test-set removal are in ``erica_corpus.py``).
 4. :class:`EricaPretraining`: backbone + MLM head, L = L_ED + L_RD + L_MLM (Eq. 4), AdamW with warm-up;
    ``save_checkpoint(dir)`` writes a ``save_pretrained`` directory that ``--backbone DIR`` loads;
-   :func:`pretrain` runs it end to end (``klm pretrain`` wraps it) over :class:`EricaBatches` (micro-batch k a
+   ``run/pretraining.py``'s :func:`pretrain_erica` runs it end to end over :class:`EricaBatches` (micro-batch k a
    function of the seed and k, so a run resumes exactly), resumable and deterministic, recording RD's positives
    per micro-batch (:func:`term_positives`). The objective sets (:data:`OBJECTIVES`):
    ``erica`` (ED + RD + MLM) and the ablations ``erica-mlm-only``, ``erica-ed``, ``erica-rd``,
@@ -45,14 +45,12 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 from torch.nn import functional as F
-from torch.utils.data import DataLoader
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import register_method
 from knowledge_lm.methods.baseline import Baseline
 from knowledge_lm.methods.optim import adamw_with_warmup
 from knowledge_lm.methods.task_model import logs_this_step, trainer_of
-from knowledge_lm.registry import register_method
-from knowledge_lm.run.trainer import ResumableState, build_trainer
 from knowledge_lm.tasks.docre import token_span
 from knowledge_lm.tasks.heads import IGNORE, MLMHead, mask_tokens, mean_pool_spans
 
@@ -712,125 +710,6 @@ class EricaPretraining(pl.LightningModule):
         }
         (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         return directory
-
-
-def pretrain(
-    corpus: list[dict],
-    backbone,
-    tokenizer,
-    steps: int,
-    output_dir=None,
-    batch_size: int = BATCH_SIZE,
-    max_length: int = 512,
-    seed: int = 0,
-    objectives: str = "erica",
-    progress: bool = False,
-    callbacks=(),
-    micro_batch_size: int | None = None,
-    state_dir=None,
-    save_every_s: float | None = 300.0,
-    save_every_steps: int | None = None,
-    stop_after_steps: int | None = None,
-    time_budget_s: float | None = None,
-    deterministic: bool = True,
-    run_key: dict | None = None,
-    data_workers: int | None = None,
-    **options,
-) -> EricaPretraining:
-    """Run ``steps`` optimiser steps of ERICA on ``corpus`` (records of :func:`build_corpus`); save if asked.
-
-    ``objectives``: a name of :data:`OBJECTIVES` (or its words); explicit ``use_*``/``rd_terms`` options win.
-    A step is ``batch_size`` documents; with ``micro_batch_size`` (dividing it) gradients accumulate over
-    micro-batches, and RD contrasts within each micro-batch, as the official code (16 documents per GPU, 8 GPUs,
-    16 accumulations = 2,048). The batches are those of :class:`EricaBatches`.
-
-    With ``state_dir`` the run is resumable: :class:`~knowledge_lm.run.trainer.ResumableState` saves
-    ``state_dir/last.ckpt`` every ``save_every_s`` seconds (or ``save_every_steps`` steps) and when the session
-    stops early (``stop_after_steps`` steps or ``time_budget_s`` seconds of this session), and a call with a
-    ``state_dir`` holding a state resumes from it; ``state_dir/run.json`` holds what the run is (``run_key`` plus
-    the corpus hash and the settings), and a state of another run is refused. The returned module's
-    ``global_step`` < ``steps`` says that the session stopped early (nothing is saved at ``output_dir`` then).
-    ``deterministic``: deterministic kernels (see ``build_trainer``). ``data_workers``: loader processes that
-    collate (tokenise) the next micro-batches while the GPU trains (default 2 on a GPU, none on the CPU); the
-    batches do not depend on it."""
-
-    if not corpus:
-        raise KlmError("ERICA corpus is empty (no document passes the entity/relation filters)")
-    if steps <= 0:
-        raise KlmError(f"ERICA pretraining needs steps > 0, got {steps}")
-    micro_batch_size = micro_batch_size or batch_size
-    if micro_batch_size <= 0 or batch_size % micro_batch_size:
-        raise KlmError(f"ERICA micro-batch size {micro_batch_size} must be > 0 and divide the batch size {batch_size}")
-    accumulate = batch_size // micro_batch_size
-    options = {**objective_options(objectives), **options}
-    digest = corpus_hash(corpus)
-    state, start_step = None, 0
-    if state_dir is not None:
-        state_dir = Path(state_dir)
-        key = {
-            **(run_key or {}),
-            "corpus_hash": digest,
-            "steps": steps,
-            "batch_size": batch_size,
-            "micro_batch_size": micro_batch_size,
-            "max_length": max_length,
-            "seed": seed,
-            "deterministic": deterministic,
-            "options": {name: list(value) if isinstance(value, tuple) else value for name, value in options.items()},
-        }
-        key = json.loads(json.dumps(key, default=str))
-        if (state_dir / "run.json").is_file():
-            saved = json.loads((state_dir / "run.json").read_text())
-            differing = sorted(name for name in set(saved) | set(key) if saved.get(name) != key.get(name))
-            if differing:
-                raise KlmError(
-                    f"the pretraining state in {state_dir} is of another run (differs in {', '.join(differing)}); "
-                    "rerun that command, or remove the folder to start over"
-                )
-        else:
-            state_dir.mkdir(parents=True, exist_ok=True)
-            (state_dir / "run.json").write_text(json.dumps(key, indent=2) + "\n")
-        if (state_dir / "last.ckpt").is_file():
-            state = state_dir / "last.ckpt"
-            start_step = torch.load(state, map_location="cpu", weights_only=True)["global_step"]
-        callbacks = [
-            *callbacks,
-            ResumableState(state_dir / "last.ckpt", save_every_s, save_every_steps, stop_after_steps, time_budget_s),
-        ]
-    pl.seed_everything(seed, workers=True, verbose=False)
-    collator = EricaCollator(
-        tokenizer, relation_vocabulary(corpus), max_length, options.get("max_negatives", MAX_NEGATIVES), seed=seed
-    )
-    batches = EricaBatches(corpus, collator, micro_batch_size, steps * accumulate, seed, start_step * accumulate)
-    # Its own generator: the loader's base seed then draws nothing from the global stream dropout uses.
-    workers = data_workers if data_workers is not None else (2 if torch.cuda.is_available() else 0)
-    loader = DataLoader(batches, batch_size=None, num_workers=workers, generator=torch.Generator().manual_seed(seed))
-    module = EricaPretraining(backbone, tokenizer, steps, corpus_hash=digest, **options)
-    module.train()  # from_pretrained gives a model in eval mode (dropout off); Lightning keeps module modes
-    module.run_settings = {
-        "batch_size": batch_size,
-        "micro_batch_size": micro_batch_size,
-        "accumulate_grad_batches": accumulate,
-        "deterministic": deterministic,
-    }
-    trainer = build_trainer(
-        steps,
-        callbacks=callbacks,
-        progress=progress,
-        accumulate_grad_batches=accumulate,
-        deterministic=deterministic,
-    )
-    was_deterministic = (
-        torch.are_deterministic_algorithms_enabled(),
-        torch.is_deterministic_algorithms_warn_only_enabled(),
-    )
-    try:
-        trainer.fit(module, loader, ckpt_path=state)
-    finally:
-        torch.use_deterministic_algorithms(was_deterministic[0], warn_only=was_deterministic[1])
-    if output_dir is not None and module.global_step >= steps:
-        module.save_checkpoint(output_dir)
-    return module
 
 
 # -- fine-tuning --------------------------------------------------------------------------------

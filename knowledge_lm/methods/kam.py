@@ -71,13 +71,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from knowledge_lm.backbones import encoder_layers
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.backbones import encoder_layers
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import register_method
 from knowledge_lm.knowledge.kg import KnowledgeGraph
 from knowledge_lm.methods.knowbert import prepared_kg_dir
 from knowledge_lm.methods.sisr import SelectiveInjection, SelectiveInjectionOptions, SelectivelyInjected
 from knowledge_lm.methods.task_model import MethodOptions, TaskModel, compiled
-from knowledge_lm.registry import register_method
 
 MAP_NAMES = ("entity", "phrase", "pmi", "kg")
 DEFAULT_MAPS = ("entity", "phrase", "pmi")

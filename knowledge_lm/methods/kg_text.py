@@ -59,12 +59,12 @@ from typing import Iterable, Iterator
 import torch
 from torch.nn import functional as F
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import register_method
 from knowledge_lm.knowledge.kg import INSTANCE_OF, Entity, KnowledgeGraph
 from knowledge_lm.knowledge.prepare import text_segments
 from knowledge_lm.methods.knowbert import prepared_kg_dir
 from knowledge_lm.methods.task_model import MethodOptions, TaskModel
-from knowledge_lm.registry import register_method
 from knowledge_lm.tasks.base import ENCODER_INPUTS
 
 FACT_IDS = "kg_text_ids"  # the key of an example's fact ids (with the closing [SEP]) in its features row

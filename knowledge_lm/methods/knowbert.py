@@ -73,8 +73,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from knowledge_lm.backbones import encoder_layers
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.backbones import encoder_layers
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import register_method
 from knowledge_lm.knowledge.kg import KnowledgeGraph
 from knowledge_lm.knowledge.kg_embeddings import EntityEmbeddings, cached_transe
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, knowledge_graph_dir
@@ -87,7 +88,6 @@ from knowledge_lm.methods.sisr import (
     spectral_penalty,
 )
 from knowledge_lm.methods.task_model import MethodOptions, TaskModel, logs_this_step, trainer_of
-from knowledge_lm.registry import register_method
 from knowledge_lm.tasks.base import ENCODER_INPUTS
 from knowledge_lm.tasks.heads import IGNORE, MLMHead, mask_tokens
 

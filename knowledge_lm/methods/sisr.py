@@ -29,9 +29,9 @@ from typing import Literal
 
 import torch
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import register_method
 from knowledge_lm.methods.task_model import MethodOptions, TaskModel
-from knowledge_lm.registry import register_method
 
 
 def smallest_eigenvectors(gram: torch.Tensor, k: int) -> torch.Tensor:

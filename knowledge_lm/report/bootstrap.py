@@ -1,19 +1,6 @@
 """Paired bootstrap over test examples (Efron & Tibshirani; Berg-Kirkpatrick et al. 2012) from the predictions
 each cell keeps beside its result (``<cell>.predictions.json.gz``) and the reported split's gold, recomputed
 from the data directory (``knowledge_lm.report.gold``: the files keep only its sha256).
-
-A replicate draws the reported split's examples with replacement, the same draw for every seed and for both
-methods, and scores each seed's predictions on it with the task's own scorer; the method's value is the mean
-over seeds, Δ its difference from the baseline's. Reported: the 95 % percentile intervals of both and the
-share of replicates in which Δ ≤ 0 (one-sided p for "better"; ≥ 0 for "worse"). It complements the paired
-t-test over seeds: that one asks whether the gain survives a new seed, this one whether it survives a new
-test set. Replicates are seeded by the inputs' bytes, so the numbers are the same on every regeneration;
-they are cached under the cache directory. Where the metric is a function of sums over examples (accuracy,
-binary F1 and MCC, Pearson's r, SemEval's macro-F1, the typing and document-level RE F1s), each replicate
-sums per-example statistics (:func:`additive_statistics`) instead of calling the scorer: the same values,
-without thousands of scorer calls per comparison; other metrics (Spearman's ρ, QA) run the scorer itself.
-Either resampling may be restricted to a group of the examples (the generated task's statement families), and
-:func:`bootstrap_interval` resamples one method's seeds alone (its interval, without a comparison).
 """
 
 import hashlib
@@ -22,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge_lm.results import gold_sha256, read_predictions
+from knowledge_lm.core.results import gold_sha256, read_predictions
 
 REPLICATES = 2000  # a p near 0.05 then carries about ±0.005 of simulation error
 LEVEL = 0.95
@@ -30,7 +17,7 @@ METHOD_VERSION = 3  # part of the cache key: a change to how replicates are scor
 
 
 def task_kind(dataset: str, task: str):
-    from knowledge_lm.registry import DATASETS
+    from knowledge_lm.core.registry import DATASETS
     from knowledge_lm.tasks.base import TASK_KINDS
 
     spec = DATASETS.get(dataset).spec(task)
@@ -207,7 +194,21 @@ def paired_bootstrap(
 ) -> dict | None:
     """``ours[i]`` and ``baseline[i]`` are one seed's prediction files, ``gold`` the answers they were scored
     against; ``examples``: the indices of the examples resampled (a group of them), None for all. None when their
-    splits differ or a file's ``gold_sha256`` is not ``gold``'s."""
+    splits differ or a file's ``gold_sha256`` is not ``gold``'s.
+
+    A replicate draws the reported split's examples with replacement, the same draw for every seed and for both
+    methods, and scores each seed's predictions on it with the task's own scorer; the method's value is the mean
+    over seeds, Δ its difference from the baseline's. Reported: the 95 % percentile intervals of both and the
+    share of replicates in which Δ ≤ 0 (one-sided p for "better"; ≥ 0 for "worse"). It complements the paired
+    t-test over seeds: that one asks whether the gain survives a new seed, this one whether it survives a new
+    test set. Replicates are seeded by the inputs' bytes, so the numbers are the same on every regeneration;
+    they are cached under the cache directory. Where the metric is a function of sums over examples (accuracy,
+    binary F1 and MCC, Pearson's r, SemEval's macro-F1, the typing and document-level RE F1s), each replicate
+    sums per-example statistics (:func:`additive_statistics`) instead of calling the scorer: the same values,
+    without thousands of scorer calls per comparison; other metrics (Spearman's ρ, QA) run the scorer itself.
+    Either resampling may be restricted to a group of the examples (the generated task's statement families), and
+    :func:`bootstrap_interval` resamples one method's seeds alone (its interval, without a comparison).
+    """
     # The files pin the gold by its sha256; the whole split's paired key has no side counts (see cache_file).
     resampled = "" if examples is None else f":paired:{len(ours)}:{len(baseline)}{examples_key(examples)}"
     cached = cache_file(list(ours) + list(baseline), metric, replicates, resampled)

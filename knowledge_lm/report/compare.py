@@ -7,12 +7,12 @@ corrected together by Benjamini–Hochberg (``corrected``), with the pages' verd
 
 import pandas as pd
 
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import DATASETS, METHODS
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import DATASETS, METHODS
+from knowledge_lm.core.results import result_files
 from knowledge_lm.report.comparisons import corrected, delta_test, verdict
 from knowledge_lm.report.frame import degenerate_reason, results_frame, table_backbone
 from knowledge_lm.report.protocol import comparable, current_protocol
-from knowledge_lm.results import result_files
 
 
 def parse_side(text: str) -> tuple[str, str]:

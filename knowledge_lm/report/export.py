@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from knowledge_lm.registry import DATASETS
+from knowledge_lm.core.registry import DATASETS
+from knowledge_lm.core.results import result_files, write_file_atomic
 from knowledge_lm.report.comparisons import page_tests, verdict
 from knowledge_lm.report.frame import page_rows, seed_cells
 from knowledge_lm.report.leaderboard import DEFAULT_BACKBONES, page_frame, results_by_dataset
 from knowledge_lm.report.protocol import current_protocol, summarised
-from knowledge_lm.results import result_files, write_file_atomic
 
 DEFAULT_EXPORT_DIR = Path("leaderboards") / "data"
 COLUMNS = (

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.results import CellResult, gold_sha256, predictions_path, read_predictions, warn
 from knowledge_lm.report.gold import cell_gold, cell_groups
-from knowledge_lm.results import CellResult, gold_sha256, predictions_path, read_predictions, warn
 
 MISSING = "—"
 

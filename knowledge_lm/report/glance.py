@@ -16,7 +16,7 @@ Degenerate cells and older split or scorer versions are left out as on the pages
 
 import pandas as pd
 
-from knowledge_lm.registry import DATASETS, METHODS, cannot_run
+from knowledge_lm.core.registry import DATASETS, METHODS, cannot_run
 from knowledge_lm.report.comparisons import (
     FRACTION,
     MIN_SEEDS,

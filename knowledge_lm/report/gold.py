@@ -1,8 +1,8 @@
 """The reported split's gold answers (and example groups) of a cell's kept predictions, without or with the data.
 
-A predictions file keeps only the sha256 of its gold (``knowledge_lm.results.predictions_path``). A cell also
+A predictions file keeps only the sha256 of its gold (``knowledge_lm.core.results.predictions_path``). A cell also
 writes that gold, with the split's example groups (the generated task's statement families), to the results
-store's gold folder (``knowledge_lm.results.write_gold``: ``results/gold/<sha256[:16]>.json.gz``, once per gold),
+store's gold folder (``knowledge_lm.core.results.write_gold``: ``results/gold/<sha256[:16]>.json.gz``, once per gold),
 so the leaderboard needs no data directory. ``cell_gold`` and ``cell_groups`` read that first (its hash checked);
 where the store lacks it they recompute it from the data directory through the code path the cell was evaluated
 with (``report_gold``, ``report_groups``: the dataset's data module with the cell's options, its base backbone's
@@ -17,8 +17,8 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from knowledge_lm.errors import KlmError
-from knowledge_lm.results import (
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.results import (
     gold_path,
     gold_sha256,
     predictions_path,
@@ -54,7 +54,7 @@ def store_dir(result_path: Path, result: dict) -> Path:
 
 @lru_cache(maxsize=None)
 def stored_gold(results_dir: Path, digest: str) -> dict | None:
-    """``knowledge_lm.results.read_gold``, once per regeneration (``write_leaderboards`` empties this cache)."""
+    """``knowledge_lm.core.results.read_gold``, once per regeneration (``write_leaderboards`` empties this cache)."""
     return read_gold(results_dir, digest)
 
 
@@ -75,7 +75,7 @@ def cell_groups(result_path: Path, result: dict, digest: str, data_dir=None) -> 
 def report_module(result: dict, data_dir=None) -> tuple:
     """The arguments of ``split_gold`` (and ``split_groups``) for ``result``'s reported split; ``MissingGold`` where
     no data directory is found."""
-    from knowledge_lm.data.io import resolve_data_dir
+    from knowledge_lm.core.io import resolve_data_dir
 
     options = {
         name: value for name, value in result["config"]["dataset_options"].items() if name not in NOT_GOLD_OPTIONS
@@ -115,7 +115,7 @@ def report_groups(result: dict, data_dir=None) -> list[str] | None:
 
 @lru_cache(maxsize=None)
 def backbone_tokenizer(name: str):
-    from knowledge_lm.backbones import load_tokenizer
+    from knowledge_lm.core.backbones import load_tokenizer
 
     return load_tokenizer(name)
 
@@ -133,7 +133,7 @@ def data_module(
 ):
     """The data module of a cell's dataset options (``options``, as JSON), its labelled splits read: once per
     process and cache directory, for its gold and its groups alike (the generated task generates its data once)."""
-    from knowledge_lm.registry import DATASETS
+    from knowledge_lm.core.registry import DATASETS
 
     data = DATASETS.get(dataset)(
         task=task,
@@ -160,8 +160,8 @@ def split_gold(
     data_dir: str | None,
 ) -> list:
     """``report_gold`` of one data module (``options``: its dataset options as JSON), once per process."""
+    from knowledge_lm.core.results import write_json_atomic
     from knowledge_lm.data.base import default_cache_dir
-    from knowledge_lm.results import write_json_atomic
 
     where = f"{dataset}/{task} ({split} split, {tokenizer} tokenizer, max_length {max_length})"
     try:
@@ -207,13 +207,13 @@ def split_groups(
 
 
 def write_store_gold(results_dir: Path, data_dir=None, dry_run: bool = False) -> dict[str, int]:
-    """Write the store's gold (``knowledge_lm.results.write_gold``) for every kept predictions file under
+    """Write the store's gold (``knowledge_lm.core.results.write_gold``) for every kept predictions file under
     ``results_dir`` whose gold it lacks, recomputed from the data directory (``report_gold``, ``MissingGold``
     without it) and written only where it has the sha256 the file holds. Counts: ``files`` (with predictions),
     ``golds`` (their distinct gold sha256s), ``stored`` (already in the store), ``written``, ``mismatched`` (no
     file of that sha256 is of the data's gold: not written; a warning names one), ``examples`` (of the golds
     written, or to write with ``dry_run``, which writes nothing and needs no data)."""
-    from knowledge_lm.results import warn
+    from knowledge_lm.core.results import warn
 
     by_digest: dict[str, list[tuple[Path, dict]]] = {}
     for path, result in result_files(results_dir):
@@ -263,7 +263,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="count the golds to write; write nothing")
     args = parser.parse_args(argv)
     if args.results_dir is None:
-        from knowledge_lm.paths import project_path
+        from knowledge_lm.core.paths import project_path
 
         args.results_dir = project_path("results")
     if not args.results_dir.is_dir():

@@ -1,26 +1,6 @@
 """Leaderboards regenerated from the results store alone: ``leaderboards/<dataset>.md`` and the answer at a glance,
 ``leaderboards/README.md`` (``knowledge_lm.report.glance``).
 
-Paper-style tables: rows are methods, one column group per train fraction, each cell the mean ±
-sample std over seeds of the task's main metric on the reported split, with n. Best mean per column
-in bold. A cell with no result is "—", never averaged over. Each method is compared with the baseline
-seed by seed (same seed, same train subset): a paired t-test over the seeds both ran; ↑ / ↓ after a
-cell mark a difference whose Benjamini–Hochberg q over the page's comparisons is below 0.05, and a
-table per task gives Δ with its interval, n, p and q, and, where both kept their predictions, the paired bootstrap
-over test examples (``knowledge_lm.report.bootstrap``: 95 % interval of Δ and its p). Degenerate cells (one class
-predicted, or selected at their first evaluation) are flagged and left out of every comparison, and only the newest
-split and scorer version of a task is shown (``knowledge_lm.report.protocol``). A cell's predictions count as kept where
-the reported split's gold (``knowledge_lm.report.gold``: the store's, else recomputed from the data directory) has the
-sha256 its predictions file holds. The papers' own numbers appear only as reference rows marked †, from
-``benchmarks/references.yaml``. Output is deterministic: the same results and data give the same bytes.
-
-A page whose examples fall in groups (the generated task's statement families: text, answered from the sentence
-alone, and type, one_hop, two_hop, which need the knowledge graph) opens with each method's score per family, a
-bootstrap interval over the family's examples, marked where it lies above chance: does a method use the graph at
-all? Each method also stands against its counterfactual controls (``comparisons.KNOWLEDGE_CONTROLS``: the same cells
-with the knowledge shuffled or zeroed, or ERICA's MLM-only checkpoint): Δ with a paired bootstrap interval over the
-examples, in the family table where there is one, else in a table per task where a control was run.
-
 The stages, one module each: ``knowledge_lm.report.frame`` (results → frame, kept predictions and groups, degenerate
 cells), ``knowledge_lm.report.papers`` (the papers' tables and figures, ``leaderboards/papers/``),
 ``knowledge_lm.report.protocol`` (versions, commits, selection and degenerate cells as the pages say them),
@@ -37,7 +17,8 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from knowledge_lm.paths import benchmarks_dir
+from knowledge_lm.core.paths import benchmarks_dir
+from knowledge_lm.core.results import PROBES_DIR, predictions_path, result_files, write_json_atomic
 from knowledge_lm.report.frame import (
     degenerate_reason,
     kept_groups,
@@ -50,7 +31,6 @@ from knowledge_lm.report.glance import render_glance
 from knowledge_lm.report.gold import stored_gold
 from knowledge_lm.report.pages import dataset_notes, render_dataset, render_probes
 from knowledge_lm.report.papers import write_papers
-from knowledge_lm.results import PROBES_DIR, predictions_path, result_files, write_json_atomic
 
 # The backbones whose results the committed leaderboards show: a smoke run on another (tiny, a local directory)
 # renders only when asked for (``klm leaderboard --backbones``).
@@ -94,7 +74,28 @@ def write_leaderboards(
     are named in one line. With ``state_file``, a page whose inputs
     are unchanged since the build recorded there (``page_fingerprint``) is skipped. ``datasets`` and ``methods``
     (None: all) filter the dataset pages (the baseline always stays: every Δ is against it); a filtered build writes
-    no README, speed or LAMA page."""
+    no README, speed or LAMA page.
+
+    Paper-style tables: rows are methods, one column group per train fraction, each cell the mean ± sample std over
+    seeds of the task's main metric on the reported split, with n. Best mean per column in bold. A cell with no result
+    is "—", never averaged over. Each method is compared with the baseline seed by seed (same seed, same train subset):
+    a paired t-test over the seeds both ran; ↑ / ↓ after a cell mark a difference whose Benjamini–Hochberg q over the
+    page's comparisons is below 0.05, and a table per task gives Δ with its interval, n, p and q, and, where both kept
+    their predictions, the paired bootstrap over test examples (``knowledge_lm.report.bootstrap``: 95 % interval of Δ
+    and its p). Degenerate cells (one class predicted, or selected at their first evaluation) are flagged and left out
+    of every comparison, and only the newest split and scorer version of a task is shown
+    (``knowledge_lm.report.protocol``). A cell's predictions count as kept where the reported split's gold (the
+    store's, else recomputed from the data directory: ``knowledge_lm.report.gold``) has the sha256 its predictions
+    file holds. The papers' own numbers appear only as reference rows marked †, from ``benchmarks/references.yaml``.
+    Output is deterministic: the same results and data give the same bytes.
+
+    A page whose examples fall in groups (the generated task's statement families: text, answered from the sentence
+    alone, and type, one_hop, two_hop, which need the knowledge graph) opens with each method's score per family, a
+    bootstrap interval over the family's examples, marked where it lies above chance: does a method use the graph at
+    all? Each method also stands against its counterfactual controls (``comparisons.KNOWLEDGE_CONTROLS``: the same cells
+    with the knowledge shuffled or zeroed, or ERICA's MLM-only checkpoint): Δ with a paired bootstrap interval over the
+    examples, in the family table where there is one, else in a table per task where a control was run.
+    """
     kept_run.cache_clear()  # predictions files may have changed since the last regeneration in this process
     stored_gold.cache_clear()
     out_dir = Path(out_dir)
@@ -185,7 +186,7 @@ def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir) -> 
     page) or ``glance`` (the README over every dataset) from its ``(path, result)`` files (None where they hold no
     metric)."""
     if kind == "speed":
-        from knowledge_lm.tools.speed import render_speed  # torch: loaded only where speed was measured
+        from knowledge_lm.report.speed import render_speed
 
         notes = dataset_notes("speed")
         return render_speed([json.loads(p.read_text()) for p in inputs]) + "\n".join(notes)

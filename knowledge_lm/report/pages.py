@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from knowledge_lm.paths import benchmarks_dir
-from knowledge_lm.registry import DATASETS
+from knowledge_lm.core.paths import benchmarks_dir
+from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.report.bootstrap import REPLICATES
 from knowledge_lm.report.comparisons import (
     ABOVE,

@@ -15,8 +15,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from knowledge_lm.errors import KlmError
-from knowledge_lm.paths import benchmarks_dir
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.paths import benchmarks_dir
+from knowledge_lm.core.results import predictions_path
 from knowledge_lm.report.frame import (
     MISSING,
     degenerate_reason,
@@ -27,7 +28,6 @@ from knowledge_lm.report.frame import (
 )
 from knowledge_lm.report.pages import seeds_text
 from knowledge_lm.report.protocol import current_protocol
-from knowledge_lm.results import predictions_path
 
 PAPERS = {
     "000": "SI+SR: Drop Redundant, Shrink Irrelevant",

@@ -10,7 +10,7 @@ knowledge-free family at chance where the baseline solves it) is flagged, left o
 
 import pandas as pd
 
-from knowledge_lm.registry import DATASETS
+from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.report.frame import (
     CELL_COLUMNS,
     DEGENERATE_RULE,

@@ -7,7 +7,7 @@ sweep-variants table (a reference with a ``variant``); it is never averaged with
 import pandas as pd
 import yaml
 
-from knowledge_lm.paths import benchmarks_dir
+from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.report.frame import MISSING, fraction_label
 
 

@@ -1,19 +1,6 @@
 """Task sanity of the generated task: what oracles that read the graph, and no text, score on each family.
 
-No language model is trained. Each oracle reads a statement's gold links (the subject first, the claimed object
-last) and its template, scores the test split, and takes any threshold or direction it needs from dev:
-
-* ``rule``: follows the template's relation path from the subject in the graph (the type and text families: the
-  subject's type, whether the two mentioned places are one); 100 by construction;
-* ``adjacency``: true iff subject and object share an edge, of any relation, in either direction;
-* ``distance``: the undirected shortest-path length between subject and object, against a threshold;
-* ``transe_permuted``: TransE trained on the graph with its relation labels permuted over the edges; the better on
-  test of the claim's score ``‖e_s + Σ w_r − e_o‖`` and the relation-free ``‖e_s − e_o‖`` (an upper bound);
-* ``kg_text_order``: kg-text's input with its words hidden: a decision stump over where its facts are and how many
-  (``kg_text.input_order_oracle``, fit on train).
-
-The last three are blind to relations: on the hard negatives of ``knowledge_lm.data.generated`` they should stay
-near chance (50) on one_hop and two_hop, while the easy negatives let them through (a leak they must catch).
+The oracles: ``oracle_scores``.
 """
 
 import hashlib
@@ -22,8 +9,8 @@ import random
 from dataclasses import asdict
 from pathlib import Path
 
+from knowledge_lm.core.io import default_cache_dir
 from knowledge_lm.data.generated import FACT_TEMPLATES, GeneratedData, GeneratorKnobs, generate
-from knowledge_lm.data.io import default_cache_dir
 from knowledge_lm.knowledge.noise import permute_relations
 
 ORACLES = ("rule", "adjacency", "distance", "transe_permuted", "kg_text_order")
@@ -47,7 +34,23 @@ TEMPLATES = {template.name: template for template in FACT_TEMPLATES}
 
 
 def oracle_scores(data: GeneratedData, transe_hparams: dict | None = None) -> dict[str, dict[str, float]]:
-    """Oracle → family → accuracy (%) on test; relation-blind oracles on one_hop and two_hop only."""
+    """Oracle → family → accuracy (%) on test; relation-blind oracles on one_hop and two_hop only.
+
+    No language model is trained. Each oracle reads a statement's gold links (the subject first, the claimed object
+    last) and its template, scores the test split, and takes any threshold or direction it needs from dev:
+
+    * ``rule``: follows the template's relation path from the subject in the graph (the type and text families: the
+      subject's type, whether the two mentioned places are one); 100 by construction;
+    * ``adjacency``: true iff subject and object share an edge, of any relation, in either direction;
+    * ``distance``: the undirected shortest-path length between subject and object, against a threshold;
+    * ``transe_permuted``: TransE trained on the graph with its relation labels permuted over the edges; the better on
+      test of the claim's score ``‖e_s + Σ w_r − e_o‖`` and the relation-free ``‖e_s − e_o‖`` (an upper bound);
+    * ``kg_text_order``: kg-text's input with its words hidden: a decision stump over where its facts are and how many
+      (``kg_text.input_order_oracle``, fit on train).
+
+    The last three are blind to relations: on the hard negatives of ``knowledge_lm.data.generated`` they should stay
+    near chance (50) on one_hop and two_hop, while the easy negatives let them through (a leak they must catch).
+    """
     splits = {split: data.splits[split] for split in ("dev", "test")}
     scores = {"rule": rule_accuracy(data, splits["test"])}
     facts = {
@@ -75,7 +78,7 @@ def oracle_scores(data: GeneratedData, transe_hparams: dict | None = None) -> di
 def input_order_scores(data: GeneratedData) -> dict[str, float]:
     """kg-text's input-order oracle (a decision stump over its facts' positions, fit on train) on one_hop and
     two_hop, with the default backbone's tokenizer: facts are counted in its sub-word tokens."""
-    from knowledge_lm.backbones import load_tokenizer
+    from knowledge_lm.core.backbones import load_tokenizer
     from knowledge_lm.methods.kg_text import input_order_oracle
 
     accuracies = input_order_oracle(data, load_tokenizer("minilm"))

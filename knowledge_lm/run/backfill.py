@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.run.provenance import REPO_ROOT
 
 
@@ -32,7 +32,7 @@ def commit_version(commit: str) -> str | None:
 def data_check(result: dict, data) -> str | None:
     """How ``data`` (the result's data module, its splits read) was checked to hold the examples the cell read:
     "split_hashes" or "subset_hash+eval_sizes"; None where it was not (the hashes would describe other data)."""
-    from knowledge_lm.data.subsets import fraction_subset, subset_hash
+    from knowledge_lm.core.subsets import fraction_subset, subset_hash
 
     stored, splits = result["data"], data.read_labelled()
     if stored.get("split_hashes"):
@@ -49,7 +49,7 @@ def data_check(result: dict, data) -> str | None:
 def result_data(result: dict, data_dir=None):
     """The data module of ``result``'s dataset, task and dataset options, its labelled splits read (no tokenizer:
     reading the records needs none)."""
-    from knowledge_lm.registry import DATASETS
+    from knowledge_lm.core.registry import DATASETS
 
     options = {name: value for name, value in result["config"]["dataset_options"].items() if name != "knowledge"}
     data = DATASETS.get(result["cell"]["dataset"])(task=result["cell"]["task"], data_dir=data_dir, **options)
@@ -59,7 +59,7 @@ def result_data(result: dict, data_dir=None):
 
 def backfill(path: Path, data_dir=None, dry_run: bool = False) -> str:
     """Fill in what ``path``'s result lacks; returns what happened, in a few words."""
-    from knowledge_lm.results import write_json_atomic
+    from knowledge_lm.core.results import write_json_atomic
     from knowledge_lm.run.provenance import git_commit, records_sha256
 
     result = json.loads(path.read_text())
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     parser.add_argument("--data-dir", help="data directory (or DATA_DIR)")
     parser.add_argument("--dry-run", action="store_true", help="say what would be filled in; write nothing")
     args = parser.parse_args(argv)
-    from knowledge_lm.results import SUPERSEDED_DIR
+    from knowledge_lm.core.results import SUPERSEDED_DIR
 
     paths = sorted(
         path

@@ -21,12 +21,11 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
-from knowledge_lm.backbones import load_backbone
-from knowledge_lm.caches import notice
-from knowledge_lm.data.subsets import subset_hash
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import METHODS
-from knowledge_lm.results import (
+from knowledge_lm.core.backbones import load_backbone
+from knowledge_lm.core.caches import notice
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import METHODS
+from knowledge_lm.core.results import (
     FAILURE_FILE,
     LAST_CHECKPOINT,
     Cell,
@@ -37,6 +36,7 @@ from knowledge_lm.results import (
     write_json_atomic,
     write_predictions,
 )
+from knowledge_lm.core.subsets import subset_hash
 from knowledge_lm.run.claims import CLAIM_FILE, CLAIMED_EXIT, INTERRUPTED_EXIT, CellClaimed, claim_cell
 from knowledge_lm.run.config import TrainConfig
 from knowledge_lm.run.mps import mps_in_use

@@ -19,7 +19,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 CLAIM_FILE = "claim.json"
 HEARTBEAT_S = 10.0

@@ -10,28 +10,17 @@ from pathlib import Path
 
 import yaml
 
-from knowledge_lm.backbones import check_backbone_name
-from knowledge_lm.data.subsets import check_fraction
-from knowledge_lm.errors import KlmError, check_name
-from knowledge_lm.paths import benchmarks_dir
-from knowledge_lm.registry import DATASETS, METHODS, cannot_run
+from knowledge_lm.core.backbones import check_backbone_name
+from knowledge_lm.core.errors import KlmError, check_name
+from knowledge_lm.core.options import parse_bool
+from knowledge_lm.core.paths import benchmarks_dir
+from knowledge_lm.core.registry import DATASETS, METHODS, cannot_run
+from knowledge_lm.core.subsets import check_fraction
 
 
 def parse_auto_bool(value) -> bool | str:
     """``auto``, or a boolean as ``parse_bool`` reads it."""
     return "auto" if str(value).strip().lower() == "auto" else parse_bool(value)
-
-
-def parse_bool(value) -> bool:
-    """A YAML boolean, or ``--set name=true|false`` (also 1/0, yes/no)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise ValueError(value)
 
 
 # Counts a cell divides by or loops over: zero or less is a typo, never a setting.
@@ -557,6 +546,6 @@ def dataset_defaults(dataset: str) -> dict:
 
 def check_data_dir(data_dir):
     """The ``--data-dir`` option checked up front, so a bad path fails before any cell starts."""
-    from knowledge_lm.data.io import resolve_data_dir
+    from knowledge_lm.core.io import resolve_data_dir
 
     return resolve_data_dir(data_dir) if data_dir else None

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from knowledge_lm.backbones import weights_checksum
-from knowledge_lm.results import PRETRAINING_DIR, compact_time, write_json_atomic
+from knowledge_lm.core.backbones import weights_checksum
+from knowledge_lm.core.results import PRETRAINING_DIR, compact_time, write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # What a result's dirty flag covers: the code, the sweep and table configs, the package's pins. A set-up that passes

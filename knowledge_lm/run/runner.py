@@ -20,12 +20,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from knowledge_lm.backbones import check_backbone, load_tokenizer
-from knowledge_lm.caches import NOTICES_ENV, take_notices
-from knowledge_lm.errors import KlmError
-from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
-from knowledge_lm.registry import DATASETS, METHODS
-from knowledge_lm.results import (
+from knowledge_lm.core.backbones import check_backbone, load_tokenizer
+from knowledge_lm.core.caches import NOTICES_ENV, take_notices
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import DATASETS, METHODS
+from knowledge_lm.core.results import (
     FAILURE_FILE,
     LAST_CHECKPOINT,
     BadResult,
@@ -38,6 +37,7 @@ from knowledge_lm.results import (
     supersede,
     write_failure,
 )
+from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.run.claims import CLAIMED_EXIT, INTERRUPTED_EXIT, describe, is_stale, read_claim
 from knowledge_lm.run.config import Sweep, check_method_options
 from knowledge_lm.run.serve import spawn
@@ -775,7 +775,7 @@ def make_slots(
     for index in range(count):
         group = groups[index % len(groups)] if groups else None
         slot_env = env if group is None else {**env, "CUDA_VISIBLE_DEVICES": ",".join(group)}
-        # What its cells set aside or drop (``knowledge_lm.caches.notice``), said here when each cell ends.
+        # What its cells set aside or drop (``knowledge_lm.core.caches.notice``), said here when each cell ends.
         slot_env = {**slot_env, NOTICES_ENV: str((Path(runs_dir) / "workers" / f"slot-{index}.notices").resolve())}
         if in_workers:
             slots.append(Worker(slot_env, progress, Path(runs_dir) / "workers" / f"slot-{index}.log"))

@@ -2,15 +2,6 @@
 ``klm bench`` starts training without waiting for PyTorch, transformers and Lightning to import (10 s and more on
 a GPU host, in the runner and again in each worker).
 
-The server imports those libraries and the suite's modules once, touches no GPU, and listens on a Unix socket named
-after what its imports depend on (``server_key``: the Python, the package's source files, the import-time
-environment). ``klm`` (``forward``) hands its command to a live server of its key, and a sweep runner asks it for
-its workers (``spawn``): for each request the server forks a child, which takes the requester's descriptors as its
-stdin, stdout and stderr, its environment and working directory, calls ``MODULE.main(ARGV)`` (what ``python -m
-MODULE ARGV`` runs), and ends with its requester; the server reports the child's pid, then its exit status. A
-source file edited since the server started changes the key: such a ``klm`` runs as if no server were there. The
-server ends after ``idle_minutes`` without children, or on SIGTERM / Ctrl-C, and removes its socket.
-
 Everything imported at the top of this file is the standard library (and the suite's errors): ``klm`` and runners
 import it at no cost.
 """
@@ -31,7 +22,7 @@ import time
 import traceback
 from pathlib import Path
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # What the server imports before forking: what a worker would spend its first seconds importing.
@@ -244,7 +235,17 @@ def forked_by_server() -> bool:
 
 
 def serve(idle_minutes: float = 30.0) -> int:
-    """Import, then fork the children runners ask for until ``idle_minutes`` pass without any (or a signal)."""
+    """Import, then fork the children runners ask for until ``idle_minutes`` pass without any (or a signal).
+
+    The server imports those libraries and the suite's modules once, touches no GPU, and listens on a Unix socket named
+    after what its imports depend on (``server_key``: the Python, the package's source files, the import-time
+    environment). ``klm`` (``forward``) hands its command to a live server of its key, and a sweep runner asks it for
+    its workers (``spawn``): for each request the server forks a child, which takes the requester's descriptors as its
+    stdin, stdout and stderr, its environment and working directory, calls ``MODULE.main(ARGV)`` (what ``python -m
+    MODULE ARGV`` runs), and ends with its requester; the server reports the child's pid, then its exit status. A
+    source file edited since the server started changes the key: such a ``klm`` runs as if no server were there. The
+    server ends after ``idle_minutes`` without children, or on SIGTERM / Ctrl-C, and removes its socket.
+    """
     path = socket_path(server_key())  # the key before the imports, some of which set environment variables
     if not private_folder(path):
         raise KlmError(f"klm serve: {path.parent} is not this user's alone (another user made it?); remove it")

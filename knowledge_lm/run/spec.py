@@ -4,7 +4,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from knowledge_lm.results import Cell
+from knowledge_lm.core.results import Cell
 from knowledge_lm.run.config import TrainConfig
 
 

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 # submitit's own default is a 5-minute limit: far too short for a cell.
 DEFAULT_PARAMETERS = {"timeout_min": 24 * 60}

@@ -10,9 +10,9 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.plugins import TorchCheckpointIO
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import DATASETS, METHODS
 from knowledge_lm.data.base import StaticPadding
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import DATASETS, METHODS
 from knowledge_lm.run.config import TrainConfig
 
 # cuDNN times its algorithms once per shape and keeps the fastest. Only KAM's 3×3 convolution over the attention
@@ -37,7 +37,7 @@ class WeightsOnlyCheckpointIO(TorchCheckpointIO):
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
         """Written beside ``path`` and renamed onto it: a full disk or a kill leaves the previous checkpoint whole."""
-        from knowledge_lm.results import write_file_atomic
+        from knowledge_lm.core.results import write_file_atomic
 
         save = super().save_checkpoint
         write_file_atomic(Path(path), lambda staging: save(checkpoint, staging, storage_options))

@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-from knowledge_lm.backbones import keep_backbones_loaded
+from knowledge_lm.core.backbones import keep_backbones_loaded
 from knowledge_lm.data.base import TaskDataModule
 from knowledge_lm.run.cell import die_with_parent, run_spec
 from knowledge_lm.run.claims import INTERRUPTED_EXIT

@@ -7,8 +7,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from knowledge_lm.errors import KlmError
-from knowledge_lm.registry import Registry
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import Registry
 
 TASK_KINDS = Registry("task kind", "knowledge_lm.tasks")
 register_task_kind = TASK_KINDS.register

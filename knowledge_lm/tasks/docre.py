@@ -1,35 +1,6 @@
 """Document-level relation extraction (DocRED, Re-DocRED): every ordered entity pair of a document, multi-label.
 
-Records. One record is one document: ``text_a`` its tokens joined with single spaces; ``entities`` one
-dict per entity whose ``mentions`` are character spans into ``text_a`` (``start``, ``end``, ``name``);
-``label`` the gold facts as ``[head entity, tail entity, relation index]`` (an index into the spec's
-labels, whose 0 is ``NA``); ``in_train`` one flag per fact (see Ign F1 below).
-
-Encoding. The document is tokenized up to the data module's ``max_length``; longer documents are cut,
-and a mention wholly beyond the cut is dropped. An entity left without a mention gets a zero vector:
-its pairs are still scored, so its facts count as missed, never silently removed from recall.
-
-Head. An entity is the mean over each mention's tokens, then the mean over its mentions (ERICA's
-encoding). Every ordered pair (h ≠ t) of a document's entities becomes a head and a tail vector
-(a linear projection + tanh each) read by ATLOP's group bilinear layer (ATLOP without its localized
-context pooling): the vectors are cut into blocks of ``BLOCK_SIZE``, the outer products of matching
-blocks feed one linear layer to ``NA`` + one logit per relation. Pairs are flattened over the batch
-(``pair_document``, ``pair_head``, ``pair_tail``), not padded to the largest document.
-``features`` (what spectral regularisation reads) are the pair vectors ``[head; tail]``, one row per
-pair of the batch (pairs × 2·hidden), not one per document.
-
-Loss. ATLOP's adaptive-threshold loss: class 0 (``NA``) is a learned per-pair threshold; the loss
-raises every gold relation above it and keeps every other relation below it. A pair's prediction is
-every relation whose logit exceeds its ``NA`` logit (none: no fact). Unlike BCE with a global 0.5 it
-needs no threshold tuned on dev, which matters with ~97% of pairs unrelated and few training documents.
-
-Scores (×100). ``f1``: micro-F1 over (document, head, tail, relation) facts. ``ign_f1``: DocRED's
-official "Ign F1" (thunlp/DocRED ``evaluation.py``): a *correct* prediction whose fact also appears in
-the training data — some mention name of the head, some mention name of the tail and the relation
-form a (name, name, relation) key of a training fact, keys taken over all mention-name pairs — is
-removed from both the correct count and the number of predictions; recall is left as in F1. A correct
-prediction is a gold fact, so the dataset marks each gold fact ``in_train`` at read time and ``gold``
-carries the flags: the kind never needs the training set itself.
+Records, encoding, head and loss: ``DocumentRelationTask``; DocRED's Ign F1: ``ign_f1``.
 """
 
 import math
@@ -75,6 +46,16 @@ def f1(predictions: list[list], gold: list[dict]) -> float:
 
 
 def ign_f1(predictions: list[list], gold: list[dict]) -> float:
+    """DocRED's Ign F1 of ``predictions`` against ``gold``, ×100.
+
+    Scores (×100). ``f1``: micro-F1 over (document, head, tail, relation) facts. ``ign_f1``: DocRED's
+    official "Ign F1" (thunlp/DocRED ``evaluation.py``): a *correct* prediction whose fact also appears in
+    the training data — some mention name of the head, some mention name of the tail and the relation
+    form a (name, name, relation) key of a training fact, keys taken over all mention-name pairs — is
+    removed from both the correct count and the number of predictions; recall is left as in F1. A correct
+    prediction is a gold fact, so the dataset marks each gold fact ``in_train`` at read time and ``gold``
+    carries the flags: the kind never needs the training set itself.
+    """
     counts = fact_counts(predictions, gold)
     ignored = counts["correct_in_train"]
     counted = counts["predicted"] - ignored
@@ -125,6 +106,32 @@ def token_span(offsets: list[tuple[int, int]], start: int, end: int) -> tuple[in
 
 @register_task_kind("docre")
 class DocumentRelationTask(TaskKind):
+    """Task kind ``docre``: every ordered entity pair of a document, multi-label.
+
+    Records. One record is one document: ``text_a`` its tokens joined with single spaces; ``entities`` one
+    dict per entity whose ``mentions`` are character spans into ``text_a`` (``start``, ``end``, ``name``);
+    ``label`` the gold facts as ``[head entity, tail entity, relation index]`` (an index into the spec's
+    labels, whose 0 is ``NA``); ``in_train`` one flag per fact (see ``ign_f1``).
+
+    Encoding. The document is tokenized up to the data module's ``max_length``; longer documents are cut,
+    and a mention wholly beyond the cut is dropped. An entity left without a mention gets a zero vector:
+    its pairs are still scored, so its facts count as missed, never silently removed from recall.
+
+    Head. An entity is the mean over each mention's tokens, then the mean over its mentions (ERICA's
+    encoding). Every ordered pair (h ≠ t) of a document's entities becomes a head and a tail vector
+    (a linear projection + tanh each) read by ATLOP's group bilinear layer (ATLOP without its localized
+    context pooling): the vectors are cut into blocks of ``BLOCK_SIZE``, the outer products of matching
+    blocks feed one linear layer to ``NA`` + one logit per relation. Pairs are flattened over the batch
+    (``pair_document``, ``pair_head``, ``pair_tail``), not padded to the largest document.
+    ``features`` (what spectral regularisation reads) are the pair vectors ``[head; tail]``, one row per
+    pair of the batch (pairs × 2·hidden), not one per document.
+
+    Loss. ATLOP's adaptive-threshold loss: class 0 (``NA``) is a learned per-pair threshold; the loss
+    raises every gold relation above it and keeps every other relation below it. A pair's prediction is
+    every relation whose logit exceeds its ``NA`` logit (none: no fact). Unlike BCE with a global 0.5 it
+    needs no threshold tuned on dev, which matters with ~97% of pairs unrelated and few training documents.
+    """
+
     @property
     def num_classes(self) -> int:
         return len(self.spec.labels)  # NA + the relations

@@ -1,19 +1,6 @@
 """Extractive QA (SQuAD format: SearchQA, Quasar-T): a start and an end score per token, the best span answers.
 
-Records hold ``text_a`` (the question), ``text_b`` (the context) and ``answers``, a list of
-``{"text", "start"}`` (``start``: a character offset into the context, -1 where unknown). One window
-per example: the pair is truncated "only_second" to ``max_length``, so the end of a long context is
-never read, and an example whose first answer is not wholly inside the kept context trains towards
-the [CLS] token (start = end = 0), as SQuAD 2.0 models mark "no answer". Training reads the first
-answer; scoring takes the best over all of them.
-
-Decoding picks the span maximising start + end score with start ≤ end, at most ``MAX_ANSWER_TOKENS``
-tokens, both ends inside the context, and cuts the answer out of the context by the tokens' character
-offsets. Scores are SQuAD v1.1's: exact match and token F1 of normalised answers (lower case,
-punctuation and the articles a/an/the removed, whitespace collapsed), each the maximum over the gold
-answers, ×100.
-
-The head's ``features`` (what spectral regularisation reads) are the [CLS] states.
+Records, decoding and scores: ``ExtractiveQATask``.
 """
 
 import re
@@ -107,6 +94,24 @@ class SpanHead(nn.Module):
 
 @register_task_kind("extractive_qa")
 class ExtractiveQATask(TaskKind):
+    """Task kind of extractive QA: the best span of the context answers.
+
+    Records hold ``text_a`` (the question), ``text_b`` (the context) and ``answers``, a list of
+    ``{"text", "start"}`` (``start``: a character offset into the context, -1 where unknown). One window
+    per example: the pair is truncated "only_second" to ``max_length``, so the end of a long context is
+    never read, and an example whose first answer is not wholly inside the kept context trains towards
+    the [CLS] token (start = end = 0), as SQuAD 2.0 models mark "no answer". Training reads the first
+    answer; scoring takes the best over all of them.
+
+    Decoding picks the span maximising start + end score with start ≤ end, at most ``MAX_ANSWER_TOKENS``
+    tokens, both ends inside the context, and cuts the answer out of the context by the tokens' character
+    offsets. Scores are SQuAD v1.1's: exact match and token F1 of normalised answers (lower case,
+    punctuation and the articles a/an/the removed, whitespace collapsed), each the maximum over the gold
+    answers, ×100.
+
+    The head's ``features`` (what spectral regularisation reads) are the [CLS] states.
+    """
+
     def encode(self, records, tokenizer, max_length):
         questions, contexts = self.texts(records)
         encoded = tokenize_with_offsets(

@@ -14,7 +14,7 @@ per example, while a multiple-choice example is ``c`` sequences, so ``texts`` re
 import torch
 from torch import nn
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.tasks import metrics
 from knowledge_lm.tasks.base import TaskKind, register_task_kind
 from knowledge_lm.tasks.heads import ClassifierHead

@@ -4,20 +4,6 @@ Records carry ``entities``: character spans into ``text_a`` with a role, ``e1``/
 head and ``e2``/``tail``/``obj`` for the tail (``type``, when present, names the entity type). Two kinds
 differ only in how the pair is represented; both classify the concatenation ``[head; tail]`` of two
 entity vectors with BERT's classification head.
-
-- ``relation``: entity markers, Zhou & Chen (2021)'s "entity marker (punct)": the text the tokenizer reads
-  is ``@ head @ ... # tail #``, or with entity types their typed marker ``@ * person * head @ ... # ^ city ^
-  tail #``. The entity vectors are the states at the two opening markers. Punctuation rather than
-  ``[E1]``-style tokens because WordPiece keeps ``@``, ``#``, ``*`` and ``^`` as single tokens of the
-  existing vocabulary: no token is added, so no embedding starts untrained and the backbone is unchanged.
-- ``relation_mean``: the text unchanged; each entity's vector is the mean of the states over its
-  sub-word tokens (ERICA's entity representation).
-
-Token positions come from the fast tokenizer's offset mapping. Truncation: an entity that is cut in the
-middle keeps the sub-words that survive (its opening marker, being first, always survives then); an
-entity wholly cut off is represented by position 0 ([CLS]).
-
-Knowledge spans (char offsets into ``text_a``) align to the marked text through ``map_char_spans``.
 """
 
 from collections import Counter
@@ -26,7 +12,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.knowledge.annotate import align_char_spans
 from knowledge_lm.tasks.base import TaskKind, register_task_kind, tokenize_with_offsets
 from knowledge_lm.tasks.heads import ClassifierHead, mean_pool_spans
@@ -224,7 +210,22 @@ class EntityPairHead(nn.Module):
 
 
 class RelationTask(TaskKind):
-    """What both representations share; subclasses say where the entities are in the text they produce."""
+    """What both representations share; subclasses say where the entities are in the text they produce.
+
+    - ``relation``: entity markers, Zhou & Chen (2021)'s "entity marker (punct)": the text the tokenizer reads
+      is ``@ head @ ... # tail #``, or with entity types their typed marker ``@ * person * head @ ... # ^ city ^
+      tail #``. The entity vectors are the states at the two opening markers. Punctuation rather than
+      ``[E1]``-style tokens because WordPiece keeps ``@``, ``#``, ``*`` and ``^`` as single tokens of the
+      existing vocabulary: no token is added, so no embedding starts untrained and the backbone is unchanged.
+    - ``relation_mean``: the text unchanged; each entity's vector is the mean of the states over its
+      sub-word tokens (ERICA's entity representation).
+
+    Token positions come from the fast tokenizer's offset mapping. Truncation: an entity that is cut in the
+    middle keeps the sub-words that survive (its opening marker, being first, always survives then); an
+    entity wholly cut off is represented by position 0 ([CLS]).
+
+    Knowledge spans (char offsets into ``text_a``) align to the marked text through ``map_char_spans``.
+    """
 
     def __init__(self, spec):
         super().__init__(spec)

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from knowledge_lm.data.subsets import quantile_bins
+from knowledge_lm.core.subsets import quantile_bins
 from knowledge_lm.tasks import metrics
 from knowledge_lm.tasks.base import TaskKind, register_task_kind
 from knowledge_lm.tasks.heads import ClassifierHead

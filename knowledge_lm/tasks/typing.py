@@ -1,40 +1,6 @@
 """Entity typing: any number of types for one marked mention of a sentence (Open Entity, FIGER).
 
-Representation. The mention is the mean of the last layer's states over its sub-word tokens (ERICA's
-entity encoding), found through the fast tokenizer's offset mapping; the text is not changed, so
-``texts()`` gives ``text_a`` as is and every character span of a record (the mention, linked
-entities, ``klm prepare``'s knowledge spans) stays aligned to the same tokens. Markers around the
-mention (ERNIE, KnowBERT) would shift the characters that knowledge features are aligned to. A mention
-cut off wholly by ``max_length`` (none is in Open Entity at 128 tokens) is represented by [CLS].
-The head is BERT's classifier (dense → tanh → linear) over that vector, one logit per type, trained
-with binary cross-entropy against multi-hot targets.
-
-Decoding: every type whose logit is above 0 (sigmoid > 0.5). The two kinds differ only when no type
-passes, following what ERNIE's evaluation scripts do on each dataset (thunlp/ERNIE, code/):
-- ``"typing"`` predicts the empty set: ERNIE's ``eval_typing.py`` on Open Entity (its fallback line
-  is commented out in ``run_typing.py``) and KnowBERT's ``SimpleClassifier`` (``logits > 0``). About a
-  fifth of Open Entity's mentions have no general type, so a forced type would always be wrong there.
-- ``"typing_at_least_one"`` adds the highest-scoring type: ERNIE's ``eval_figer.py``
-  (``x > 0 or x == max``), for FIGER, where every mention has a type.
-Predictions and gold answers are sorted lists of type ids (sets, as lists so they pickle and serialise).
-
-Scores (Ling & Weld 2012, "Fine-Grained Entity Recognition", §4), for N mentions with gold types T_i and
-predicted types P_i, in %:
-- strict_accuracy = (1/N) Σ_i 1[P_i = T_i]
-- loose_macro_precision = (1/N) Σ_{i: P_i ≠ ∅} |P_i ∩ T_i| / |P_i|
-- loose_macro_recall    = (1/N) Σ_{i: T_i ≠ ∅} |P_i ∩ T_i| / |T_i|
-- ling_weld_loose_macro_precision = (1/|{i: P_i ≠ ∅}|) Σ_{i: P_i ≠ ∅} |P_i ∩ T_i| / |P_i|
-- ling_weld_loose_macro_recall    = (1/|{i: T_i ≠ ∅}|) Σ_{i: T_i ≠ ∅} |P_i ∩ T_i| / |T_i|
-- loose_micro_precision = Σ_i |P_i ∩ T_i| / Σ_i |P_i|,  loose_micro_recall = Σ_i |P_i ∩ T_i| / Σ_i |T_i|
-- every *_f1 = 2PR / (P + R) of its precision and recall (not a mean of per-mention F1s).
-The two loose macro scores differ only in their denominators. ``loose_macro_*`` is ERNIE's code's form
-(``loose_macro`` of its evaluation scripts): both averages divide by all N mentions. ``ling_weld_loose_macro_*``
-is Ling & Weld's definition: precision averages over the mentions with a prediction, recall over the
-mentions with a non-empty gold set. They agree when no set is empty (FIGER with ``typing_at_least_one``);
-on Open Entity, where about a fifth of the gold sets are empty, they differ, and the papers do not say
-which they report (ERNIE's numbers come from its code's form, ``loose_macro_*``).
-``micro_precision``/``micro_recall``/``micro_f1`` are the loose micro scores under the names ERNIE and
-KnowBERT report for Open Entity ("P, R, F1"). A ratio whose denominator is 0 is 0, never NaN.
+Representation and decoding: ``TypingTask``; the scores: ``typing_scores``.
 """
 
 import torch
@@ -86,7 +52,26 @@ def loose_micro(predictions, gold) -> tuple[float, float, float]:
 
 
 def typing_scores(predictions, gold) -> dict[str, float]:
-    """Every typing score, in % (as the papers print them), for type sets given as iterables of type ids."""
+    """Every typing score, in % (as the papers print them), for type sets given as iterables of type ids.
+
+    Scores (Ling & Weld 2012, "Fine-Grained Entity Recognition", §4), for N mentions with gold types T_i and
+    predicted types P_i, in %:
+    - strict_accuracy = (1/N) Σ_i 1[P_i = T_i]
+    - loose_macro_precision = (1/N) Σ_{i: P_i ≠ ∅} |P_i ∩ T_i| / |P_i|
+    - loose_macro_recall    = (1/N) Σ_{i: T_i ≠ ∅} |P_i ∩ T_i| / |T_i|
+    - ling_weld_loose_macro_precision = (1/|{i: P_i ≠ ∅}|) Σ_{i: P_i ≠ ∅} |P_i ∩ T_i| / |P_i|
+    - ling_weld_loose_macro_recall    = (1/|{i: T_i ≠ ∅}|) Σ_{i: T_i ≠ ∅} |P_i ∩ T_i| / |T_i|
+    - loose_micro_precision = Σ_i |P_i ∩ T_i| / Σ_i |P_i|,  loose_micro_recall = Σ_i |P_i ∩ T_i| / Σ_i |T_i|
+    - every *_f1 = 2PR / (P + R) of its precision and recall (not a mean of per-mention F1s).
+    The two loose macro scores differ only in their denominators. ``loose_macro_*`` is ERNIE's code's form
+    (``loose_macro`` of its evaluation scripts): both averages divide by all N mentions. ``ling_weld_loose_macro_*``
+    is Ling & Weld's definition: precision averages over the mentions with a prediction, recall over the
+    mentions with a non-empty gold set. They agree when no set is empty (FIGER with ``typing_at_least_one``);
+    on Open Entity, where about a fifth of the gold sets are empty, they differ, and the papers do not say
+    which they report (ERNIE's numbers come from its code's form, ``loose_macro_*``).
+    ``micro_precision``/``micro_recall``/``micro_f1`` are the loose micro scores under the names ERNIE and
+    KnowBERT report for Open Entity ("P, R, F1"). A ratio whose denominator is 0 is 0, never NaN.
+    """
     if len(predictions) != len(gold):
         raise ValueError(f"{len(predictions)} predictions for {len(gold)} gold answers")
     micro = loose_micro(predictions, gold)
@@ -124,7 +109,26 @@ class MentionHead(nn.Module):
 @register_task_kind("typing", "typing_at_least_one")
 class TypingTask(TaskKind):
     """Records: ``text_a``, ``mention`` ({"start", "end"}: character offsets, end exclusive) and
-    ``label``, the list of type ids (possibly empty)."""
+    ``label``, the list of type ids (possibly empty).
+
+    Representation. The mention is the mean of the last layer's states over its sub-word tokens (ERICA's
+    entity encoding), found through the fast tokenizer's offset mapping; the text is not changed, so
+    ``texts()`` gives ``text_a`` as is and every character span of a record (the mention, linked
+    entities, ``klm prepare``'s knowledge spans) stays aligned to the same tokens. Markers around the
+    mention (ERNIE, KnowBERT) would shift the characters that knowledge features are aligned to. A mention
+    cut off wholly by ``max_length`` (none is in Open Entity at 128 tokens) is represented by [CLS].
+    The head is BERT's classifier (dense → tanh → linear) over that vector, one logit per type, trained
+    with binary cross-entropy against multi-hot targets.
+
+    Decoding: every type whose logit is above 0 (sigmoid > 0.5). The two kinds differ only when no type
+    passes, following what ERNIE's evaluation scripts do on each dataset (thunlp/ERNIE, code/):
+    - ``"typing"`` predicts the empty set: ERNIE's ``eval_typing.py`` on Open Entity (its fallback line
+      is commented out in ``run_typing.py``) and KnowBERT's ``SimpleClassifier`` (``logits > 0``). About a
+      fifth of Open Entity's mentions have no general type, so a forced type would always be wrong there.
+    - ``"typing_at_least_one"`` adds the highest-scoring type: ERNIE's ``eval_figer.py``
+      (``x > 0 or x == max``), for FIGER, where every mention has a type.
+    Predictions and gold answers are sorted lists of type ids (sets, as lists so they pickle and serialise).
+    """
 
     @property
     def at_least_one(self) -> bool:

@@ -19,10 +19,10 @@ import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 from transformers.utils import logging as transformers_logging
 
-from knowledge_lm.backbones import resolve_backbone
-from knowledge_lm.data.io import resolve_data_dir
+from knowledge_lm.core.backbones import resolve_backbone
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import resolve_data_dir
 from knowledge_lm.data.lama import MASK, load_lama
-from knowledge_lm.errors import KlmError
 
 NO_MLM_HEAD = (
     "backbone {name!r} has no MLM head: LAMA probing needs a masked-LM checkpoint "

@@ -6,7 +6,7 @@ import os
 import sysconfig
 from pathlib import Path
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 BENCHMARKS_ENV = "KLM_BENCHMARKS_DIR"  # klm --benchmarks-dir sets it, so that worker processes see it too
 # Where a wheel's data files put benchmarks/ (pyproject.toml's [tool.setuptools.data-files]), under a scheme's "data".
@@ -44,7 +44,7 @@ def benchmarks_dir() -> Path:
         if not path.is_dir():
             raise KlmError(f"benchmarks directory {path} ({BENCHMARKS_ENV} or --benchmarks-dir) does not exist")
         return path
-    candidates = [Path(__file__).resolve().parents[1] / "benchmarks"]
+    candidates = [Path(__file__).resolve().parents[2] / "benchmarks"]
     schemes = (sysconfig.get_default_scheme(), sysconfig.get_preferred_scheme("user"))
     candidates += [Path(sysconfig.get_path("data", scheme)) / INSTALLED_BENCHMARKS for scheme in schemes]
     for path in candidates:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from knowledge_lm.errors import KlmError, check_name
+from knowledge_lm.core.errors import KlmError, check_name
 
 # torch, transformers, spaCy and the KG code load inside the functions that use them: `klm list`, `klm status`
 # and argument errors import this module and answer before any of them loads (tests/test_cli_errors.py).
@@ -153,7 +153,7 @@ def backbone_label(name: str) -> str:
 def pretrained_checksum(checkpoint: str) -> str | None:
     """The weights checksum that the project's pretraining record of ``checkpoint`` (``klm pretrain --out
     .../CHECKPOINT`` writes ``results/pretraining/CHECKPOINT.json``) names; None where there is none."""
-    from knowledge_lm.paths import project_path
+    from knowledge_lm.core.paths import project_path
 
     record = project_path("results") / "pretraining" / f"{checkpoint}.json"
     try:

@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypedDict
 
-from knowledge_lm.backbones import backbone_label, unhashed_label, weights_checksum
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.backbones import backbone_label, unhashed_label, weights_checksum
+from knowledge_lm.core.errors import KlmError
 
 DEFAULT_RESULTS_DIR = Path("results")
 DEFAULT_RUNS_DIR = Path("runs")
@@ -208,7 +208,7 @@ def write_failure(run_dir: Path, message: str, trace: str = ""):
 
 def free_output_dir(out) -> Path:
     """``out`` as a path, refused (one line) when it exists and is not an empty folder: checked before any work."""
-    from knowledge_lm.errors import KlmError
+    from knowledge_lm.core.errors import KlmError
 
     out = Path(out).expanduser()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -323,7 +323,7 @@ def write_predictions(path: Path, payload: dict):
 
 def strip_gold(path: Path) -> bool:
     """Rewrite a predictions file from before ``gold_sha256`` with the hash in place of its gold (the one-time
-    migration of ``python -m knowledge_lm.results strip-gold``); False, untouched, where it has no gold."""
+    migration of ``python -m knowledge_lm.core.results strip-gold``); False, untouched, where it has no gold."""
     kept = read_stored_predictions(path)
     if "gold" not in kept:
         return False
@@ -405,11 +405,11 @@ def compact_time(iso: str) -> str:
 
 
 def main(argv=None) -> int:
-    """``python -m knowledge_lm.results strip-gold [RESULTS_DIR]``: every predictions file under RESULTS_DIR
+    """``python -m knowledge_lm.core.results strip-gold [RESULTS_DIR]``: every predictions file under RESULTS_DIR
     (default results/) that still holds its gold keeps only its ``gold_sha256``."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] != "strip-gold" or len(argv) > 2:
-        print("usage: python -m knowledge_lm.results strip-gold [RESULTS_DIR]", file=sys.stderr)
+        print("usage: python -m knowledge_lm.core.results strip-gold [RESULTS_DIR]", file=sys.stderr)
         return 2
     results_dir = Path(argv[1] if len(argv) > 1 else DEFAULT_RESULTS_DIR)
     files = sorted(results_dir.rglob("*.predictions.json.gz"))

@@ -1,3 +1,5 @@
+"""The one error type users see (``KlmError``), and the check of names that become parts of results paths."""
+
 import re
 
 

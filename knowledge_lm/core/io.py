@@ -9,7 +9,7 @@ import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 DEFAULT_SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
@@ -31,7 +31,7 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
 def default_cache_dir() -> Path:
     """Where computed data is cached (tokenized splits, knowledge features, gold, bootstrap, leaderboard state):
     ``$KLM_CACHE_DIR``, else ``.cache/knowledge-lm`` under the project root (``project_root``)."""
-    from knowledge_lm.paths import project_path
+    from knowledge_lm.core.paths import project_path
 
     return Path(os.environ.get("KLM_CACHE_DIR") or project_path(".cache") / "knowledge-lm")
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 REGRESSION_BINS = 5
 

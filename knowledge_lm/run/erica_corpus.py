@@ -7,48 +7,8 @@ the remaining pairs as no_relation, each pair intra- or cross-sentence; document
 and ≥ 4 relations (configurable); entity pairs of the named test sets removed. :func:`cached_corpus`
 stores the result under the cache directory, keyed by everything it depends on.
 
-Sources (``--corpus``, comma-separated; ``<data_dir>`` is the shared layout):
-
-``redocred``
-    Re-DocRED's ``train`` split (700 documents; the split of ``knowledge_lm.data.redocred``, so its dev and
-    test documents never enter the corpus). Entities and mentions (with sentence ids) as annotated.
-    Re-DocRED has no QIDs: each entity is linked by its mention names through the alias table of the
-    KG's ``entities.jsonl`` (the QID whose priors summed over the entity's mentions are highest; no
-    candidate: unlinked). Relations = the document's annotated facts (Wikidata pids, human-checked)
-    ∪ the KG triples between linked entities (the paper's distant supervision; the shared KG covers
-    few of these entities, so the annotation carries most of the relations). Unlinked entities keep
-    their annotated relations and are matched against test pairs by name.
-``fewrel``
-    FewRel's ``train`` split (FewRel val_wiki cut 70/10/20, ``knowledge_lm.data.fewrel``): sentences
-    with head and tail QIDs.
-``lama``
-    LAMA T-REx evidence sentences (the first evidence of each fact, ``[MASK]`` filled with the object's
-    surface; subject found by its surface form, else the sentence is skipped). Google-RE is skipped
-    (Freebase subjects). A LAMA probe of a checkpoint pretrained on this source is contaminated.
-``generated``
-    The generated task's ``train`` statements whose label is true (false ones state wrong facts), with
-    their gold links; the KG is the generated one, not Wikidata.
-a path to a ``.jsonl`` file
-    User documents, one JSON object a line: ``{"id": str (optional), "text": str, "entities": [...]
-    (optional), "relations": [...] (optional)}``. ``entities`` as ``build_corpus`` takes them:
-    ``{"qid": str|null, "name": str (optional), "mentions": [{"start", "end", "sent_id" (optional)}]}``
-    with character offsets into ``text``; entities without ``qid`` are linked by their mention names as
-    Re-DocRED's. Without ``entities``, the text is linked with the alias table (longest non-overlapping
-    matches, each span's most likely entity; all spans of one QID are that entity's mentions). Missing
-    ``sent_id`` values come from a sentence split at ``.``/``!``/``?`` followed by white space.
-    ``relations``: optional annotated facts ``{"head": int, "tail": int, "relation": pid}``.
-
-The Wikidata-side sources are single sentences with two entities, which never reach 4 entities and
-4 relations alone: their sentences are packed into pseudo-documents of at most
-``sentences_per_document`` (8) sentences, each next sentence sharing an entity with those already in
-(a greedy walk over the entity → sentence index, in file order), so that documents hold several
-entities and both intra- and cross-sentence pairs. These are not natural documents; the paper's
-Wikipedia documents are not available here.
-
-Test sets (``exclude_test``; default: those of the named sources that have one, i.e. ``redocred``,
-``fewrel``, ``generated``): Re-DocRED test facts (keys: mention names, and the QID where linked), FewRel
-test instances' (head, tail) (QIDs and names), generated test statements' co-mentioned entity pairs
-(QIDs). A pair is removed in both directions.
+The sources: ``parse_sources``; Wikidata-side sentences packed into documents: ``pack_sentences``; the
+test sets removed: ``test_pairs``.
 """
 
 import hashlib
@@ -57,11 +17,11 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import find_file, open_text, read_jsonl, resolve_data_dir
 from knowledge_lm.data.fewrel import FewRelDataModule
 from knowledge_lm.data.generated import GeneratedDataModule
-from knowledge_lm.data.io import find_file, open_text, read_jsonl, resolve_data_dir
 from knowledge_lm.data.redocred import LABELS, DocREDDataModule
-from knowledge_lm.errors import KlmError
 from knowledge_lm.knowledge.kg import read_relation_names, read_triples
 from knowledge_lm.knowledge.linking import AliasTable, EntityLinker
 from knowledge_lm.methods.erica import build_corpus, entity_keys, read_corpus, write_corpus
@@ -145,7 +105,15 @@ def pack_sentences(
     sentences: list[dict], per_document: int = SENTENCES_PER_DOCUMENT, prefix: str = "doc"
 ) -> list[dict]:
     """Sentences ``{"text", "entities": [{"qid", "start", "end"}]}`` → documents of ≤ ``per_document``
-    sentences, each next one sharing an entity with the document so far (see the module docstring)."""
+    sentences, each next one sharing an entity with the document so far (below).
+
+    The Wikidata-side sources are single sentences with two entities, which never reach 4 entities and
+    4 relations alone: their sentences are packed into pseudo-documents of at most
+    ``sentences_per_document`` (8) sentences, each next sentence sharing an entity with those already in
+    (a greedy walk over the entity → sentence index, in file order), so that documents hold several
+    entities and both intra- and cross-sentence pairs. These are not natural documents; the paper's
+    Wikipedia documents are not available here.
+    """
     by_entity: dict[str, list[int]] = defaultdict(list)
     for number, sentence in enumerate(sentences):
         for qid in dict.fromkeys(entity["qid"] for entity in sentence["entities"]):
@@ -334,7 +302,13 @@ def pair_keys(head: dict, tail: dict, text: str) -> set[tuple[str, str]]:
 
 
 def test_pairs(name: str, data_dir, kg: WikidataKG, generated=None) -> set[tuple[str, str]]:
-    """Entity-pair keys of a named test set (see the module docstring), both directions."""
+    """Entity-pair keys of a named test set (below), both directions.
+
+    Test sets (``exclude_test``; default: those of the named sources that have one, i.e. ``redocred``,
+    ``fewrel``, ``generated``): Re-DocRED test facts (keys: mention names, and the QID where linked), FewRel
+    test instances' (head, tail) (QIDs and names), generated test statements' co-mentioned entity pairs
+    (QIDs). A pair is removed in both directions.
+    """
     pairs: set[tuple[str, str]] = set()
     if name == "redocred":
         for record in DocREDDataModule(task="revised", data_dir=data_dir).read_splits()["test"]:
@@ -359,6 +333,39 @@ def test_pairs(name: str, data_dir, kg: WikidataKG, generated=None) -> set[tuple
 
 # -- the corpus -------------------------------------------------------------------------------
 def parse_sources(corpus: str | list[str]) -> list[str]:
+    """The source names of ``--corpus`` (comma-separated, or a list), checked.
+
+    Sources (``<data_dir>`` is the shared layout):
+
+    ``redocred``
+        Re-DocRED's ``train`` split (700 documents; the split of ``knowledge_lm.data.redocred``, so its dev and
+        test documents never enter the corpus). Entities and mentions (with sentence ids) as annotated.
+        Re-DocRED has no QIDs: each entity is linked by its mention names through the alias table of the
+        KG's ``entities.jsonl`` (the QID whose priors summed over the entity's mentions are highest; no
+        candidate: unlinked). Relations = the document's annotated facts (Wikidata pids, human-checked)
+        ∪ the KG triples between linked entities (the paper's distant supervision; the shared KG covers
+        few of these entities, so the annotation carries most of the relations). Unlinked entities keep
+        their annotated relations and are matched against test pairs by name.
+    ``fewrel``
+        FewRel's ``train`` split (FewRel val_wiki cut 70/10/20, ``knowledge_lm.data.fewrel``): sentences
+        with head and tail QIDs.
+    ``lama``
+        LAMA T-REx evidence sentences (the first evidence of each fact, ``[MASK]`` filled with the object's
+        surface; subject found by its surface form, else the sentence is skipped). Google-RE is skipped
+        (Freebase subjects). A LAMA probe of a checkpoint pretrained on this source is contaminated.
+    ``generated``
+        The generated task's ``train`` statements whose label is true (false ones state wrong facts), with
+        their gold links; the KG is the generated one, not Wikidata.
+    a path to a ``.jsonl`` file
+        User documents, one JSON object a line: ``{"id": str (optional), "text": str, "entities": [...]
+        (optional), "relations": [...] (optional)}``. ``entities`` as ``build_corpus`` takes them:
+        ``{"qid": str|null, "name": str (optional), "mentions": [{"start", "end", "sent_id" (optional)}]}``
+        with character offsets into ``text``; entities without ``qid`` are linked by their mention names as
+        Re-DocRED's. Without ``entities``, the text is linked with the alias table (longest non-overlapping
+        matches, each span's most likely entity; all spans of one QID are that entity's mentions). Missing
+        ``sent_id`` values come from a sentence split at ``.``/``!``/``?`` followed by white space.
+        ``relations``: optional annotated facts ``{"head": int, "tail": int, "relation": pid}``.
+    """
     sources = [part.strip() for part in (corpus.split(",") if isinstance(corpus, str) else corpus) if part.strip()]
     if not sources:
         raise KlmError("no ERICA corpus source given: name some of " + ", ".join(SOURCES) + " or a .jsonl path")

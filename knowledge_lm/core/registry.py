@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from knowledge_lm.errors import KlmError
+from knowledge_lm.core.errors import KlmError
 
 UNKNOWN = object()  # a value the source does not give without running it
 ABSENT = object()  # an attribute a class and its bases do not define
