@@ -43,7 +43,10 @@ SPEC = TaskSpec("pairs", "classification", ("entailment", "not_entailment"), ("a
 TINY = dict(backbone="tiny", batch_size=8, max_length=16, examples=64, warmup=1, steps=5, check_steps=3)
 # float32, dropout off: the two paths differ by the order of float sums only (batched kernels, padding width).
 LOSS_RTOL, LOSS_ATOL = 1e-4, 1e-5
-PARAMETER_ATOL = 1e-5
+# Parameters are compared by what training moved them: ‖θ_fused − θ_separate‖ / ‖θ_separate − θ_initial‖ per seed.
+# Not element by element: AdamW moves an element by up to lr a step however small its gradient, so an element whose
+# gradient is rounding noise differs by about lr between the paths (MiniLM, 5 steps: 1e-5) while the update agrees.
+UPDATE_RTOL = 1e-3
 
 
 def synthetic_pairs(count: int, max_length: int, tokenizer, seed: int = 0) -> list[dict]:
@@ -201,8 +204,9 @@ class FusedSeeds:
 def check_equal(encoder, seeds, examples, batch_size, steps, device, pad_id=0) -> dict:
     """Both paths with dropout off in float32 for ``steps`` steps: every seed's losses per step, each path's, and
     the largest parameter difference at the end."""
-    separate_losses, separate_params = [], []
+    separate_losses, separate_params, initial_params = [], [], []
     for seed, model in zip(seeds, seed_models(encoder, seeds, steps, device)):
+        initial_params.append({name: p.detach().cpu().clone() for name, p in model.named_parameters()})
         trainer, batches = SeparateSeed(model.eval(), seed), seed_batches(examples, seed, batch_size)
         torch.manual_seed(seed)
         losses = [trainer.step(to_device(collate(next(batches), pad_id=pad_id), device), "32") for _ in range(steps)]
@@ -213,19 +217,21 @@ def check_equal(encoder, seeds, examples, batch_size, steps, device, pad_id=0) -
     fused_losses = torch.stack(
         [fused.step(to_device(stacked_batch([next(s) for s in streams], pad_id), device), "32") for _ in range(steps)]
     ).T.cpu()
-    parameter_difference = max(
-        float((fused.seed_parameters(index)[name].detach().cpu() - value).abs().max())
-        for index, params in enumerate(separate_params)
-        for name, value in params.items()
-    )
+    differences, updates = [], []
+    for index, (params, initial) in enumerate(zip(separate_params, initial_params)):
+        fused_params = {name: tensor.detach().cpu() for name, tensor in fused.seed_parameters(index).items()}
+        differences.append(torch.cat([(fused_params[name] - value).flatten() for name, value in params.items()]))
+        updates.append(torch.cat([(value - initial[name]).flatten() for name, value in params.items()]))
+    update_difference = max(float(d.norm() / u.norm()) for d, u in zip(differences, updates))
     separate = torch.stack(separate_losses)
     return {
         "separate_losses": separate,
         "fused_losses": fused_losses,
         "loss_difference": float((fused_losses - separate).abs().max()),
-        "parameter_difference": parameter_difference,
+        "parameter_difference": max(float(d.abs().max()) for d in differences),
+        "update_difference": update_difference,
         "equal": torch.allclose(fused_losses, separate, rtol=LOSS_RTOL, atol=LOSS_ATOL)
-        and parameter_difference <= PARAMETER_ATOL,
+        and update_difference <= UPDATE_RTOL,
     }
 
 
@@ -313,8 +319,9 @@ def main(argv=None):
     verdict = "EQUAL" if check["equal"] else "DIFFERENT"
     print(
         f"equality, dropout off, float32, {args.check_steps} steps: {verdict} (largest loss difference "
-        f"{check['loss_difference']:.2e}, tolerance rtol {LOSS_RTOL:g} atol {LOSS_ATOL:g}; largest parameter "
-        f"difference {check['parameter_difference']:.2e}, tolerance {PARAMETER_ATOL:g})"
+        f"{check['loss_difference']:.2e}, tolerance rtol {LOSS_RTOL:g} atol {LOSS_ATOL:g}; parameters: update "
+        f"difference {check['update_difference']:.2e} of the update, tolerance {UPDATE_RTOL:g}; largest element "
+        f"difference {check['parameter_difference']:.2e})"
     )
     for seed, separate, fused in zip(seeds, check["separate_losses"], check["fused_losses"]):
         print(f"  seed {seed} losses: separate {separate.tolist()}\n{'':16}fused    {fused.tolist()}")

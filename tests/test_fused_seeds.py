@@ -26,7 +26,7 @@ def test_fused_seeds_equal_separate_seeds(script):
     check = script.check_equal(encoder, [1, 2], examples, 4, 3, torch.device("cpu"), tokenizer.pad_token_id)
     assert check["fused_losses"].shape == (2, 3)
     assert torch.allclose(check["fused_losses"], check["separate_losses"], rtol=1e-4, atol=1e-5)
-    assert check["parameter_difference"] <= 1e-5 and check["equal"]
+    assert check["update_difference"] <= 1e-3 and check["equal"]
     # The seeds differ (head initialisation, data order): equality is not two copies of one run.
     assert not torch.allclose(check["separate_losses"][0], check["separate_losses"][1])
 
