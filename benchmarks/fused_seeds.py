@@ -18,6 +18,7 @@ timing runs in training mode (dropout on) at the cells' precision.
 
     python benchmarks/fused_seeds.py                    # MiniLM, 4 seeds, batch 32, length ≤ 48
     python benchmarks/fused_seeds.py --tiny             # the tiny backbone, a few steps: a quick run
+    python benchmarks/fused_seeds.py --backbone .device/minilm --steps 100 --warmup 20   # on a GPU (pack.sh)
 Prints the equality check, then each path's seed-steps/s and the ratio fused / separate (> 1: fusing is faster).
 """
 
