@@ -32,9 +32,9 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 from transformers import get_linear_schedule_with_warmup
 
-from knowledge_lm.backbones import load_backbone
+from knowledge_lm.core.backbones import load_backbone
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.data.base import TaskSpec
-from knowledge_lm.errors import KlmError
 from knowledge_lm.methods.baseline import Baseline
 from knowledge_lm.methods.optim import NO_DECAY
 from knowledge_lm.run.trainer import GRADIENT_CLIP

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from knowledge_lm.backbones import load_backbone
+from knowledge_lm.core.backbones import load_backbone
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "fused_seeds.py"
 
