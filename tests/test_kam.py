@@ -403,11 +403,11 @@ def test_kam_si_filters_the_links_in_training_only(tokenizer):
     model = KamSI(encoder, GeneratedDataModule.spec("facts"), si_seed=1)
     filtered = []
 
-    def drop_every_link(knowledge, rng):
-        filtered.append(len(knowledge))
-        return [{**example, "links": []} for example in knowledge]
+    def drop_every_link(df, close, valid, entities, generator=None):
+        filtered.append(len(valid))
+        return torch.zeros_like(valid)
 
-    object.__setattr__(model.selective_injection, "filter_batch", drop_every_link)
+    object.__setattr__(model.selective_injection, "keep_mask", drop_every_link)
     inputs = {
         **batch(tokenizer),
         "knowledge": [
@@ -420,6 +420,61 @@ def test_kam_si_filters_the_links_in_training_only(tokenizer):
     seen = [conv_input[:, -3].sum().item() for conv_input in seen]
     assert filtered == [2]  # called once, for the training batch
     assert seen[0] == 0 and seen[1] > 0  # the entity map: empty after SI dropped every link, full in evaluation
+
+
+def si_features():
+    """Links to drop: overlapping mentions, an entity mentioned twice, a link without candidates, one truncated."""
+    rows = features()
+    rows[0]["links"] = [
+        {"tokens": [2, 3, 4], "candidates": [["Q1", 1.0]], "df": 1, "close": 0},
+        {"tokens": [3, 4, 5], "candidates": [["Q2", 0.6], ["Q1", 0.4]], "df": 9, "close": 3},
+        {"tokens": [1], "candidates": [["Q1", 1.0]], "df": 1, "close": 0},
+        {"tokens": [6], "candidates": [], "df": 0, "close": 0},
+        {"tokens": [7, 40], "candidates": [["Q3", 1.0]], "df": 2, "close": 12},
+    ]
+    rows[1]["links"] = [{**link, "df": 4, "close": 6} for link in rows[1]["links"]]
+    return rows
+
+
+def test_si_dropping_entries_gives_the_maps_of_the_filtered_features():
+    """kam+si drops the entries of the links SI did not inject from the batch's entries (``KamKnowledge.maps``):
+    the same maps, exactly, as entries built again from the features ``filter_batch`` filtered, draw for draw."""
+    from knowledge_lm.knowledge.kg import KnowledgeGraph
+    from knowledge_lm.methods.kam import map_entries
+    from knowledge_lm.methods.sisr import SelectiveInjection
+
+    kg = KnowledgeGraph([("Q1", "P1", "Q2"), ("Q2", "P1", "Q3"), ("Q1", "P2", "Q1")])
+    maps, rows = ("entity", "phrase", "pmi", "kg"), si_features()
+    options = {"maps": maps, "kg": kg, "expansion_k": 2, "entity_source": "links"}
+    entries = map_entries(rows, 8, links=True, **options)
+    assert torch.equal(entries.maps(len(rows), len(maps)), knowledge_maps(rows, 8, **options))  # nothing dropped
+    filtering, masking = (SelectiveInjection(k_thresh=3, k_min=1, k_max=10, seed=5) for _ in range(2))
+    kept_counts = set()
+    for _ in range(12):
+        expected = knowledge_maps(filtering.filter_batch(rows, filtering.generator("cpu")), 8, **options)
+        links = entries.links
+        kept = masking.keep_mask(links.df, links.close, links.valid, links.entities, masking.generator("cpu"))
+        assert torch.equal(entries.maps(len(rows), len(maps), kept), expected)
+        kept_counts.add(int(kept.sum()))
+    assert len(kept_counts) > 1  # the draws dropped different numbers of links
+    assert filtering.counts.tolist() == masking.counts.tolist()
+
+
+def test_kam_si_collated_batches_train_as_per_example_features(tokenizer):
+    """A training batch whose entries the loader built (with their links) encodes as the same batch of features."""
+    from knowledge_lm.methods.kam import KamSI
+
+    states = []
+    for collated in (False, True):
+        torch.manual_seed(0)
+        model = KamSI(plain_encoder(), GeneratedDataModule.spec("facts"), si_seed=3, si_k_thresh=3)
+        inputs = {**batch(tokenizer), "knowledge": si_features()}
+        if collated:
+            inputs["knowledge"] = model.batch_entries(inputs["knowledge"], inputs["input_ids"].shape[1])
+        model.train()
+        torch.manual_seed(1)  # dropout
+        states.append(model.encode(inputs))
+    assert torch.equal(*states)
 
 
 def test_compiled_kam_matches_eager(tokenizer):

@@ -62,6 +62,7 @@ implementation whose 4D additive mask (b × 1 × n × n, or None without padding
 """
 
 import hashlib
+import math
 import warnings
 from dataclasses import dataclass
 from functools import partial
@@ -128,21 +129,59 @@ def _pair_entries(first_tokens, second_tokens, value: float):
 
 
 @dataclass
+class LinkTable:
+    """A batch's linked mentions as selective injection reads them (``SelectiveInjection.keep_mask``), b × S
+    (S: the most links of an example, every link counted): each link's ``df``, ``close``, entity (its top
+    candidate numbered per batch, 0 without one) and whether it exists (``valid``)."""
+
+    df: torch.Tensor  # b × S long
+    close: torch.Tensor  # b × S long
+    entities: torch.Tensor  # b × S long
+    valid: torch.Tensor  # b × S bool
+
+    @classmethod
+    def of(cls, knowledge: list[dict]) -> "LinkTable":
+        size = max([len(example.get("links") or []) for example in knowledge] + [0])
+        df, close, entities = (torch.zeros(len(knowledge), size, dtype=torch.long) for _ in range(3))
+        valid = torch.zeros(len(knowledge), size, dtype=torch.bool)
+        ids: dict[str, int] = {}
+        for i, example in enumerate(knowledge):
+            for j, link in enumerate(example.get("links") or []):
+                df[i, j], close[i, j], valid[i, j] = link.get("df", 0), link.get("close", 0), True
+                if link.get("candidates"):
+                    entities[i, j] = ids.setdefault(link["candidates"][0][0], len(ids) + 1)
+        return cls(df, close, entities, valid)
+
+
+@dataclass
 class KamKnowledge:
     """A batch's knowledge as KAM reads it: the maps' nonzero entries (sparse, built on the CPU, by the data
-    loader where ``Kam.knowledge_collate`` could ask it to) and the expansion sub-words; densified on the device."""
+    loader where ``Kam.knowledge_collate`` could ask it to) and the expansion sub-words; densified on the device.
+
+    Built with ``links=True`` (for selective injection), it also has the batch's ``LinkTable`` (which stays on
+    the host, where SI draws) and, per entry, the links it comes from (``entry_links``: 2 × E indices into the
+    flattened b × S links, b·S for none): dropping links then drops their entries in ``maps``, in one pass on
+    the device, instead of building the entries again from the filtered features."""
 
     entries: torch.Tensor  # 4 × E long: example, map, row, column
     values: torch.Tensor  # E float
     size: int  # n + K: the maps' side
     auxiliary_ids: torch.Tensor  # b × K long, 0-padded: the expansion sub-words, in order
     auxiliary_real: torch.Tensor  # b × K bool
+    entry_links: torch.Tensor | None = None  # 2 × E long (links=True)
+    links: LinkTable | None = None  # on the host (links=True)
 
     def to(self, device, non_blocking: bool = False) -> "KamKnowledge":
-        """On ``device`` (Lightning's batch transfer calls this)."""
-        move = lambda tensor: tensor.to(device, non_blocking=non_blocking)  # noqa: E731
+        """On ``device`` (Lightning's batch transfer calls this); the link table stays on the host."""
+        move = lambda tensor: None if tensor is None else tensor.to(device, non_blocking=non_blocking)  # noqa: E731
         return KamKnowledge(
-            move(self.entries), move(self.values), self.size, move(self.auxiliary_ids), move(self.auxiliary_real)
+            move(self.entries),
+            move(self.values),
+            self.size,
+            move(self.auxiliary_ids),
+            move(self.auxiliary_real),
+            move(self.entry_links),
+            self.links,
         )
 
     @classmethod
@@ -156,10 +195,24 @@ class KamKnowledge:
             torch.zeros(batch_size, 0, dtype=torch.bool),
         )
 
-    def maps(self, batch_size: int, num_maps: int) -> torch.Tensor:
-        dense = torch.zeros(batch_size, num_maps, self.size, self.size, device=self.values.device)
-        # accumulate=False: overlapping spans of one map set the same value (the last write wins for PMI)
-        return dense.index_put_(tuple(self.entries), self.values)
+    def maps(self, batch_size: int, num_maps: int, kept_links: torch.Tensor | None = None) -> torch.Tensor:
+        """The dense ``b × k × (n+K) × (n+K)`` maps; ``kept_links`` (b × S bool, needs ``entry_links``): only the
+        entries of the kept links (and those of no link), the same maps as entries built from the kept links."""
+        shape = (batch_size, num_maps, self.size, self.size)
+        device = self.values.device
+        if kept_links is None:
+            dense = torch.zeros(shape, device=device)
+            # accumulate=False: overlapping spans of one map set the same value (the last write wins for PMI)
+            return dense.index_put_(tuple(self.entries), self.values)
+        # A dropped link's entries are written to one spare element past the maps, so every kept entry is
+        # written in its order as before (the last write still wins) and no shape depends on the draw.
+        kept = torch.cat([kept_links.flatten(), kept_links.new_ones(1)]).to(device, non_blocking=True)
+        example, channel, row, column = self.entries
+        position = ((example * num_maps + channel) * self.size + row) * self.size + column
+        numel = math.prod(shape)
+        position = torch.where(kept[self.entry_links[0]] & kept[self.entry_links[1]], position, numel)
+        flat = torch.zeros(numel + 1, device=device).index_put_((position,), self.values)
+        return flat[:numel].view(shape)
 
 
 def knowledge_maps(
@@ -189,9 +242,11 @@ def map_entries(
     kg=None,
     expansion_k: int = 0,
     entity_source: str = "ner",
+    links: bool = False,
 ) -> KamKnowledge:
     """The nonzero entries of every map of ``knowledge`` (the per-example features of a batch padded to
-    ``length``), and its expansion sub-words."""
+    ``length``), and its expansion sub-words; ``links``: with the link table and the links of every entry (what
+    selective injection drops entries by, see ``KamKnowledge``)."""
     if entity_source not in ENTITY_SOURCES:
         raise KlmError(f"kam: entity_source {entity_source!r}: expected {' or '.join(ENTITY_SOURCES)}")
     for name in maps:
@@ -205,17 +260,28 @@ def map_entries(
     expansions = [expansion_words(example, expansion_k) for example in knowledge]
     size = length + max((len(ids) for ids in auxiliary_ids(knowledge, expansion_k)), default=0)
     batch, channel, rows, cols, values = [], [], [], [], []
+    table = LinkTable.of(knowledge) if links else None
+    link_width = 0 if table is None else table.valid.shape[1]
+    no_link = len(knowledge) * link_width
+    first_links, second_links = [], []  # per entry: the flattened b × S index of the link(s) it comes from
 
-    def add(b, c, r, s, v=None):
+    def add(b, c, r, s, v=None, first=no_link, second=no_link):
         batch.extend([b] * len(r))
         channel.extend([c] * len(r))
         rows.extend(r)
         cols.extend(s)
         values.extend([1.0] * len(r) if v is None else v)
+        if links:
+            first_links.extend([first] * len(r))
+            second_links.extend([second] * len(r))
 
     for b, example in enumerate(knowledge):
         for c, name in enumerate(maps):
-            if name == "entity":
+            if name == "entity" and entity_source == "links":
+                for j, link in enumerate(example.get("links") or []):
+                    link_index = b * link_width + j
+                    add(b, c, *_block_entries([link], length), first=link_index, second=link_index)
+            elif name == "entity":
                 add(b, c, *_block_entries(example.get(entity_source) or [], length))
             elif name == "phrase":
                 add(b, c, *_block_entries(example.get("phrases") or [], length))
@@ -247,21 +313,23 @@ def map_entries(
                             add(b, c, *_pair_entries(pieces, words[index], value))
             elif name == "kg":
                 mentions = [
-                    (link["candidates"][0][0], _in_range(link.get("tokens") or [], length))
-                    for link in example.get("links") or []
+                    (b * link_width + j, link["candidates"][0][0], _in_range(link.get("tokens") or [], length))
+                    for j, link in enumerate(example.get("links") or [])
                     if link.get("candidates")
                 ]
-                for first, first_tokens in mentions:
+                for first_link, first, first_tokens in mentions:
                     if first not in kg:
                         continue
                     adjacent = kg.neighbours(first)
-                    for second, second_tokens in mentions:
+                    for second_link, second, second_tokens in mentions:
                         if second in adjacent:  # neighbours are undirected: ``second`` adds the reverse pairs
                             add(
                                 b,
                                 c,
                                 [t for t in first_tokens for _ in second_tokens],
                                 [u for _ in first_tokens for u in second_tokens],
+                                first=first_link,
+                                second=second_link,
                             )
     ids = auxiliary_ids(knowledge, expansion_k)
     width = max((len(row) for row in ids), default=0)
@@ -273,6 +341,8 @@ def map_entries(
         torch.tensor([[True] * len(row) + [False] * (width - len(row)) for row in ids], dtype=torch.bool).view(
             len(ids), width
         ),
+        torch.tensor([first_links, second_links], dtype=torch.long).view(2, -1) if links else None,
+        table,
     )
 
 
@@ -514,21 +584,25 @@ class Kam(TaskModel):
 
     def knowledge_collate(self, data):
         """Loads the prepared KG where the ``kg`` map needs it (see the module docstring), and has the data
-        loader build the maps' entries (not with SI, whose draw belongs to the training step, nor under
-        ``zero_knowledge``, which has none)."""
+        loader build the maps' entries (with SI, with their links too: SI's draw belongs to the training step,
+        which drops the entries of the links not injected; not under ``zero_knowledge``, which has none)."""
         if "kg" in self.maps and self.kg is None:
             self.kg = KnowledgeGraph.load(prepared_kg_dir(data))
-        if getattr(data, "knowledge", None) is None or self.selective_injection is not None:
+        if getattr(data, "knowledge", None) is None or self.options.zero_knowledge:
             return None
-        if self.options.zero_knowledge:
-            return None
-        return partial(
-            map_entries,
-            maps=self.maps,
-            missing_pmi=self.missing_pmi,
-            kg=self.kg,
-            expansion_k=self.expansion_k,
-            entity_source=self.entity_source,
+        return partial(self.batch_entries, kg=self.kg)
+
+    def batch_entries(self, knowledge: list[dict], length: int, kg=None) -> KamKnowledge:
+        """``map_entries`` of a batch with this model's options; with the links of every entry under SI."""
+        return map_entries(
+            knowledge,
+            length,
+            self.maps,
+            self.missing_pmi,
+            kg,
+            self.expansion_k,
+            self.entity_source,
+            links=self.selective_injection is not None,
         )
 
     def compiled_modules(self):
@@ -554,21 +628,18 @@ class Kam(TaskModel):
         knowledge, input_ids = batch["knowledge"], batch["input_ids"]
         if self.options.zero_knowledge:
             knowledge = KamKnowledge.empty(len(input_ids), input_ids.shape[1])
-        elif not isinstance(knowledge, KamKnowledge):  # per-example dicts: SI, or a batch from elsewhere
-            if self.training and self.selective_injection is not None:
-                knowledge = self.selective_injection.filter_batch(knowledge, self.si_rng)
-            knowledge = map_entries(
-                knowledge,
-                input_ids.shape[1],
-                self.maps,
-                self.missing_pmi,
-                self.kg,
-                self.expansion_k,
-                self.entity_source,
-            )
+        elif not isinstance(knowledge, KamKnowledge):  # per-example dicts: a batch from elsewhere
+            knowledge = self.batch_entries(knowledge, input_ids.shape[1], self.kg)
         if knowledge.values.device != input_ids.device:
             knowledge = knowledge.to(input_ids.device)
-        self.kam_state.maps = knowledge.maps(len(input_ids), len(self.maps))
+        kept_links = None
+        if self.training and self.selective_injection is not None:
+            links = knowledge.links
+            # On the host, from SI's CPU generator: the draw does not wait for the device.
+            kept_links = self.selective_injection.keep_mask(
+                links.df, links.close, links.valid, links.entities, self.si_rng
+            )
+        self.kam_state.maps = knowledge.maps(len(input_ids), len(self.maps), kept_links)
         self.kam_state.previous, self.kam_state.memos = None, {}
         real = (
             batch["attention_mask"].bool()
