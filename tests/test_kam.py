@@ -169,7 +169,7 @@ def test_ablations_share_the_logit_channels_and_each_maps_weights():
     assert not torch.equal(layers[0].conv.weight, layers[1].conv.weight)  # every layer draws its own
     entity, phrase = layers[0].conv.weight[:, heads], layers[0].conv.weight[:, heads + 1]
     assert not torch.equal(entity, phrase)
-    # The map channels' scale (the module docstring's choice), well above the logit channels' (1/√(9m)).
+    # The map channels' scale (initialise_conv's choice), well above the logit channels' (1/√(9m)).
     assert 0.2 < float(torch.cat([layer.conv.weight[:, heads:] for layer in layers]).std()) < 0.5
 
 

@@ -10,8 +10,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "knowledge_lm"
 MAX_DOCSTRING_LINES = 14
-# Their long docstrings move into the classes they describe once the methods' collate hooks (issue 30, item 4) land.
-LONG_DOCSTRINGS_PENDING = {f"methods/{name}.py" for name in ("erica", "kam", "kg_text", "knowbert", "sisr")}
 
 
 def readme_layers(readme: Path = ROOT / "README.md") -> list[str]:
@@ -101,16 +99,7 @@ def test_an_upward_import_in_a_function_is_found(tmp_path):
     ]
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(path, marks=pytest.mark.xfail(strict=True, reason="docstring still long"))
-        if str(path.relative_to(PACKAGE)) in LONG_DOCSTRINGS_PENDING
-        else path
-        for path in sorted(PACKAGE.rglob("*.py"))
-    ],
-    ids=lambda path: str(path.relative_to(PACKAGE)),
-)
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda path: str(path.relative_to(PACKAGE)))
 def test_a_module_docstring_says_what_it_is_briefly(path):
     docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False)
     assert docstring, f"{path.relative_to(ROOT)} has no module docstring"

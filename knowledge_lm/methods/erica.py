@@ -1,38 +1,17 @@
-"""ERICA (Qin et al. 2021, §3): contrastive entity (ED) and relation (RD) discrimination pretraining + MLM.
+"""ERICA (Qin et al. 2021, "ERICA: Improving Entity and Relation Understanding for Pre-trained Language Models
+via Contrastive Learning", §3): contrastive entity (ED) and relation (RD) discrimination pretraining + MLM.
 
 Parts, in the order of this file:
-
 1. Losses, pure functions on tensors: :func:`entity_discrimination_loss` (Eq. 2) and
    :func:`relation_discrimination_loss` (Eq. 3, four intra/cross terms).
 2. :func:`mask_tokens`: BERT's 15 % / 80-10-10 masking that never masks entity tokens (as the official code).
 3. :func:`build_corpus`: documents with linked entities + a KG → distantly supervised JSONL records
    (the data sources, packing and test-set removal are in ``erica_corpus.py``).
-4. :class:`EricaPretraining`: backbone + MLM head, L = L_ED + L_RD + L_MLM (Eq. 4), AdamW with warm-up;
-   ``save_checkpoint(dir)`` writes a ``save_pretrained`` directory that ``--backbone DIR`` loads;
-   ``run/pretraining.py``'s :func:`pretrain_erica` runs it end to end over :class:`EricaBatches` (micro-batch k a
-   function of the seed and k, so a run resumes exactly), resumable and deterministic, recording RD's positives
-   per micro-batch (:func:`term_positives`). The objective sets (:data:`OBJECTIVES`):
-   ``erica`` (ED + RD + MLM) and the ablations ``erica-mlm-only``, ``erica-ed``, ``erica-rd``,
-   ``erica-rd-intra`` (L_RD^{Ts,Ts}), ``erica-rd-cross`` (L_RD^{Tc,Tc}), each with MLM as in Table 6.
+4. :class:`EricaPretraining`: backbone + MLM head, L = L_ED + L_RD + L_MLM (Eq. 4), AdamW with warm-up.
 5. Fine-tuning methods of the same six names (registered): the baseline, refused unless ``--backbone DIR``
    is an ERICA checkpoint pretrained with that objective set (``DIR/manifest.json``, ``"method"``).
 
-Entity representation (Eq. 1): mean of the hidden states over each mention's tokens, then mean over the
-entity's mentions (``heads.mean_pool_spans`` twice, as ``tasks/docre.py``). Relation representation:
-``[e_head ; e_tail]``. Similarities are cosines divided by τ (default 0.05).
-
-Corpus JSONL format (one document a line)::
-
-    {"id": str, "text": str,
-     "entities": [{"qid": str|null, "name": str,
-                   "mentions": [{"start": int, "end": int, "sent_id": int}, ...]}, ...],
-     "relations": [{"head": int, "tail": int, "relation": pid, "name": str, "intra": bool}, ...],
-     "no_relation": [{"head": int, "tail": int, "intra": bool}, ...]}
-
-``head``/``tail`` index ``entities``; ``start``/``end`` are character offsets into ``text``; ``intra`` is
-true when some mention of the head and some mention of the tail share a sentence (T_s), else the pair is
-cross-sentence (T_c). ``relations`` are the KG triples (head qid, pid, tail qid) whose two entities both
-occur in the document (distant supervision); ``no_relation`` are the remaining ordered pairs.
+The entity and relation representations: ``EricaPretraining``; the corpus JSONL format: ``build_corpus``.
 """
 
 import hashlib
@@ -248,7 +227,7 @@ def build_corpus(
     min_entities: int = 4,
     min_relations: int = 4,
 ) -> list[dict]:
-    """Distantly supervised ERICA records (the JSONL format of the module docstring).
+    """Distantly supervised ERICA records (the JSONL format below).
 
     ``documents``: dicts with ``text`` (or ``text_a``), ``entities`` each with ``qid`` (may be null),
     optional ``name`` and ``mentions`` (``start``, ``end``, ``sent_id``; a mention without ``sent_id``
@@ -258,6 +237,19 @@ def build_corpus(
     pair is dropped (as relations and as no_relation pairs) when some (head key, tail key) of
     :func:`entity_keys` is in ``test_pairs``, before the filters: a document is kept with
     ≥ ``min_entities`` entities and ≥ ``min_relations`` relations.
+
+    Corpus JSONL format (one document a line)::
+
+        {"id": str, "text": str,
+         "entities": [{"qid": str|null, "name": str,
+                       "mentions": [{"start": int, "end": int, "sent_id": int}, ...]}, ...],
+         "relations": [{"head": int, "tail": int, "relation": pid, "name": str, "intra": bool}, ...],
+         "no_relation": [{"head": int, "tail": int, "intra": bool}, ...]}
+
+    ``head``/``tail`` index ``entities``; ``start``/``end`` are character offsets into ``text``; ``intra`` is
+    true when some mention of the head and some mention of the tail share a sentence (T_s), else the pair is
+    cross-sentence (T_c). ``relations`` are the KG triples (head qid, pid, tail qid) whose two entities both
+    occur in the document (distant supervision); ``no_relation`` are the remaining ordered pairs.
     """
     names = relation_names or {}
     facts: dict[tuple[str, str], list[str]] = {}
@@ -495,7 +487,19 @@ class EricaBatches(torch.utils.data.IterableDataset):
 
 class EricaPretraining(pl.LightningModule):
     """Backbone + MLM head trained on L = L_ED + L_RD + L_MLM (Eq. 4); each loss can be switched off
-    (``use_ed``, ``use_rd``, ``use_mlm``, ``rd_terms``) for the paper's ablations."""
+    (``use_ed``, ``use_rd``, ``use_mlm``, ``rd_terms``) for the paper's ablations.
+
+    ``save_checkpoint(dir)`` writes a ``save_pretrained`` directory that ``--backbone DIR`` loads;
+    ``run/pretraining.py``'s :func:`pretrain_erica` runs it end to end over :class:`EricaBatches` (micro-batch k a
+    function of the seed and k, so a run resumes exactly), resumable and deterministic, recording RD's positives
+    per micro-batch (:func:`term_positives`). The objective sets (:data:`OBJECTIVES`):
+    ``erica`` (ED + RD + MLM) and the ablations ``erica-mlm-only``, ``erica-ed``, ``erica-rd``,
+    ``erica-rd-intra`` (L_RD^{Ts,Ts}), ``erica-rd-cross`` (L_RD^{Tc,Tc}), each with MLM as in Table 6.
+
+    Entity representation (Eq. 1): mean of the hidden states over each mention's tokens, then mean over the
+    entity's mentions (``heads.mean_pool_spans`` twice, as ``tasks/docre.py``). Relation representation:
+    ``[e_head ; e_tail]``. Similarities are cosines divided by τ (default 0.05).
+    """
 
     def __init__(
         self,

@@ -1,64 +1,9 @@
-"""KAM-BERT (Bai et al., §3): knowledge maps mixed into every layer's attention logits.
+"""KAM-BERT (Bai et al., "Enhancing Self-Attention with Knowledge-Assisted Attention Maps", §3): knowledge
+maps mixed into every layer's attention logits.
 
-Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and softmax):
-
-1. **Maps** ``M_1..k ∈ [0,1]^{n×n}`` over the sub-word tokens, built once per batch from the prepared
-   features (``batch["knowledge"]``; spans carry sub-word indices, so a sub-word takes its word's value;
-   indices truncated away are dropped), densified as ``b × k × n × n`` on the device:
-
-   * ``entity``: 1 where both tokens lie in the same named entity (``ner[*].tokens``: the annotator's NER
-     spans, the paper's source); ``entity_source="links"``: the same linked mention (``links[*].tokens``);
-   * ``phrase``: 1 where both tokens lie in the same phrase segment (``phrases[*].tokens``);
-   * ``pmi``: ``max(0, PMI(w_i; w_j)) / Z`` of the two tokens' words, 1 within a word, from ``pmi_pairs``
-     (``[[word_i, word_j, value], ...]`` over the indices of ``words``). Without it the map is all zeros
-     and a warning says so once (``missing_pmi="error"`` raises instead);
-   * ``kg`` (Eq. 8; in ``kam+kg``, not in ``kam``): 1 where the two tokens' linked entities (each
-     mention's top candidate) are adjacent in the KG, an edge either way (a mention's own tokens only
-     through a self-loop). The KG is the one the data module prepared (loaded in ``knowledge_collate``), or
-     ``load_kg``'s.
-2. **Attention** (``KamSelfAttention`` replaces each layer's ``attention.self`` and keeps its
-   ``query``/``key``/``value`` modules, so the backbone's state-dict names do not change):
-   ``L_i = A_sa + A_{i−1}`` (the skip, ``A_{−1} = 0``), ``A_sem = Conv2d(m+k → m, 3×3, padding 1)`` over
-   the channels ``[L_i (m heads) | M (k maps)]``, ``A_i = softmax(α·A_sem + (1−α)·L_i + mask)``, output
-   ``A_i V``. The skip hands layer i+1 the result map ``A_i`` after the softmax (§3.3's "result attention
-   map"), not Evolving Attention's pre-softmax logits, which grow with depth. Choices the paper leaves
-   open: one conv per layer; the conv reads the logits with padding rows and columns zeroed, so padding
-   never leaks into real positions through the 3×3 window; under mixed precision maps, logits and result
-   maps stay in the compute dtype (bf16), the softmax accumulating in float32 inside (as SDPA does).
-   ``use_conv=False`` (the w/o-conv ablation): ``A_sem`` is the mean of the k maps, for every head.
-3. **The conv's initial weights** (the paper gives none), so that the ablations differ by their maps only:
-   one number drawn from the global RNG (seeded by the cell; the only draw, so the RNG then advances the
-   same in every variant) seeds a generator per layer and input-channel group. The m logit channels and
-   the bias take PyTorch's default for a conv over them alone (U(±1/√(9m))): the same in ``kam`` and every
-   ablation of one seed. Each map's channel is drawn from its map's own generator, ``N(0, (1/3)²)`` per tap
-   (``MAP_INIT_STD``): the same whichever other maps are present, and a 3×3 window of ones moves each
-   head's ``A_sem`` by ~N(0, 1). Measured on MiniLM at initialisation (generated task, dev): zeroing the
-   maps moves the [CLS] features by ~5% of their norm, another seed by ~15%; at PyTorch's default scale
-   (std ≈ 0.05) the maps moved them by 0.7%, a seed by ~14%.
-4. **PMI expansion** (``expansion_k``, §3.4; default 0, off: the paper gives no k): the sub-words of the
-   first ``expansion_k`` words ``klm prepare`` stored per example (``pmi_expansion``: words absent from the
-   sentence with the highest mean PMI with its words, each as ``ids`` and ``pmi``: ``[[word_index,
-   max(0, PMI)/Z], ...]``) are appended after the N rows (K sub-words in all, padded to the batch's largest
-   K and masked). Every map becomes ``(N+K)²``, zero outside the sentence block except in the PMI map:
-   1 within an expansion word and its stored PMI with the sentence's words. The N+K rows make the logits,
-   the conv and the skip; the output keeps the N sentence rows (``A[:N] V``: the same as trimming after the
-   layer, the rest of which is position-wise). The auxiliary rows' states are the backbone's embeddings of
-   their sub-words (positions right after the last real token, segment 0) at every layer ("a new round of
-   augmentation in the next layer"). The expansion needs the ``pmi`` map.
-5. **zero_knowledge** (the control): every map is all zeros and no expansion word is appended, the same as
-   examples without features; the conv, the mix and the skip run as usual.
-   The ``shuffled`` control (knowledge option ``shuffle_links``) acts on the entity map too: ``klm prepare``
-   moves the NER spans to other words of their text, so its blocks miss the entity mentions. With
-   ``entity_source="links"`` the blocks stay on the mentions (KnowBERT's spans) and the control acts on the
-   linked entities (the kg map, SI's scores).
-6. **Invariant** (tested): α = 0 without skip and without expansion gives the backbone's hidden states exactly.
-
-``kam+si``: selective injection (``sisr.SelectiveInjection``, Eq. 4 of the SI+SR paper) filters the linked
-mentions, in training only, as ``knowbert+si`` does; its entity map is built from the links, so SI acts
-on it as on the kg map.
-
-Needs ``attn_implementation = "eager"``: the wrapper computes the logits itself, and eager is the
-implementation whose 4D additive mask (b × 1 × n × n, or None without padding) it reads.
+The maps: ``knowledge_maps``; the attention that mixes them in, and the invariant: ``KamSelfAttention``; the
+conv's initial weights: ``initialise_conv``; PMI expansion: ``expansion_words``; the controls and the
+attention implementation: ``Kam``; ``kam+si``: ``KamSI``.
 """
 
 import hashlib
@@ -84,7 +29,7 @@ MAP_NAMES = ("entity", "phrase", "pmi", "kg")
 DEFAULT_MAPS = ("entity", "phrase", "pmi")
 EntitySource = Literal["ner", "links"]  # the features whose spans can make the entity map
 ENTITY_SOURCES = get_args(EntitySource)
-MAP_INIT_STD = 1 / 3  # the map channels' initial weights: N(0, MAP_INIT_STD²) per tap (module docstring)
+MAP_INIT_STD = 1 / 3  # the map channels' initial weights: N(0, MAP_INIT_STD²) per tap (initialise_conv)
 
 
 # -- the knowledge maps of a batch ----------------------------------------------------------------
@@ -104,7 +49,19 @@ def _block_entries(spans, length: int):
 
 
 def expansion_words(example: dict, expansion_k: int) -> list[dict]:
-    """The first ``expansion_k`` PMI expansion words ``klm prepare`` stored (ranked by mean PMI)."""
+    """The first ``expansion_k`` PMI expansion words ``klm prepare`` stored (ranked by mean PMI).
+
+    **PMI expansion** (``expansion_k``, §3.4; default 0, off: the paper gives no k): the sub-words of the
+    first ``expansion_k`` words ``klm prepare`` stored per example (``pmi_expansion``: words absent from the
+    sentence with the highest mean PMI with its words, each as ``ids`` and ``pmi``: ``[[word_index,
+    max(0, PMI)/Z], ...]``) are appended after the N rows (K sub-words in all, padded to the batch's largest
+    K and masked). Every map becomes ``(N+K)²``, zero outside the sentence block except in the PMI map:
+    1 within an expansion word and its stored PMI with the sentence's words. The N+K rows make the logits,
+    the conv and the skip; the output keeps the N sentence rows (``A[:N] V``: the same as trimming after the
+    layer, the rest of which is position-wise). The auxiliary rows' states are the backbone's embeddings of
+    their sub-words (positions right after the last real token, segment 0) at every layer ("a new round of
+    augmentation in the next layer"). The expansion needs the ``pmi`` map.
+    """
     if expansion_k <= 0:
         return []
     stored = example.get("pmi_expansion")
@@ -225,8 +182,24 @@ def knowledge_maps(
     expansion_k: int = 0,
     entity_source: str = "ner",
 ) -> torch.Tensor:
-    """``b × k × (n+K) × (n+K)`` float maps in [0, 1] (see the module docstring), densified on ``device``;
-    K = 0 without expansion."""
+    """``b × k × (n+K) × (n+K)`` float maps in [0, 1] (below), densified on ``device``;
+    K = 0 without expansion.
+
+    **Maps** ``M_1..k ∈ [0,1]^{n×n}`` over the sub-word tokens, built once per batch from the prepared
+    features (``batch["knowledge"]``; spans carry sub-word indices, so a sub-word takes its word's value;
+    indices truncated away are dropped), densified as ``b × k × n × n`` on the device:
+
+    * ``entity``: 1 where both tokens lie in the same named entity (``ner[*].tokens``: the annotator's NER
+      spans, the paper's source); ``entity_source="links"``: the same linked mention (``links[*].tokens``);
+    * ``phrase``: 1 where both tokens lie in the same phrase segment (``phrases[*].tokens``);
+    * ``pmi``: ``max(0, PMI(w_i; w_j)) / Z`` of the two tokens' words, 1 within a word, from ``pmi_pairs``
+      (``[[word_i, word_j, value], ...]`` over the indices of ``words``). Without it the map is all zeros
+      and a warning says so once (``missing_pmi="error"`` raises instead);
+    * ``kg`` (Eq. 8; in ``kam+kg``, not in ``kam``): 1 where the two tokens' linked entities (each
+      mention's top candidate) are adjacent in the KG, an edge either way (a mention's own tokens only
+      through a self-loop). The KG is the one the data module prepared (loaded in ``knowledge_collate``), or
+      ``load_kg``'s.
+    """
     return (
         map_entries(knowledge, length, maps, missing_pmi, kg, expansion_k, entity_source)
         .to(device)
@@ -376,8 +349,19 @@ def channel_generator(seed: int, layer: int, channel: str) -> torch.Generator:
 
 
 def initialise_conv(conv: nn.Conv2d, maps, seed: int, layer: int):
-    """The conv's initial weights (module docstring): the m logit channels and the bias from the generator of
-    "logits", each map's channel from the generator of its name, so no draw depends on which other maps exist."""
+    """The conv's initial weights (below): the m logit channels and the bias from the generator of
+    "logits", each map's channel from the generator of its name, so no draw depends on which other maps exist.
+
+    **The conv's initial weights** (the paper gives none), so that the ablations differ by their maps only:
+    one number drawn from the global RNG (seeded by the cell; the only draw, so the RNG then advances the
+    same in every variant) seeds a generator per layer and input-channel group. The m logit channels and
+    the bias take PyTorch's default for a conv over them alone (U(±1/√(9m))): the same in ``kam`` and every
+    ablation of one seed. Each map's channel is drawn from its map's own generator, ``N(0, (1/3)²)`` per tap
+    (``MAP_INIT_STD``): the same whichever other maps are present, and a 3×3 window of ones moves each
+    head's ``A_sem`` by ~N(0, 1). Measured on MiniLM at initialisation (generated task, dev): zeroing the
+    maps moves the [CLS] features by ~5% of their norm, another seed by ~15%; at PyTorch's default scale
+    (std ≈ 0.05) the maps moved them by 0.7%, a seed by ~14%.
+    """
     heads = conv.out_channels
     bound = (9 * heads) ** -0.5  # PyTorch's default bound for a 3×3 conv over the m logit channels alone
     logits = channel_generator(seed, layer, "logits")
@@ -414,7 +398,23 @@ def mix_attention(logits, maps, attention_mask, padding_pairs, weight, bias, alp
 class KamSelfAttention(nn.Module):
     """Drop-in for a BERT-family ``attention.self`` (transformers 5: ``forward(hidden_states,
     attention_mask=None, ...) -> (output b×n×(m·d), probabilities)``); ``layer`` and ``seed`` pick the
-    conv's initial weights."""
+    conv's initial weights.
+
+    Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and softmax):
+
+    **Attention** (``KamSelfAttention`` replaces each layer's ``attention.self`` and keeps its
+    ``query``/``key``/``value`` modules, so the backbone's state-dict names do not change):
+    ``L_i = A_sa + A_{i−1}`` (the skip, ``A_{−1} = 0``), ``A_sem = Conv2d(m+k → m, 3×3, padding 1)`` over
+    the channels ``[L_i (m heads) | M (k maps)]``, ``A_i = softmax(α·A_sem + (1−α)·L_i + mask)``, output
+    ``A_i V``. The skip hands layer i+1 the result map ``A_i`` after the softmax (§3.3's "result attention
+    map"), not Evolving Attention's pre-softmax logits, which grow with depth. Choices the paper leaves
+    open: one conv per layer; the conv reads the logits with padding rows and columns zeroed, so padding
+    never leaks into real positions through the 3×3 window; under mixed precision maps, logits and result
+    maps stay in the compute dtype (bf16), the softmax accumulating in float32 inside (as SDPA does).
+    ``use_conv=False`` (the w/o-conv ablation): ``A_sem`` is the mean of the k maps, for every head.
+
+    **Invariant** (tested): α = 0 without skip and without expansion gives the backbone's hidden states exactly.
+    """
 
     def __init__(
         self,
@@ -541,7 +541,18 @@ class KamOptions(MethodOptions):
 
 @register_method("kam")
 class Kam(TaskModel):
-    """The backbone with every layer's self-attention replaced by ``KamSelfAttention``."""
+    """The backbone with every layer's self-attention replaced by ``KamSelfAttention``.
+
+    **zero_knowledge** (the control): every map is all zeros and no expansion word is appended, the same as
+    examples without features; the conv, the mix and the skip run as usual.
+    The ``shuffled`` control (knowledge option ``shuffle_links``) acts on the entity map too: ``klm prepare``
+    moves the NER spans to other words of their text, so its blocks miss the entity mentions. With
+    ``entity_source="links"`` the blocks stay on the mentions (KnowBERT's spans) and the control acts on the
+    linked entities (the kg map, SI's scores).
+
+    Needs ``attn_implementation = "eager"``: the wrapper computes the logits itself, and eager is the
+    implementation whose 4D additive mask (b × 1 × n × n, or None without padding) it reads.
+    """
 
     options_class = KamOptions
     needs_knowledge = True
@@ -583,7 +594,7 @@ class Kam(TaskModel):
         self.kg = kg
 
     def knowledge_collate(self, data):
-        """Loads the prepared KG where the ``kg`` map needs it (see the module docstring), and has the data
+        """Loads the prepared KG where the ``kg`` map needs it (see ``knowledge_maps``), and has the data
         loader build the maps' entries (with SI, with their links too: SI's draw belongs to the training step,
         which drops the entries of the links not injected; not under ``zero_knowledge``, which has none)."""
         if "kg" in self.maps and self.kg is None:
@@ -685,7 +696,12 @@ class KamSIOptions(SelectiveInjectionOptions, KamOptions):
 @register_method("kam+si")
 class KamSI(SelectivelyInjected, Kam):
     """KAM-BERT whose training batches keep only the linked mentions selective injection draws (Eq. 4), on the
-    host (options: ``SelectiveInjectionOptions``)."""
+    host (options: ``SelectiveInjectionOptions``).
+
+    ``kam+si``: selective injection (``sisr.SelectiveInjection``, Eq. 4 of the SI+SR paper) filters the linked
+    mentions, in training only, as ``knowbert+si`` does; its entity map is built from the links, so SI acts
+    on it as on the kg map.
+    """
 
     options_class = KamSIOptions
 

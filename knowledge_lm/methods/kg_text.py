@@ -6,48 +6,7 @@ with. The plain encoder (the baseline's :class:`TaskModel`, no new module) reads
 linked in the text. It shows whether the links and the KG carry the signal a task needs: where kg-text
 beats the baseline, a knowledge method that does not has failed to use what it was given.
 
-Verbalisation (once per example, in ``knowledge_fields``; the KG is the one the data module prepared):
-
-* **Entities**: the top candidate of each link of the example's features, in the order of the text.
-* **Names**: an entity linked in the text is named by its surface form there (its first mention's
-  characters), any other entity by its KG label (its id without one), so that a fact reads with the
-  text's own words: the generated task names entities by aliases.
-* **Facts**: a type, ``"{entity} is a {type}."`` (``entities.jsonl``'s type, or the class of its
-  "instance of" edges, named by its label); an edge, ``"{head} {relation} {tail}."`` (the relation's
-  name with underscores as spaces). Each linked entity contributes its type, its outgoing and incoming
-  edges, and the second edge of every directed two-edge path starting from it
-  (``Zorba born_in Kelmar, Kelmar located_in Tranu`` gives ``"Kelmar located in Tranu."``).
-* **Order**, canonical: it depends on the graph and the set of linked entities only, never on their
-  order in the text or on the claim the text makes. First the *linked facts*: every edge between two
-  linked entities and the two edges of every directed path through one bridge from a linked entity to
-  another (the facts that make a one- or two-hop claim true or false). Then the rest in tiers: the
-  linked entities' types, their outgoing edges, the 2-hop edges, and last their incoming edges (whose
-  number is unbounded: a country has every city's "located in", a Wikidata class every instance;
-  an entity's outgoing edges and paths are its own few attributes). Within each group and tier, linked
-  entities by id, and an entity's edges by the other end's id, then the relation's id; a path's two
-  edges stay together, after the edge to its bridge. The relation's id only breaks ties between
-  parallel edges: where the relation decides the label, the place of a fact does not tell it. A fact
-  met twice stays where it first comes (an "instance of" edge is the type fact). ``fact_positions``
-  gives the relation-blind view of this order, and ``input_order_oracle`` the accuracy of a decision
-  stump on it per family of the generated task (a check that it is near chance).
-* **Budget**: the linked facts are always kept whole; the rest are taken in order while the whole
-  segment's sub-word tokens fit ``fact_tokens`` (default 64), and the first that does not fit ends it.
-  So a segment is longer than ``fact_tokens`` only where its linked facts alone are (``method_stats``:
-  ``examples_linked_facts_over_budget``); the backbone's positions are checked against the longest
-  segment once all are verbalised. The segment's [SEP] is not counted. An example without facts gets
-  no segment at all.
-
-Layout: the data loader pads each batch's fact ids (``fact_tensors``, with the [SEP]); ``encode`` writes
-them right after each row's text on the device (``append_facts``: the text's length is its attention
-mask's sum, the tokenizer pads on the right), with token type 1 where the backbone has token types, and
-runs the encoder over the merged rows. The text's tokens keep their positions, so the hidden states
-handed to the task head are the merged states cut to the text's width: a head reads positions of the
-text only ([CLS], entity markers, mention and answer spans), and those do not move. Positions past a
-row's text, padding for the baseline, hold the facts' states there (only extractive QA's softmax over
-every position reads them, where the baseline's reads padding states).
-
-``zero_knowledge``: no facts; every row is the baseline's input, and a batch's states are the
-baseline's.
+Verbalisation: ``KgText.verbalise_rows``; the input layout and ``zero_knowledge``: ``KgText``.
 """
 
 from collections import defaultdict
@@ -114,7 +73,7 @@ def verbalised_facts(
     linked: Iterable[str], surfaces: dict[str, str], kg: KgFacts
 ) -> tuple[list[tuple[Key, str]], Iterator[tuple[Key, str]]]:
     """The facts about the ``linked`` entities as (key, sentence) pairs, each once, in the canonical order
-    of the module docstring: the linked facts (all of them) and a generator of the rest (a budget reads
+    of ``KgText.verbalise_rows``: the linked facts (all of them) and a generator of the rest (a budget reads
     only what it keeps). The order depends on the graph and the set of linked entities only."""
     entities = sorted(set(linked))
     is_linked = set(entities)
@@ -382,7 +341,20 @@ class KgTextOptions(MethodOptions):
 
 @register_method("kg-text")
 class KgText(TaskModel):
-    """The plain encoder reading the linked entities' verbalised KG facts after the text."""
+    """The plain encoder reading the linked entities' verbalised KG facts after the text.
+
+    Layout: the data loader pads each batch's fact ids (``fact_tensors``, with the [SEP]); ``encode`` writes
+    them right after each row's text on the device (``append_facts``: the text's length is its attention
+    mask's sum, the tokenizer pads on the right), with token type 1 where the backbone has token types, and
+    runs the encoder over the merged rows. The text's tokens keep their positions, so the hidden states
+    handed to the task head are the merged states cut to the text's width: a head reads positions of the
+    text only ([CLS], entity markers, mention and answer spans), and those do not move. Positions past a
+    row's text, padding for the baseline, hold the facts' states there (only extractive QA's softmax over
+    every position reads them, where the baseline's reads padding states).
+
+    ``zero_knowledge``: no facts; every row is the baseline's input, and a batch's states are the
+    baseline's.
+    """
 
     options_class = KgTextOptions
     needs_knowledge = True
@@ -430,7 +402,39 @@ class KgText(TaskModel):
     def verbalise_rows(self, data, kg: KgFacts, tokenizer, positions: int | None = None) -> tuple[dict, list]:
         """Every features row's fact ids, each split's rows read beside its records (for the surface forms):
         ``(what method_stats reports, one fact id list per row of data.knowledge_features)``. ``positions``: the
-        backbone's, which the longest segment after a text of ``max_length`` must fit."""
+        backbone's, which the longest segment after a text of ``max_length`` must fit.
+
+        Verbalisation (once per example, in ``knowledge_fields``; the KG is the one the data module prepared):
+
+        * **Entities**: the top candidate of each link of the example's features, in the order of the text.
+        * **Names**: an entity linked in the text is named by its surface form there (its first mention's
+          characters), any other entity by its KG label (its id without one), so that a fact reads with the
+          text's own words: the generated task names entities by aliases.
+        * **Facts**: a type, ``"{entity} is a {type}."`` (``entities.jsonl``'s type, or the class of its
+          "instance of" edges, named by its label); an edge, ``"{head} {relation} {tail}."`` (the relation's
+          name with underscores as spaces). Each linked entity contributes its type, its outgoing and incoming
+          edges, and the second edge of every directed two-edge path starting from it
+          (``Zorba born_in Kelmar, Kelmar located_in Tranu`` gives ``"Kelmar located in Tranu."``).
+        * **Order**, canonical: it depends on the graph and the set of linked entities only, never on their
+          order in the text or on the claim the text makes. First the *linked facts*: every edge between two
+          linked entities and the two edges of every directed path through one bridge from a linked entity to
+          another (the facts that make a one- or two-hop claim true or false). Then the rest in tiers: the
+          linked entities' types, their outgoing edges, the 2-hop edges, and last their incoming edges (whose
+          number is unbounded: a country has every city's "located in", a Wikidata class every instance;
+          an entity's outgoing edges and paths are its own few attributes). Within each group and tier, linked
+          entities by id, and an entity's edges by the other end's id, then the relation's id; a path's two
+          edges stay together, after the edge to its bridge. The relation's id only breaks ties between
+          parallel edges: where the relation decides the label, the place of a fact does not tell it. A fact
+          met twice stays where it first comes (an "instance of" edge is the type fact). ``fact_positions``
+          gives the relation-blind view of this order, and ``input_order_oracle`` the accuracy of a decision
+          stump on it per family of the generated task (a check that it is near chance).
+        * **Budget**: the linked facts are always kept whole; the rest are taken in order while the whole
+          segment's sub-word tokens fit ``fact_tokens`` (default 64), and the first that does not fit ends it.
+          So a segment is longer than ``fact_tokens`` only where its linked facts alone are (``method_stats``:
+          ``examples_linked_facts_over_budget``); the backbone's positions are checked against the longest
+          segment once all are verbalised. The segment's [SEP] is not counted. An example without facts gets
+          no segment at all.
+        """
         records = data.read_labelled()
         rows, examples = [], []
         for split, (start, end) in data.knowledge_spans.items():

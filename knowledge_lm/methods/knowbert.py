@@ -1,64 +1,11 @@
-"""KnowBERT-KAR (Peters et al. 2019) and its SI / SI+SR variants (the SI+SR paper, §4).
+"""KnowBERT-KAR (Peters et al. 2019, "Knowledge Enhanced Contextual Word Representations") and its SI / SI+SR
+variants (the SI+SR paper, §4): a Knowledge Attention and Recontextualization component (KAR) after one
+layer of the backbone rewrites its hidden states with the KG embeddings of the entities linked in the text.
 
-The Knowledge Attention and Recontextualization component (KAR) rewrites the hidden states H_i that one
-layer of the backbone outputs, and the remaining layers read the rewritten states:
-
-1. ``H_proj = H_i W1 + b1`` into the entity dimension e.
-2. Each candidate mention span (the token indices ``klm prepare`` stored per link; both segments, the
-   indices are absolute) is pooled by self-attentive span pooling over H_proj, then LayerNorm.
-3. Entity linker: one transformer layer (post-norm, as BERT's) over a text's spans; each candidate k of span m
-   (≤ 30) is scored ``ψ_mk = MLP([s_m · e_mk / √e, p(e_mk | m)])``; padded candidates are masked.
-4. Candidates with ``ψ < δ`` are dropped, a softmax over the rest weighs their entity embeddings
-   (for a span where none passes, see "What δ cuts off"), ``s'_m = LN(s_m + dropout(ẽ_m))``.
-5. Recontextualization, the official code's ``SpanAttentionLayer`` (a BERT layer whose keys/values are
-   the spans): ``X = LN(H_proj + dropout(MHA(H_proj, S', S')))``, ``H'_proj = LN(X + dropout(MLP(X)))``;
-   then ``H' = LN(H_i + dropout(H'_proj W2 + b2))``.
-
-Choices the paper leaves open, documented here:
-
-* **Round trip.** W2 starts as the pseudo-inverse W1⁺ (``torch.linalg.pinv``) and ``b2 = −W1⁺ b1``, so that
-  ``(h W1 + b1) W2 + b2 = h P`` with ``P = W1 W1⁺`` the orthogonal projector onto what W1 keeps: the
-  identity when e ≥ d (W1 of full rank), else the least-squares closest map to it. (The official code sets
-  ``b2 = +W1⁺ b1``, which adds ``2 W1⁺ b1``; we take that for a sign slip.)
-* **Texts without a span** (none linked, all truncated, or all dropped by SI) pass through KAR unchanged:
-  there is nothing to attend to, and the attention over zero keys is undefined.
-* **What δ cuts off** (option ``unlinked_spans``). Default ``"skip"``: a span none of whose candidates
-  reaches δ carries no knowledge and is left out of the recontextualization's keys, so a text where no
-  candidate passes leaves KAR unchanged and, with every candidate below δ, the states are the
-  backbone's (tested). ``"null"`` is the paper's and allenai/kb's
-  reading: such a span takes a learned null embedding and still recontextualizes the tokens (so the output
-  depends on the spans even when no entity passes).
-* **Entity table.** Fixed: a table read with ``F.embedding`` (a frozen ``nn.Embedding`` in all but
-  name: a plain tensor outside the state dict, since it grows, see below). Row 0 is padding/unknown (zeros).
-  The rows are the TransE vectors of the prepared KG (found in the ``knowledge_collate`` hook through the set-up
-  data module, as ``prepare`` found it):
-  ``cached_transe`` into ``<cache_dir>/kg_embeddings``, which loads what ``klm prepare --kg-embeddings``
-  trained there (else trains once), or the file named by the ``entity_embeddings`` option.
-  A candidate absent from the table gets ``EntityEmbeddings.lookup(qid, label)`` (the label-trigram
-  fallback), computed once when a batch first needs it and appended as a new row; one without a label
-  either is masked like padding. Rows are read at the norm of the LayerNorm'd span they are added to, √e
-  (option ``entity_scale``: None for that, or a fixed factor): TransE's rows have unit norm, a tenth of
-  the span's at e = 100, and ``LN(s + ẽ)`` then kept almost nothing of the entity. Under the
-  ``zero_knowledge`` control every entity vector reads as zeros.
-* **New modules' rate.** KAR is new (unless it comes from a pretraining checkpoint): ``new_modules`` hands it
-  to the ``new_module_lr`` option, as allenai/kb trains KnowBERT's new layers at their own rate.
-* **Linking loss** where gold links exist (a link with exactly one candidate of prior 1.0, as ``prepare``
-  stores a dataset's gold links): the official margin ranking loss against the threshold,
-  ``mean max(0, margin − y (ψ − δ))`` over the span's real candidates with y = +1 for the gold one and −1
-  for the others. With the single gold candidate it is a hinge that pushes ψ above δ + margin.
-  Alias-linked spans (no gold) get no linking loss.
-* **Batch tensors in the loader.** ``knowledge_collate`` gives every qid of the prepared features its table
-  row once (fallbacks included) and returns ``knowledge_tensors`` for the data module (``wire_knowledge``),
-  so span masks and candidate rows are built by the data loader (its workers, where there are any), not in the
-  training step; SI then masks spans on the device (``SelectiveInjection.keep_mask``), and no step waits on the host.
-* **Knowledge pretraining** (optional; the paper pretrains KAR with MLM + linking before any task):
-  ``klm pretrain --method knowbert --corpus DATASET`` trains backbone + KAR + an MLM head on the train texts
-  of a prepared dataset (gold links supervise the linker) and writes a checkpoint; ``knowbert`` started
-  with ``--backbone`` that directory takes KAR's weights, shape and entity table from it.
-* **Insertion** without forking transformers: a forward hook on layer ``kar_layer`` (0-based) replaces
-  its output for the duration of one ``encode`` call, so the backbone builds its own attention masks
-  for every attention implementation. Default: the second-to-last layer (one layer follows KAR;
-  KnowBERT-Wiki's own choice on a 12-layer BERT is index 9, after layer 10, which ``kar_layer`` can set).
+KAR, its steps and the choices the paper leaves open: ``KnowledgeAttentionRecontextualization``; the entity
+table: ``EntityTable``; the linking loss: ``linking_loss``; the batch tensors: ``entity_collate``; the
+insertion: ``encode_with_kar``; the new modules' rate: ``KnowBert``; knowledge pretraining:
+``KnowBertPretraining``.
 """
 
 import json
@@ -112,7 +59,21 @@ class KnowledgeTensors:
 
 
 class EntityTable(nn.Module):
-    """The fixed entity embeddings: row 0 zeros (padding/unknown), then the TransE rows, then fallbacks."""
+    """The fixed entity embeddings: row 0 zeros (padding/unknown), then the TransE rows, then fallbacks.
+
+    **Entity table.** Fixed: a table read with ``F.embedding`` (a frozen ``nn.Embedding`` in all but
+    name: a plain tensor outside the state dict, since it grows, see below). Row 0 is padding/unknown (zeros).
+    The rows are the TransE vectors of the prepared KG (found in the ``knowledge_collate`` hook through the set-up
+    data module, as ``prepare`` found it):
+    ``cached_transe`` into ``<cache_dir>/kg_embeddings``, which loads what ``klm prepare --kg-embeddings``
+    trained there (else trains once), or the file named by the ``entity_embeddings`` option.
+    A candidate absent from the table gets ``EntityEmbeddings.lookup(qid, label)`` (the label-trigram
+    fallback), computed once when a batch first needs it and appended as a new row; one without a label
+    either is masked like padding. Rows are read at the norm of the LayerNorm'd span they are added to, √e
+    (option ``entity_scale``: None for that, or a fixed factor): TransE's rows have unit norm, a tenth of
+    the span's at e = 100, and ``LN(s + ẽ)`` then kept almost nothing of the entity. Under the
+    ``zero_knowledge`` control every entity vector reads as zeros.
+    """
 
     def __init__(self, dim: int):
         super().__init__()
@@ -276,6 +237,36 @@ class SpanTransformerLayer(nn.Module):
 
 
 class KnowledgeAttentionRecontextualization(nn.Module):
+    """The Knowledge Attention and Recontextualization component (KAR) rewrites the hidden states H_i that one
+    layer of the backbone outputs, and the remaining layers read the rewritten states:
+
+    1. ``H_proj = H_i W1 + b1`` into the entity dimension e.
+    2. Each candidate mention span (the token indices ``klm prepare`` stored per link; both segments, the
+       indices are absolute) is pooled by self-attentive span pooling over H_proj, then LayerNorm.
+    3. Entity linker: one transformer layer (post-norm, as BERT's) over a text's spans; each candidate k of span m
+       (≤ 30) is scored ``ψ_mk = MLP([s_m · e_mk / √e, p(e_mk | m)])``; padded candidates are masked.
+    4. Candidates with ``ψ < δ`` are dropped, a softmax over the rest weighs their entity embeddings
+       (for a span where none passes, see "What δ cuts off"), ``s'_m = LN(s_m + dropout(ẽ_m))``.
+    5. Recontextualization, the official code's ``SpanAttentionLayer`` (a BERT layer whose keys/values are
+       the spans): ``X = LN(H_proj + dropout(MHA(H_proj, S', S')))``, ``H'_proj = LN(X + dropout(MLP(X)))``;
+       then ``H' = LN(H_i + dropout(H'_proj W2 + b2))``.
+
+    Choices the paper leaves open, documented here:
+
+    * **Round trip.** W2 starts as the pseudo-inverse W1⁺ (``torch.linalg.pinv``) and ``b2 = −W1⁺ b1``, so that
+      ``(h W1 + b1) W2 + b2 = h P`` with ``P = W1 W1⁺`` the orthogonal projector onto what W1 keeps: the
+      identity when e ≥ d (W1 of full rank), else the least-squares closest map to it. (The official code sets
+      ``b2 = +W1⁺ b1``, which adds ``2 W1⁺ b1``; we take that for a sign slip.)
+    * **Texts without a span** (none linked, all truncated, or all dropped by SI) pass through KAR unchanged:
+      there is nothing to attend to, and the attention over zero keys is undefined.
+    * **What δ cuts off** (option ``unlinked_spans``). Default ``"skip"``: a span none of whose candidates
+      reaches δ carries no knowledge and is left out of the recontextualization's keys, so a text where no
+      candidate passes leaves KAR unchanged and, with every candidate below δ, the states are the
+      backbone's (tested). ``"null"`` is the paper's and allenai/kb's
+      reading: such a span takes a learned null embedding and still recontextualizes the tokens (so the output
+      depends on the spans even when no entity passes).
+    """
+
     def __init__(
         self,
         hidden_size: int,
@@ -320,7 +311,7 @@ class KnowledgeAttentionRecontextualization(nn.Module):
 
     @torch.no_grad()
     def init_round_trip(self):
-        """W2 = W1⁺ and b2 = −W1⁺ b1: projecting back undoes the projection as far as W1 keeps (see top)."""
+        """W2 = W1⁺ and b2 = −W1⁺ b1: projecting back undoes the projection as far as W1 keeps (see the class)."""
         inverse = torch.linalg.pinv(self.to_entity.weight.double())  # d × e
         self.to_hidden.weight.copy_(inverse.float())
         self.to_hidden.bias.copy_(-(inverse @ self.to_entity.bias.double()).float())
@@ -365,7 +356,14 @@ class KnowledgeAttentionRecontextualization(nn.Module):
 
 
 def linking_loss(scores: torch.Tensor, knowledge: KnowledgeTensors, threshold: float, margin: float) -> torch.Tensor:
-    """Margin ranking of the gold spans' candidates against δ (see the module docstring)."""
+    """Margin ranking of the gold spans' candidates against δ (below).
+
+    **Linking loss** where gold links exist (a link with exactly one candidate of prior 1.0, as ``prepare``
+    stores a dataset's gold links): the official margin ranking loss against the threshold,
+    ``mean max(0, margin − y (ψ − δ))`` over the span's real candidates with y = +1 for the gold one and −1
+    for the others. With the single gold candidate it is a hinge that pushes ψ above δ + margin.
+    Alias-linked spans (no gold) get no linking loss.
+    """
     candidates = knowledge.candidate_mask & knowledge.gold.unsqueeze(-1)
     labels = -torch.ones_like(scores)
     labels[..., 0] = 1.0  # a gold link's only candidate is its first
@@ -427,7 +425,14 @@ def build_kar(
 def entity_collate(kar, data, entity_embeddings: str | None):
     """A ``knowledge_collate`` hook: the entity table loaded from what the set-up data module ``data`` prepared
     (or the file ``entity_embeddings``), every qid of its knowledge features given its row, and the function the
-    data loader builds the batch tensors with."""
+    data loader builds the batch tensors with.
+
+    **Batch tensors in the loader.** ``knowledge_collate`` gives every qid of the prepared features its table
+    row once (fallbacks included) and returns ``knowledge_tensors`` for the data module (``wire_knowledge``),
+    so span masks and candidate rows are built by the data loader (its workers, where there are any), not in
+    the training step; SI then masks spans on the device (``SelectiveInjection.keep_mask``), and no step waits
+    on the host.
+    """
     if not kar.entities.loaded:
         kar.entities.load(*load_entity_table(prepared_kg_dir(data), data.cache_dir, entity_embeddings))
     # Rows fixed before the loaders start, so that loader workers share one qid → row index.
@@ -452,7 +457,13 @@ def batch_knowledge(batch, kar) -> KnowledgeTensors:
 
 def encode_with_kar(encoder, kar, kar_layer: int, inputs: dict, tensors: KnowledgeTensors):
     """``(last hidden states, ψ or None)`` of ``encoder`` on ``inputs`` with KAR rewriting layer ``kar_layer``'s
-    output."""
+    output.
+
+    **Insertion** without forking transformers: a forward hook on layer ``kar_layer`` (0-based) replaces
+    its output for the duration of one ``encode`` call, so the backbone builds its own attention masks
+    for every attention implementation. Default: the second-to-last layer (one layer follows KAR;
+    KnowBERT-Wiki's own choice on a 12-layer BERT is index 9, after layer 10, which ``kar_layer`` can set).
+    """
     captured = {}
 
     def rewrite(module, args, output):
@@ -503,7 +514,11 @@ class KnowBertOptions(MethodOptions):
 class KnowBert(TaskModel):
     """The backbone with KAR after layer ``kar_layer`` and the entity-linking loss on gold links. Started from
     a ``klm pretrain --method knowbert`` checkpoint (``--backbone DIR``), KAR's weights, shape and entity
-    table come from there."""
+    table come from there.
+
+    **New modules' rate.** KAR is new (unless it comes from a pretraining checkpoint): ``new_modules`` hands it
+    to the ``new_module_lr`` option, as allenai/kb trains KnowBERT's new layers at their own rate.
+    """
 
     options_class = KnowBertOptions
     needs_knowledge = True
@@ -607,7 +622,13 @@ class KnowBertPretraining(pl.LightningModule):
     jointly, with KAR inserted), here on the train texts of a prepared dataset, whose gold links (where it
     has them) supervise the linker. An MLM head initialised from the word embeddings serves backbones
     without one. Masking is BERT's (15 %, 80/10/10), special tokens and padding excluded; entity tokens
-    may be masked (the model must then recover them from the linked entity)."""
+    may be masked (the model must then recover them from the linked entity).
+
+    **Knowledge pretraining** (optional; the paper pretrains KAR with MLM + linking before any task):
+    ``klm pretrain --method knowbert --corpus DATASET`` trains backbone + KAR + an MLM head on the train texts
+    of a prepared dataset (gold links supervise the linker) and writes a checkpoint; ``knowbert`` started
+    with ``--backbone`` that directory takes KAR's weights, shape and entity table from it.
+    """
 
     def __init__(
         self,

@@ -7,21 +7,8 @@ knowledge-consuming method receives; it reads what ``klm prepare`` stored per li
 frequency over the train split; ``close``: the number of other linked entities of the text within
 ``K_hop`` in the KG), so no KG walk happens during training.
 
-SR (Eq. 5): ``L_sr(F) = η Σ_{i≤k} σ_i'²`` over the k smallest singular values of the b × d batch
-features F. The σ² are the eigenvalues of the smaller Gram matrix (F Fᵀ when b ≤ d, the paper's
-O(b²d) route, else Fᵀ F), by its eigendecomposition in float64, O(b²d + b³) (see ``spectral_penalty``). Under
-DDP, F is the per-device batch (no gather): the choice and the per-device batch size go into every result.
-
-SI (Eq. 4): ``s(e) = 1[DF(e) < K_thresh] + λ · clip(|S(e)|, K_min, K_max)``. The per-entity
-reading of "sample 85 %, the rest keeps a 15 % chance": each linked entity e of a text (a link's top
-candidate) is a candidate with probability 0.85, a candidate is injected with probability
-s(e) / max_{e' ∈ E} s(e'), and an entity not injected so is still injected with probability 0.15 (equal
-scores: 0.85 + 0.15 · 0.15 ≈ 0.87). The unit is the entity: all its mentions are kept or dropped together.
-DF is counted over the train split, where the paper's K_thresh = 100 never bites, so K_thresh defaults to
-the 90th percentile of DF over the train split's distinct linked entities (``si_k_thresh="auto"``); a number
-keeps that number. The draws come from SI's own generator, seeded from the cell's seed, and the share of
-links kept goes into the result (``method_stats``). SI filters in training only; evaluation sees every
-linked entity, so that dev and test scores are deterministic.
+SR: ``spectral_penalty``, registered as ``bert+sr`` (``SpectralRegularized``); SI: ``SelectiveInjection``,
+which a host method mixes in through ``SelectivelyInjected``.
 """
 
 from dataclasses import dataclass, field
@@ -54,7 +41,13 @@ def spectral_penalty(features: torch.Tensor, k: int = 1) -> torch.Tensor:
     loss. Where the k-th and the (k+1)-th eigenvalues are equal, the penalty is continuous but not differentiable,
     and the gradient is that of the eigenvectors ``eigh`` picked (one element of the generalized gradient); along
     zero singular values it is 0 (Fᵀ vᵢ = 0). With k ≥ min(b, d) the sum takes every squared singular value: it
-    is ``‖F‖_F²``, no eigendecomposition needed. On a CUDA device the eigensolver waits on the host for its result."""
+    is ``‖F‖_F²``, no eigendecomposition needed. On a CUDA device the eigensolver waits on the host for its result.
+
+    SR (Eq. 5): ``L_sr(F) = η Σ_{i≤k} σ_i'²`` over the k smallest singular values of the b × d batch
+    features F. The σ² are the eigenvalues of the smaller Gram matrix (F Fᵀ when b ≤ d, the paper's
+    O(b²d) route, else Fᵀ F), by its eigendecomposition in float64, O(b²d + b³) (see ``spectral_penalty``). Under
+    DDP, F is the per-device batch (no gather): the choice and the per-device batch size go into every result.
+    """
     with torch.autocast(device_type=features.device.type, enabled=False):
         matrix = features.float()
         if k >= min(matrix.shape):
@@ -98,7 +91,19 @@ class SelectiveInjection:
 
     ``k_thresh="auto"`` stands for the 90th percentile of DF over the distinct entities linked in the train
     split (:meth:`set_k_thresh_from`, called from the method's ``knowledge_collate``): DF is counted over that split
-    alone, where the paper's 100 never bites."""
+    alone, where the paper's 100 never bites.
+
+    SI (Eq. 4): ``s(e) = 1[DF(e) < K_thresh] + λ · clip(|S(e)|, K_min, K_max)``. The per-entity
+    reading of "sample 85 %, the rest keeps a 15 % chance": each linked entity e of a text (a link's top
+    candidate) is a candidate with probability 0.85, a candidate is injected with probability
+    s(e) / max_{e' ∈ E} s(e'), and an entity not injected so is still injected with probability 0.15 (equal
+    scores: 0.85 + 0.15 · 0.15 ≈ 0.87). The unit is the entity: all its mentions are kept or dropped together.
+    DF is counted over the train split, where the paper's K_thresh = 100 never bites, so K_thresh defaults to
+    the 90th percentile of DF over the train split's distinct linked entities (``si_k_thresh="auto"``); a number
+    keeps that number. The draws come from SI's own generator, seeded from the cell's seed, and the share of
+    links kept goes into the result (``method_stats``). SI filters in training only; evaluation sees every
+    linked entity, so that dev and test scores are deterministic.
+    """
 
     lam: float = 0.5
     k_thresh: float | str = "auto"
