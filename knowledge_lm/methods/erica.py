@@ -4,11 +4,11 @@ via Contrastive Learning", §3): contrastive entity (ED) and relation (RD) discr
 Parts, in the order of this file:
 1. Losses, pure functions on tensors: :func:`entity_discrimination_loss` (Eq. 2) and
    :func:`relation_discrimination_loss` (Eq. 3, four intra/cross terms).
-2. :func:`mask_tokens`: BERT's 15 % / 80-10-10 masking that never masks entity tokens (as the official code).
-3. :func:`build_corpus`: documents with linked entities + a KG → distantly supervised JSONL records
-   (the data sources, packing and test-set removal are in ``erica_corpus.py``).
-4. :class:`EricaPretraining`: backbone + MLM head, L = L_ED + L_RD + L_MLM (Eq. 4), AdamW with warm-up.
-5. Fine-tuning methods of the same six names (registered): the baseline, refused unless ``--backbone DIR``
+2. :func:`build_corpus`: documents with linked entities + a KG → distantly supervised JSONL records
+   (the data sources, packing and test-set removal are in ``run/erica_corpus.py``).
+3. :class:`EricaPretraining`: backbone + MLM head (masking: ``tasks.heads.mask_tokens``), L = L_ED + L_RD + L_MLM
+   (Eq. 4), AdamW with warm-up.
+4. Fine-tuning methods of the same six names (registered): the baseline, refused unless ``--backbone DIR``
    is an ERICA checkpoint pretrained with that objective set (``DIR/manifest.json``, ``"method"``).
 
 The entity and relation representations: ``EricaPretraining``; the corpus JSONL format: ``build_corpus``.
