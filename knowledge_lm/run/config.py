@@ -5,22 +5,28 @@ import hashlib
 import importlib.util
 import json
 import math
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
 from knowledge_lm.core.backbones import check_backbone_name
 from knowledge_lm.core.errors import KlmError, check_name
-from knowledge_lm.core.options import parse_bool
+from knowledge_lm.core.options import coerce_option, is_union
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.registry import DATASETS, METHODS, cannot_run
 from knowledge_lm.core.subsets import check_fraction
 
 
-def parse_auto_bool(value) -> bool | str:
-    """``auto``, or a boolean as ``parse_bool`` reads it."""
-    return "auto" if str(value).strip().lower() == "auto" else parse_bool(value)
+def setting_kind(expected) -> str:
+    """What values of the training setting type ``expected`` look like, in words (for error messages)."""
+    if is_union(expected):
+        return " or ".join(setting_kind(member) for member in typing.get_args(expected))
+    if typing.get_origin(expected) is typing.Literal:
+        return " or ".join(str(choice) for choice in typing.get_args(expected))
+    return {bool: "boolean"}.get(expected, expected.__name__)
 
 
 # Counts a cell divides by or loops over: zero or less is a typo, never a setting.
@@ -103,7 +109,7 @@ class TrainConfig:
     # CUDA graphs (compile_mode reduce-overhead) for long cells of the methods measured equal in metrics and
     # faster with them (a method's ``cuda_graphs``), else eager; resolved per cell (``TrainConfig.resolved``)
     # and recorded so.
-    compile: bool | str = "auto"
+    compile: bool | Literal["auto"] = "auto"
     # torch.compile's mode for those layers; "reduce-overhead" replays them as CUDA graphs (one per shape).
     compile_mode: str = "default"
     # Each batch padded to its longest text rounded up to this multiple (0: not rounded; under compile_mode
@@ -120,17 +126,15 @@ class TrainConfig:
         unknown = sorted(set(values) - set(known))
         if unknown:
             raise KlmError(f"{where}: unknown training setting(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        declared = typing.get_type_hints(cls)
         checked = {}
         for name, value in values.items():
-            expected = known[name].type
-            caster = {"float": float, "int": int, "str": str, "dict": dict, "bool": parse_bool}.get(
-                expected if isinstance(expected, str) else getattr(expected, "__name__", ""), parse_auto_bool
-            )
             try:
-                checked[name] = caster(value)
-            except (TypeError, ValueError):
-                kind = {parse_bool: "boolean", parse_auto_bool: "boolean or auto"}.get(caster, caster.__name__)
-                raise KlmError(f"{where}: training setting {name}={value!r} is not a {kind}") from None
+                checked[name] = coerce_option(value, declared[name], ints_as_floats=True)
+            except ValueError:
+                raise KlmError(
+                    f"{where}: training setting {name}={value!r} is not a {setting_kind(declared[name])}"
+                ) from None
         check_logger(checked.get("logger", "csv"), where)
         for name in POSITIVE_SETTINGS:
             if name in checked and checked[name] < 1:
