@@ -143,7 +143,7 @@ def table_configs(name: str) -> list[Path]:
 
 
 def print_written_leaderboards(
-    results_dir: Path, out_dir: Path, data_dir=None, backbones="", force=False, datasets=None, methods=None
+    results_dir: Path, out_dir: Path, *, data_dir=None, backbones="", force=False, datasets=None, methods=None
 ):
     """Regenerate the leaderboards of ``backbones`` (comma-separated, or all; default: the committed pages' own)
     where their inputs changed since the last regeneration (every page with ``force``), and print each file

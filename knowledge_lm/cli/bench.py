@@ -58,7 +58,7 @@ def parse_jobs(value: str | None) -> int:
     return jobs
 
 
-def print_plan(sweeps, results_dir: Path, runs_dir: Path, jobs: int, rerun_without_predictions: bool, only=None):
+def print_plan(sweeps, results_dir: Path, runs_dir: Path, *, jobs: int, rerun_without_predictions: bool, only=None):
     """``klm bench --dry-run``: each sweep's cells, what a run would do with them (run, or leave: done, running
     elsewhere) and the expected wall time of each to run (``estimated_seconds``: the median of stored cells of its
     dataset, task, method and fraction, of the variants nearest its own, on its backbone where there are some; else
@@ -164,7 +164,14 @@ def command_bench(args):
             check_backbone_weights(backbone)
     only = shard_keys([cell for sweep in sweeps for cell in sweep_cells(sweep)], shard) if shard else None
     if args.dry_run:  # before the method options' check, which imports the methods (torch with them)
-        print_plan(sweeps, args.results_dir, args.runs_dir, jobs, args.rerun_without_predictions, only)
+        print_plan(
+            sweeps,
+            args.results_dir,
+            args.runs_dir,
+            jobs=jobs,
+            rerun_without_predictions=args.rerun_without_predictions,
+            only=only,
+        )
         return 0
     for sweep in sweeps:  # a table's later configs too: a typo fails before any of its cells runs
         check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
@@ -178,7 +185,9 @@ def command_bench(args):
         )
     failed = 0
     while True:
-        failed += run_sweeps(args, sweeps, overrides, data_dir, jobs, only, executor)
+        failed += run_sweeps(
+            args, sweeps, overrides=overrides, data_dir=data_dir, jobs=jobs, only=only, executor=executor
+        )
         unfinished = cells_running_elsewhere(sweeps, args.results_dir, args.runs_dir, only)
         if not unfinished or not args.wait or failed:
             break
@@ -191,7 +200,7 @@ def command_bench(args):
     elif not args.no_leaderboard:
         # A scratch store's own pages show every backbone: its cells are of none of the committed pages'.
         backbones = "all" if getattr(args, "scratch_store", False) else ""
-        print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir, backbones)
+        print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir=data_dir, backbones=backbones)
     started = process_started()
     print(outside_cells_line(started, cell_spans_since(started)))
     if failed:
@@ -216,7 +225,7 @@ def cells_running_elsewhere(sweeps, results_dir, runs_dir, only=None) -> list[st
     ]
 
 
-def run_sweeps(args, sweeps, overrides, data_dir, jobs, only, executor) -> int:
+def run_sweeps(args, sweeps, *, overrides, data_dir, jobs, only, executor) -> int:
     """Run ``sweeps``: a table's configs whose cells each take one GPU as one queue on shared workers
     (``run_sweeps_together``), any other one after another (``run_sweep``); returns how many cells failed."""
     failed = 0

@@ -49,7 +49,13 @@ def command_leaderboard(args):
         )
     check_leaderboard_inputs(args.results_dir, args.out, args.backbones)
     print_written_leaderboards(
-        args.results_dir, args.out, check_data_dir(args.data_dir), args.backbones, args.force, datasets, methods
+        args.results_dir,
+        args.out,
+        data_dir=check_data_dir(args.data_dir),
+        backbones=args.backbones,
+        force=args.force,
+        datasets=datasets,
+        methods=methods,
     )
     return 0
 

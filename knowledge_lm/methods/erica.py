@@ -126,6 +126,7 @@ def entity_discrimination_loss(
     entity_mask: torch.Tensor,
     head: torch.Tensor,
     tail: torch.Tensor,
+    *,
     ignore: torch.Tensor | None = None,
     tau: float = TAU,
 ) -> torch.Tensor:
@@ -182,6 +183,7 @@ def relation_discrimination_loss(
     head: torch.Tensor,
     tail: torch.Tensor,
     intra: torch.Tensor,
+    *,
     terms: Iterable[tuple[str, str]] = TERMS,
     max_negatives: int = MAX_NEGATIVES,
     tau: float = TAU,
@@ -243,6 +245,7 @@ def entity_keys(entity: dict, text: str) -> set[str]:
 def build_corpus(
     documents: Iterable[dict],
     triples: Iterable[tuple[str, str, str]],
+    *,
     relation_names: dict | None = None,
     test_pairs: set[tuple[str, str]] = frozenset(),
     min_entities: int = 4,
@@ -350,6 +353,7 @@ class EricaCollator:
         self,
         tokenizer,
         relations: dict[str, int],
+        *,
         max_length: int = 512,
         max_negatives: int = MAX_NEGATIVES,
         mlm_probability: float = 0.15,
@@ -471,7 +475,9 @@ class EricaBatches(torch.utils.data.IterableDataset):
     negatives come from the micro-batch, so every micro-batch has ``size`` documents); a corpus smaller than
     ``size`` gives batches of all its documents."""
 
-    def __init__(self, corpus: list[dict], collator: EricaCollator, size: int, total: int, seed: int, start: int = 0):
+    def __init__(
+        self, corpus: list[dict], collator: EricaCollator, size: int, total: int, *, seed: int, start: int = 0
+    ):
         self.corpus, self.collator, self.size = corpus, collator, min(size, len(corpus))
         self.total, self.seed, self.start = total, seed, start
         self.per_epoch = len(corpus) // self.size
@@ -502,6 +508,7 @@ class EricaPretraining(pl.LightningModule):
         backbone,
         tokenizer,
         total_steps: int,
+        *,
         lr: float = LR,
         weight_decay: float = WEIGHT_DECAY,
         warmup_ratio: float = WARMUP_RATIO,
@@ -581,14 +588,14 @@ class EricaPretraining(pl.LightningModule):
                     head,
                     tail,
                     rd["pair_intra"],
-                    self.rd_terms,
-                    self.max_negatives,
-                    self.tau,
+                    terms=self.rd_terms,
+                    max_negatives=self.max_negatives,
+                    tau=self.tau,
                 )
         if self.use_ed:
             _, entities = encoded[-1]
             losses["ed"] = entity_discrimination_loss(
-                entities, ed["entity_mask"], ed["head"], ed["tail"], ed["ignore"], self.tau
+                entities, ed["entity_mask"], ed["head"], ed["tail"], ignore=ed["ignore"], tau=self.tau
             )
         return losses
 

@@ -165,6 +165,7 @@ class KamKnowledge:
 def knowledge_maps(
     knowledge: list[dict],
     length: int,
+    *,
     maps=DEFAULT_MAPS,
     device=None,
     missing_pmi: str = "zeros",
@@ -175,7 +176,15 @@ def knowledge_maps(
     """``b × k × (n+K) × (n+K)`` float maps in [0, 1] (see the module docstring), densified on ``device``;
     K = 0 without expansion."""
     return (
-        map_entries(knowledge, length, maps, missing_pmi, kg, expansion_k, entity_source)
+        map_entries(
+            knowledge,
+            length,
+            maps=maps,
+            missing_pmi=missing_pmi,
+            kg=kg,
+            expansion_k=expansion_k,
+            entity_source=entity_source,
+        )
         .to(device)
         .maps(len(knowledge), len(maps))
     )
@@ -184,6 +193,7 @@ def knowledge_maps(
 def map_entries(
     knowledge: list[dict],
     length: int,
+    *,
     maps=DEFAULT_MAPS,
     missing_pmi: str = "zeros",
     kg=None,
@@ -350,6 +360,7 @@ class KamSelfAttention(nn.Module):
         self,
         original: nn.Module,
         state: KamState,
+        *,
         maps=DEFAULT_MAPS,
         alpha: float = 0.2,
         skip: bool = True,
@@ -497,12 +508,12 @@ class Kam(TaskModel):
             attention.self = KamSelfAttention(
                 attention.self,
                 self.kam_state,
-                self.maps,
-                self.options.alpha,
-                self.options.skip,
-                self.options.use_conv,
-                seed,
-                index,
+                maps=self.maps,
+                alpha=self.options.alpha,
+                skip=self.options.skip,
+                use_conv=self.options.use_conv,
+                seed=seed,
+                layer=index,
             )
             self.kam_layers.append(attention.self)
 
@@ -560,11 +571,11 @@ class Kam(TaskModel):
             knowledge = map_entries(
                 knowledge,
                 input_ids.shape[1],
-                self.maps,
-                self.missing_pmi,
-                self.kg,
-                self.expansion_k,
-                self.entity_source,
+                maps=self.maps,
+                missing_pmi=self.missing_pmi,
+                kg=self.kg,
+                expansion_k=self.expansion_k,
+                entity_source=self.entity_source,
             )
         if knowledge.values.device != input_ids.device:
             knowledge = knowledge.to(input_ids.device)

@@ -103,6 +103,7 @@ class TaskModel(pl.LightningModule):
         self,
         encoder,
         spec,
+        *,
         eval_splits=(SELECTION_SPLIT,),
         lr: float = 5e-5,
         weight_decay: float = 0.01,
@@ -279,6 +280,6 @@ class TaskModel(pl.LightningModule):
             self.weight_decay,
             self.warmup_ratio,
             self.total_steps,
-            self.new_modules(),
-            self.options.new_module_lr,
+            new_modules=self.new_modules(),
+            new_module_lr=self.options.new_module_lr,
         )

@@ -185,6 +185,7 @@ def resampled_values(
     task: str,
     metric: str,
     gold: list,
+    *,
     paths: list[Path],
     examples: list[int] | None,
     replicates: int,
@@ -228,6 +229,7 @@ def paired_bootstrap(
     task: str,
     metric: str,
     gold: list,
+    *,
     ours: list[Path],
     baseline: list[Path],
     replicates: int = REPLICATES,
@@ -255,7 +257,16 @@ def paired_bootstrap(
     cached = cache_file(list(ours) + list(baseline), metric, replicates, resampled)
     if cached.is_file():
         return json.loads(cached.read_text())
-    values = resampled_values(dataset, task, metric, gold, list(ours) + list(baseline), examples, replicates, cached)
+    values = resampled_values(
+        dataset,
+        task,
+        metric,
+        gold,
+        paths=list(ours) + list(baseline),
+        examples=examples,
+        replicates=replicates,
+        cached=cached,
+    )
     if values is None:
         return None
     seeds = len(ours)
@@ -279,6 +290,7 @@ def bootstrap_interval(
     task: str,
     metric: str,
     gold: list,
+    *,
     runs: list[Path],
     replicates: int = REPLICATES,
     examples: list[int] | None = None,
@@ -290,7 +302,9 @@ def bootstrap_interval(
     cached = cache_file(list(runs), metric, replicates, f":interval:{len(runs)}{examples_key(examples)}")
     if cached.is_file():
         return json.loads(cached.read_text())
-    values = resampled_values(dataset, task, metric, gold, list(runs), examples, replicates, cached)
+    values = resampled_values(
+        dataset, task, metric, gold, paths=list(runs), examples=examples, replicates=replicates, cached=cached
+    )
     if values is None:
         return None
     found = {

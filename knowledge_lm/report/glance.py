@@ -140,7 +140,7 @@ def reason_not_run(method: str, dataset: str) -> str | None:
 
 
 def glance_cell_text(
-    page: pd.DataFrame | None, backbone: str, label: str, method: str, dataset: str, metrics, found: dict | None
+    page: pd.DataFrame | None, backbone: str, label: str, *, method: str, dataset: str, metrics, found: dict | None
 ) -> str:
     """One README cell: the 100 % mean (n) and its Δ against the baseline with the page's verdict; else the one-line
     reason the method cannot run on the dataset, or that it has not run there (yet, or at 100 %)."""
@@ -224,10 +224,10 @@ def render_glance(frame: pd.DataFrame, golds: dict[str, list], groupings: dict[s
                     pages.get(dataset),
                     backbone,
                     label,
-                    method,
-                    dataset,
-                    metrics.get(dataset, {}),
-                    cells.get((backbone, label, dataset)),
+                    method=method,
+                    dataset=dataset,
+                    metrics=metrics.get(dataset, {}),
+                    found=cells.get((backbone, label, dataset)),
                 )
                 for dataset in datasets
             ]

@@ -234,7 +234,9 @@ def comparison_table(
                 continue
             spread = f" ± {found['std']:.1f}" if found["std"] is not None else ""
             seeds_interval = MISSING if found["interval"] is None else interval_text(found["interval"])
-            resampled = bootstrap_comparison(comparable(task_frame), method, fraction, task, metric, golds)
+            resampled = bootstrap_comparison(
+                comparable(task_frame), method, fraction, task=task, metric=metric, golds=golds
+            )
             interval, p_boot = MISSING, MISSING
             if resampled is not None:
                 interval = interval_text(resampled["delta_interval"])
@@ -263,6 +265,7 @@ def family_table(
     frame: pd.DataFrame,
     dataset: str,
     task: str,
+    *,
     metric: str,
     fraction: float,
     groups: list[str],
@@ -306,10 +309,25 @@ def family_table(
             if is_control(cell_method, variant)
             else relational_verdict(tests, (backbone, task, method, variant, fraction), cell_method)
         )
-        scores = {group: family_score(cells, group, dataset, task, metric, golds, groupings) for group in groups}
+        scores = {
+            group: family_score(cells, group, dataset, task=task, metric=metric, golds=golds, groupings=groupings)
+            for group in groups
+        }
         above = {group: tests.chance.get((backbone, task, method, variant, fraction, group)) for group in groups}
         used = [
-            knowledge_used(at, method, variant, fraction, dataset, task, metric, golds, groupings, tests.used, pooled)
+            knowledge_used(
+                at,
+                method,
+                variant,
+                fraction=fraction,
+                dataset=dataset,
+                task=task,
+                metric=metric,
+                golds=golds,
+                groupings=groupings,
+                used=tests.used,
+                groups=pooled,
+            )
             for pooled in (set(knowledge), None)
         ]
         lines.append(
@@ -418,6 +436,7 @@ def family_section(
     frame: pd.DataFrame,
     dataset: str,
     task: str,
+    *,
     metric: str,
     backbone: str,
     golds: dict[str, list],
@@ -434,8 +453,29 @@ def family_section(
     shown, others = fractions[-1], fractions[:-1]
 
     def tables(fraction: float) -> list[str]:
-        lines = family_table(task_frame, dataset, task, metric, fraction, groups, golds, groupings, tests)
-        confirmed = family_table(task_frame, dataset, task, metric, fraction, groups, golds, groupings, tests, CONFIRM)
+        lines = family_table(
+            task_frame,
+            dataset,
+            task,
+            metric=metric,
+            fraction=fraction,
+            groups=groups,
+            golds=golds,
+            groupings=groupings,
+            tests=tests,
+        )
+        confirmed = family_table(
+            task_frame,
+            dataset,
+            task,
+            metric=metric,
+            fraction=fraction,
+            groups=groups,
+            golds=golds,
+            groupings=groupings,
+            tests=tests,
+            table=CONFIRM,
+        )
         if confirmed:
             lines += ["", f"**{VARIANT_TABLES[CONFIRM].heading}**", "", *confirmed]
         return lines
@@ -456,7 +496,7 @@ def family_section(
 
 
 def knowledge_used_table(
-    frame: pd.DataFrame, dataset: str, task: str, metric: str, golds: dict[str, list], tests: PageTests
+    frame: pd.DataFrame, dataset: str, task: str, *, metric: str, golds: dict[str, list], tests: PageTests
 ) -> list[str]:
     """Each method with a counterfactual control, per fraction: Δ against it on the whole split; empty where no
     method of ``task`` has control cells."""
@@ -464,7 +504,18 @@ def knowledge_used_table(
     lines = [f"| method | fraction | knowledge used: Δ vs control ({metric}, whole split) |", "|---|---|---|"]
     for fraction in sorted(task_frame["fraction"].unique()):
         for method, variant in page_rows(task_frame[(task_frame.fraction == fraction) & (task_frame.variant == "")]):
-            cell = knowledge_used(task_frame, method, variant, fraction, dataset, task, metric, golds, {}, tests.used)
+            cell = knowledge_used(
+                task_frame,
+                method,
+                variant,
+                fraction=fraction,
+                dataset=dataset,
+                task=task,
+                metric=metric,
+                golds=golds,
+                groupings={},
+                used=tests.used,
+            )
             if cell not in (MISSING, "(control)"):
                 lines.append(f"| {method} | {fraction_label(fraction)} | {cell} |")
     return lines if len(lines) > 2 else []
@@ -639,7 +690,16 @@ def dataset_page(dataset, frame, figures_dir, golds, groupings) -> DatasetPage:
     main_metric = {task: dataset_class.spec(task).main_metric for task in dataset_class.tasks}
     tests = page_tests(frame, main_metric, golds, groupings)
     families = {
-        (backbone, task): family_section(group, dataset, task, main_metric[task], backbone, golds, groupings, tests)
+        (backbone, task): family_section(
+            group,
+            dataset,
+            task,
+            metric=main_metric[task],
+            backbone=backbone,
+            golds=golds,
+            groupings=groupings,
+            tests=tests,
+        )
         for backbone, group in frame.groupby("backbone")
         for task in tasks
     }
@@ -831,7 +891,9 @@ def knowledge_used_section(page: DatasetPage, cells: TaskCells) -> list[str]:
     """Each method against its control, where the task has no relational family section."""
     if not (cells.plain.task == cells.task).any() or page.families[cells.backbone, cells.task]:
         return []
-    used = knowledge_used_table(cells.group, page.dataset, cells.task, cells.metric, page.golds, page.tests)
+    used = knowledge_used_table(
+        cells.group, page.dataset, cells.task, metric=cells.metric, golds=page.golds, tests=page.tests
+    )
     if not used:
         return []
     return (

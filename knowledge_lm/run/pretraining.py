@@ -160,8 +160,10 @@ def erica_loader(corpus, tokenizer, options: dict, settings: dict, span: tuple[i
     length and seed), collated (tokenised) by ``workers`` loader processes (default 2 on a GPU, none on the CPU)."""
     seed = settings["seed"]
     negatives = options.get("max_negatives", MAX_NEGATIVES)
-    collator = EricaCollator(tokenizer, relation_vocabulary(corpus), settings["max_length"], negatives, seed=seed)
-    batches = EricaBatches(corpus, collator, settings["micro_batch_size"], span[1], seed, span[0])
+    collator = EricaCollator(
+        tokenizer, relation_vocabulary(corpus), max_length=settings["max_length"], max_negatives=negatives, seed=seed
+    )
+    batches = EricaBatches(corpus, collator, settings["micro_batch_size"], span[1], seed=seed, start=span[0])
     # Its own generator: the loader's base seed then draws nothing from the global stream dropout uses.
     workers = workers if workers is not None else (2 if torch.cuda.is_available() else 0)
     return DataLoader(batches, batch_size=None, num_workers=workers, generator=torch.Generator().manual_seed(seed))

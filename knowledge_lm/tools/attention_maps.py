@@ -35,6 +35,7 @@ def sentence_features(
     text: str,
     tokenizer,
     max_length: int,
+    *,
     kg_dir: str | None = None,
     pmi_corpus: str | None = None,
     annotator: str = "spacy",
@@ -181,7 +182,7 @@ def render_attention(
     baseline.eval()
     kam.eval()
 
-    features = sentence_features(text, tokenizer, max_length, kg_dir, pmi_corpus)
+    features = sentence_features(text, tokenizer, max_length, kg_dir=kg_dir, pmi_corpus=pmi_corpus)
     if "kg" in kam.maps:
         if not kg_dir:
             raise KlmError("attention: the kg map needs --kg-dir")
