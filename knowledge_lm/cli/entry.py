@@ -5,21 +5,20 @@ import os
 import sys
 from pathlib import Path
 
-from knowledge_lm.cli import (
-    attention,
-    bench,
-    cell,
-    compare,
-    export,
-    leaderboard,
-    listing,
-    prepare,
-    pretrain,
-    probe,
-    serve,
-    speed,
-    status,
-)
+# The subcommands by module path: the package (knowledge_lm.cli) imports this module, not the other way round.
+import knowledge_lm.cli.attention as attention
+import knowledge_lm.cli.bench as bench
+import knowledge_lm.cli.cell as cell
+import knowledge_lm.cli.compare as compare
+import knowledge_lm.cli.export as export
+import knowledge_lm.cli.leaderboard as leaderboard
+import knowledge_lm.cli.listing as listing
+import knowledge_lm.cli.prepare as prepare
+import knowledge_lm.cli.pretrain as pretrain
+import knowledge_lm.cli.probe as probe
+import knowledge_lm.cli.serve as serve
+import knowledge_lm.cli.speed as speed
+import knowledge_lm.cli.status as status
 from knowledge_lm.cli.arguments import BENCHMARKS_HELP, resolve_folders
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.paths import BENCHMARKS_ENV
