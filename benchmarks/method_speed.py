@@ -36,13 +36,13 @@ def main():
     args = parser.parse_args()
     record = run_speed(
         args.methods.split(","),
-        args.backbone,
-        args.batch_size,
-        args.max_length,
-        args.warmup,
-        args.steps,
-        args.repeats,
-        args.tokenizer,
+        backbone=args.backbone,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        warmup=args.warmup,
+        steps=args.steps,
+        repeats=args.repeats,
+        tokenizer=args.tokenizer,
     )
     print(render_speed([record]))
 

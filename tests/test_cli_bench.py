@@ -34,7 +34,7 @@ def test_cells_left_to_other_processes_exit_3(tmp_path, capsys):
 
 
 def test_wait_waits_for_cells_of_other_processes(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("knowledge_lm.cli.WAIT_POLL_SECONDS", 0.05)
+    monkeypatch.setattr("knowledge_lm.cli.bench.WAIT_POLL_SECONDS", 0.05)
     running, args = setup(tmp_path)
     claim = claim_cell(running.run_dir(tmp_path / "runs"))
 

@@ -159,7 +159,7 @@ def test_the_shuffled_control_moves_kams_entity_map_off_the_mentions(tokenizer, 
     assert sum(a != b for a, b in pairs) > 0.8 * len(pairs)
     # The phrases and words stay: only the entity map changes.
     assert [row["phrases"] for row in shuffled] == [row["phrases"] for row in clean]
-    maps = [knowledge_maps(rows, MAX_LENGTH, ("entity", "phrase"))[:, 0] for rows in (clean, shuffled)]
+    maps = [knowledge_maps(rows, MAX_LENGTH, maps=("entity", "phrase"))[:, 0] for rows in (clean, shuffled)]
     changed = [not torch.equal(a, b) for a, b in zip(*maps)]
     assert sum(changed) > 0.8 * sum(bool(row) for row in spans(clean))
     mentions = lambda rows: [{t for link in row["links"] for t in link["tokens"]} for row in rows]  # noqa: E731

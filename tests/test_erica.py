@@ -46,7 +46,7 @@ def test_ed_matches_direct_computation():
         )
         numerator = math.exp(cos(entities[b, head[b]], entities[b, tail[b]]) / tau)
         expected.append(-math.log(numerator / denominator))
-    got = entity_discrimination_loss(entities, mask, head, tail, ignore, tau)
+    got = entity_discrimination_loss(entities, mask, head, tail, ignore=ignore, tau=tau)
     assert got.item() == pytest.approx(sum(expected) / 2, rel=1e-4)
 
 
@@ -233,7 +233,7 @@ TRIPLES = [
 
 
 def test_build_corpus_relations_and_format(tmp_path):
-    records = build_corpus([toy_document()], TRIPLES, {"P17": "country"})
+    records = build_corpus([toy_document()], TRIPLES, relation_names={"P17": "country"})
     assert len(records) == 1
     record = records[0]
     facts = {(r["head"], r["tail"], r["relation"]) for r in record["relations"]}
@@ -279,7 +279,7 @@ def test_collator_views():
     from knowledge_lm.core.backbones import tiny_tokenizer
 
     tokenizer = tiny_tokenizer()
-    corpus = build_corpus([toy_document("a"), toy_document("b")], TRIPLES, {"P17": "country"})
+    corpus = build_corpus([toy_document("a"), toy_document("b")], TRIPLES, relation_names={"P17": "country"})
     batch = EricaCollator(tokenizer, relation_vocabulary(corpus))(corpus)
     rd, ed = batch["rd"], batch["ed"]
     assert rd["entity_mask"].all() and ed["entity_mask"].all()
@@ -298,7 +298,7 @@ def test_pretraining_lowers_ed_and_rd(tmp_path):
     from knowledge_lm.methods.erica import EricaCollator
 
     model, tokenizer, _ = load_backbone("tiny", seed=0)
-    corpus = build_corpus([toy_document(f"d{i}") for i in range(4)], TRIPLES, {"P17": "country"})
+    corpus = build_corpus([toy_document(f"d{i}") for i in range(4)], TRIPLES, relation_names={"P17": "country"})
     batch = EricaCollator(tokenizer, relation_vocabulary(corpus), seed=1)(corpus)
 
     def ed_rd(module):
@@ -417,7 +417,7 @@ def test_annotated_relations_and_name_keyed_test_pairs():
         {"head": 1, "tail": 3, "relation": "P47"},
         {"head": 3, "tail": 1, "relation": "P47"},
     ]
-    record = build_corpus([document], [], {"P17": "country"})[0]
+    record = build_corpus([document], [], relation_names={"P17": "country"})[0]
     assert {(r["head"], r["tail"], r["relation"]) for r in record["relations"]} == {
         (0, 1, "P17"),
         (2, 3, "P17"),
@@ -621,7 +621,7 @@ def test_rd_cross_pretraining_has_positives_and_a_loss(tmp_path):
     from knowledge_lm.core.backbones import load_backbone
 
     model, tokenizer, _ = load_backbone("tiny", seed=0)
-    corpus = build_corpus([toy_document(f"d{i}") for i in range(4)], TRIPLES, {"P17": "country"})
+    corpus = build_corpus([toy_document(f"d{i}") for i in range(4)], TRIPLES, relation_names={"P17": "country"})
     pretrain_erica(
         corpus, model, tokenizer, 2, tmp_path / "ckpt", batch_size=4, max_length=64, objectives="erica-rd-cross"
     )

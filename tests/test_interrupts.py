@@ -183,7 +183,7 @@ def test_ctrl_c_in_the_runner_waits_for_the_cells_and_says_how_many_resume(tmp_p
     def bench(args):
         raise runner.SweepInterrupted(2)
 
-    monkeypatch.setattr("knowledge_lm.cli.command_bench", bench)
+    monkeypatch.setattr("knowledge_lm.cli.bench.command_bench", bench)
     capsys.readouterr()
     assert main(["bench", "--dataset", "generated", "--method", "baseline"]) == 130
     assert capsys.readouterr().err.strip().splitlines() == ["interrupted: 2 cells will resume"]

@@ -188,15 +188,15 @@ def test_new_modules_are_the_convs_and_train_at_their_own_rate():
 
 
 def test_the_entity_map_comes_from_named_entities_or_linked_mentions():
-    ner = knowledge_maps(features(), 8, ("entity",))[:, 0]
-    links = knowledge_maps(features(), 8, ("entity",), entity_source="links")[:, 0]
+    ner = knowledge_maps(features(), 8, maps=("entity",))[:, 0]
+    links = knowledge_maps(features(), 8, maps=("entity",), entity_source="links")[:, 0]
     assert torch.equal(ner[0], links[0])  # text 0: the named entity is the linked mention
     assert ner[1].sum() == 1 and ner[1, 2, 2] == 1  # text 1: the named entity, token 2
     assert links[1].sum() == 1 and links[1, 1, 1] == 1  # the linked mention, token 1
     without_ner = [{key: value for key, value in example.items() if key != "ner"} for example in features()]
-    assert knowledge_maps(without_ner, 8, ("entity",)).sum() == 0
+    assert knowledge_maps(without_ner, 8, maps=("entity",)).sum() == 0
     with pytest.raises(KlmError, match="entity_source"):
-        knowledge_maps(features(), 8, ("entity",), entity_source="spans")
+        knowledge_maps(features(), 8, maps=("entity",), entity_source="spans")
     with pytest.raises(KlmError, match="entity_source"):
         kam(entity_source="spans")
     assert kam().entity_source == "ner" and kam("kam+si").entity_source == "links"
@@ -261,7 +261,7 @@ def test_kam_kg_adds_the_kg_map(tokenizer):
 
 
 def test_maps_of_a_multi_piece_entity():
-    maps = knowledge_maps(features(), 8, ("entity", "phrase", "pmi"))
+    maps = knowledge_maps(features(), 8, maps=("entity", "phrase", "pmi"))
     assert maps.shape == (2, 3, 8, 8)
     entity = torch.zeros(8, 8)
     entity[2:5, 2:5] = 1
@@ -276,9 +276,9 @@ def test_maps_of_a_multi_piece_entity():
     assert maps[1, 0].sum() == 1 and maps[1, 0, 2, 2] == 1
     assert maps[1, 1:].sum() == 0
     with pytest.raises(KlmError, match="pmi_pairs"):
-        knowledge_maps(features(), 8, ("pmi",), missing_pmi="error")
+        knowledge_maps(features(), 8, maps=("pmi",), missing_pmi="error")
     with pytest.raises(KlmError, match="knowledge graph"):
-        knowledge_maps(features(), 8, ("kg",))
+        knowledge_maps(features(), 8, maps=("kg",))
 
 
 def test_kg_map_links_the_tokens_of_adjacent_entities():
@@ -293,7 +293,7 @@ def test_kg_map_links_the_tokens_of_adjacent_entities():
             {"tokens": [6], "candidates": [["Qunknown", 1.0]]},
         ]
     }
-    kg_map = knowledge_maps([example], 8, ("kg",), kg=kg)[0, 0]
+    kg_map = knowledge_maps([example], 8, maps=("kg",), kg=kg)[0, 0]
     expected = torch.zeros(8, 8)
     expected[1:3, 4] = expected[4, 1:3] = 1
     assert torch.equal(kg_map, expected)
@@ -312,8 +312,8 @@ def test_bad_options_raise():
 
 
 def test_expansion_maps_are_padded_to_n_plus_k():
-    plain = knowledge_maps(features(), 8, ("entity", "phrase", "pmi"))
-    maps = knowledge_maps(features(), 8, ("entity", "phrase", "pmi"), expansion_k=2)
+    plain = knowledge_maps(features(), 8, maps=("entity", "phrase", "pmi"))
+    maps = knowledge_maps(features(), 8, maps=("entity", "phrase", "pmi"), expansion_k=2)
     assert maps.shape == (2, 3, 11, 11)  # K = 3 sub-words: the largest of the batch
     assert torch.equal(maps[:, :, :8, :8], plain)
     assert maps[:, :2, 8:].sum() == 0 and maps[:, :2, :, 8:].sum() == 0  # entity and phrase: zero padding
@@ -322,9 +322,9 @@ def test_expansion_maps_are_padded_to_n_plus_k():
     assert pmi[1, 8] == pmi[8, 1] == pmi[1, 9] == 0.25 and pmi[5, 10] == pmi[10, 5] == 0.75
     assert pmi[8, 10] == 0 and pmi[2, 8] == 0
     assert maps[1, :, 8:].sum() == 0  # text 1 has no expansion word
-    assert knowledge_maps(features(), 8, ("pmi",), expansion_k=1).shape[-1] == 10
+    assert knowledge_maps(features(), 8, maps=("pmi",), expansion_k=1).shape[-1] == 10
     with pytest.raises(KlmError, match="pmi_expansion"):
-        knowledge_maps([{"words": []}], 8, ("pmi",), expansion_k=1)
+        knowledge_maps([{"words": []}], 8, maps=("pmi",), expansion_k=1)
 
 
 def test_expansion_keeps_n_outputs_and_attends_to_the_auxiliary_words(tokenizer):

@@ -308,13 +308,23 @@ def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
     gold = report_gold(
         json.loads(Cell("baseline", "generated", "facts", 1.0, 1, "tiny").result_path(results).read_text())
     )
-    same = paired_bootstrap("generated", "facts", "accuracy", gold, files["same"], files["baseline"], replicates=50)
+    same = paired_bootstrap(
+        "generated", "facts", "accuracy", gold, ours=files["same"], baseline=files["baseline"], replicates=50
+    )
     assert same["delta_interval"] == [0.0, 0.0] and same["p_not_better"] == 1.0
-    better = paired_bootstrap("generated", "facts", "accuracy", gold, files["better"], files["baseline"], replicates=50)
+    better = paired_bootstrap(
+        "generated", "facts", "accuracy", gold, ours=files["better"], baseline=files["baseline"], replicates=50
+    )
     assert better["delta_interval"][0] > 0 and better["p_not_better"] == 0.0
     assert (
         paired_bootstrap(
-            "generated", "facts", "accuracy", [1 - g for g in gold], files["better"], files["baseline"], replicates=40
+            "generated",
+            "facts",
+            "accuracy",
+            [1 - g for g in gold],
+            ours=files["better"],
+            baseline=files["baseline"],
+            replicates=40,
         )
         is None
     )  # another gold than the files were kept of

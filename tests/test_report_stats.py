@@ -53,7 +53,7 @@ def test_knowledge_used_is_a_paired_t_test_over_seeds_and_needs_five():
         + [result("kb", seed, value, variant="shuffled") for seed, value in enumerate(CONTROL, 1)]
     )
     ours, control = frame[frame.variant == ""], frame[frame.variant == "shuffled"]
-    found = knowledge_test(ours, control, "glue", "rte", "accuracy", {}, {})
+    found = knowledge_test(ours, control, "glue", task="rte", metric="accuracy", golds={}, groupings={})
     deltas = [a - b for a, b in zip(OURS, CONTROL)]
     expected = ttest_1samp(deltas, 0.0)
     assert found["n"] == 5 and found["delta"] == pytest.approx(sum(deltas) / 5)
@@ -63,11 +63,13 @@ def test_knowledge_used_is_a_paired_t_test_over_seeds_and_needs_five():
     corrected([found])
     assert found["q"] == pytest.approx(found["p"]) and knowledge_verdict(found) == "✓"
 
-    fewer = knowledge_test(ours, control[control.seed < MIN_SEEDS], "glue", "rte", "accuracy", {}, {})
+    fewer = knowledge_test(
+        ours, control[control.seed < MIN_SEEDS], "glue", task="rte", metric="accuracy", golds={}, groupings={}
+    )
     corrected([fewer])
     assert fewer["n"] == 4 and fewer["q"] < 0.05 and knowledge_verdict(fewer) == "too few seeds"
 
-    flat = knowledge_test(ours, ours, "glue", "rte", "accuracy", {}, {})
+    flat = knowledge_test(ours, ours, "glue", task="rte", metric="accuracy", golds={}, groupings={})
     corrected([flat])
     assert flat["p"] == 1.0 and knowledge_verdict(flat) == "not significant"
 

@@ -177,10 +177,10 @@ def test_padded_batches_have_the_length_and_their_own_record_name(tmp_path):
     from knowledge_lm.report.speed import shape_title, speed_record_path
     from knowledge_lm.tools.speed import build
 
-    _, data = build("baseline", "tiny", 4, 64, 2, padded=True)
+    _, data = build("baseline", "tiny", 4, 64, total_steps=2, padded=True)
     batch = next(iter(data.train_dataloader()))
     assert batch["input_ids"].shape == (4, 64) and batch["attention_mask"].shape == (4, 64)
-    _, unpadded = build("baseline", "tiny", 4, 64, 2)
+    _, unpadded = build("baseline", "tiny", 4, 64, total_steps=2)
     assert next(iter(unpadded.train_dataloader()))["input_ids"].shape[1] < 64  # the generated texts are short
     record = {"device": "CPU", "backbone": "tiny", "batch_size": 4, "max_length": 64, "padded": True}
     record["measured_at"] = "2026-11-27T01:00:00+00:00"

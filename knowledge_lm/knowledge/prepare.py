@@ -19,6 +19,7 @@ import os
 import random
 import shutil
 import time
+import typing
 from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from knowledge_lm.core.caches import set_aside_cache
 from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.options import coerce_option, option_kinds
 
 if TYPE_CHECKING:
     from knowledge_lm.knowledge.pmi import PmiTable
@@ -73,7 +75,14 @@ class KnowledgeConfig:
         unknown = sorted(set(values) - known)
         if unknown:
             raise KlmError(f"unknown knowledge option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        config = cls(**values)
+        declared = typing.get_type_hints(cls)
+        checked = {}
+        for name, value in values.items():
+            try:
+                checked[name] = coerce_option(value, declared[name])
+            except ValueError:
+                raise KlmError(f"knowledge option {name}={value!r} is not {option_kinds(declared[name])}") from None
+        config = cls(**checked)
         if config.linking not in LINKING_MODES:
             raise KlmError(f"knowledge linking {config.linking!r}: expected one of {', '.join(LINKING_MODES)}")
         for option in ("link_noise", "shuffle_links"):
@@ -139,7 +148,9 @@ def relations_permuted_kg(kg_dir: Path, seed: int, cache_dir: Path) -> Path:
     """A copy of the KG in ``kg_dir`` with the relation of every edge but "instance of" drawn by a seeded
     permutation of those edges' relations: the same (head, tail) edges and relation frequencies, the relations
     no longer those of the edges. "Instance of" edges stay: they are the entities' types. The other files
-    (entities, relation names) are copied as they are. Written to the cache once, named by its content."""
+    (entities, relation names) are copied as they are. Written to the cache once, named by its content: a KG
+    folder of its own, found again by every method that reads the prepared KG (``knowledge_graph_dir``), and
+    TransE, cached by the KG's content, is trained on it (``permute_relations``, the third control)."""
     from knowledge_lm.core.io import find_file
     from knowledge_lm.knowledge.kg import INSTANCE_OF, TRIPLES_FILE, read_triples
     from knowledge_lm.knowledge.noise import permute_relations
@@ -477,39 +488,9 @@ def write_jsonl_xz(path: Path, rows: list[dict]):
     os.replace(staging, path)
 
 
-def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, progress: bool = True) -> dict:
-    """Features for every split of ``data_module``'s task, computed once; returns the manifest.
-
-    Layout: ``<split>.jsonl.xz`` (one row per example), ``pmi.npz`` (a ``PmiTable``: the folder's word vocabulary
-    and the positive PMI of its pairs) and ``manifest.json``, written last. A row stores its words as indices into
-    that vocabulary (``pmi_words``, one per entry of ``words``) and its neighbours likewise; ``load_prepared``
-    derives ``pmi_pairs`` and ``pmi_expansion`` from them (``PmiFeatures``), the same values computing them per
-    example from the corpus statistics gives, so the folder holds each pair's PMI once, not once per example.
-
-    Two controls corrupt the links before any feature is computed (``knowledge.noise``, each split on its own
-    seeded stream): ``shuffle_links`` first re-links a share of each text's entities to another entity of the
-    same type, in the form of a gold link (the counterfactual the method then takes for the truth);
-    ``link_noise`` then turns a share of the links into a wrong linker's output (a wrong entity of another
-    type as top candidate, the linked entity and distractors after it, realistic priors: no longer a gold link).
-    ``shuffle_links`` also moves the same share of the NER spans (KAM's entity map) to other words of their text
-    (``noise.relocate_spans``): the map's blocks then miss the entity mentions, as shuffled links give KnowBERT
-    the wrong entities. ``shuffle_splits`` restricts both to some splits (``[test]``: a model trained and
-    selected with correct links, evaluated with shuffled ones).
-
-    ``permute_relations`` (a third control) swaps the KG for a copy whose relation labels are permuted over its
-    edges (``relations_permuted_kg``): the same (head, tail) edges, the same relation frequencies, entity types
-    and labels unchanged. The copy is a KG folder of its own, found again by every method that reads the
-    prepared KG (``knowledge_graph_dir``), and TransE, cached by the KG's content, is trained on it.
-
-    The cache key hashes the split's records, the tokenizer, ``max_length``, the knowledge config and the
-    KG's files, so a second ``prepare`` with the same inputs only reads and hashes them.
-    """
-    from knowledge_lm.knowledge.annotate import Annotator, progress_bar
-    from knowledge_lm.knowledge.kg import KnowledgeGraph, document_frequency
-    from knowledge_lm.knowledge.linking import AliasTable, EntityLinker, coverage
-
-    started = time.time()
-    splits, kg_dir, folder = split_keys(data_module, tokenizer, config, cache_dir)
+def cached_manifest(data_module, splits: dict, folder: Path, config: KnowledgeConfig) -> dict | None:
+    """The manifest of features already prepared in ``folder``, else None (an unreadable one set aside); a
+    ``shuffle_splits`` naming a split the data module lacks is an error first."""
     missing = sorted(set(config.shuffle_splits or ()) - set(splits))
     if missing:
         raise KlmError(f"knowledge option shuffle_splits: {data_module.name} has no {', '.join(missing)} split")
@@ -519,27 +500,32 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
         if manifest is not None:
             return manifest
         set_aside_cache(folder, f"{manifest_path.name} does not parse")
+    return None
 
-    timings = {}
-    clock = time.time()
-    kg = KnowledgeGraph.load(kg_dir)
+
+def entity_linker(data_module, splits: dict, kg, config: KnowledgeConfig):
+    """``(gold, linker)``: whether the records' own gold links are used, else the alias-table linker over ``kg``."""
+    from knowledge_lm.knowledge.linking import AliasTable, EntityLinker
+
     gold = config.linking == "gold" or (config.linking == "auto" and has_gold_links(splits["train"]))
     if config.linking == "gold" and not has_gold_links(splits["train"]):
         raise KlmError(f"{data_module.name}/{data_module.task} has no gold entity links: use linking=alias or auto")
-    linker = (
-        None
-        if gold
-        else EntityLinker(
-            AliasTable.from_entities(
-                ((e.qid, e.label, e.surface_forms) for e in kg.entities.values()), max_candidates=config.max_candidates
-            )
-        )
-    )
-    texts = sum(len(text_segments(record)) for records in splits.values() for record in records)
-    annotator = Annotator(backend=config.annotator, phrases=config.phrases, n_process=annotation_processes(texts))
-    timings["load_s"] = time.time() - clock
+    if gold:
+        return gold, None
+    entities = ((e.qid, e.label, e.surface_forms) for e in kg.entities.values())
+    return gold, EntityLinker(AliasTable.from_entities(entities, max_candidates=config.max_candidates))
 
-    clock = time.time()
+
+def linked_splits(splits: dict, gold: bool, linker, kg, config: KnowledgeConfig, progress: bool) -> dict:
+    """Each split's entity links per record and text segment, after the link controls.
+
+    Two controls corrupt the links before any feature is computed (``knowledge.noise``, each split on its own
+    seeded stream): ``shuffle_links`` first re-links a share of each text's entities to another entity of the
+    same type, in the form of a gold link (the counterfactual the method then takes for the truth);
+    ``link_noise`` then turns a share of the links into a wrong linker's output (a wrong entity of another
+    type as top candidate, the linked entity and distractors after it, realistic priors: no longer a gold link).
+    ``shuffle_splits`` restricts both to some splits (``[test]``: a model trained and selected with correct
+    links, evaluated with shuffled ones)."""
     linked = {
         split: link_segments(records, gold, linker, progress, f"linking {split}") for split, records in splits.items()
     }
@@ -547,10 +533,13 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
         shuffle_links(linked, kg, config)
     if config.link_noise:
         make_links_noisy(linked, kg, config)
-    timings["linking_s"] = time.time() - clock
-    df = document_frequency([{top_entity(m) for segment in example for m in segment} for example in linked["train"]])
+    return linked
 
-    clock = time.time()
+
+def annotated_splits(splits: dict, annotator, config: KnowledgeConfig, progress: bool) -> dict:
+    """Each split's annotations (NER spans, phrases) per record and text segment. ``shuffle_links`` also moves
+    the same share of the NER spans (KAM's entity map) to other words of their text (``noise.relocate_spans``):
+    the map's blocks then miss the entity mentions, as shuffled links give KnowBERT the wrong entities."""
     annotations = {}
     for split, records in splits.items():
         texts = [text for record in records for _, text in text_segments(record)]
@@ -558,6 +547,110 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
         annotations[split] = [[next(flat) for _ in text_segments(record)] for record in records]
     if config.shuffle_links:
         relocate_named_entities(annotations, config)
+    return annotations
+
+
+def cached_kg_embeddings(kg, cache_dir: Path, progress: bool) -> str:
+    """Where TransE embeddings of ``kg`` are cached, trained first where they are not."""
+    from knowledge_lm.knowledge.kg_embeddings import cached_transe, transe_cache_path
+
+    cached_transe(kg, Path(cache_dir) / "kg_embeddings", progress=progress)
+    return str(transe_cache_path(kg, Path(cache_dir) / "kg_embeddings"))
+
+
+def split_rows(data_module, tokenizer, split: str, records: list, knowledge: dict, progress: bool) -> list[dict]:
+    """One feature row per record of ``split`` (``example_features``); ``knowledge``: the linked and annotated
+    splits, the PMI statistics, the train split's entity document frequencies, the KG and the config."""
+    from knowledge_lm.knowledge.annotate import progress_bar
+
+    first, second = data_module.task_kind.texts(records)
+    encoded = tokenizer(first, second, truncation=True, max_length=data_module.max_length, return_offsets_mapping=True)
+    rows = []
+    indices = range(len(records))
+    for index in progress_bar(indices, len(records), f"features {split}") if progress else indices:
+        encoding = {"offset_mapping": encoded["offset_mapping"][index], "sequence_ids": encoded.sequence_ids(index)}
+        features = example_features(
+            records[index],
+            knowledge["linked"][split][index],
+            knowledge["annotations"][split][index],
+            encoding,
+            knowledge["pmi"],
+            knowledge["df"],
+            knowledge["kg"],
+            knowledge["config"],
+            data_module.task_kind,
+        )
+        rows.append({"id": records[index]["id"], **features})
+    return rows
+
+
+def split_stats(records: list, linked: list, rows: list[dict]) -> dict:
+    """A split's manifest entry: its examples, the share of them linked, the mentions per example."""
+    from knowledge_lm.knowledge.linking import coverage
+
+    return {
+        "examples": len(records),
+        "linked_coverage": coverage([sum(segments, []) for segments in linked]),
+        "mentions_per_example": sum(len(r["links"]) for r in rows) / len(rows),
+    }
+
+
+def write_features(folder: Path, rows_by_split: dict, pmi) -> None:
+    """Each split's rows (words as indices into the folder's vocabulary) and the folder's PMI table."""
+    folder.mkdir(parents=True, exist_ok=True)
+    vocabulary = pmi_vocabulary([row for rows in rows_by_split.values() for row in rows])
+    index = {word: number for number, word in enumerate(vocabulary)}
+    for split, rows in rows_by_split.items():
+        write_jsonl_xz(folder / f"{split}.jsonl.xz", [stored_row(row, index) for row in rows])
+    pmi.table(vocabulary).save(folder / PMI_TABLE)
+
+
+def write_manifest(path: Path, manifest: dict) -> None:
+    """``manifest.json``, written last and atomically: its presence says the folder is complete."""
+    staging = path.with_name(f"manifest.json.tmp{os.getpid()}")
+    staging.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    os.replace(staging, path)
+
+
+def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, progress: bool = True) -> dict:
+    """Features for every split of ``data_module``'s task, computed once; returns the manifest.
+
+    Layout: ``<split>.jsonl.xz`` (one row per example), ``pmi.npz`` (a ``PmiTable``: the folder's word vocabulary
+    and the positive PMI of its pairs) and ``manifest.json``, written last. A row stores its words as indices into
+    that vocabulary (``pmi_words``, one per entry of ``words``) and its neighbours likewise; ``load_prepared``
+    derives ``pmi_pairs`` and ``pmi_expansion`` from them (``PmiFeatures``), the same values computing them per
+    example from the corpus statistics gives, so the folder holds each pair's PMI once, not once per example.
+
+    Three controls (``linked_splits``, ``annotated_splits``, ``relations_permuted_kg``) corrupt the knowledge
+    before any feature is computed.
+
+    The cache key hashes the split's records, the tokenizer, ``max_length``, the knowledge config and the
+    KG's files, so a second ``prepare`` with the same inputs only reads and hashes them.
+    """
+    from knowledge_lm.knowledge.annotate import Annotator
+    from knowledge_lm.knowledge.kg import KnowledgeGraph, document_frequency
+
+    started = time.time()
+    splits, kg_dir, folder = split_keys(data_module, tokenizer, config, cache_dir)
+    manifest = cached_manifest(data_module, splits, folder, config)
+    if manifest is not None:
+        return manifest
+
+    timings = {}
+    clock = time.time()
+    kg = KnowledgeGraph.load(kg_dir)
+    gold, linker = entity_linker(data_module, splits, kg, config)
+    texts = sum(len(text_segments(record)) for records in splits.values() for record in records)
+    annotator = Annotator(backend=config.annotator, phrases=config.phrases, n_process=annotation_processes(texts))
+    timings["load_s"] = time.time() - clock
+
+    clock = time.time()
+    linked = linked_splits(splits, gold, linker, kg, config, progress)
+    timings["linking_s"] = time.time() - clock
+    df = document_frequency([{top_entity(m) for segment in example for m in segment} for example in linked["train"]])
+
+    clock = time.time()
+    annotations = annotated_splits(splits, annotator, config, progress)
     timings["annotation_s"] = time.time() - clock
     timings["annotated_texts"] = sum(len(a) for examples in annotations.values() for a in examples)
 
@@ -566,52 +659,18 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
     timings["pmi_s"] = time.time() - clock
     embeddings_path = None
     if config.kg_embeddings:
-        from knowledge_lm.knowledge.kg_embeddings import cached_transe, transe_cache_path
-
         clock = time.time()
-        cached_transe(kg, Path(cache_dir) / "kg_embeddings", progress=progress)
-        embeddings_path = str(transe_cache_path(kg, Path(cache_dir) / "kg_embeddings"))
+        embeddings_path = cached_kg_embeddings(kg, cache_dir, progress)
         timings["kg_embeddings_s"] = time.time() - clock
 
     clock = time.time()
-    folder.mkdir(parents=True, exist_ok=True)
-    stats, rows_by_split = {}, {}
-    for split, records in splits.items():
-        first, second = data_module.task_kind.texts(records)
-        encoded = tokenizer(
-            first, second, truncation=True, max_length=data_module.max_length, return_offsets_mapping=True
-        )
-        rows = []
-        indices = range(len(records))
-        for index in progress_bar(indices, len(records), f"features {split}") if progress else indices:
-            encoding = {"offset_mapping": encoded["offset_mapping"][index], "sequence_ids": encoded.sequence_ids(index)}
-            rows.append(
-                {
-                    "id": records[index]["id"],
-                    **example_features(
-                        records[index],
-                        linked[split][index],
-                        annotations[split][index],
-                        encoding,
-                        pmi,
-                        df,
-                        kg,
-                        config,
-                        data_module.task_kind,
-                    ),
-                }
-            )
-        rows_by_split[split] = rows
-        stats[split] = {
-            "examples": len(records),
-            "linked_coverage": coverage([sum(segments, []) for segments in linked[split]]),
-            "mentions_per_example": sum(len(r["links"]) for r in rows) / len(rows),
-        }
-    vocabulary = pmi_vocabulary([row for rows in rows_by_split.values() for row in rows])
-    index = {word: number for number, word in enumerate(vocabulary)}
-    for split, rows in rows_by_split.items():
-        write_jsonl_xz(folder / f"{split}.jsonl.xz", [stored_row(row, index) for row in rows])
-    pmi.table(vocabulary).save(folder / PMI_TABLE)
+    knowledge = {"linked": linked, "annotations": annotations, "pmi": pmi, "df": df, "kg": kg, "config": config}
+    rows_by_split = {
+        split: split_rows(data_module, tokenizer, split, records, knowledge, progress)
+        for split, records in splits.items()
+    }
+    stats = {split: split_stats(records, linked[split], rows_by_split[split]) for split, records in splits.items()}
+    write_features(folder, rows_by_split, pmi)
     timings["features_s"] = time.time() - clock
     manifest = {
         "dataset": data_module.name,
@@ -626,9 +685,7 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
         "timings": {k: round(v, 3) for k, v in timings.items()},
         "total_s": round(time.time() - started, 3),
     }
-    staging = manifest_path.with_name(f"manifest.json.tmp{os.getpid()}")
-    staging.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    os.replace(staging, manifest_path)
+    write_manifest(folder / "manifest.json", manifest)
     return manifest
 
 

@@ -105,6 +105,7 @@ def entity_discrimination_loss(
     entity_mask: torch.Tensor,
     head: torch.Tensor,
     tail: torch.Tensor,
+    *,
     ignore: torch.Tensor | None = None,
     tau: float = TAU,
 ) -> torch.Tensor:
@@ -161,6 +162,7 @@ def relation_discrimination_loss(
     head: torch.Tensor,
     tail: torch.Tensor,
     intra: torch.Tensor,
+    *,
     terms: Iterable[tuple[str, str]] = TERMS,
     max_negatives: int = MAX_NEGATIVES,
     tau: float = TAU,
@@ -222,6 +224,7 @@ def entity_keys(entity: dict, text: str) -> set[str]:
 def build_corpus(
     documents: Iterable[dict],
     triples: Iterable[tuple[str, str, str]],
+    *,
     relation_names: dict | None = None,
     test_pairs: set[tuple[str, str]] = frozenset(),
     min_entities: int = 4,
@@ -260,40 +263,10 @@ def build_corpus(
     corpus = []
     for number, document in enumerate(documents):
         text = document.get("text", document.get("text_a"))
-        kept = [index for index, entity in enumerate(document["entities"]) if entity.get("mentions")]
-        renumber = {old: new for new, old in enumerate(kept)}
-        entities = []
-        for index in kept:
-            entity = document["entities"][index]
-            first = entity["mentions"][0]
-            entities.append(
-                {
-                    "qid": entity.get("qid"),
-                    "name": entity.get("name") or text[first["start"] : first["end"]],
-                    "mentions": [
-                        {"start": m["start"], "end": m["end"], "sent_id": m.get("sent_id", 0)}
-                        for m in entity["mentions"]
-                    ],
-                }
-            )
-        annotated: dict[tuple[int, int], list[str]] = {}
-        for fact in document.get("relations") or ():
-            if fact["head"] in renumber and fact["tail"] in renumber:
-                annotated.setdefault((renumber[fact["head"]], renumber[fact["tail"]]), []).append(fact["relation"])
-        keys = [entity_keys(entity, text) for entity in entities]
-        relations, no_relation = [], []
-        for h, head in enumerate(entities):
-            for t, tail in enumerate(entities):
-                if h == t or any((a, b) in test_pairs for a in keys[h] for b in keys[t]):
-                    continue
-                intra = bool({m["sent_id"] for m in head["mentions"]} & {m["sent_id"] for m in tail["mentions"]})
-                pids = facts.get((head["qid"], tail["qid"]), []) if head["qid"] and tail["qid"] else []
-                pids = list(dict.fromkeys(pids + annotated.get((h, t), [])))
-                relations += [
-                    {"head": h, "tail": t, "relation": pid, "name": names.get(pid, pid), "intra": intra} for pid in pids
-                ]
-                if not pids:
-                    no_relation.append({"head": h, "tail": t, "intra": intra})
+        entities, annotated = document_entities(document, text)
+        relations, no_relation = entity_pairs(
+            entities, annotated, text, facts=facts, names=names, test_pairs=test_pairs
+        )
         if len(entities) >= min_entities and len(relations) >= min_relations:
             corpus.append(
                 {
@@ -305,6 +278,51 @@ def build_corpus(
                 }
             )
     return corpus
+
+
+def document_entities(document: dict, text: str) -> tuple[list[dict], dict[tuple[int, int], list[str]]]:
+    """A document's entities that have mentions (``build_corpus``'s record form), and its annotated relations'
+    pids by (head, tail) of those entities."""
+    kept = [index for index, entity in enumerate(document["entities"]) if entity.get("mentions")]
+    renumber = {old: new for new, old in enumerate(kept)}
+    entities = []
+    for index in kept:
+        entity = document["entities"][index]
+        first = entity["mentions"][0]
+        entities.append(
+            {
+                "qid": entity.get("qid"),
+                "name": entity.get("name") or text[first["start"] : first["end"]],
+                "mentions": [
+                    {"start": m["start"], "end": m["end"], "sent_id": m.get("sent_id", 0)} for m in entity["mentions"]
+                ],
+            }
+        )
+    annotated: dict[tuple[int, int], list[str]] = {}
+    for fact in document.get("relations") or ():
+        if fact["head"] in renumber and fact["tail"] in renumber:
+            annotated.setdefault((renumber[fact["head"]], renumber[fact["tail"]]), []).append(fact["relation"])
+    return entities, annotated
+
+
+def entity_pairs(entities, annotated, text, *, facts, names, test_pairs) -> tuple[list[dict], list[dict]]:
+    """Every ordered pair of ``entities`` not in ``test_pairs``: its relations (KG ``facts`` and ``annotated``),
+    or a no_relation pair where it has none (``build_corpus``'s record form)."""
+    keys = [entity_keys(entity, text) for entity in entities]
+    relations, no_relation = [], []
+    for h, head in enumerate(entities):
+        for t, tail in enumerate(entities):
+            if h == t or any((a, b) in test_pairs for a in keys[h] for b in keys[t]):
+                continue
+            intra = bool({m["sent_id"] for m in head["mentions"]} & {m["sent_id"] for m in tail["mentions"]})
+            pids = facts.get((head["qid"], tail["qid"]), []) if head["qid"] and tail["qid"] else []
+            pids = list(dict.fromkeys(pids + annotated.get((h, t), [])))
+            relations += [
+                {"head": h, "tail": t, "relation": pid, "name": names.get(pid, pid), "intra": intra} for pid in pids
+            ]
+            if not pids:
+                no_relation.append({"head": h, "tail": t, "intra": intra})
+    return relations, no_relation
 
 
 def write_corpus(records: list[dict], path) -> str:
@@ -342,6 +360,7 @@ class EricaCollator:
         self,
         tokenizer,
         relations: dict[str, int],
+        *,
         max_length: int = 512,
         max_negatives: int = MAX_NEGATIVES,
         mlm_probability: float = 0.15,
@@ -463,7 +482,9 @@ class EricaBatches(torch.utils.data.IterableDataset):
     negatives come from the micro-batch, so every micro-batch has ``size`` documents); a corpus smaller than
     ``size`` gives batches of all its documents."""
 
-    def __init__(self, corpus: list[dict], collator: EricaCollator, size: int, total: int, seed: int, start: int = 0):
+    def __init__(
+        self, corpus: list[dict], collator: EricaCollator, size: int, total: int, *, seed: int, start: int = 0
+    ):
         self.corpus, self.collator, self.size = corpus, collator, min(size, len(corpus))
         self.total, self.seed, self.start = total, seed, start
         self.per_epoch = len(corpus) // self.size
@@ -506,6 +527,7 @@ class EricaPretraining(pl.LightningModule):
         backbone,
         tokenizer,
         total_steps: int,
+        *,
         lr: float = LR,
         weight_decay: float = WEIGHT_DECAY,
         warmup_ratio: float = WARMUP_RATIO,
@@ -585,14 +607,14 @@ class EricaPretraining(pl.LightningModule):
                     head,
                     tail,
                     rd["pair_intra"],
-                    self.rd_terms,
-                    self.max_negatives,
-                    self.tau,
+                    terms=self.rd_terms,
+                    max_negatives=self.max_negatives,
+                    tau=self.tau,
                 )
         if self.use_ed:
             _, entities = encoded[-1]
             losses["ed"] = entity_discrimination_loss(
-                entities, ed["entity_mask"], ed["head"], ed["tail"], ed["ignore"], self.tau
+                entities, ed["entity_mask"], ed["head"], ed["tail"], ignore=ed["ignore"], tau=self.tau
             )
         return losses
 

@@ -175,6 +175,7 @@ class KamKnowledge:
 def knowledge_maps(
     knowledge: list[dict],
     length: int,
+    *,
     maps=DEFAULT_MAPS,
     device=None,
     missing_pmi: str = "zeros",
@@ -201,7 +202,15 @@ def knowledge_maps(
       ``load_kg``'s.
     """
     return (
-        map_entries(knowledge, length, maps, missing_pmi, kg, expansion_k, entity_source)
+        map_entries(
+            knowledge,
+            length,
+            maps=maps,
+            missing_pmi=missing_pmi,
+            kg=kg,
+            expansion_k=expansion_k,
+            entity_source=entity_source,
+        )
         .to(device)
         .maps(len(knowledge), len(maps))
     )
@@ -210,6 +219,7 @@ def knowledge_maps(
 def map_entries(
     knowledge: list[dict],
     length: int,
+    *,
     maps=DEFAULT_MAPS,
     missing_pmi: str = "zeros",
     kg=None,
@@ -238,7 +248,7 @@ def map_entries(
     no_link = len(knowledge) * link_width
     first_links, second_links = [], []  # per entry: the flattened b × S index of the link(s) it comes from
 
-    def add(b, c, r, s, v=None, first=no_link, second=no_link):
+    def add(b, c, r, s, v=None, *, first=no_link, second=no_link):
         batch.extend([b] * len(r))
         channel.extend([c] * len(r))
         rows.extend(r)
@@ -420,6 +430,7 @@ class KamSelfAttention(nn.Module):
         self,
         original: nn.Module,
         state: KamState,
+        *,
         maps=DEFAULT_MAPS,
         alpha: float = 0.2,
         skip: bool = True,
@@ -578,12 +589,12 @@ class Kam(TaskModel):
             attention.self = KamSelfAttention(
                 attention.self,
                 self.kam_state,
-                self.maps,
-                self.options.alpha,
-                self.options.skip,
-                self.options.use_conv,
-                seed,
-                index,
+                maps=self.maps,
+                alpha=self.options.alpha,
+                skip=self.options.skip,
+                use_conv=self.options.use_conv,
+                seed=seed,
+                layer=index,
             )
             self.kam_layers.append(attention.self)
 
@@ -608,11 +619,11 @@ class Kam(TaskModel):
         return map_entries(
             knowledge,
             length,
-            self.maps,
-            self.missing_pmi,
-            kg,
-            self.expansion_k,
-            self.entity_source,
+            maps=self.maps,
+            missing_pmi=self.missing_pmi,
+            kg=kg,
+            expansion_k=self.expansion_k,
+            entity_source=self.entity_source,
             links=self.selective_injection is not None,
         )
 

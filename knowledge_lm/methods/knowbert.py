@@ -270,6 +270,7 @@ class KnowledgeAttentionRecontextualization(nn.Module):
     def __init__(
         self,
         hidden_size: int,
+        *,
         entity_dim: int = 100,
         num_heads: int = 4,
         threshold: float = 0.0,
@@ -407,6 +408,7 @@ CHECKPOINT_ENTITIES = "entity_embeddings.pt"
 def build_kar(
     encoder,
     kar_layer: int | None,
+    *,
     entity_dim: int,
     num_heads: int,
     threshold: float,
@@ -418,7 +420,12 @@ def build_kar(
     if not 0 <= kar_layer < len(layers):
         raise KlmError(f"knowbert: kar_layer {kar_layer} outside the backbone's {len(layers)} layers (0-based)")
     return kar_layer, KnowledgeAttentionRecontextualization(
-        encoder.config.hidden_size, entity_dim, num_heads, threshold, dropout=dropout, unlinked_spans=unlinked_spans
+        encoder.config.hidden_size,
+        entity_dim=entity_dim,
+        num_heads=num_heads,
+        threshold=threshold,
+        dropout=dropout,
+        unlinked_spans=unlinked_spans,
     )
 
 
@@ -635,6 +642,7 @@ class KnowBertPretraining(pl.LightningModule):
         encoder,
         tokenizer,
         total_steps: int,
+        *,
         kar_layer: int | None = None,
         entity_dim: int = 100,
         num_heads: int = 4,
@@ -652,7 +660,13 @@ class KnowBertPretraining(pl.LightningModule):
         super().__init__()
         self.encoder, self.tokenizer = encoder.train(), tokenizer
         self.kar_layer, self.kar = build_kar(
-            encoder, kar_layer, entity_dim, num_heads, threshold, unlinked_spans, dropout
+            encoder,
+            kar_layer,
+            entity_dim=entity_dim,
+            num_heads=num_heads,
+            threshold=threshold,
+            unlinked_spans=unlinked_spans,
+            dropout=dropout,
         )
         self.mlm_head = MLMHead(
             encoder.get_input_embeddings(), encoder.config.hidden_size, getattr(encoder.config, "layer_norm_eps", 1e-12)

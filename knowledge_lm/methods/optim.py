@@ -12,6 +12,7 @@ def adamw_with_warmup(
     weight_decay: float,
     warmup_ratio: float,
     total_steps: int,
+    *,
     new_modules=(),
     new_module_lr: float | None = None,
 ):

@@ -7,7 +7,6 @@ itself. The head, loss, decoding and scoring come from the task's kind
 split, model selection on dev and the optimiser are the same for all methods, so they live here once.
 """
 
-import types
 import typing
 from collections import defaultdict
 from dataclasses import dataclass, fields
@@ -18,7 +17,7 @@ from lightning_utilities.core.apply_func import apply_to_collection
 
 from knowledge_lm.core.backbones import encoder_layers
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.options import parse_bool
+from knowledge_lm.core.options import coerce_option, option_kinds
 from knowledge_lm.data.base import SELECTION_SPLIT
 from knowledge_lm.methods.optim import adamw_with_warmup
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TASK_KINDS
@@ -49,58 +48,6 @@ def logs_this_step(module: pl.LightningModule) -> bool:
     them. Each call costs host time on a launch-bound step, and a progress bar showing the value syncs the device."""
     trainer = trainer_of(module)
     return trainer is None or (module.global_step + 1) % trainer.log_every_n_steps == 0
-
-
-def option_kinds(expected) -> str:
-    """What values of the option type ``expected`` look like, in words (for error messages)."""
-    if isinstance(expected, types.UnionType) or typing.get_origin(expected) is typing.Union:
-        return " or ".join(option_kinds(member) for member in typing.get_args(expected))
-    if typing.get_origin(expected) is typing.Literal:
-        return " or ".join(str(choice) for choice in typing.get_args(expected))
-    return {
-        bool: "a boolean",
-        int: "a whole number",
-        float: "a number",
-        str: "a string",
-        type(None): "none",
-        tuple: "a list of strings",
-    }[typing.get_origin(expected) or expected]
-
-
-def coerce_option(value, expected):
-    """``value`` as the option type ``expected`` (a YAML value, or a string from ``--set``), else ValueError.
-
-    Ints stand for floats as they are; strings are parsed as numbers or booleans; a string or list stands for a
-    ``tuple[str, ...]``. A union takes its first member the value fits."""
-    if isinstance(expected, types.UnionType) or typing.get_origin(expected) is typing.Union:
-        for member in typing.get_args(expected):
-            try:
-                return coerce_option(value, member)
-            except ValueError:
-                pass
-        raise ValueError(value)
-    if typing.get_origin(expected) is typing.Literal:
-        if value in typing.get_args(expected):
-            return value
-        raise ValueError(value)
-    if expected is type(None):
-        if value is None:
-            return None
-        raise ValueError(value)
-    if expected is bool:
-        return parse_bool(value)
-    if expected in (int, float) and not isinstance(value, bool):
-        if isinstance(value, int) or (expected is float and isinstance(value, float)):
-            return value
-        if isinstance(value, str):
-            return expected(value)
-    if expected is str and isinstance(value, str):
-        return value
-    if typing.get_origin(expected) is tuple:
-        items = [value] if isinstance(value, str) else value
-        if isinstance(items, (list, tuple)) and all(isinstance(item, str) for item in items):
-            return tuple(items)
-    raise ValueError(value)
 
 
 @dataclass
@@ -156,6 +103,7 @@ class TaskModel(pl.LightningModule):
         self,
         encoder,
         spec,
+        *,
         eval_splits=(SELECTION_SPLIT,),
         lr: float = 5e-5,
         weight_decay: float = 0.01,
@@ -332,6 +280,6 @@ class TaskModel(pl.LightningModule):
             self.weight_decay,
             self.warmup_ratio,
             self.total_steps,
-            self.new_modules(),
-            self.options.new_module_lr,
+            new_modules=self.new_modules(),
+            new_module_lr=self.options.new_module_lr,
         )

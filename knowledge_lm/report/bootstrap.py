@@ -34,92 +34,133 @@ def rate(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     return np.divide(numerator, denominator, out=np.zeros_like(numerator), where=denominator != 0)
 
 
+def pearson_statistics(predicted: list, gold: list):
+    """Pearson's r from the sums of 1, x, y, x², y², xy; float32 values, as metrics.compute passes them; a constant
+    side gives NaN, as torchmetrics does."""
+    x, y = (np.asarray(values, np.float32).astype(float) for values in (predicted, gold))
+
+    def value(sums):
+        n, sx, sy, sxx, syy, sxy = sums.T
+        spread = np.clip(n * sxx - sx * sx, 0, None) * np.clip(n * syy - sy * sy, 0, None)
+        return np.where(spread > 0, 100 * rate(n * sxy - sx * sy, np.sqrt(spread)), np.nan)
+
+    return [np.ones_like(x), x, y, x * x, y * y, x * y], value
+
+
+def accuracy_statistics(predicted: list, gold: list):
+    def value(sums):
+        return 100 * rate(sums[:, 0], sums[:, 1])
+
+    return [np.asarray(predicted) == np.asarray(gold), np.ones(len(gold))], value
+
+
+def binary_statistics(metric: str, predicted: list, gold: list):
+    """F1 or Matthews' correlation of the positive class from the confusion counts."""
+    p, g = np.asarray(predicted) == 1, np.asarray(gold) == 1
+
+    def value(sums):
+        tp, fp, fn, tn = sums.T
+        if metric == "f1":
+            return 100 * rate(2 * tp, 2 * tp + fp + fn)
+        return 100 * rate(tp * tn - fp * fn, np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)))
+
+    return [p & g, p & ~g, ~p & g, ~p & ~g], value  # tp, fp, fn, tn
+
+
+def semeval_statistics(kind, predicted: list, gold: list):
+    """SemEval's macro F1 over the undirected relations but the negative one, from per-relation counts."""
+    from knowledge_lm.tasks.relation import undirected
+
+    labels = kind.spec.labels
+    relations = sorted({undirected(label) for label in labels} - {undirected(kind.negative_label or "Other")})
+    guess = np.asarray([undirected(labels[index]) for index in predicted])
+    answer = np.asarray([undirected(labels[index]) for index in gold])
+    right = np.asarray(predicted) == np.asarray(gold)
+    columns = [
+        column
+        for relation in relations
+        for column in ((answer == relation) & right, guess == relation, answer == relation)
+    ]
+
+    def value(sums):
+        correct, guessed, answers = sums[:, 0::3], sums[:, 1::3], sums[:, 2::3]
+        present = answers > 0  # the scorer averages over the relations in the (resampled) gold only
+        f1 = rate(2 * correct, guessed + answers)
+        return 100 * rate((f1 * present).sum(1), present.sum(1))
+
+    return columns, value
+
+
+def typing_statistics(metric: str, predicted: list, gold: list):
+    """Entity typing's micro, loose-macro F1 and strict accuracy from per-example overlaps and sizes."""
+    overlap = np.asarray([len(set(p) & set(g)) for p, g in zip(predicted, gold)], float)
+    sizes = np.asarray([[len(set(p)), len(set(g))] for p, g in zip(predicted, gold)], float).reshape(-1, 2)
+    exact = [set(p) == set(g) for p, g in zip(predicted, gold)]
+    columns = [
+        overlap,
+        sizes[:, 0],
+        sizes[:, 1],
+        rate(overlap, sizes[:, 0]),
+        rate(overlap, sizes[:, 1]),
+        exact,
+        np.ones(len(gold)),
+    ]
+
+    def value(sums):
+        overlap, guessed, answers, precision, recall, exact, n = sums.T
+        if metric == "strict_accuracy":
+            return 100 * rate(exact, n)
+        if metric == "loose_macro_f1":
+            precision, recall = rate(precision, n), rate(recall, n)
+            return 100 * rate(2 * precision * recall, precision + recall)
+        return 100 * rate(2 * overlap, guessed + answers)
+
+    return columns, value
+
+
+def document_relation_statistics(metric: str, predicted: list, gold: list):
+    """Document-level relation F1 (or Ign F1, without the facts seen in train) from per-document fact counts."""
+    from knowledge_lm.tasks.docre import fact_counts
+
+    counts = [fact_counts([facts], [answer]) for facts, answer in zip(predicted, gold)]
+    columns = [[count[name] for count in counts] for name in ("predicted", "gold", "correct", "correct_in_train")]
+
+    def value(sums):
+        guessed, answers, correct, in_train = sums.T
+        if metric == "ign_f1":
+            correct, guessed = correct - in_train, guessed - in_train  # precision without facts seen in train
+        precision, recall = rate(correct, guessed), rate(sums[:, 2], answers)
+        return 100 * rate(2 * precision * recall, precision + recall)
+
+    return columns, value
+
+
 def additive_statistics(kind, metric: str, predicted: list, gold: list):
     """``(statistics, value)``: an examples × k array whose column sums over any resample give the task
     scorer's ``metric`` (in %) through ``value`` (rows of sums → values); None where the metric is no such
     function of sums."""
-    from knowledge_lm.tasks.docre import DocumentRelationTask, fact_counts
-    from knowledge_lm.tasks.relation import RelationTask, undirected
+    from knowledge_lm.tasks.docre import DocumentRelationTask
+    from knowledge_lm.tasks.relation import RelationTask
     from knowledge_lm.tasks.sequence import SequenceTask
     from knowledge_lm.tasks.typing import TypingTask
 
-    columns = None
+    found = None
     if isinstance(kind, SequenceTask) and kind.regression:
         if metric == "pearson":
-            # float32 values, as metrics.compute passes them; a constant side gives NaN, as torchmetrics does
-            x, y = (np.asarray(values, np.float32).astype(float) for values in (predicted, gold))
-            columns = [np.ones_like(x), x, y, x * x, y * y, x * y]
-
-            def value(sums):
-                n, sx, sy, sxx, syy, sxy = sums.T
-                spread = np.clip(n * sxx - sx * sx, 0, None) * np.clip(n * syy - sy * sy, 0, None)
-                return np.where(spread > 0, 100 * rate(n * sxy - sx * sy, np.sqrt(spread)), np.nan)
+            found = pearson_statistics(predicted, gold)
     elif isinstance(kind, (SequenceTask, RelationTask)) and metric == "accuracy":
-        columns = [np.asarray(predicted) == np.asarray(gold), np.ones(len(gold))]
-
-        def value(sums):
-            return 100 * rate(sums[:, 0], sums[:, 1])
+        found = accuracy_statistics(predicted, gold)
     elif isinstance(kind, SequenceTask) and metric in ("f1", "matthews") and set(gold) | set(predicted) <= {0, 1}:
-        p, g = np.asarray(predicted) == 1, np.asarray(gold) == 1
-        columns = [p & g, p & ~g, ~p & g, ~p & ~g]  # tp, fp, fn, tn
-
-        def value(sums):
-            tp, fp, fn, tn = sums.T
-            if metric == "f1":
-                return 100 * rate(2 * tp, 2 * tp + fp + fn)
-            return 100 * rate(tp * tn - fp * fn, np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)))
+        found = binary_statistics(metric, predicted, gold)
     elif isinstance(kind, RelationTask) and metric == "semeval_macro_f1":
-        labels = kind.spec.labels
-        relations = sorted({undirected(label) for label in labels} - {undirected(kind.negative_label or "Other")})
-        guess = np.asarray([undirected(labels[index]) for index in predicted])
-        answer = np.asarray([undirected(labels[index]) for index in gold])
-        right = np.asarray(predicted) == np.asarray(gold)
-        columns = [
-            column
-            for relation in relations
-            for column in ((answer == relation) & right, guess == relation, answer == relation)
-        ]
-
-        def value(sums):
-            correct, guessed, answers = sums[:, 0::3], sums[:, 1::3], sums[:, 2::3]
-            present = answers > 0  # the scorer averages over the relations in the (resampled) gold only
-            f1 = rate(2 * correct, guessed + answers)
-            return 100 * rate((f1 * present).sum(1), present.sum(1))
+        found = semeval_statistics(kind, predicted, gold)
     elif isinstance(kind, TypingTask) and metric in ("micro_f1", "loose_micro_f1", "loose_macro_f1", "strict_accuracy"):
-        overlap = np.asarray([len(set(p) & set(g)) for p, g in zip(predicted, gold)], float)
-        sizes = np.asarray([[len(set(p)), len(set(g))] for p, g in zip(predicted, gold)], float).reshape(-1, 2)
-        exact = [set(p) == set(g) for p, g in zip(predicted, gold)]
-        columns = [
-            overlap,
-            sizes[:, 0],
-            sizes[:, 1],
-            rate(overlap, sizes[:, 0]),
-            rate(overlap, sizes[:, 1]),
-            exact,
-            np.ones(len(gold)),
-        ]
-
-        def value(sums):
-            overlap, guessed, answers, precision, recall, exact, n = sums.T
-            if metric == "strict_accuracy":
-                return 100 * rate(exact, n)
-            if metric == "loose_macro_f1":
-                precision, recall = rate(precision, n), rate(recall, n)
-                return 100 * rate(2 * precision * recall, precision + recall)
-            return 100 * rate(2 * overlap, guessed + answers)
+        found = typing_statistics(metric, predicted, gold)
     elif isinstance(kind, DocumentRelationTask) and metric in ("f1", "ign_f1"):
-        counts = [fact_counts([facts], [answer]) for facts, answer in zip(predicted, gold)]
-        columns = [[count[name] for count in counts] for name in ("predicted", "gold", "correct", "correct_in_train")]
-
-        def value(sums):
-            guessed, answers, correct, in_train = sums.T
-            if metric == "ign_f1":
-                correct, guessed = correct - in_train, guessed - in_train  # precision without facts seen in train
-            precision, recall = rate(correct, guessed), rate(sums[:, 2], answers)
-            return 100 * rate(2 * precision * recall, precision + recall)
-
-    if columns is None:
+        found = document_relation_statistics(metric, predicted, gold)
+    if found is None:
         return None
+    columns, value = found
     return np.stack([np.asarray(column, float) for column in columns], axis=1), value
 
 
@@ -144,6 +185,7 @@ def resampled_values(
     task: str,
     metric: str,
     gold: list,
+    *,
     paths: list[Path],
     examples: list[int] | None,
     replicates: int,
@@ -187,6 +229,7 @@ def paired_bootstrap(
     task: str,
     metric: str,
     gold: list,
+    *,
     ours: list[Path],
     baseline: list[Path],
     replicates: int = REPLICATES,
@@ -214,7 +257,16 @@ def paired_bootstrap(
     cached = cache_file(list(ours) + list(baseline), metric, replicates, resampled)
     if cached.is_file():
         return json.loads(cached.read_text())
-    values = resampled_values(dataset, task, metric, gold, list(ours) + list(baseline), examples, replicates, cached)
+    values = resampled_values(
+        dataset,
+        task,
+        metric,
+        gold,
+        paths=list(ours) + list(baseline),
+        examples=examples,
+        replicates=replicates,
+        cached=cached,
+    )
     if values is None:
         return None
     seeds = len(ours)
@@ -238,6 +290,7 @@ def bootstrap_interval(
     task: str,
     metric: str,
     gold: list,
+    *,
     runs: list[Path],
     replicates: int = REPLICATES,
     examples: list[int] | None = None,
@@ -249,7 +302,9 @@ def bootstrap_interval(
     cached = cache_file(list(runs), metric, replicates, f":interval:{len(runs)}{examples_key(examples)}")
     if cached.is_file():
         return json.loads(cached.read_text())
-    values = resampled_values(dataset, task, metric, gold, list(runs), examples, replicates, cached)
+    values = resampled_values(
+        dataset, task, metric, gold, paths=list(runs), examples=examples, replicates=replicates, cached=cached
+    )
     if values is None:
         return None
     found = {

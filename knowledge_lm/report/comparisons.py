@@ -157,7 +157,7 @@ def seed_cards(cells: pd.DataFrame, seeds) -> list[str]:
     return sorted(set(cells[cells["seed"].isin(list(seeds))]["card"]))
 
 
-def baseline_cards(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, seeds) -> list[str]:
+def baseline_cards(frame: pd.DataFrame, method: str, fraction: float, *, task: str, metric: str, seeds) -> list[str]:
     """``seed_cards`` of the method's and the baseline's cells at ``fraction``, ``task`` and ``metric``."""
     rows = frame[
         frame["method"].isin([method, "baseline"])
@@ -178,7 +178,7 @@ def paired_comparison(frame: pd.DataFrame, method: str, fraction: float, task: s
     if every.empty:
         return None
     kept = seed_deltas(comparable(frame), method, fraction, task, metric)
-    cards = baseline_cards(comparable(frame), method, fraction, task, metric, kept.index)
+    cards = baseline_cards(comparable(frame), method, fraction, task=task, metric=metric, seeds=kept.index)
     return {**delta_test(kept), "excluded": len(every) - len(kept), "cards": cards}
 
 
@@ -246,7 +246,9 @@ def dataset_delta(frame: pd.DataFrame, method: str, metrics: dict[str, str]) -> 
     if seeds.empty:
         return None
     cards = {
-        card for task in per_task for card in baseline_cards(plain, method, FRACTION, task, metrics[task], seeds.index)
+        card
+        for task in per_task
+        for card in baseline_cards(plain, method, FRACTION, task=task, metric=metrics[task], seeds=seeds.index)
     }
     return {**delta_test(seeds.mean(axis=1)), "tasks": list(per_task), "cards": sorted(cards)}
 
@@ -314,11 +316,22 @@ def page_tests(
                         for scope, pooled in scopes.items():
                             if scope == RELATIONAL and name != RELATION_CONTROL:
                                 continue
-                            found = knowledge_test(cells, control, dataset, task, metric, golds, groupings, pooled)
+                            found = knowledge_test(
+                                cells,
+                                control,
+                                dataset,
+                                task=task,
+                                metric=metric,
+                                golds=golds,
+                                groupings=groupings,
+                                groups=pooled,
+                            )
                             if found is not None:
                                 used[backbone, task, method, variant, fraction, name, scope] = found
                     for family in groups:
-                        found = family_test(cells, family, dataset, task, metric, golds, groupings)
+                        found = family_test(
+                            cells, family, dataset, task=task, metric=metric, golds=golds, groupings=groupings
+                        )
                         if found is not None:
                             chance[backbone, task, method, variant, fraction, family] = found
     tests = PageTests(baseline, overall, used, chance)
@@ -327,25 +340,32 @@ def page_tests(
 
 
 def bootstrap_comparison(
-    frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, golds: dict[str, list]
+    frame: pd.DataFrame, method: str, fraction: float, *, task: str, metric: str, golds: dict[str, list]
 ) -> dict | None:
     """The paired bootstrap over test examples (``knowledge_lm.report.bootstrap``) of the seeds where the method and the
     baseline both kept predictions of the same gold (``golds``: gold answers by their sha256); None unless every
     paired seed has them."""
-    ours, baseline = (by_seed(frame, name, fraction, task, metric, "predictions") for name in (method, "baseline"))
+    ours, baseline = (
+        by_seed(frame, name, fraction, task, metric, column="predictions") for name in (method, "baseline")
+    )
     seeds = sorted(set(ours.index) & set(baseline.index))
     if not seeds or not all(ours[s] and baseline[s] for s in seeds):
         return None
     hashes = {
         digest
         for name in (method, "baseline")
-        for digest in by_seed(frame, name, fraction, task, metric, "gold_sha256")[seeds]
+        for digest in by_seed(frame, name, fraction, task, metric, column="gold_sha256")[seeds]
     }
     if len(hashes) != 1:
         return None
     dataset = frame["dataset"].iloc[0]
     return paired_bootstrap(
-        dataset, task, metric, golds[hashes.pop()], [Path(ours[s]) for s in seeds], [Path(baseline[s]) for s in seeds]
+        dataset,
+        task,
+        metric,
+        golds[hashes.pop()],
+        ours=[Path(ours[s]) for s in seeds],
+        baseline=[Path(baseline[s]) for s in seeds],
     )
 
 
@@ -399,7 +419,7 @@ def members_of(groups: list[str], wanted) -> list[int]:
     return [index for index, group in enumerate(groups) if group in wanted]
 
 
-def subset_score(dataset: str, task: str, metric: str, predictions: str, gold: list, members: list[int]) -> float:
+def subset_score(dataset: str, task: str, metric: str, *, predictions: str, gold: list, members: list[int]) -> float:
     """A kept predictions file's ``metric`` on the examples ``members``, by the task's own scorer."""
     predicted = kept_run(predictions)["predicted"]
     return task_scorer(dataset, task)([predicted[i] for i in members], [gold[i] for i in members])[metric]
@@ -428,6 +448,7 @@ def family_score(
     cells: pd.DataFrame,
     group: str,
     dataset: str,
+    *,
     task: str,
     metric: str,
     golds: dict[str, list],
@@ -444,7 +465,11 @@ def family_score(
             values.append(cell.by_group[group][metric])
         elif cell.predictions and cell.groups_sha256 and group in groupings[cell.groups_sha256]:
             members = members_of(groupings[cell.groups_sha256], {group})
-            values.append(subset_score(dataset, task, metric, cell.predictions, golds[cell.gold_sha256], members))
+            values.append(
+                subset_score(
+                    dataset, task, metric, predictions=cell.predictions, gold=golds[cell.gold_sha256], members=members
+                )
+            )
         else:
             return None
     if not values:
@@ -454,7 +479,7 @@ def family_score(
     if kept is not None:
         gold, members = golds[kept[0]], members_of(groupings[kept[1]], {group})
         resampled = bootstrap_interval(
-            dataset, task, metric, gold, [Path(path) for path in cells["predictions"]], examples=members
+            dataset, task, metric, gold, runs=[Path(path) for path in cells["predictions"]], examples=members
         )
         found["interval"] = resampled["interval"] if resampled else None
         if metric == "accuracy":
@@ -464,7 +489,7 @@ def family_score(
 
 
 def seed_score(
-    cell, groups, dataset: str, task: str, metric: str, golds: dict[str, list], groupings: dict[str, list[str]]
+    cell, groups, *, dataset: str, task: str, metric: str, golds: dict[str, list], groupings: dict[str, list[str]]
 ) -> float | None:
     """One cell's ``metric`` on the examples of ``groups`` pooled (None: its value on the whole split): from its
     ``metrics_by_group`` (weighted by each group's examples), else its kept predictions scored on those examples;
@@ -481,13 +506,16 @@ def seed_score(
             return sum(by_group[g][metric] * w for g, w in zip(groups, weights)) / sum(weights)
     if cell.predictions and cell.groups_sha256 and set(groups) & set(groupings[cell.groups_sha256]):
         members = members_of(groupings[cell.groups_sha256], set(groups))
-        return subset_score(dataset, task, metric, cell.predictions, golds[cell.gold_sha256], members)
+        return subset_score(
+            dataset, task, metric, predictions=cell.predictions, gold=golds[cell.gold_sha256], members=members
+        )
     return None
 
 
-def seed_scores(cells: pd.DataFrame, groups, *scoring) -> pd.Series | None:
-    """``seed_score`` of each of ``cells``, indexed by seed; None where a cell has none."""
-    values = [seed_score(cell, groups, *scoring) for cell in cells.itertuples()]
+def seed_scores(cells: pd.DataFrame, groups, **scoring) -> pd.Series | None:
+    """``seed_score`` of each of ``cells`` (``scoring``: its keyword arguments), indexed by seed; None where a cell
+    has none."""
+    values = [seed_score(cell, groups, **scoring) for cell in cells.itertuples()]
     if any(value is None for value in values):
         return None
     return pd.Series(values, index=list(cells["seed"]), dtype=float)
@@ -508,6 +536,7 @@ def family_test(
     cells: pd.DataFrame,
     group: str,
     dataset: str,
+    *,
     task: str,
     metric: str,
     golds: dict[str, list],
@@ -516,7 +545,11 @@ def family_test(
     """``above_chance_test`` of the seeds' accuracy on ``group`` (``cells``: one method's non-degenerate seeds), with
     ``chance``; None for another metric, or where chance or a seed's score is unknown."""
     chance = family_chance(cells, group, golds, groupings) if metric == "accuracy" else None
-    scores = seed_scores(cells, {group}, dataset, task, metric, golds, groupings) if chance is not None else None
+    scores = (
+        seed_scores(cells, {group}, dataset=dataset, task=task, metric=metric, golds=golds, groupings=groupings)
+        if chance is not None
+        else None
+    )
     if scores is None:
         return None
     return {**above_chance_test(scores, chance), "chance": chance}
@@ -602,6 +635,7 @@ def knowledge_interval(
     ours: pd.DataFrame,
     control: pd.DataFrame,
     dataset: str,
+    *,
     task: str,
     metric: str,
     golds: dict[str, list],
@@ -624,8 +658,8 @@ def knowledge_interval(
         task,
         metric,
         golds[kept[0]],
-        [Path(path) for path in ours["predictions"]],
-        [Path(path) for path in control["predictions"]],
+        ours=[Path(path) for path in ours["predictions"]],
+        baseline=[Path(path) for path in control["predictions"]],
         examples=None if groups is None else members_of(groupings[kept[1]], groups),
     )
     return resampled["delta_interval"] if resampled else None
@@ -635,6 +669,7 @@ def knowledge_test(
     ours: pd.DataFrame,
     control: pd.DataFrame,
     dataset: str,
+    *,
     task: str,
     metric: str,
     golds: dict[str, list],
@@ -648,9 +683,9 @@ def knowledge_test(
     seeds = sorted(set(ours["seed"]) & set(control["seed"]))
     if not seeds:
         return None
-    scoring = (dataset, task, metric, golds, groupings)
+    scoring = {"dataset": dataset, "task": task, "metric": metric, "golds": golds, "groupings": groupings}
     mine, theirs = (
-        seed_scores(cells.set_index("seed").loc[seeds].reset_index(), groups, *scoring) for cells in (ours, control)
+        seed_scores(cells.set_index("seed").loc[seeds].reset_index(), groups, **scoring) for cells in (ours, control)
     )
     if mine is None or theirs is None:
         return None
@@ -681,6 +716,7 @@ def knowledge_used(
     frame: pd.DataFrame,
     method: str,
     variant: str,
+    *,
     fraction: float,
     dataset: str,
     task: str,
@@ -705,12 +741,16 @@ def knowledge_used(
         found = used.get((backbone, task, method, variant, fraction, name, scope))
         if found is None:
             continue
-        interval = knowledge_interval(cells, control, dataset, task, metric, golds, groupings, groups)
+        interval = knowledge_interval(
+            cells, control, dataset, task=task, metric=metric, golds=golds, groupings=groupings, groups=groups
+        )
         parts.append(f"{name}: {knowledge_used_text(found, interval)}")
         relational = used.get((backbone, task, method, variant, fraction, name, RELATIONAL))
         if scope == GRAPH and relational is not None:
             hops = set(HOP_GROUPS)
-            interval = knowledge_interval(cells, control, dataset, task, metric, golds, groupings, hops)
+            interval = knowledge_interval(
+                cells, control, dataset, task=task, metric=metric, golds=golds, groupings=groupings, groups=hops
+            )
             parts.append(f"{name} on {' + '.join(HOP_GROUPS)}: {knowledge_used_text(relational, interval)}")
     if relation_blind_here(frame, cells["cell_method"].iloc[0], variant):
         parts.append(f"{RELATION_CONTROL}: relation-blind by construction")

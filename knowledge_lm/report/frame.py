@@ -266,7 +266,7 @@ def full_data_spectra(frame: pd.DataFrame) -> dict[str, list[list[float]]]:
 
 
 def by_seed(
-    frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, column: str = "value"
+    frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, *, column: str = "value"
 ) -> pd.Series:
     """``column`` of one method's cells at a fraction, task and metric, indexed by seed."""
     rows = frame[

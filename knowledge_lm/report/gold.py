@@ -72,9 +72,9 @@ def cell_groups(result_path: Path, result: dict, digest: str, data_dir=None) -> 
     return stored.get("groups") if stored is not None else report_groups(result, data_dir)
 
 
-def report_module(result: dict, data_dir=None) -> tuple:
-    """The arguments of ``split_gold`` (and ``split_groups``) for ``result``'s reported split; ``MissingGold`` where
-    no data directory is found."""
+def report_module(result: dict, data_dir=None) -> dict:
+    """The keyword arguments of ``split_gold`` (and ``split_groups``) for ``result``'s reported split; ``MissingGold``
+    where no data directory is found."""
     from knowledge_lm.core.io import resolve_data_dir
 
     options = {
@@ -87,30 +87,30 @@ def report_module(result: dict, data_dir=None) -> tuple:
         resolved = resolve_data_dir(data_dir)
     except KlmError as error:
         raise missing_gold(f"{result['cell']['dataset']}/{result['cell']['task']}", error) from None
-    return (
-        result["cell"]["dataset"],
-        result["cell"]["task"],
-        result["report_split"],
-        tokenizer,
-        train["max_length"],
-        train["eval_batch_size"],
-        json.dumps(options, sort_keys=True),
-        str(resolved) if resolved else None,
-    )
+    return {
+        "dataset": result["cell"]["dataset"],
+        "task": result["cell"]["task"],
+        "split": result["report_split"],
+        "tokenizer": tokenizer,
+        "max_length": train["max_length"],
+        "eval_batch_size": train["eval_batch_size"],
+        "options": json.dumps(options, sort_keys=True),
+        "data_dir": str(resolved) if resolved else None,
+    }
 
 
 def report_gold(result: dict, data_dir=None) -> list:
     """The gold answers of ``result``'s reported split, in split order. ``data_dir``: as ``klm bench``'s
     ``--data-dir`` (None: ``$DATA_DIR``, else ``../shared/data`` beside the checkout). ``MissingGold`` where the
     data directory, the dataset or its split is missing or the tokenizer cannot be loaded."""
-    return split_gold(*report_module(result, data_dir))
+    return split_gold(**report_module(result, data_dir))
 
 
 def report_groups(result: dict, data_dir=None) -> list[str] | None:
     """The group of each example of ``result``'s reported split, in split order (the data module's
     ``example_groups``: the generated task's statement families); None where the dataset has no groups or no
     data (``report_gold`` warns of that)."""
-    return split_groups(*report_module(result, data_dir))
+    return split_groups(**report_module(result, data_dir))
 
 
 @lru_cache(maxsize=None)
@@ -124,6 +124,7 @@ def backbone_tokenizer(name: str):
 def data_module(
     dataset: str,
     task: str,
+    *,
     tokenizer: str,
     max_length: int,
     eval_batch_size: int,
@@ -150,6 +151,7 @@ def data_module(
 
 @lru_cache(maxsize=None)
 def split_gold(
+    *,
     dataset: str,
     task: str,
     split: str,
@@ -166,7 +168,14 @@ def split_gold(
     where = f"{dataset}/{task} ({split} split, {tokenizer} tokenizer, max_length {max_length})"
     try:
         data = data_module(
-            dataset, task, tokenizer, max_length, eval_batch_size, options, data_dir, str(default_cache_dir())
+            dataset,
+            task,
+            tokenizer=tokenizer,
+            max_length=max_length,
+            eval_batch_size=eval_batch_size,
+            options=options,
+            data_dir=data_dir,
+            cache_dir=str(default_cache_dir()),
         )
         records = data.read_labelled().get(split)
         if records is None:
@@ -183,6 +192,7 @@ def split_gold(
 
 @lru_cache(maxsize=None)
 def split_groups(
+    *,
     dataset: str,
     task: str,
     split: str,
@@ -197,7 +207,14 @@ def split_groups(
 
     try:
         data = data_module(
-            dataset, task, tokenizer, max_length, eval_batch_size, options, data_dir, str(default_cache_dir())
+            dataset,
+            task,
+            tokenizer=tokenizer,
+            max_length=max_length,
+            eval_batch_size=eval_batch_size,
+            options=options,
+            data_dir=data_dir,
+            cache_dir=str(default_cache_dir()),
         )
         if split not in data.read_labelled():
             return None

@@ -58,10 +58,55 @@ def leaderboard_state_file(out_dir: Path, cache_dir: Path) -> Path:
     return Path(cache_dir) / "leaderboards" / f"{hashlib.sha256(folder.encode()).hexdigest()[:16]}.json"
 
 
+def chosen_files(results_dir, backbones, datasets, methods) -> list:
+    """The stored results (``(path, result)``) the pages show: of ``datasets`` and ``methods`` where given (the
+    baseline always); the backbones left out are named in one line (the dataset pages keep ``backbones`` alone)."""
+    files = result_files(results_dir)
+    left_out = sorted(
+        {table_backbone(r) for _, r in files if backbones is not None and table_backbone(r) not in backbones}
+    )
+    if left_out:
+        console.print(
+            f"leaderboards: results of backbone(s) {', '.join(left_out)} left out (shown: {', '.join(backbones)}); "
+            f"`klm leaderboard --backbones {','.join(left_out)} --out DIR` renders them"
+        )
+    if datasets is None and methods is None:
+        return files
+    return [
+        (path, result)
+        for path, result in files
+        if (datasets is None or result["cell"]["dataset"] in datasets)
+        and (methods is None or result["cell"]["method"] in (*methods, "baseline"))
+    ]
+
+
+def planned_pages(out_dir: Path, results_dir, by_dataset: dict, filtered: bool) -> dict[Path, tuple]:
+    """Each page to build, ``path: (kind, name, inputs)``: the dataset pages, then (unless ``filtered``) the README,
+    the speed page and the LAMA page where there are records for them."""
+    pages = {out_dir / f"{dataset}.md": ("dataset", dataset, chosen) for dataset, chosen in sorted(by_dataset.items())}
+    if by_dataset and not filtered:
+        pages[out_dir / "README.md"] = ("glance", "README", [file for chosen in by_dataset.values() for file in chosen])
+    speed_records = [] if filtered else sorted((Path(results_dir) / "speed").glob("*.json"))
+    probes = [] if filtered else sorted((Path(results_dir) / PROBES_DIR).glob("lama-*.json"))
+    if speed_records:
+        pages[out_dir / "speed.md"] = ("speed", "speed", speed_records)
+    if probes:
+        pages[out_dir / "lama.md"] = ("lama", "lama", probes)
+    return pages
+
+
+def page_inputs(name: str, paths: list[Path]) -> list[Path]:
+    """The files a page is made of (``page_fingerprint``): the report's code, the references, the page's notes,
+    its results and their predictions."""
+    inputs = REPORT_CODE + [benchmarks_dir() / "references.yaml", benchmarks_dir() / "notes" / f"{name}.md"]
+    return inputs + paths + [predictions_path(path) for path in paths]
+
+
 def write_leaderboards(
     results_dir=Path("results"),
     out_dir=Path("leaderboards"),
     data_dir=None,
+    *,
     backbones: tuple[str, ...] | None = None,
     state_file: Path | None = None,
     datasets: tuple[str, ...] | None = None,
@@ -99,33 +144,9 @@ def write_leaderboards(
     kept_run.cache_clear()  # predictions files may have changed since the last regeneration in this process
     stored_gold.cache_clear()
     out_dir = Path(out_dir)
-    files = result_files(results_dir)
-    left_out = sorted(
-        {table_backbone(r) for _, r in files if backbones is not None and table_backbone(r) not in backbones}
-    )
-    if left_out:
-        console.print(
-            f"leaderboards: results of backbone(s) {', '.join(left_out)} left out (shown: {', '.join(backbones)}); "
-            f"`klm leaderboard --backbones {','.join(left_out)} --out DIR` renders them"
-        )
     filtered = datasets is not None or methods is not None
-    if filtered:
-        files = [
-            (path, result)
-            for path, result in files
-            if (datasets is None or result["cell"]["dataset"] in datasets)
-            and (methods is None or result["cell"]["method"] in (*methods, "baseline"))
-        ]
-    by_dataset = results_by_dataset(files, backbones)
-    pages = {out_dir / f"{dataset}.md": ("dataset", dataset, chosen) for dataset, chosen in sorted(by_dataset.items())}
-    if by_dataset and not filtered:
-        pages[out_dir / "README.md"] = ("glance", "README", [file for chosen in by_dataset.values() for file in chosen])
-    speed_records = [] if filtered else sorted((Path(results_dir) / "speed").glob("*.json"))
-    probes = [] if filtered else sorted((Path(results_dir) / PROBES_DIR).glob("lama-*.json"))
-    if speed_records:
-        pages[out_dir / "speed.md"] = ("speed", "speed", speed_records)
-    if probes:
-        pages[out_dir / "lama.md"] = ("lama", "lama", probes)
+    by_dataset = results_by_dataset(chosen_files(results_dir, backbones, datasets, methods), backbones)
+    pages = planned_pages(out_dir, results_dir, by_dataset, filtered)
 
     state = json.loads(state_file.read_text()) if state_file is not None and state_file.is_file() else {}
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -137,11 +158,7 @@ def write_leaderboards(
         for page, (kind, name, inputs) in pages.items():
             bar.update(overall, description=f"leaderboards: {page.name}")
             paths = [path for path, _ in inputs] if kind in ("dataset", "glance") else inputs
-            inputs_read = REPORT_CODE + [
-                benchmarks_dir() / "references.yaml",
-                benchmarks_dir() / "notes" / f"{name}.md",
-            ]
-            inputs_read += paths + [predictions_path(path) for path in paths]
+            inputs_read = page_inputs(name, paths)
             options = (data_dir, backbones, datasets, methods) if filtered else (data_dir, backbones)
             fingerprint = page_fingerprint(page, inputs_read, options)
             key = str(page.resolve())

@@ -9,6 +9,7 @@ headed by the commits of its cells, and per task its sweep variants, figures, en
 with the baseline, knowledge used against the controls and all metrics; provenance last.
 """
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -233,7 +234,9 @@ def comparison_table(
                 continue
             spread = f" ± {found['std']:.1f}" if found["std"] is not None else ""
             seeds_interval = MISSING if found["interval"] is None else interval_text(found["interval"])
-            resampled = bootstrap_comparison(comparable(task_frame), method, fraction, task, metric, golds)
+            resampled = bootstrap_comparison(
+                comparable(task_frame), method, fraction, task=task, metric=metric, golds=golds
+            )
             interval, p_boot = MISSING, MISSING
             if resampled is not None:
                 interval = interval_text(resampled["delta_interval"])
@@ -262,6 +265,7 @@ def family_table(
     frame: pd.DataFrame,
     dataset: str,
     task: str,
+    *,
     metric: str,
     fraction: float,
     groups: list[str],
@@ -305,10 +309,25 @@ def family_table(
             if is_control(cell_method, variant)
             else relational_verdict(tests, (backbone, task, method, variant, fraction), cell_method)
         )
-        scores = {group: family_score(cells, group, dataset, task, metric, golds, groupings) for group in groups}
+        scores = {
+            group: family_score(cells, group, dataset, task=task, metric=metric, golds=golds, groupings=groupings)
+            for group in groups
+        }
         above = {group: tests.chance.get((backbone, task, method, variant, fraction, group)) for group in groups}
         used = [
-            knowledge_used(at, method, variant, fraction, dataset, task, metric, golds, groupings, tests.used, pooled)
+            knowledge_used(
+                at,
+                method,
+                variant,
+                fraction=fraction,
+                dataset=dataset,
+                task=task,
+                metric=metric,
+                golds=golds,
+                groupings=groupings,
+                used=tests.used,
+                groups=pooled,
+            )
             for pooled in (set(knowledge), None)
         ]
         lines.append(
@@ -417,6 +436,7 @@ def family_section(
     frame: pd.DataFrame,
     dataset: str,
     task: str,
+    *,
     metric: str,
     backbone: str,
     golds: dict[str, list],
@@ -433,8 +453,29 @@ def family_section(
     shown, others = fractions[-1], fractions[:-1]
 
     def tables(fraction: float) -> list[str]:
-        lines = family_table(task_frame, dataset, task, metric, fraction, groups, golds, groupings, tests)
-        confirmed = family_table(task_frame, dataset, task, metric, fraction, groups, golds, groupings, tests, CONFIRM)
+        lines = family_table(
+            task_frame,
+            dataset,
+            task,
+            metric=metric,
+            fraction=fraction,
+            groups=groups,
+            golds=golds,
+            groupings=groupings,
+            tests=tests,
+        )
+        confirmed = family_table(
+            task_frame,
+            dataset,
+            task,
+            metric=metric,
+            fraction=fraction,
+            groups=groups,
+            golds=golds,
+            groupings=groupings,
+            tests=tests,
+            table=CONFIRM,
+        )
         if confirmed:
             lines += ["", f"**{VARIANT_TABLES[CONFIRM].heading}**", "", *confirmed]
         return lines
@@ -455,7 +496,7 @@ def family_section(
 
 
 def knowledge_used_table(
-    frame: pd.DataFrame, dataset: str, task: str, metric: str, golds: dict[str, list], tests: PageTests
+    frame: pd.DataFrame, dataset: str, task: str, *, metric: str, golds: dict[str, list], tests: PageTests
 ) -> list[str]:
     """Each method with a counterfactual control, per fraction: Δ against it on the whole split; empty where no
     method of ``task`` has control cells."""
@@ -463,7 +504,18 @@ def knowledge_used_table(
     lines = [f"| method | fraction | knowledge used: Δ vs control ({metric}, whole split) |", "|---|---|---|"]
     for fraction in sorted(task_frame["fraction"].unique()):
         for method, variant in page_rows(task_frame[(task_frame.fraction == fraction) & (task_frame.variant == "")]):
-            cell = knowledge_used(task_frame, method, variant, fraction, dataset, task, metric, golds, {}, tests.used)
+            cell = knowledge_used(
+                task_frame,
+                method,
+                variant,
+                fraction=fraction,
+                dataset=dataset,
+                task=task,
+                metric=metric,
+                golds=golds,
+                groupings={},
+                used=tests.used,
+            )
             if cell not in (MISSING, "(control)"):
                 lines.append(f"| {method} | {fraction_label(fraction)} | {cell} |")
     return lines if len(lines) > 2 else []
@@ -598,6 +650,283 @@ def reading_text(tests: PageTests, degenerate: str) -> str:
     )
 
 
+@dataclass
+class DatasetPage:
+    """What every section of a dataset's page reads: the current-protocol cells, the tasks shown with their main
+    metrics, the papers' references, the page's one family of tests and the relational family sections."""
+
+    dataset: str
+    frame: pd.DataFrame
+    older: int
+    figures_dir: Path | None
+    golds: dict[str, list]
+    groupings: dict[str, list[str]]
+    dataset_class: type
+    tasks: list[str]
+    main_metric: dict[str, str]
+    references: list[dict]
+    tests: PageTests
+    families: dict[tuple[str, str], list[str]]
+
+
+@dataclass
+class TaskCells:
+    """One backbone's cells of one task: ``group`` all of the backbone's cells, ``plain`` those of no variant,
+    ``varied`` those of sweep variants (the settings tried on dev left out)."""
+
+    backbone: str
+    task: str
+    metric: str
+    group: pd.DataFrame
+    plain: pd.DataFrame
+    varied: pd.DataFrame
+
+
+def dataset_page(dataset, frame, figures_dir, golds, groupings) -> DatasetPage:
+    """The page's cells of the current protocol and the tests they take part in."""
+    frame, older = current_protocol(frame)
+    dataset_class = DATASETS.get(dataset)
+    tasks = [task for task in dataset_class.tasks if task in set(frame["task"])]
+    main_metric = {task: dataset_class.spec(task).main_metric for task in dataset_class.tasks}
+    tests = page_tests(frame, main_metric, golds, groupings)
+    families = {
+        (backbone, task): family_section(
+            group,
+            dataset,
+            task,
+            metric=main_metric[task],
+            backbone=backbone,
+            golds=golds,
+            groupings=groupings,
+            tests=tests,
+        )
+        for backbone, group in frame.groupby("backbone")
+        for task in tasks
+    }
+    return DatasetPage(
+        dataset,
+        frame,
+        older,
+        figures_dir,
+        golds,
+        groupings,
+        dataset_class,
+        tasks,
+        main_metric,
+        load_references(dataset),
+        tests,
+        families,
+    )
+
+
+def header_section(page: DatasetPage) -> list[str]:
+    """The title, the protocol, the versions and how to read the tables, then the cells left out and the
+    pretraining runs the page's checkpoints come from."""
+    frame, older = page.frame, page.older
+    return [
+        f"# {page.dataset}",
+        "",
+        "Generated by `klm leaderboard` from `results/`; do not edit by hand.",
+        "",
+        "**Protocol.** " + protocol_text(frame, page.dataset, page.tasks),
+        f"Versions: {versions_text(frame)}."
+        + (f" Left out: {older} cells of an older split or scorer version of their task." if older else ""),
+        "",
+        *(sanity_section() if page.dataset == "generated" else []),
+        "**Reading the tables.** "
+        + reading_text(page.tests, degenerate_text(frame))
+        + (" " + families_text() if any(page.families.values()) else ""),
+        "",
+        *dropped_cells(frame),
+        *pretraining_runs(frame),
+    ]
+
+
+def family_sections(page: DatasetPage) -> list[str]:
+    """The relational families' sections, each backbone's tasks in turn."""
+    return [line for section in page.families.values() for line in section]
+
+
+def notes_section(page: DatasetPage) -> list[str]:
+    return dataset_notes(page.dataset)
+
+
+def backbone_sections(page: DatasetPage) -> list[str]:
+    """Per backbone: its main table and overall tests, then each task's sections (``TASK_SECTIONS``)."""
+    out = []
+    for backbone, group in page.frame.groupby("backbone"):
+        out += [f"## Backbone: {backbone}", ""]
+        # Settings tried on dev show their dev scores only (``tuning_table``): their test scores are kept off the page.
+        tried = group["variant"].map(variant_table) == TUNING
+        plain, varied = group[group.variant == ""], group[(group.variant != "") & ~tried]
+        out += main_tables(page, backbone, plain)
+        for task in page.tasks:
+            cells = TaskCells(backbone, task, page.main_metric[task], group, plain, varied)
+            out += [line for section in TASK_SECTIONS for line in section(page, cells)]
+    return out
+
+
+def main_tables(page: DatasetPage, backbone: str, plain: pd.DataFrame) -> list[str]:
+    """The backbone's main table (with the papers' numbers of tasks we have no data for) and its overall tests."""
+    if plain.empty:
+        return []
+    shown = paper_only_tasks(page.dataset_class, page.tasks, plain, page.references)
+    out = main_table(plain, page.tasks + shown, page.main_metric, page.references, page.tests.baseline)
+    out.append("")
+    out += overall_table(page.tests, backbone)
+    if shown:
+        out += [
+            f"Columns of {', '.join(shown)} hold only the papers' numbers: we have no results on that task "
+            "(its data is not here), and they stand beside ours on the task next to it for reference.",
+            "",
+        ]
+    return out
+
+
+def figure_title(page: DatasetPage, cells: TaskCells) -> str:
+    return f"{page.dataset} / {cells.task} ({cells.backbone})"
+
+
+def figure_path(page: DatasetPage, cells: TaskCells, kind: str) -> Path:
+    return page.figures_dir / f"{page.dataset}-{cells.task}-{cells.backbone}-{kind}.png"
+
+
+def fractions_figure(page: DatasetPage, cells: TaskCells) -> list[str]:
+    """The main metric against the train fraction, where figures are drawn."""
+    if page.figures_dir is None:
+        return []
+    plain, task, metric = cells.plain, cells.task, cells.metric
+    curves = comparable(plain[(plain.task == task) & (plain.metric == metric)])
+    return figure_link(
+        fraction_curves(curves, figure_title(page, cells), metric, figure_path(page, cells, "fractions")),
+        f"{task}: {metric} against the train fraction",
+    )
+
+
+def variants_section(page: DatasetPage, cells: TaskCells) -> list[str]:
+    """The sweep variants' table, and their figure where figures are drawn."""
+    plain, varied, task, metric = cells.plain, cells.varied, cells.task, cells.metric
+    if not (varied.task == task).any():
+        return []
+    out = [
+        f"### {task}: sweep variants ({metric})",
+        "",
+        "Each column is a variant of a sweep (its own prepared features, e.g. a share of wrong entity "
+        "links); the configs under benchmarks/ name what each variant changes.",
+        "",
+    ]
+    out += variants_table(varied, task, metric, page.references) + [""]
+    if page.figures_dir is not None:
+        curves = comparable(varied[(varied.task == task) & (varied.metric == metric)])
+        baseline = comparable(plain[(plain.task == task) & (plain.metric == metric) & (plain.method == "baseline")])
+        out += figure_link(
+            variant_curves(curves, figure_title(page, cells), metric, figure_path(page, cells, "variants"), baseline),
+            f"{task}: {metric} against the sweep variant",
+        )
+    return out
+
+
+def spectrum_figure(page: DatasetPage, cells: TaskCells) -> list[str]:
+    """The singular values of the head's features at 100 %, where figures are drawn and cells kept them."""
+    if page.figures_dir is None:
+        return []
+    spectra = full_data_spectra(comparable(cells.plain[cells.plain.task == cells.task]))
+    if not spectra:
+        return []
+    return figure_link(
+        spectrum_curves(
+            spectra,
+            f"{figure_title(page, cells)}, 100%, head features' singular values",
+            figure_path(page, cells, "spectrum"),
+        ),
+        f"{cells.task}: singular values of the head's features, with (dotted) and without SR",
+    )
+
+
+def frequency_section(page: DatasetPage, cells: TaskCells) -> list[str]:
+    """The main metric by entity frequency bucket, and its bars where figures are drawn."""
+    task, metric = cells.task, cells.metric
+    buckets = frequency_buckets(
+        comparable(cells.plain[cells.plain.task == task]), page.dataset, task, metric, page.golds
+    )
+    if buckets is None:
+        return []
+    labels, per_method = buckets
+    out = [
+        f"### {task}: {metric} by entity frequency (100%, mean over seeds)",
+        "",
+        "The reported split's examples grouped by the highest train-split document frequency among "
+        "their linked entities (examples per bucket in brackets), as the SI+SR paper's Fig. 1a/5a group "
+        "them by their entities' Wikipedia frequency.",
+        "",
+        "| method | " + " | ".join(labels) + " |",
+        "|---" * (len(labels) + 1) + "|",
+    ]
+    out += [
+        f"| {method} | " + " | ".join(MISSING if v is None else f"{v:.1f}" for v in values) + " |"
+        for method, values in sorted(per_method.items(), key=lambda item: (item[0] != "baseline", item[0]))
+    ]
+    out.append("")
+    if page.figures_dir is not None:
+        out += figure_link(
+            bucket_bars(
+                per_method, labels, f"{figure_title(page, cells)}, 100%", metric, figure_path(page, cells, "frequency")
+            ),
+            f"{task}: {metric} by entity frequency",
+        )
+    return out
+
+
+def baseline_section(page: DatasetPage, cells: TaskCells) -> list[str]:
+    """Each method against the baseline, paired by seed."""
+    if not (cells.plain.task == cells.task).any():
+        return []
+    compared = comparison_table(cells.plain, cells.task, cells.metric, page.golds, page.tests.baseline)
+    if not compared:
+        return []
+    return [f"### {cells.task}: against the baseline ({cells.metric}, paired by seed)", ""] + compared + [""]
+
+
+def knowledge_used_section(page: DatasetPage, cells: TaskCells) -> list[str]:
+    """Each method against its control, where the task has no relational family section."""
+    if not (cells.plain.task == cells.task).any() or page.families[cells.backbone, cells.task]:
+        return []
+    used = knowledge_used_table(
+        cells.group, page.dataset, cells.task, metric=cells.metric, golds=page.golds, tests=page.tests
+    )
+    if not used:
+        return []
+    return (
+        [f"### {cells.task}: knowledge used ({cells.metric}, against each method's control)", ""]
+        + used
+        + ["", controls_text(cells.metric), ""]
+    )
+
+
+def all_metrics_section(page: DatasetPage, cells: TaskCells) -> list[str]:
+    if not (cells.plain.task == cells.task).any():
+        return []
+    return [f"### {cells.task}: all metrics", ""] + detail_table(cells.plain, cells.task) + [""]
+
+
+def provenance_section(page: DatasetPage) -> list[str]:
+    return ["## Provenance", ""] + provenance(page.frame) + [""]
+
+
+# A task's sections on a backbone, in page order.
+TASK_SECTIONS = (
+    fractions_figure,
+    variants_section,
+    spectrum_figure,
+    frequency_section,
+    baseline_section,
+    knowledge_used_section,
+    all_metrics_section,
+)
+# A dataset page's sections, in order.
+PAGE_SECTIONS = (header_section, family_sections, notes_section, backbone_sections, provenance_section)
+
+
 def render_dataset(
     dataset: str,
     frame: pd.DataFrame,
@@ -605,155 +934,11 @@ def render_dataset(
     golds: dict[str, list] | None = None,
     groupings: dict[str, list[str]] | None = None,
 ) -> str:
-    """``dataset``'s page; ``golds``: the gold answers of the kept predictions in ``frame``, by their sha256;
-    ``groupings``: their examples' groups (``kept_groups``), by their sha256."""
-    golds, groupings = golds or {}, groupings or {}
-    frame, older = current_protocol(frame)
-    dataset_class = DATASETS.get(dataset)
-    tasks = [task for task in dataset_class.tasks if task in set(frame["task"])]
-    main_metric = {task: dataset_class.spec(task).main_metric for task in dataset_class.tasks}
-    references = load_references(dataset)
-    tests = page_tests(frame, main_metric, golds, groupings)
-    comparisons = tests.baseline
-    families = {
-        (backbone, task): family_section(group, dataset, task, main_metric[task], backbone, golds, groupings, tests)
-        for backbone, group in frame.groupby("backbone")
-        for task in tasks
-    }
-    out = [
-        f"# {dataset}",
-        "",
-        "Generated by `klm leaderboard` from `results/`; do not edit by hand.",
-        "",
-        "**Protocol.** " + protocol_text(frame, dataset, tasks),
-        f"Versions: {versions_text(frame)}."
-        + (f" Left out: {older} cells of an older split or scorer version of their task." if older else ""),
-        "",
-        *(sanity_section() if dataset == "generated" else []),
-        "**Reading the tables.** "
-        + reading_text(tests, degenerate_text(frame))
-        + (" " + families_text() if any(families.values()) else ""),
-        "",
-        *dropped_cells(frame),
-        *pretraining_runs(frame),
-    ]
-    out += [line for section in families.values() for line in section]
-    out += dataset_notes(dataset)
-    for backbone, group in frame.groupby("backbone"):
-        out += [f"## Backbone: {backbone}", ""]
-        # Settings tried on dev show their dev scores only (``tuning_table``): their test scores are kept off the page.
-        tried = group["variant"].map(variant_table) == TUNING
-        plain, varied = group[group.variant == ""], group[(group.variant != "") & ~tried]
-        if not plain.empty:
-            shown = paper_only_tasks(dataset_class, tasks, plain, references)
-            out += main_table(plain, tasks + shown, main_metric, references, comparisons)
-            out.append("")
-            out += overall_table(tests, backbone)
-            if shown:
-                out += [
-                    f"Columns of {', '.join(shown)} hold only the papers' numbers: we have no results on that task "
-                    "(its data is not here), and they stand beside ours on the task next to it for reference.",
-                    "",
-                ]
-        for task in tasks:
-            if figures_dir is not None:
-                curves = comparable(plain[(plain.task == task) & (plain.metric == main_metric[task])])
-                out += figure_link(
-                    fraction_curves(
-                        curves,
-                        f"{dataset} / {task} ({backbone})",
-                        main_metric[task],
-                        figures_dir / f"{dataset}-{task}-{backbone}-fractions.png",
-                    ),
-                    f"{task}: {main_metric[task]} against the train fraction",
-                )
-            if (varied.task == task).any():
-                out += [
-                    f"### {task}: sweep variants ({main_metric[task]})",
-                    "",
-                    "Each column is a variant of a sweep (its own prepared features, e.g. a share of wrong entity "
-                    "links); the configs under benchmarks/ name what each variant changes.",
-                    "",
-                ]
-                out += variants_table(varied, task, main_metric[task], references) + [""]
-                if figures_dir is not None:
-                    metric = main_metric[task]
-                    curves = comparable(varied[(varied.task == task) & (varied.metric == metric)])
-                    baseline = comparable(
-                        plain[(plain.task == task) & (plain.metric == metric) & (plain.method == "baseline")]
-                    )
-                    out += figure_link(
-                        variant_curves(
-                            curves,
-                            f"{dataset} / {task} ({backbone})",
-                            metric,
-                            figures_dir / f"{dataset}-{task}-{backbone}-variants.png",
-                            baseline,
-                        ),
-                        f"{task}: {metric} against the sweep variant",
-                    )
-            if figures_dir is not None:
-                spectra = full_data_spectra(comparable(plain[plain.task == task]))
-                if spectra:
-                    out += figure_link(
-                        spectrum_curves(
-                            spectra,
-                            f"{dataset} / {task} ({backbone}), 100%, head features' singular values",
-                            figures_dir / f"{dataset}-{task}-{backbone}-spectrum.png",
-                        ),
-                        f"{task}: singular values of the head's features, with (dotted) and without SR",
-                    )
-            buckets = frequency_buckets(comparable(plain[plain.task == task]), dataset, task, main_metric[task], golds)
-            if buckets is not None:
-                labels, per_method = buckets
-                out += [
-                    f"### {task}: {main_metric[task]} by entity frequency (100%, mean over seeds)",
-                    "",
-                    "The reported split's examples grouped by the highest train-split document frequency among "
-                    "their linked entities (examples per bucket in brackets), as the SI+SR paper's Fig. 1a/5a group "
-                    "them by their entities' Wikipedia frequency.",
-                    "",
-                    "| method | " + " | ".join(labels) + " |",
-                    "|---" * (len(labels) + 1) + "|",
-                ]
-                out += [
-                    f"| {method} | " + " | ".join(MISSING if v is None else f"{v:.1f}" for v in values) + " |"
-                    for method, values in sorted(per_method.items(), key=lambda item: (item[0] != "baseline", item[0]))
-                ]
-                out.append("")
-                if figures_dir is not None:
-                    out += figure_link(
-                        bucket_bars(
-                            per_method,
-                            labels,
-                            f"{dataset} / {task} ({backbone}), 100%",
-                            main_metric[task],
-                            figures_dir / f"{dataset}-{task}-{backbone}-frequency.png",
-                        ),
-                        f"{task}: {main_metric[task]} by entity frequency",
-                    )
-            if (plain.task == task).any():
-                compared = comparison_table(plain, task, main_metric[task], golds, comparisons)
-                if compared:
-                    out += (
-                        [f"### {task}: against the baseline ({main_metric[task]}, paired by seed)", ""]
-                        + compared
-                        + [""]
-                    )
-                used = (
-                    []
-                    if families[backbone, task]
-                    else knowledge_used_table(group, dataset, task, main_metric[task], golds, tests)
-                )
-                if used:
-                    out += [
-                        f"### {task}: knowledge used ({main_metric[task]}, against each method's control)",
-                        "",
-                    ] + used
-                    out += ["", controls_text(main_metric[task]), ""]
-                out += [f"### {task}: all metrics", ""] + detail_table(plain, task) + [""]
-    out += ["## Provenance", ""] + provenance(frame) + [""]
-    return "\n".join(out)
+    """``dataset``'s page, its sections (``PAGE_SECTIONS``) in order; ``golds``: the gold answers of the kept
+    predictions in ``frame``, by their sha256; ``groupings``: their examples' groups (``kept_groups``), by their
+    sha256."""
+    page = dataset_page(dataset, frame, figures_dir, golds or {}, groupings or {})
+    return "\n".join(line for section in PAGE_SECTIONS for line in section(page))
 
 
 def render_probes(probes: list[dict]) -> str:

@@ -81,55 +81,62 @@ def render_speed(records: list[dict]) -> str:
     )
     lines += speed_summary(records)
     for record in records:
-        base = record["methods"]["baseline"]
-        lines += [
-            f"## {shape_title(record)}",
-            "",
-            f"{record['precision']}; {record['repeats']} runs of {record['steps']} steps after {record['warmup']}; "
-            f"commit {record['git']['commit'][:10]}, measured {record['measured_at']}.",
-            "",
-            "| method | step ms | × baseline | target | samples/s | peak MiB | × baseline | TFLOP/s |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        faster = unreliable_ratios(record)
-        ratios = step_ratios(record)
-        for method, row in record["methods"].items():
-            ratio = ratios[method]
-            target = TARGETS.get(method)
-            verdict = "" if target is None else f"≤ {target}× {'met' if ratio <= target else 'NOT met'}"
-            peak = "—" if row["peak_mib"] is None else f"{row['peak_mib']:.0f}"
-            peak_ratio = (
-                "—" if row["peak_mib"] is None or not base["peak_mib"] else f"{row['peak_mib'] / base['peak_mib']:.3f}"
-            )
-            lines.append(
-                f"| {method} | {row['step_ms']:.2f} | {ratio:.3f} | {verdict} | {row['samples_per_s']:.0f} | {peak} | "
-                f"{peak_ratio} | {row['tflops']:.2f} |"
-            )
-        bare = record.get("bare_loop")
-        if bare:
-            lines.append(
-                f"| bare PyTorch loop (baseline) | {bare['step_ms']:.2f} | {bare['step_ms'] / base['step_ms']:.3f} | | "
-                f"{bare['samples_per_s']:.0f} | | | |"
-            )
-        if faster:
-            lines += [
-                "",
-                "Unreliable: " + ", ".join(f"{m} ran at {r:.2f}×" for m, r in faster.items()) + " the baseline's "
-                "step time though it only adds work to the baseline's step, so the baseline's runs were slowed by "
-                "the machine and every ratio here is suspect.",
-            ]
-        if bare:
-            lines += [
-                "",
-                f"Baseline through Lightning at {bare['step_ms'] / base['step_ms']:.2f}× the bare loop's samples/s "
-                f"(target: ≥ {BARE_LOOP_TARGET:g}×).",
-            ]
-        lines.append("")
+        lines += measurement_table(record)
     if peers:
         lines += render_peer(peers)
     if ericas:
         lines += render_erica(ericas)
     return "\n".join(lines)
+
+
+def measurement_table(record: dict) -> list[str]:
+    """One speed measurement's table: each method's step time, throughput, peak memory and TFLOP/s against the
+    baseline and its target, the bare loop, and the notes on unreliable ratios and Lightning's overhead."""
+    base = record["methods"]["baseline"]
+    lines = [
+        f"## {shape_title(record)}",
+        "",
+        f"{record['precision']}; {record['repeats']} runs of {record['steps']} steps after {record['warmup']}; "
+        f"commit {record['git']['commit'][:10]}, measured {record['measured_at']}.",
+        "",
+        "| method | step ms | × baseline | target | samples/s | peak MiB | × baseline | TFLOP/s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    faster = unreliable_ratios(record)
+    ratios = step_ratios(record)
+    for method, row in record["methods"].items():
+        ratio = ratios[method]
+        target = TARGETS.get(method)
+        verdict = "" if target is None else f"≤ {target}× {'met' if ratio <= target else 'NOT met'}"
+        peak = "—" if row["peak_mib"] is None else f"{row['peak_mib']:.0f}"
+        peak_ratio = (
+            "—" if row["peak_mib"] is None or not base["peak_mib"] else f"{row['peak_mib'] / base['peak_mib']:.3f}"
+        )
+        lines.append(
+            f"| {method} | {row['step_ms']:.2f} | {ratio:.3f} | {verdict} | {row['samples_per_s']:.0f} | {peak} | "
+            f"{peak_ratio} | {row['tflops']:.2f} |"
+        )
+    bare = record.get("bare_loop")
+    if bare:
+        lines.append(
+            f"| bare PyTorch loop (baseline) | {bare['step_ms']:.2f} | {bare['step_ms'] / base['step_ms']:.3f} | | "
+            f"{bare['samples_per_s']:.0f} | | | |"
+        )
+    if faster:
+        lines += [
+            "",
+            "Unreliable: " + ", ".join(f"{m} ran at {r:.2f}×" for m, r in faster.items()) + " the baseline's "
+            "step time though it only adds work to the baseline's step, so the baseline's runs were slowed by "
+            "the machine and every ratio here is suspect.",
+        ]
+    if bare:
+        lines += [
+            "",
+            f"Baseline through Lightning at {bare['step_ms'] / base['step_ms']:.2f}× the bare loop's samples/s "
+            f"(target: ≥ {BARE_LOOP_TARGET:g}×).",
+        ]
+    lines.append("")
+    return lines
 
 
 def shape_title(record: dict) -> str:
@@ -213,6 +220,97 @@ def peer_rows(side: dict, scored: list[bool]) -> dict[str, float]:
     }
 
 
+def peer_heading(record: dict) -> list[str]:
+    """A peer record's title, its conditions (a smoke run's step cap, klm's settings, a warm server) and its
+    table's header."""
+    conditions = f"; steps capped at {record['max_steps']} (a smoke run)" if record.get("max_steps") else ""
+    settings = record.get("klm_settings") or {}
+    if settings:
+        conditions += "; klm with " + ", ".join(f"{name}={value}" for name, value in settings.items())
+    if record.get("klm_served"):
+        conditions += "; klm handed to a warm `klm serve`"
+    return [
+        f"### {record['device']}, {Path(record['backbone']).name}, {record['precision']}",
+        "",
+        f"{record['jobs']} job(s) at once{conditions}; commit {record['git']['commit'][:10]}, "
+        f"measured {record['measured_at']}.",
+        "",
+        "| cells | figure | klm | Trainer | klm ÷ Trainer | target |",
+        "|---|---|---|---|---|---|",
+    ]
+
+
+def peer_part_rows(record: dict, part: str) -> list[str]:
+    """The rows of one part of a peer record (``cell``: the single cell; ``grid``): each figure on both sides with
+    its ratio and target, then the notes (CUDA graphs, the longest cell, time outside the cell, undefined
+    metrics, differing rows)."""
+    lines = []
+    measured = record[part]
+    cells = measured["cells"]
+    if part == "cell":
+        [cell] = cells
+        name = f"{cell['task']} {cell['fraction']:.0%} seed {cell['seed']}"
+    else:
+        name = (
+            f"{len(cells)}: {', '.join(measured['tasks'])} × "
+            f"{', '.join(f'{f:.0%}' for f in measured['fractions'])} × seeds "
+            f"{', '.join(map(str, measured['seeds']))}"
+        )
+    present = [side for side in ("klm", "hf") if side in measured]  # klm alone: no Trainer side
+    # A metric can be undefined (a Pearson over constant predictions): such cells leave both sides' means.
+    scored = [all(math.isfinite(c[side][m]) for side in present for m in ("dev", "test")) for c in cells]
+    sides = {
+        side: peer_rows({"process_wall_s": measured[side]["process_wall_s"], "cells": [c[side] for c in cells]}, scored)
+        for side in present
+    }
+    for figure in ("process wall", "cell time", "dev", "test"):
+        klm, hf = sides["klm"][figure], sides.get("hf", {}).get(figure)
+        unit = " s" if figure in ("process wall", "cell time") else ""
+        target = ""
+        if part == "cell" and figure in PEER_TARGETS and hf is not None:
+            target = verdict(klm / hf, PEER_TARGETS[figure], "×")
+        elif part == "grid" and figure == "process wall" and len(cells) == GRID_CELLS:
+            target = verdict(klm, GRID_TARGET_S, " s")
+        if hf is None:
+            hf_text = ratio = "—"
+        else:
+            hf_text = f"{hf:.1f}{unit}"
+            ratio = f"{klm / hf:.2f}" if unit else f"{klm - hf:+.1f} (difference)"
+        lines.append(f"| {name} | {figure} | {klm:.1f}{unit} | {hf_text} | {ratio} | {target} |")
+    graphs = [c for c in cells if c["klm"].get("cuda_graphs")]
+    if graphs:
+        lines.append(
+            f"| {name} | klm cells with CUDA graphs (compile_mode reduce-overhead) | {len(graphs)} of "
+            f"{len(cells)} | | | |"
+        )
+    if part == "grid":  # the grid's wall cannot be below its longest cell's
+        longest = max(cells, key=lambda c: c["klm"]["cell_s"])
+        lines.append(
+            f"| {name} | longest klm cell (a floor for its process wall) | {longest['task']} "
+            f"{longest['fraction']:.0%} seed {longest['seed']}: {longest['klm']['cell_s']:.1f} s, "
+            f"{longest['steps']} steps ({1000 * longest['klm']['cell_s'] / longest['steps']:.1f} ms a step, "
+            "evaluations included) | | | |"
+        )
+    if part == "cell" and "hf" in sides:  # what a process spends outside its cell: imports, checks, exit
+        outside = {side: sides[side]["process wall"] - sides[side]["cell time"] for side in sides}
+        lines.append(
+            f"| {name} | process wall − cell time (imports, checks, exit) | {outside['klm']:.1f} s "
+            f"| {outside['hf']:.1f} s | {outside['klm'] / outside['hf']:.2f} | |"
+        )
+    if not all(scored):
+        undefined = [f"{c['task']} {c['fraction']:.0%} seed {c['seed']}" for c, keep in zip(cells, scored) if not keep]
+        lines.append(
+            f"| {name} | dev and test means leave out | {len(undefined)} cell(s) whose metric one side left "
+            f"undefined: {', '.join(undefined)} | | | |"
+        )
+    different = [c for c in cells if not c["same_rows"]]
+    if different:
+        lines.append(
+            f"| {name} | rows differ | {len(different)} cell(s): klm's subset hash is not the exported one | | | |"
+        )
+    return lines
+
+
 def render_peer(records: list[dict]) -> list[str]:
     """The section of ``leaderboards/speed.md`` comparing ``klm`` with Hugging Face's Trainer
     (``benchmarks/peer_speed.py``): per record, the single cell and the grid, each side's process wall,
@@ -230,92 +328,10 @@ def render_peer(records: list[dict]) -> list[str]:
         "",
     ]
     for record in sorted(records, key=lambda r: (r["device"], r["backbone"], r["measured_at"])):
-        conditions = f"; steps capped at {record['max_steps']} (a smoke run)" if record.get("max_steps") else ""
-        settings = record.get("klm_settings") or {}
-        if settings:
-            conditions += "; klm with " + ", ".join(f"{name}={value}" for name, value in settings.items())
-        if record.get("klm_served"):
-            conditions += "; klm handed to a warm `klm serve`"
-        lines += [
-            f"### {record['device']}, {Path(record['backbone']).name}, {record['precision']}",
-            "",
-            f"{record['jobs']} job(s) at once{conditions}; commit {record['git']['commit'][:10]}, "
-            f"measured {record['measured_at']}.",
-            "",
-            "| cells | figure | klm | Trainer | klm ÷ Trainer | target |",
-            "|---|---|---|---|---|---|",
-        ]
+        lines += peer_heading(record)
         for part in ("cell", "grid"):
-            if part not in record:
-                continue
-            measured = record[part]
-            cells = measured["cells"]
-            if part == "cell":
-                [cell] = cells
-                name = f"{cell['task']} {cell['fraction']:.0%} seed {cell['seed']}"
-            else:
-                name = (
-                    f"{len(cells)}: {', '.join(measured['tasks'])} × "
-                    f"{', '.join(f'{f:.0%}' for f in measured['fractions'])} × seeds "
-                    f"{', '.join(map(str, measured['seeds']))}"
-                )
-            present = [side for side in ("klm", "hf") if side in measured]  # klm alone: no Trainer side
-            # A metric can be undefined (a Pearson over constant predictions): such cells leave both sides' means.
-            scored = [all(math.isfinite(c[side][m]) for side in present for m in ("dev", "test")) for c in cells]
-            sides = {
-                side: peer_rows(
-                    {"process_wall_s": measured[side]["process_wall_s"], "cells": [c[side] for c in cells]}, scored
-                )
-                for side in present
-            }
-            for figure in ("process wall", "cell time", "dev", "test"):
-                klm, hf = sides["klm"][figure], sides.get("hf", {}).get(figure)
-                unit = " s" if figure in ("process wall", "cell time") else ""
-                target = ""
-                if part == "cell" and figure in PEER_TARGETS and hf is not None:
-                    target = verdict(klm / hf, PEER_TARGETS[figure], "×")
-                elif part == "grid" and figure == "process wall" and len(cells) == GRID_CELLS:
-                    target = verdict(klm, GRID_TARGET_S, " s")
-                if hf is None:
-                    hf_text = ratio = "—"
-                else:
-                    hf_text = f"{hf:.1f}{unit}"
-                    ratio = f"{klm / hf:.2f}" if unit else f"{klm - hf:+.1f} (difference)"
-                lines.append(f"| {name} | {figure} | {klm:.1f}{unit} | {hf_text} | {ratio} | {target} |")
-            graphs = [c for c in cells if c["klm"].get("cuda_graphs")]
-            if graphs:
-                lines.append(
-                    f"| {name} | klm cells with CUDA graphs (compile_mode reduce-overhead) | {len(graphs)} of "
-                    f"{len(cells)} | | | |"
-                )
-            if part == "grid":  # the grid's wall cannot be below its longest cell's
-                longest = max(cells, key=lambda c: c["klm"]["cell_s"])
-                lines.append(
-                    f"| {name} | longest klm cell (a floor for its process wall) | {longest['task']} "
-                    f"{longest['fraction']:.0%} seed {longest['seed']}: {longest['klm']['cell_s']:.1f} s, "
-                    f"{longest['steps']} steps ({1000 * longest['klm']['cell_s'] / longest['steps']:.1f} ms a step, "
-                    "evaluations included) | | | |"
-                )
-            if part == "cell" and "hf" in sides:  # what a process spends outside its cell: imports, checks, exit
-                outside = {side: sides[side]["process wall"] - sides[side]["cell time"] for side in sides}
-                lines.append(
-                    f"| {name} | process wall − cell time (imports, checks, exit) | {outside['klm']:.1f} s "
-                    f"| {outside['hf']:.1f} s | {outside['klm'] / outside['hf']:.2f} | |"
-                )
-            if not all(scored):
-                undefined = [
-                    f"{c['task']} {c['fraction']:.0%} seed {c['seed']}" for c, keep in zip(cells, scored) if not keep
-                ]
-                lines.append(
-                    f"| {name} | dev and test means leave out | {len(undefined)} cell(s) whose metric one side left "
-                    f"undefined: {', '.join(undefined)} | | | |"
-                )
-            different = [c for c in cells if not c["same_rows"]]
-            if different:
-                lines.append(
-                    f"| {name} | rows differ | {len(different)} cell(s): klm's subset hash is not the "
-                    "exported one | | | |"
-                )
+            if part in record:
+                lines += peer_part_rows(record, part)
         lines.append("")
     return lines
 

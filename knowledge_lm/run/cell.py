@@ -260,6 +260,52 @@ def run_cell(
     return result
 
 
+def cell_trainer(
+    cell: Cell, train: TrainConfig, budget: dict, precision, *, run_dir: Path, results_dir, progress: bool
+):
+    """The cell's ``pl.Trainer``: its step budget and evaluations, checkpoints in ``run_dir`` (every
+    ``checkpoint_every_steps`` steps, else every ``checkpoint_minutes``) and its training logger."""
+    if train.checkpoint_every_steps > 0:
+        checkpointing = CellCheckpoint(
+            dirpath=run_dir, save_last=True, save_top_k=0, every_n_train_steps=train.checkpoint_every_steps
+        )
+    else:
+        checkpointing = CellCheckpoint(
+            dirpath=run_dir,
+            save_last=True,
+            save_top_k=0,
+            train_time_interval=timedelta(minutes=train.checkpoint_minutes),
+        )
+    return build_trainer(
+        budget["max_steps"],
+        precision=precision,
+        devices=train.devices,
+        num_nodes=train.num_nodes,
+        eval_every_steps=budget["eval_every_steps"],
+        callbacks=[checkpointing],
+        progress=progress,
+        root_dir=run_dir,
+        logger=training_logger(train.logger, cell.log_dir(results_dir), cell.key),
+        log_every_n_steps=min(50, budget["eval_every_steps"]),  # a loss or more between two evaluations
+    )
+
+
+def write_result_and_predictions(cell: Cell, result, train: TrainConfig, model, data, *, results_dir, run_dir) -> None:
+    """The result, with the best evaluation's kept predictions beside it and their gold in the store."""
+    # The best evaluation's decoded predictions beside the result (for bootstrap intervals and per-example
+    # analyses); written first, so a result never lacks them. Their gold is kept as its sha256 only, the gold
+    # itself once per sha256 in the store's gold folder, where the leaderboard reads it. Under DDP they are in rank
+    # order, not split order, so their hash matches no recomputed gold and they count as not kept; nor is their
+    # gold stored (the leaderboard would take it for the split's).
+    kept = {"split": data.report_split, **model.best_outputs.get(data.report_split, {})}
+    frequencies = data.entity_frequencies(data.report_split) if train.world_size == 1 else None  # split order only
+    if frequencies is not None:
+        kept["entity_frequency"] = frequencies
+    write_result(cell, result, kept, results_dir, run_dir)
+    if train.world_size == 1 and "gold" in kept:
+        store_gold(results_dir, kept["gold"], data.example_groups(data.report_split))
+
+
 def train_cell(
     cell: Cell,
     train: TrainConfig,
@@ -293,29 +339,7 @@ def train_cell(
     dataset_options = method_dataset_options(cell.method, dataset_options)
 
     precision = resolve_precision(train.precision)
-    if train.checkpoint_every_steps > 0:
-        checkpointing = CellCheckpoint(
-            dirpath=run_dir, save_last=True, save_top_k=0, every_n_train_steps=train.checkpoint_every_steps
-        )
-    else:
-        checkpointing = CellCheckpoint(
-            dirpath=run_dir,
-            save_last=True,
-            save_top_k=0,
-            train_time_interval=timedelta(minutes=train.checkpoint_minutes),
-        )
-    trainer = build_trainer(
-        budget["max_steps"],
-        precision=precision,
-        devices=train.devices,
-        num_nodes=train.num_nodes,
-        eval_every_steps=budget["eval_every_steps"],
-        callbacks=[checkpointing],
-        progress=progress,
-        root_dir=run_dir,
-        logger=training_logger(train.logger, cell.log_dir(results_dir), cell.key),
-        log_every_n_steps=min(50, budget["eval_every_steps"]),  # a loss or more between two evaluations
-    )
+    trainer = cell_trainer(cell, train, budget, precision, run_dir=run_dir, results_dir=results_dir, progress=progress)
     last = run_dir / LAST_CHECKPOINT
     resumed_from = str(last) if readable_checkpoint(last) else None
     try:
@@ -342,18 +366,7 @@ def train_cell(
         resumed=resumed_from is not None,
         started=started,
     )
-    # The best evaluation's decoded predictions beside the result (for bootstrap intervals and per-example
-    # analyses); written first, so a result never lacks them. Their gold is kept as its sha256 only, the gold
-    # itself once per sha256 in the store's gold folder, where the leaderboard reads it. Under DDP they are in rank
-    # order, not split order, so their hash matches no recomputed gold and they count as not kept; nor is their
-    # gold stored (the leaderboard would take it for the split's).
-    kept = {"split": data.report_split, **model.best_outputs.get(data.report_split, {})}
-    frequencies = data.entity_frequencies(data.report_split) if train.world_size == 1 else None  # split order only
-    if frequencies is not None:
-        kept["entity_frequency"] = frequencies
-    write_result(cell, result, kept, results_dir, run_dir)
-    if train.world_size == 1 and "gold" in kept:
-        store_gold(results_dir, kept["gold"], data.example_groups(data.report_split))
+    write_result_and_predictions(cell, result, train, model, data, results_dir=results_dir, run_dir=run_dir)
     clear_run_dir(run_dir)
     return result
 

@@ -5,22 +5,28 @@ import hashlib
 import importlib.util
 import json
 import math
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
 from knowledge_lm.core.backbones import check_backbone_name
 from knowledge_lm.core.errors import KlmError, check_name
-from knowledge_lm.core.options import parse_bool
+from knowledge_lm.core.options import coerce_option, is_union
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.registry import DATASETS, METHODS, cannot_run
 from knowledge_lm.core.subsets import check_fraction
 
 
-def parse_auto_bool(value) -> bool | str:
-    """``auto``, or a boolean as ``parse_bool`` reads it."""
-    return "auto" if str(value).strip().lower() == "auto" else parse_bool(value)
+def setting_kind(expected) -> str:
+    """What values of the training setting type ``expected`` look like, in words (for error messages)."""
+    if is_union(expected):
+        return " or ".join(setting_kind(member) for member in typing.get_args(expected))
+    if typing.get_origin(expected) is typing.Literal:
+        return " or ".join(str(choice) for choice in typing.get_args(expected))
+    return {bool: "boolean"}.get(expected, expected.__name__)
 
 
 # Counts a cell divides by or loops over: zero or less is a typo, never a setting.
@@ -103,7 +109,7 @@ class TrainConfig:
     # CUDA graphs (compile_mode reduce-overhead) for long cells of the methods measured equal in metrics and
     # faster with them (a method's ``cuda_graphs``), else eager; resolved per cell (``TrainConfig.resolved``)
     # and recorded so.
-    compile: bool | str = "auto"
+    compile: bool | Literal["auto"] = "auto"
     # torch.compile's mode for those layers; "reduce-overhead" replays them as CUDA graphs (one per shape).
     compile_mode: str = "default"
     # Each batch padded to its longest text rounded up to this multiple (0: not rounded; under compile_mode
@@ -120,17 +126,15 @@ class TrainConfig:
         unknown = sorted(set(values) - set(known))
         if unknown:
             raise KlmError(f"{where}: unknown training setting(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        declared = typing.get_type_hints(cls)
         checked = {}
         for name, value in values.items():
-            expected = known[name].type
-            caster = {"float": float, "int": int, "str": str, "dict": dict, "bool": parse_bool}.get(
-                expected if isinstance(expected, str) else getattr(expected, "__name__", ""), parse_auto_bool
-            )
             try:
-                checked[name] = caster(value)
-            except (TypeError, ValueError):
-                kind = {parse_bool: "boolean", parse_auto_bool: "boolean or auto"}.get(caster, caster.__name__)
-                raise KlmError(f"{where}: training setting {name}={value!r} is not a {kind}") from None
+                checked[name] = coerce_option(value, declared[name], ints_as_floats=True)
+            except ValueError:
+                raise KlmError(
+                    f"{where}: training setting {name}={value!r} is not a {setting_kind(declared[name])}"
+                ) from None
         check_logger(checked.get("logger", "csv"), where)
         for name in POSITIVE_SETTINGS:
             if name in checked and checked[name] < 1:
@@ -357,7 +361,62 @@ def mapping(raw: dict, key: str, where: str) -> dict:
     return dict(value)
 
 
+def checked_methods(raw: dict, where: str) -> list[str]:
+    """The sweep's methods: at least one, each registered and able to run on the sweep's dataset."""
+    methods = listed(raw, "methods", where, "[baseline, kam]")
+    if not methods:
+        raise KlmError(f"{where}: methods must name at least one method, e.g. methods: [baseline, kam]")
+    for method in methods:
+        METHODS.check(method)
+        reason = cannot_run(method, raw["dataset"])
+        if reason:
+            raise KlmError(f"{where}: method {method!r} cannot run on {raw['dataset']}: {reason}")
+    return methods
+
+
+def set_method_backbones(sweep: Sweep, raw: dict, where: str) -> None:
+    """``method_backbones``: the methods of the sweep that run on a backbone of their own."""
+    backbones = raw["method_backbones"]
+    if not isinstance(backbones, dict) or not all(isinstance(b, str) and b for b in backbones.values()):
+        raise KlmError(f"{where}: method_backbones must map methods to backbones")
+    strays = sorted(set(backbones) - set(sweep.methods))
+    if strays:
+        raise KlmError(f"{where}: method_backbones names method(s) {', '.join(strays)} the sweep does not run")
+    sweep.method_backbones = {method: check_backbone_name(name) for method, name in backbones.items()}
+
+
+def set_fraction_seeds(sweep: Sweep, raw: dict, where: str) -> None:
+    """``fraction_seeds``: the seeds of the fractions that run other seeds than the sweep's."""
+    by_fraction = raw["fraction_seeds"]
+    if not isinstance(by_fraction, dict) or not by_fraction:
+        raise KlmError(f"{where}: fraction_seeds must map fractions to seed lists, e.g. {{1.0: [1, 2, 3, 4, 5]}}")
+    for fraction, seeds in by_fraction.items():
+        (parsed,) = parse_fractions([fraction])
+        if parsed not in sweep.fractions:
+            raise KlmError(f"{where}: fraction_seeds names fraction {fraction} the sweep does not run")
+        sweep.fraction_seeds[parsed] = parse_seeds(seeds)
+
+
+def set_variants(sweep: Sweep, raw: dict, where: str) -> None:
+    """``variants``: the sweep's named variants, each its dataset options (and method options)."""
+    variants = raw["variants"]
+    if (
+        not isinstance(variants, dict)
+        or not variants
+        or not all(
+            isinstance(name, str) and name and "/" not in name and isinstance(options, dict)
+            for name, options in variants.items()
+        )
+    ):
+        raise KlmError(f"{where}: variants must map non-empty names (no '/') to dataset-option mappings")
+    sweep.variants = {check_name(f"{where}: variant", name): dict(options) for name, options in variants.items()}
+    for name, options in sweep.variants.items():
+        if not isinstance(options.get("method_options", {}), dict):
+            raise KlmError(f"{where}: variant {name}: method_options must be a mapping")
+
+
 def validate_sweep(raw: dict, where: str) -> Sweep:
+    """The sweep config ``raw`` (read from ``where``) checked and parsed; bad input is a one-line error."""
     if not isinstance(raw, dict):
         raise KlmError(f"{where}: a sweep config is a YAML mapping")
     unknown = sorted(set(raw) - SWEEP_KEYS)
@@ -371,14 +430,7 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
     # Names and tasks are checked from the registries' reading of the source: no method or dataset module
     # (nor torch) is imported to validate a sweep.
     known_tasks = DATASETS.class_attribute(raw["dataset"], "tasks")
-    methods = listed(raw, "methods", where, "[baseline, kam]")
-    if not methods:
-        raise KlmError(f"{where}: methods must name at least one method, e.g. methods: [baseline, kam]")
-    for method in methods:
-        METHODS.check(method)
-        reason = cannot_run(method, raw["dataset"])
-        if reason:
-            raise KlmError(f"{where}: method {method!r} cannot run on {raw['dataset']}: {reason}")
+    methods = checked_methods(raw, where)
     tasks = list(
         listed(raw, "tasks", where, "[rte, mrpc]")
         or DATASETS.class_attribute(raw["dataset"], "default_tasks")
@@ -405,37 +457,11 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
         description=raw.get("description", ""),
     )
     if raw.get("method_backbones") is not None:
-        backbones = raw["method_backbones"]
-        if not isinstance(backbones, dict) or not all(isinstance(b, str) and b for b in backbones.values()):
-            raise KlmError(f"{where}: method_backbones must map methods to backbones")
-        strays = sorted(set(backbones) - set(methods))
-        if strays:
-            raise KlmError(f"{where}: method_backbones names method(s) {', '.join(strays)} the sweep does not run")
-        sweep.method_backbones = {method: check_backbone_name(name) for method, name in backbones.items()}
+        set_method_backbones(sweep, raw, where)
     if raw.get("fraction_seeds") is not None:
-        by_fraction = raw["fraction_seeds"]
-        if not isinstance(by_fraction, dict) or not by_fraction:
-            raise KlmError(f"{where}: fraction_seeds must map fractions to seed lists, e.g. {{1.0: [1, 2, 3, 4, 5]}}")
-        for fraction, seeds in by_fraction.items():
-            (parsed,) = parse_fractions([fraction])
-            if parsed not in sweep.fractions:
-                raise KlmError(f"{where}: fraction_seeds names fraction {fraction} the sweep does not run")
-            sweep.fraction_seeds[parsed] = parse_seeds(seeds)
+        set_fraction_seeds(sweep, raw, where)
     if raw.get("variants") is not None:
-        variants = raw["variants"]
-        if (
-            not isinstance(variants, dict)
-            or not variants
-            or not all(
-                isinstance(name, str) and name and "/" not in name and isinstance(options, dict)
-                for name, options in variants.items()
-            )
-        ):
-            raise KlmError(f"{where}: variants must map non-empty names (no '/') to dataset-option mappings")
-        sweep.variants = {check_name(f"{where}: variant", name): dict(options) for name, options in variants.items()}
-        for name, options in sweep.variants.items():
-            if not isinstance(options.get("method_options", {}), dict):
-                raise KlmError(f"{where}: variant {name}: method_options must be a mapping")
+        set_variants(sweep, raw, where)
     for task in list(sweep.task_train):
         if task not in known_tasks:
             raise KlmError(f"{where}: task_train names unknown task {task!r}")

@@ -408,7 +408,7 @@ def build_erica_corpus(
             records += build_corpus(
                 generated_documents(generated, sentences_per_document),
                 generated.kg.triples,
-                generated.kg.relations,
+                relation_names=generated.kg.relations,
                 **filters,
             )
             continue
@@ -422,7 +422,7 @@ def build_erica_corpus(
             documents = user_documents(Path(source).expanduser(), kg)
         if source != "redocred":
             kg.require(source)
-        records += build_corpus(documents, kg.triples, kg.relation_names, **filters)
+        records += build_corpus(documents, kg.triples, relation_names=kg.relation_names, **filters)
     return records
 
 

@@ -103,6 +103,72 @@ def knowbert_checkpoint(
     )
 
 
+def checked_micro_batch_size(corpus: list[dict], steps: int, batch_size: int, micro_batch_size: int | None) -> int:
+    """The documents per forward pass (default: the whole batch), once the corpus, steps and sizes are checked."""
+    if not corpus:
+        raise KlmError("ERICA corpus is empty (no document passes the entity/relation filters)")
+    if steps <= 0:
+        raise KlmError(f"ERICA pretraining needs steps > 0, got {steps}")
+    micro_batch_size = micro_batch_size or batch_size
+    if micro_batch_size <= 0 or batch_size % micro_batch_size:
+        raise KlmError(f"ERICA micro-batch size {micro_batch_size} must be > 0 and divide the batch size {batch_size}")
+    return micro_batch_size
+
+
+def resumable_state(state_dir: Path, run_key: dict, settings: dict, options: dict) -> tuple[Path | None, int]:
+    """``(state, start_step)``: the state a run resumes from in ``state_dir`` and its step, else ``(None, 0)``.
+    ``state_dir/run.json`` records what the run is (``run_key``, ``settings`` and the objective ``options``),
+    written by the first session; a state of another run is an error."""
+    key = {
+        **run_key,
+        **settings,
+        "options": {name: list(value) if isinstance(value, tuple) else value for name, value in options.items()},
+    }
+    key = json.loads(json.dumps(key, default=str))
+    if (state_dir / "run.json").is_file():
+        saved = json.loads((state_dir / "run.json").read_text())
+        differing = sorted(name for name in set(saved) | set(key) if saved.get(name) != key.get(name))
+        if differing:
+            raise KlmError(
+                f"the pretraining state in {state_dir} is of another run (differs in {', '.join(differing)}); "
+                "rerun that command, or remove the folder to start over"
+            )
+    else:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        (state_dir / "run.json").write_text(json.dumps(key, indent=2) + "\n")
+    if not (state_dir / "last.ckpt").is_file():
+        return None, 0
+    state = state_dir / "last.ckpt"
+    return state, torch.load(state, map_location="cpu", weights_only=True)["global_step"]
+
+
+def fit_restoring_determinism(trainer, module, loader, state) -> None:
+    """``trainer.fit``, from ``state`` where given; torch's deterministic-algorithms setting, which the trainer
+    sets, is restored after."""
+    was_deterministic = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    try:
+        trainer.fit(module, loader, ckpt_path=state)
+    finally:
+        torch.use_deterministic_algorithms(was_deterministic[0], warn_only=was_deterministic[1])
+
+
+def erica_loader(corpus, tokenizer, options: dict, settings: dict, span: tuple[int, int], workers: int | None):
+    """The micro-batches of :class:`EricaBatches` from number ``span[0]`` to ``span[1]`` (of ``settings``' size,
+    length and seed), collated (tokenised) by ``workers`` loader processes (default 2 on a GPU, none on the CPU)."""
+    seed = settings["seed"]
+    negatives = options.get("max_negatives", MAX_NEGATIVES)
+    collator = EricaCollator(
+        tokenizer, relation_vocabulary(corpus), max_length=settings["max_length"], max_negatives=negatives, seed=seed
+    )
+    batches = EricaBatches(corpus, collator, settings["micro_batch_size"], span[1], seed=seed, start=span[0])
+    # Its own generator: the loader's base seed then draws nothing from the global stream dropout uses.
+    workers = workers if workers is not None else (2 if torch.cuda.is_available() else 0)
+    return DataLoader(batches, batch_size=None, num_workers=workers, generator=torch.Generator().manual_seed(seed))
+
+
 def pretrain_erica(
     corpus: list[dict],
     backbone,
@@ -143,57 +209,27 @@ def pretrain_erica(
     collate (tokenise) the next micro-batches while the GPU trains (default 2 on a GPU, none on the CPU); the
     batches do not depend on it."""
 
-    if not corpus:
-        raise KlmError("ERICA corpus is empty (no document passes the entity/relation filters)")
-    if steps <= 0:
-        raise KlmError(f"ERICA pretraining needs steps > 0, got {steps}")
-    micro_batch_size = micro_batch_size or batch_size
-    if micro_batch_size <= 0 or batch_size % micro_batch_size:
-        raise KlmError(f"ERICA micro-batch size {micro_batch_size} must be > 0 and divide the batch size {batch_size}")
+    micro_batch_size = checked_micro_batch_size(corpus, steps, batch_size, micro_batch_size)
     accumulate = batch_size // micro_batch_size
     options = {**objective_options(objectives), **options}
     digest = corpus_hash(corpus)
+    settings = {
+        "steps": steps,
+        "batch_size": batch_size,
+        "micro_batch_size": micro_batch_size,
+        "max_length": max_length,
+        "seed": seed,
+        "deterministic": deterministic,
+    }
     state, start_step = None, 0
     if state_dir is not None:
         state_dir = Path(state_dir)
-        key = {
-            **(run_key or {}),
-            "corpus_hash": digest,
-            "steps": steps,
-            "batch_size": batch_size,
-            "micro_batch_size": micro_batch_size,
-            "max_length": max_length,
-            "seed": seed,
-            "deterministic": deterministic,
-            "options": {name: list(value) if isinstance(value, tuple) else value for name, value in options.items()},
-        }
-        key = json.loads(json.dumps(key, default=str))
-        if (state_dir / "run.json").is_file():
-            saved = json.loads((state_dir / "run.json").read_text())
-            differing = sorted(name for name in set(saved) | set(key) if saved.get(name) != key.get(name))
-            if differing:
-                raise KlmError(
-                    f"the pretraining state in {state_dir} is of another run (differs in {', '.join(differing)}); "
-                    "rerun that command, or remove the folder to start over"
-                )
-        else:
-            state_dir.mkdir(parents=True, exist_ok=True)
-            (state_dir / "run.json").write_text(json.dumps(key, indent=2) + "\n")
-        if (state_dir / "last.ckpt").is_file():
-            state = state_dir / "last.ckpt"
-            start_step = torch.load(state, map_location="cpu", weights_only=True)["global_step"]
-        callbacks = [
-            *callbacks,
-            ResumableState(state_dir / "last.ckpt", save_every_s, save_every_steps, stop_after_steps, time_budget_s),
-        ]
+        state, start_step = resumable_state(state_dir, {**(run_key or {}), "corpus_hash": digest}, settings, options)
+        saving = (save_every_s, save_every_steps, stop_after_steps, time_budget_s)
+        callbacks = [*callbacks, ResumableState(state_dir / "last.ckpt", *saving)]
     pl.seed_everything(seed, workers=True, verbose=False)
-    collator = EricaCollator(
-        tokenizer, relation_vocabulary(corpus), max_length, options.get("max_negatives", MAX_NEGATIVES), seed=seed
-    )
-    batches = EricaBatches(corpus, collator, micro_batch_size, steps * accumulate, seed, start_step * accumulate)
-    # Its own generator: the loader's base seed then draws nothing from the global stream dropout uses.
-    workers = data_workers if data_workers is not None else (2 if torch.cuda.is_available() else 0)
-    loader = DataLoader(batches, batch_size=None, num_workers=workers, generator=torch.Generator().manual_seed(seed))
+    span = (start_step * accumulate, steps * accumulate)
+    loader = erica_loader(corpus, tokenizer, options, settings, span, data_workers)
     module = EricaPretraining(backbone, tokenizer, steps, corpus_hash=digest, **options)
     module.train()  # from_pretrained gives a model in eval mode (dropout off); Lightning keeps module modes
     module.run_settings = {
@@ -209,14 +245,7 @@ def pretrain_erica(
         accumulate_grad_batches=accumulate,
         deterministic=deterministic,
     )
-    was_deterministic = (
-        torch.are_deterministic_algorithms_enabled(),
-        torch.is_deterministic_algorithms_warn_only_enabled(),
-    )
-    try:
-        trainer.fit(module, loader, ckpt_path=state)
-    finally:
-        torch.use_deterministic_algorithms(was_deterministic[0], warn_only=was_deterministic[1])
+    fit_restoring_determinism(trainer, module, loader, state)
     if output_dir is not None and module.global_step >= steps:
         module.save_checkpoint(output_dir)
     return module
@@ -226,6 +255,27 @@ def erica_state_dir(out) -> Path:
     """Where ``klm pretrain`` keeps the resumable state of the run that writes ``out`` by default: beside it."""
     out = Path(out).expanduser()
     return out.parent / f"{out.name}.resume"
+
+
+def checked_objective_set(method, objectives, steps, batch_size, max_length, micro_batch_size) -> str:
+    """The objective set of ``method``, once ``objectives`` (where given) agrees and the sizes are positive."""
+    name = objective_set(method)
+    if objectives is not None and objective_set(objectives) != name:
+        raise KlmError(f"--objectives {objectives} ({objective_set(objectives)}) contradicts --method {method}")
+    for option, value in (("steps", steps), ("batch size", batch_size), ("max length", max_length)):
+        if value <= 0:
+            raise KlmError(f"ERICA pretraining needs {option} > 0, got {value}")
+    if micro_batch_size is not None and (micro_batch_size <= 0 or batch_size % micro_batch_size):
+        raise KlmError(f"ERICA micro-batch size {micro_batch_size} must be > 0 and divide the batch size {batch_size}")
+    return name
+
+
+def print_corpus_line(sources: list[str], statistics: dict, corpus_path) -> None:
+    print(
+        f"ERICA corpus {', '.join(sources)}: {statistics['documents']} documents, {statistics['relations']} relations "
+        f"({statistics['intra']} intra-sentence) of {statistics['relation_types']} types; {corpus_path}",
+        file=sys.stderr,
+    )
 
 
 def erica_checkpoint(
@@ -264,14 +314,7 @@ def erica_checkpoint(
     :func:`pretrain_erica`); None when this session stopped before the last step (the
     state stays for the next), else ``out``, after which the state is removed."""
 
-    name = objective_set(method)
-    if objectives is not None and objective_set(objectives) != name:
-        raise KlmError(f"--objectives {objectives} ({objective_set(objectives)}) contradicts --method {method}")
-    for option, value in (("steps", steps), ("batch size", batch_size), ("max length", max_length)):
-        if value <= 0:
-            raise KlmError(f"ERICA pretraining needs {option} > 0, got {value}")
-    if micro_batch_size is not None and (micro_batch_size <= 0 or batch_size % micro_batch_size):
-        raise KlmError(f"ERICA micro-batch size {micro_batch_size} must be > 0 and divide the batch size {batch_size}")
+    name = checked_objective_set(method, objectives, steps, batch_size, max_length, micro_batch_size)
     out = free_output_dir(out)
     state_dir = Path(state_dir).expanduser() if state_dir is not None else erica_state_dir(out)
     sources = parse_sources(corpus)
@@ -279,11 +322,7 @@ def erica_checkpoint(
         sources, cache_dir or default_cache_dir(), data_dir, kg_dir, exclude_test, min_entities, min_relations
     )
     statistics = corpus_statistics(records)
-    print(
-        f"ERICA corpus {', '.join(sources)}: {statistics['documents']} documents, {statistics['relations']} relations "
-        f"({statistics['intra']} intra-sentence) of {statistics['relation_types']} types; {corpus_path}",
-        file=sys.stderr,
-    )
+    print_corpus_line(sources, statistics, corpus_path)
     model, tokenizer, info = load_backbone(backbone, seed=seed)
     module = pretrain_erica(
         records,
@@ -303,21 +342,16 @@ def erica_checkpoint(
     )
     if module.global_step < steps:
         return None
-    written = write_dir_atomic(
-        out,
-        lambda folder: module.save_checkpoint(
-            folder,
-            {
-                "corpus": sources,
-                "corpus_file": str(corpus_path),
-                "corpus_statistics": statistics,
-                "exclude_test": exclude_test,
-                "backbone": info.to_dict(),
-                "max_length": max_length,
-                "seed": seed,
-            },
-        ),
-    )
+    corpus_record = {
+        "corpus": sources,
+        "corpus_file": str(corpus_path),
+        "corpus_statistics": statistics,
+        "exclude_test": exclude_test,
+        "backbone": info.to_dict(),
+        "max_length": max_length,
+        "seed": seed,
+    }
+    written = write_dir_atomic(out, lambda folder: module.save_checkpoint(folder, corpus_record))
     if resumable:
         shutil.rmtree(state_dir, ignore_errors=True)
     return written

@@ -536,6 +536,33 @@ def check_and_prepare(run: SweepRun, overrides: dict, *, data_dir, results_dir, 
             prepare_knowledge(run.sweep, methods, overrides, data_dir=data_dir, progress=sys.stderr.isatty())
 
 
+def cell_gpu_groups(sweep: Sweep, overrides: dict, gpus: list[str] | None) -> tuple[int, list]:
+    """``(devices_per_cell, groups)``: the GPUs a cell of ``sweep`` takes, and ``gpus`` (default: the visible ones)
+    in groups of that many; too few GPUs for one cell is an error."""
+    devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
+    gpus = visible_gpus() if gpus is None else gpus
+    groups = gpu_groups(gpus, devices_per_cell)
+    if gpus and not groups:
+        raise KlmError(f"a cell wants {devices_per_cell} GPUs (devices) but {len(gpus)} are visible")
+    return devices_per_cell, groups
+
+
+def open_sweep_slots(open_slots: ExitStack, cells: int, *, pool, jobs: int, groups, in_workers: bool, runs_dir):
+    """The job slots that run a sweep's ``cells``: the shared ``pool`` where its cells run in workers, else new
+    slots closed with ``open_slots``; the workers the sweep will use start now, so that their imports overlap the
+    sweep's checks instead of following them."""
+    if pool is not None and in_workers:
+        slots = pool
+    else:
+        slots = make_slots(min(jobs, cells), groups, in_workers, cell_progress_bars(jobs), runs_dir)
+        for slot in slots:
+            open_slots.callback(slot.close)
+    for slot in slots[:cells]:  # a shared pool's others stay idle (or unstarted) for a small sweep
+        if in_workers and not slot.alive():
+            slot.launch()
+    return slots
+
+
 def run_sweep(
     sweep: Sweep,
     overrides: dict | None = None,
@@ -565,11 +592,7 @@ def run_sweep(
     overrides = overrides or {}
     if jobs < 1:
         raise KlmError(f"jobs {jobs}: expected at least 1 cell at a time")
-    devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
-    gpus = visible_gpus() if gpus is None else gpus
-    groups = gpu_groups(gpus, devices_per_cell)
-    if gpus and not groups:
-        raise KlmError(f"a cell wants {devices_per_cell} GPUs (devices) but {len(gpus)} are visible")
+    devices_per_cell, groups = cell_gpu_groups(sweep, overrides, gpus)
     # A DDP cell starts its ranks from its own process: such cells keep a process each.
     in_workers = executor is None and not isolate_cells and devices_per_cell == 1
     with ExitStack() as open_slots:
@@ -586,15 +609,9 @@ def run_sweep(
             rerun_without_predictions=rerun_without_predictions,
             only=only,
         )
-        if pool is not None and in_workers:
-            slots = pool
-        else:
-            slots = make_slots(min(jobs, len(started.todo)), groups, in_workers, cell_progress_bars(jobs), runs_dir)
-            for slot in slots:
-                open_slots.callback(slot.close)
-        for slot in slots[: len(started.todo)]:  # a shared pool's others stay idle (or unstarted) for a small sweep
-            if in_workers and not slot.alive():  # its imports overlap the checks below, instead of following them
-                slot.launch()
+        slots = open_sweep_slots(
+            open_slots, len(started.todo), pool=pool, jobs=jobs, groups=groups, in_workers=in_workers, runs_dir=runs_dir
+        )
         check_and_prepare(started, overrides, data_dir=data_dir, results_dir=results_dir, jobs=jobs)
         checked = True
         counts, elsewhere = started.counts, started.elsewhere
@@ -602,29 +619,20 @@ def run_sweep(
             counts["elsewhere"] = len(elsewhere)
             report_elsewhere(elsewhere)
             return counts
+        where = {"data_dir": data_dir, "results_dir": results_dir, "runs_dir": runs_dir}
         if executor is not None:
             return run_on_executor(
-                executor,
-                started.todo,
-                sweep,
-                overrides=overrides,
-                data_dir=data_dir,
-                results_dir=results_dir,
-                runs_dir=runs_dir,
-                reruns=started.reruns,
-                counts=counts,
+                executor, started.todo, sweep, overrides=overrides, reruns=started.reruns, counts=counts, **where
             )
         run_cells(
             slots,
             started.todo,
             sweep,
             overrides=overrides,
-            data_dir=data_dir,
-            results_dir=results_dir,
-            runs_dir=runs_dir,
             reruns=started.reruns,
             counts=counts,
             elsewhere=elsewhere,
+            **where,
         )
     counts["elsewhere"] = len(elsewhere)
     report_elsewhere(elsewhere)

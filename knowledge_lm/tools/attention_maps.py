@@ -35,6 +35,7 @@ def sentence_features(
     text: str,
     tokenizer,
     max_length: int,
+    *,
     kg_dir: str | None = None,
     pmi_corpus: str | None = None,
     annotator: str = "spacy",
@@ -113,9 +114,33 @@ def layer_attention(model_encode, attention_module, inputs, layer: int, head: in
     return probabilities.mean(0) if head is None else probabilities[head]
 
 
+def draw_maps(out, maps, tokens: list[str], auxiliary: list[str], *, titles, layer: int, head: int | None) -> Path:
+    """The baseline's and the knowledgeable model's attention ``maps`` side by side, the second's keys with the
+    auxiliary (expansion) pieces after the sentence's ``tokens``, written as the PNG ``out``."""
+    plain, knowledgeable = maps
+    which = "mean over heads" if head is None else f"head {head}"
+    size = 2.0 + 0.32 * (len(tokens) + len(auxiliary))
+    figure = Figure(figsize=(2 * size + 1.5, size + 0.8), layout="constrained")
+    panels = figure.subplots(1, 2)
+    for panel, probabilities, title, keys in (
+        (panels[0], plain, titles[0], tokens),
+        (panels[1], knowledgeable, titles[1], tokens + [f"+{p}" for p in auxiliary]),
+    ):
+        image = panel.imshow(probabilities.float().numpy(), cmap="Blues", aspect="equal")
+        panel.set_title(f"{title}: layer {layer}, {which}")
+        panel.set_xticks(range(len(keys)), keys, rotation=90, fontsize=8)
+        panel.set_yticks(range(len(tokens)), tokens, fontsize=8)
+        figure.colorbar(image, ax=panel, shrink=0.7)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, format="png", dpi=100)
+    return out
+
+
 def render_attention(
     text: str,
     out: str | Path,
+    *,
     backbone: str = "minilm",
     method: str = "kam",
     options: dict | None = None,
@@ -157,7 +182,7 @@ def render_attention(
     baseline.eval()
     kam.eval()
 
-    features = sentence_features(text, tokenizer, max_length, kg_dir, pmi_corpus)
+    features = sentence_features(text, tokenizer, max_length, kg_dir=kg_dir, pmi_corpus=pmi_corpus)
     if "kg" in kam.maps:
         if not kg_dir:
             raise KlmError("attention: the kg map needs --kg-dir")
@@ -178,20 +203,5 @@ def render_attention(
         for word in features.get("pmi_expansion", [])[: kam.expansion_k]
         for piece in tokenizer.convert_ids_to_tokens(word["ids"])
     ]
-    which = "mean over heads" if head is None else f"head {head}"
-    size = 2.0 + 0.32 * (len(tokens) + len(auxiliary))
-    figure = Figure(figsize=(2 * size + 1.5, size + 0.8), layout="constrained")
-    panels = figure.subplots(1, 2)
-    for panel, probabilities, title, keys in (
-        (panels[0], plain, f"baseline ({backbone})", tokens),
-        (panels[1], knowledgeable, method, tokens + [f"+{p}" for p in auxiliary]),
-    ):
-        image = panel.imshow(probabilities.float().numpy(), cmap="Blues", aspect="equal")
-        panel.set_title(f"{title}: layer {layer}, {which}")
-        panel.set_xticks(range(len(keys)), keys, rotation=90, fontsize=8)
-        panel.set_yticks(range(len(tokens)), tokens, fontsize=8)
-        figure.colorbar(image, ax=panel, shrink=0.7)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, format="png", dpi=100)
-    return out
+    titles = (f"baseline ({backbone})", method)
+    return draw_maps(out, (plain, knowledgeable), tokens, auxiliary, titles=titles, layer=layer, head=head)

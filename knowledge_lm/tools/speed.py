@@ -63,6 +63,7 @@ def build(
     backbone: str,
     batch_size: int,
     max_length: int,
+    *,
     total_steps: int,
     tokenizer: str = "minilm",
     compile: str | None = None,
@@ -110,13 +111,23 @@ def measure_method(
     backbone: str,
     batch_size: int,
     max_length: int,
+    *,
     warmup: int,
     steps: int,
     tokenizer: str = "minilm",
     compile: str | None = None,
     padded: bool = False,
 ) -> dict:
-    model, data = build(method, backbone, batch_size, max_length, warmup + steps, tokenizer, compile, padded)
+    model, data = build(
+        method,
+        backbone,
+        batch_size,
+        max_length,
+        total_steps=warmup + steps,
+        tokenizer=tokenizer,
+        compile=compile,
+        padded=padded,
+    )
     timer = StepTimer(warmup)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
@@ -137,13 +148,16 @@ def measure_bare_loop(
     backbone: str,
     batch_size: int,
     max_length: int,
+    *,
     warmup: int,
     steps: int,
     tokenizer: str = "minilm",
     padded: bool = False,
 ) -> dict:
     """The baseline's model, batches, optimiser, schedule, precision and clipping in a plain, eager PyTorch loop."""
-    model, data = build("baseline", backbone, batch_size, max_length, warmup + steps, tokenizer, padded=padded)
+    model, data = build(
+        "baseline", backbone, batch_size, max_length, total_steps=warmup + steps, tokenizer=tokenizer, padded=padded
+    )
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = model.to(device).train()
     optimizer_config = model.configure_optimizers()
@@ -176,6 +190,7 @@ def measure_bare_loop(
 
 def run_speed(
     methods: list[str],
+    *,
     backbone: str = "minilm",
     batch_size: int = 32,
     max_length: int = 48,
@@ -195,11 +210,23 @@ def run_speed(
     bare = None
     for _ in range(repeats):
         for method in methods:
-            row = measure_method(method, backbone, batch_size, max_length, warmup, steps, tokenizer, compile, padded)
+            row = measure_method(
+                method,
+                backbone,
+                batch_size,
+                max_length,
+                warmup=warmup,
+                steps=steps,
+                tokenizer=tokenizer,
+                compile=compile,
+                padded=padded,
+            )
             if method not in rows or row["step_ms"] < rows[method]["step_ms"]:
                 rows[method] = row
         if bare_loop:
-            row = measure_bare_loop(backbone, batch_size, max_length, warmup, steps, tokenizer, padded)
+            row = measure_bare_loop(
+                backbone, batch_size, max_length, warmup=warmup, steps=steps, tokenizer=tokenizer, padded=padded
+            )
             if bare is None or row["step_ms"] < bare["step_ms"]:
                 bare = row
     return {

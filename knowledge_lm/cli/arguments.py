@@ -1,0 +1,192 @@
+"""Arguments, defaults and checks that several ``klm`` subcommands share: the sweep selection, the
+results and leaderboard folders, ``--set`` overrides and the leaderboards' regeneration."""
+
+import argparse
+import os
+from pathlib import Path
+
+import yaml
+
+from knowledge_lm.core.backbones import backbone_label
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.paths import SCRATCH_BACKBONES, SCRATCH_RESULTS, benchmarks_dir, project_path
+from knowledge_lm.run.config import (
+    dataset_defaults,
+    parse_fractions,
+    read_sweep_yaml,
+    validate_sweep,
+    with_overrides,
+)
+
+RESULTS_HELP = (
+    "the results store (default: results/ of the project root, $KLM_HOME or the git work tree; for tiny-backbone "
+    "smoke runs results-scratch/ there)"
+)
+
+
+LEADERBOARDS_HELP = "default: leaderboards/ of the project root (a scratch store's: its own leaderboards/)"
+
+
+BENCHMARKS_HELP = (
+    "the sweep configs' folder (default: $KLM_BENCHMARKS_DIR, else benchmarks/ of the source checkout, else the "
+    "installed package's copy)"
+)
+
+
+def uses_scratch_store(backbones) -> bool:
+    """Whether cells of ``backbones`` are smoke runs (``SCRATCH_BACKBONES``), stored apart from the committed store."""
+    labels = {backbone_label(backbone) for backbone in backbones}
+    return bool(labels) and labels <= set(SCRATCH_BACKBONES)
+
+
+def resolve_folders(args, backbones=()):
+    """The folder options left unset, from the project root (``project_path``): results (a scratch store for
+    smoke-run ``backbones``), runs, leaderboards, and ``--out`` of leaderboard and export; the folders named are
+    checked (``check_folder_option``)."""
+    if getattr(args, "results_dir", "") is None:
+        scratch = uses_scratch_store(backbones)
+        args.results_dir = project_path(SCRATCH_RESULTS if scratch else "results")
+        args.scratch_store = scratch
+        if scratch and getattr(args, "leaderboards_dir", "") is None:
+            args.leaderboards_dir = args.results_dir / "leaderboards"
+    if getattr(args, "runs_dir", "") is None:
+        args.runs_dir = project_path("runs")
+    if getattr(args, "leaderboards_dir", "") is None:
+        args.leaderboards_dir = project_path("leaderboards")
+    if args.command in ("leaderboard", "export"):
+        args.out_named = args.out is not None
+    if getattr(args, "out", "") is None and args.command in ("leaderboard", "export"):
+        args.out = project_path("leaderboards") / ("data" if args.command == "export" else "")
+
+
+def sweep_from_args(args, table: bool = False):
+    if args.config:
+        raw, where = read_sweep_yaml(args.config), args.config
+        if not isinstance(raw, dict):
+            raise KlmError(f"{args.config}: a sweep config is a YAML mapping")
+    elif args.dataset:
+        raw, where = dict(dataset_defaults(args.dataset)), f"benchmarks/{args.dataset}.yaml"
+        raw["dataset"] = args.dataset
+        raw.setdefault("name", args.dataset)
+    else:
+        raise KlmError("name a --dataset (and --method), or a --config")
+    if args.dataset and args.config and raw.get("dataset") != args.dataset:
+        raise KlmError(f"--dataset {args.dataset} contradicts {args.config} (dataset {raw.get('dataset')})")
+    if args.method:
+        chosen = args.method.split(",")
+        # A table's configs keep only the chosen methods they list; one config runs the chosen methods.
+        raw["methods"] = [m for m in raw.get("methods", ["baseline"]) if m in chosen] if table else chosen
+        if not raw["methods"]:
+            return None
+        raw["name"] = f"{raw.get('name', raw.get('dataset'))}:{args.method}"
+        if isinstance(raw.get("method_backbones"), dict):  # the chosen methods' own backbones, as the config says
+            raw["method_backbones"] = {m: b for m, b in raw["method_backbones"].items() if m in raw["methods"]} or None
+    raw.setdefault("methods", ["baseline"])
+    if args.tasks is not None:  # given empty, an error (validate_sweep), never the defaults
+        raw["tasks"] = args.tasks.split(",") if args.tasks.strip() else [""]
+    if args.fractions is not None:
+        raw["fractions"] = args.fractions
+        if isinstance(raw.get("fraction_seeds"), dict):
+            wanted = set(parse_fractions(args.fractions))
+            raw["fraction_seeds"] = {
+                f: seeds for f, seeds in raw["fraction_seeds"].items() if parse_fractions([f])[0] in wanted
+            } or None
+    if args.seeds is not None:
+        raw["seeds"] = args.seeds
+        raw.pop("fraction_seeds", None)  # seeds typed on the command line apply to every fraction
+    if args.backbone:
+        raw["backbone"] = args.backbone
+    sweep = with_overrides(validate_sweep(raw, where), parse_overrides(args.set))
+    resolve_folders(args, {sweep.backbone_for(method) for method in sweep.methods})
+    return sweep
+
+
+def parse_overrides(pairs: list[str]) -> dict:
+    overrides = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise KlmError(f"--set {pair!r}: expected key=value")
+        key, value = pair.split("=", 1)
+        overrides[key] = yaml.safe_load(value)
+    return overrides
+
+
+def add_sweep_arguments(parser):
+    # SUPPRESS: given before the command (klm --benchmarks-dir DIR bench), it is not reset here.
+    parser.add_argument("--benchmarks-dir", type=Path, default=argparse.SUPPRESS, help=BENCHMARKS_HELP)
+    parser.add_argument("--config", help="a sweep config, e.g. benchmarks/glue.yaml")
+    parser.add_argument("--method", help="method name(s), comma-separated (default: baseline)")
+    parser.add_argument("--dataset", help="dataset name; its benchmarks/<dataset>.yaml gives the defaults")
+    parser.add_argument("--tasks", help="comma-separated tasks (default: the dataset's default tasks)")
+    parser.add_argument("--fractions", help="train fractions in (0, 1], e.g. 0.01,0.1,1")
+    parser.add_argument("--seeds", help="training seeds, e.g. 1,2,3")
+    parser.add_argument("--backbone", help="minilm (default), tiny, a local directory or a hub name")
+    parser.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    parser.add_argument(
+        "--runs-dir", type=Path, help="checkpoints and logs of unfinished cells (default: runs/ of the project root)"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a training setting, e.g. lr=3e-5; cells run with settings other than their config's are "
+        "a variant of their own, set-<hash of the settings>",
+    )
+
+
+def table_configs(name: str) -> list[Path]:
+    """The sweep configs that fill a paper table (``benchmarks/tables.yaml``)."""
+    tables = yaml.safe_load((benchmarks_dir() / "tables.yaml").read_text())
+    if name not in tables:
+        raise KlmError(f"unknown table {name!r}; known: {', '.join(tables)}")
+    return [benchmarks_dir() / f"{config}.yaml" for config in tables[name]]
+
+
+def print_written_leaderboards(
+    results_dir: Path, out_dir: Path, *, data_dir=None, backbones="", force=False, datasets=None, methods=None
+):
+    """Regenerate the leaderboards of ``backbones`` (comma-separated, or all; default: the committed pages' own)
+    where their inputs changed since the last regeneration (every page with ``force``), and print each file
+    written."""
+    from knowledge_lm.core.io import default_cache_dir
+    from knowledge_lm.report.leaderboard import (  # pandas: loaded only by the commands that write them
+        DEFAULT_BACKBONES,
+        leaderboard_state_file,
+        write_leaderboards,
+    )
+
+    chosen = DEFAULT_BACKBONES if not backbones else None if backbones == "all" else tuple(backbones.split(","))
+    state_file = leaderboard_state_file(out_dir, default_cache_dir())
+    if force:
+        state_file.unlink(missing_ok=True)
+    try:
+        written = write_leaderboards(
+            results_dir, out_dir, data_dir, backbones=chosen, state_file=state_file, datasets=datasets, methods=methods
+        )
+    except PermissionError as error:
+        raise KlmError(f"{out_dir}: cannot write {error.filename} ({error.strerror})") from None
+    for path in written:
+        print(f"wrote {path}")
+    if not written:
+        print(f"{out_dir}: every page up to date")
+
+
+def check_folder(folder: Path, what: str = "folder") -> Path:
+    """``folder`` where it exists and is a folder, else a one-line error."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise KlmError(f"{what} {folder}: no such folder")
+    if not folder.is_dir():
+        raise KlmError(f"{what} {folder}: not a folder")
+    return folder
+
+
+def check_writable_folder(folder: Path) -> None:
+    """``folder`` a command writes into: a writable folder, or one that can be made (its nearest existing parent a
+    writable folder); else a one-line error, before any work."""
+    folder = Path(folder)
+    existing = next(path for path in (folder, *folder.absolute().parents) if path.exists())
+    if not existing.is_dir():
+        raise KlmError(f"{folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise KlmError(f"{folder}: {existing} is not writable")

@@ -1,0 +1,315 @@
+"""``klm bench``: run a sweep's (or a paper table's) cells, then regenerate the leaderboards."""
+
+import json
+import os
+import sys
+import time
+import zipfile
+from contextlib import ExitStack
+from pathlib import Path
+
+from knowledge_lm.cli.arguments import (
+    LEADERBOARDS_HELP,
+    add_sweep_arguments,
+    check_writable_folder,
+    parse_overrides,
+    print_written_leaderboards,
+    sweep_from_args,
+    table_configs,
+)
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.run.config import (
+    check_data_dir,
+    check_method_options,
+)
+from knowledge_lm.run.mps import mps_for_sweep
+from knowledge_lm.run.runner import (
+    cell_status,
+    duration_text,
+    estimated_seconds,
+    parse_shard,
+    plan_sweep,
+    run_sweep,
+    run_sweeps_together,
+    shard_keys,
+    stored_wall_times,
+    sweep_cells,
+    visible_gpus,
+    worker_pool,
+)
+from knowledge_lm.run.startup import cell_spans_since, outside_cells_line, process_started
+
+# klm bench's exit code where cells remain unfinished because other processes run them.
+UNFINISHED_EXIT = 3
+
+
+WAIT_POLL_SECONDS = 30
+
+
+def parse_jobs(value: str | None) -> int:
+    """``--jobs``, else ``$KLM_JOBS``, else 1: how many cells run at once, a positive integer."""
+    source, text = ("--jobs", value) if value is not None else ("KLM_JOBS", os.environ.get("KLM_JOBS") or "1")
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise KlmError(f"{source} {text!r}: expected a positive number of cells to run at once, e.g. 2")
+    return jobs
+
+
+def print_plan(sweeps, results_dir: Path, runs_dir: Path, *, jobs: int, rerun_without_predictions: bool, only=None):
+    """``klm bench --dry-run``: each sweep's cells, what a run would do with them (run, or leave: done, running
+    elsewhere) and the expected wall time of each to run (``estimated_seconds``: the median of stored cells of its
+    dataset, task, method and fraction, of the variants nearest its own, on its backbone where there are some; else
+    unknown); then the totals."""
+    wall_times = stored_wall_times(results_dir)
+    total = {"cells": 0, "done": 0, "elsewhere": 0, "run": 0, "unknown": 0, "seconds": 0.0}
+    for sweep in sweeps:
+        print(f"{sweep.name}:")
+        for cell, state, will_run in plan_sweep(sweep, results_dir, runs_dir, rerun_without_predictions, only):
+            total["cells"] += 1
+            if not will_run:
+                total["done" if state == "done" else "elsewhere"] += 1
+                print(f"  {'done' if state == 'done' else 'skip'}  {cell.key}  {state}")
+                continue
+            total["run"] += 1
+            found = estimated_seconds(cell, wall_times)
+            if found is None:
+                total["unknown"] += 1
+                estimate = "unknown"
+            else:
+                total["seconds"] += found[0]
+                estimate = f"~{duration_text(found[0])}" + ("" if found[1] else " (of another backbone)")
+            print(f"  run   {cell.key}  {state}  {estimate}")
+    known = total["run"] - total["unknown"]
+    print(
+        f"{total['cells']} cells: {total['done']} already done, {total['run']} to run"
+        + (f", {total['elsewhere']} running elsewhere" if total["elsewhere"] else "")
+    )
+    if total["run"]:
+        estimate = f"estimated {duration_text(total['seconds'])} of cell time for {known} of the {total['run']} to run"
+        if jobs > 1 and known:
+            estimate += f" (~{duration_text(total['seconds'] / jobs)} at --jobs {jobs}, if they pack evenly)"
+        if total["unknown"]:
+            estimate += f"; unknown for {total['unknown']} (no stored cell of their method, task and fraction)"
+        print(estimate)
+    print("dry run: nothing was run")
+
+
+def check_devices(sweeps, overrides: dict, executor: str):
+    """A cell's ``devices`` (GPUs) available here: more than one wants as many visible GPUs (a scheduler's
+    executor places its cells itself)."""
+    if executor != "local":
+        return
+    wanted = max(sweep.train_config(task, overrides).devices for sweep in sweeps for task in sweep.tasks)
+    if wanted > 1:
+        gpus = visible_gpus()
+        if len(gpus) < wanted:
+            raise KlmError(
+                f"a cell wants {wanted} GPUs (devices / --devices-per-cell) but {len(gpus)} are visible here"
+            )
+
+
+def check_backbone_weights(name: str) -> None:
+    """A local backbone's weights readable: the header of a ``model.safetensors``, the archive of a
+    ``pytorch_model.bin``; else a one-line error before any cell starts (the packaged and hub backbones are checked
+    as they load)."""
+    if name in ("tiny", "minilm"):
+        return
+    folder = Path(name).expanduser()
+    if not folder.is_dir():
+        return
+    safetensors, pickled = folder / "model.safetensors", folder / "pytorch_model.bin"
+    if safetensors.is_file():
+        try:
+            with open(safetensors, "rb") as handle:
+                size = int.from_bytes(handle.read(8), "little")
+                if not 2 <= size <= safetensors.stat().st_size - 8:
+                    raise ValueError("bad header size")
+                header = json.loads(handle.read(size))
+            if not isinstance(header, dict):
+                raise ValueError("header is not a mapping")
+        except (OSError, ValueError, UnicodeDecodeError):
+            raise KlmError(f"backbone {name!r}: {safetensors} is not readable safetensors weights") from None
+    elif pickled.is_file() and not zipfile.is_zipfile(pickled):
+        raise KlmError(f"backbone {name!r}: {pickled} is not a readable PyTorch weights archive")
+
+
+def command_bench(args):
+    if args.table and (args.config or args.dataset):
+        raise KlmError("--table names its own configs: drop --config/--dataset")
+    configs = table_configs(args.table) if args.table else [args.config]
+    sweeps = []
+    for config in configs:  # every config is checked before any cell runs
+        args.config = str(config) if config else None
+        sweep = sweep_from_args(args, table=bool(args.table))
+        if sweep is not None:
+            sweeps.append(sweep)
+    if not sweeps:
+        raise KlmError(f"--method {args.method}: no config of table {args.table!r} lists it")
+    jobs = parse_jobs(args.jobs)
+    shard = parse_shard(args.shard) if args.shard else None
+    data_dir = check_data_dir(args.data_dir)
+    overrides = parse_overrides(args.set)
+    if args.devices_per_cell is not None:
+        if args.devices_per_cell < 1:
+            raise KlmError(f"--devices-per-cell {args.devices_per_cell}: expected at least 1 GPU per cell")
+        overrides["devices"] = args.devices_per_cell
+    check_devices(sweeps, overrides, args.executor)
+    for folder in (args.results_dir, args.runs_dir, args.leaderboards_dir):
+        check_writable_folder(folder)
+    for sweep in sweeps:
+        for backbone in {sweep.backbone_for(method) for method in sweep.methods}:
+            check_backbone_weights(backbone)
+    only = shard_keys([cell for sweep in sweeps for cell in sweep_cells(sweep)], shard) if shard else None
+    if args.dry_run:  # before the method options' check, which imports the methods (torch with them)
+        print_plan(
+            sweeps,
+            args.results_dir,
+            args.runs_dir,
+            jobs=jobs,
+            rerun_without_predictions=args.rerun_without_predictions,
+            only=only,
+        )
+        return 0
+    for sweep in sweeps:  # a table's later configs too: a typo fails before any of its cells runs
+        check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
+    executor = None
+    if args.executor != "local":
+        from knowledge_lm.run.submit import make_executor
+
+        devices = max(sweep.train_config(task, overrides).devices for sweep in sweeps for task in sweep.tasks)
+        executor = make_executor(
+            args.executor, args.runs_dir / "submitit", devices, parse_overrides(args.executor_option)
+        )
+    failed = 0
+    while True:
+        failed += run_sweeps(
+            args, sweeps, overrides=overrides, data_dir=data_dir, jobs=jobs, only=only, executor=executor
+        )
+        unfinished = cells_running_elsewhere(sweeps, args.results_dir, args.runs_dir, only)
+        if not unfinished or not args.wait or failed:
+            break
+        print(f"waiting for {len(unfinished)} cells that other processes run (--wait)", file=sys.stderr)
+        while cells_running_elsewhere(sweeps, args.results_dir, args.runs_dir, only):
+            time.sleep(WAIT_POLL_SECONDS)
+        # their runners finished, failed or died: the next round runs what they left
+    if shard:  # shards end at different times, and one page from several writers would be torn
+        print(f"shard {args.shard} done; run `klm leaderboard` once every shard has finished")
+    elif not args.no_leaderboard:
+        # A scratch store's own pages show every backbone: its cells are of none of the committed pages'.
+        backbones = "all" if getattr(args, "scratch_store", False) else ""
+        print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir=data_dir, backbones=backbones)
+    started = process_started()
+    print(outside_cells_line(started, cell_spans_since(started)))
+    if failed:
+        return 1
+    if unfinished:
+        print(
+            f"{len(unfinished)} cells are not finished: other processes run them (klm status shows which; "
+            "--wait waits for them)",
+            file=sys.stderr,
+        )
+        return UNFINISHED_EXIT
+    return 0
+
+
+def cells_running_elsewhere(sweeps, results_dir, runs_dir, only=None) -> list[str]:
+    """The keys of the sweeps' cells (of ``only``'s keys, where given) claimed by another live process."""
+    return [
+        cell.key
+        for sweep in sweeps
+        for cell in sweep_cells(sweep)
+        if (only is None or cell.key in only) and cell_status(cell, results_dir, runs_dir)[0] == "running"
+    ]
+
+
+def run_sweeps(args, sweeps, *, overrides, data_dir, jobs, only, executor) -> int:
+    """Run ``sweeps``: a table's configs whose cells each take one GPU as one queue on shared workers
+    (``run_sweeps_together``), any other one after another (``run_sweep``); returns how many cells failed."""
+    failed = 0
+    common = {
+        "data_dir": data_dir,
+        "results_dir": args.results_dir,
+        "runs_dir": args.runs_dir,
+        "jobs": jobs,
+        "rerun_without_predictions": args.rerun_without_predictions,
+        "only": only,
+    }
+    with ExitStack() as stack:
+        stack.enter_context(mps_for_sweep(jobs, args.runs_dir, enabled=not args.no_mps and executor is None))
+        together = []
+        if len(sweeps) > 1 and executor is None and not args.isolate_cells:
+            together = [s for s in sweeps if max(s.train_config(t, overrides).devices for t in s.tasks) == 1]
+        if together:
+            pool = stack.enter_context(worker_pool(jobs, args.runs_dir))
+            failed += run_sweeps_together(together, overrides, pool=pool, **common)["failed"]
+        for sweep in [sweep for sweep in sweeps if sweep not in together]:
+            failed += run_sweep(sweep, overrides, executor=executor, isolate_cells=args.isolate_cells, **common)[
+                "failed"
+            ]
+    return failed
+
+
+def add_parser(commands):
+    bench = commands.add_parser("bench", help="run a sweep of cells (skipping finished ones), then the leaderboards")
+    add_sweep_arguments(bench)
+    bench.add_argument(
+        "--table", help="a paper table's sweeps (benchmarks/tables.yaml), e.g. kam-table6; all: the full grid"
+    )
+    bench.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
+    bench.add_argument(
+        "--jobs",
+        help="cells run at once, spread evenly over the visible GPUs (several per GPU when jobs > GPUs); "
+        "default: $KLM_JOBS, else 1",
+    )
+    bench.add_argument("--devices-per-cell", type=int, help="GPUs per cell (DDP within the cell; default 1)")
+    bench.add_argument(
+        "--isolate-cells",
+        action="store_true",
+        help="run every cell in a fresh process of its own (default: one worker process per job imports once "
+        "and runs its cells back to back; DDP cells always get their own)",
+    )
+    bench.add_argument(
+        "--rerun-without-predictions",
+        action="store_true",
+        help="run again the finished cells that kept no predictions (older results move to results/superseded/)",
+    )
+    bench.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run only shard K of N (1-based): of the sorted cell keys, every N-th from the K-th; one per node or "
+        "array task, e.g. --shard $SLURM_ARRAY_TASK_ID/8 (no leaderboard: run klm leaderboard after the last)",
+    )
+    bench.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="local: cells as processes here (default); slurm: each cell a job of one SLURM job array, through "
+        "submitit (pip install 'knowledge-lm[slurm]')",
+    )
+    bench.add_argument(
+        "--executor-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a submitit parameter of every job, e.g. slurm_partition=gpu, timeout_min=240, cpus_per_task=8",
+    )
+    bench.add_argument("--leaderboards-dir", type=Path, help=LEADERBOARDS_HELP)
+    bench.add_argument("--no-leaderboard", action="store_true")
+    bench.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait for the cells other processes run, and run any they leave unfinished (without it, such cells "
+        "make the exit code 3)",
+    )
+    bench.add_argument(
+        "--no-mps", action="store_true", help="no NVIDIA MPS daemon when several cells share a GPU (jobs > GPUs)"
+    )
+    bench.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the cells this command would run and those already done, with a time estimate from stored "
+        "cells of the same method, task and fraction; run nothing",
+    )
+    bench.set_defaults(handler=command_bench)

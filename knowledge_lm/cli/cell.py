@@ -1,0 +1,69 @@
+"""``klm cell``: run one cell of a sweep in this process (what a launcher starts on every node)."""
+
+import os
+import sys
+
+from knowledge_lm.cli.arguments import (
+    add_sweep_arguments,
+    parse_overrides,
+    sweep_from_args,
+)
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.results import set_aside
+from knowledge_lm.run.config import (
+    check_data_dir,
+    check_method_options,
+    settings_tag,
+)
+from knowledge_lm.run.runner import (
+    cell_status,
+    sweep_cells,
+)
+
+
+def command_cell(args):
+    """One cell of a sweep, in this process: what a launcher (torchrun, srun) starts on every node for a cell that
+    spans nodes (``--set num_nodes=N --set devices=G``); Lightning reads the launcher's environment, and global
+    rank 0 writes the result."""
+    from knowledge_lm.run.cell import run_cell  # torch: loaded only when a cell runs here
+
+    sweep = sweep_from_args(args)
+    variant = args.variant or ""
+    if sweep.overrides:  # the variant as --set renamed it
+        tag = settings_tag(sweep.overrides)
+        variant = f"{variant}-{tag}" if variant else tag
+    cells = [cell for cell in sweep_cells(sweep) if cell.variant == variant]
+    if len(cells) != 1:
+        raise KlmError(
+            f"klm cell runs one cell; the selection has {len(cells)}: name one method, task, fraction, "
+            "seed (and --variant) of the sweep"
+        )
+    [cell] = cells
+    state, detail = cell_status(cell, args.results_dir, args.runs_dir)
+    if state == "done":
+        print(f"{cell.key}: already done ({cell.stored_result_path(args.results_dir)})")
+        return 0
+    if state in ("corrupt", "misfiled"):
+        moved = set_aside(cell.stored_result_path(args.results_dir))
+        print(f"{detail}; set aside as {moved[0].name}, the cell runs again", file=sys.stderr)
+    overrides = parse_overrides(args.set)
+    check_method_options(sweep, sweep.source, overrides)
+    run_cell(
+        cell,
+        sweep.train_config(cell.task, overrides, cell.variant),
+        data_dir=check_data_dir(args.data_dir),
+        results_dir=args.results_dir,
+        runs_dir=args.runs_dir,
+        dataset_options=sweep.variant_options(cell.variant),
+    )
+    return 0
+
+
+def add_parser(commands):
+    cell = commands.add_parser(
+        "cell", help="run one cell in this process (start it on every node for a multi-node cell)"
+    )
+    add_sweep_arguments(cell)
+    cell.add_argument("--variant", help="the sweep variant of the cell, where the sweep has variants")
+    cell.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
+    cell.set_defaults(handler=command_cell)
