@@ -718,7 +718,7 @@ class EricaPretraining(pl.LightningModule):
             "method": self.objectives or "erica-custom",
             "corpus_hash": self.corpus_hash,
             "steps": int(self.global_step),
-            # The trainer's (build_trainer's "auto": bf16-mixed on a GPU, as every cell), None if never trained.
+            # The precision the trainer ran at ("auto": bf16-mixed on a GPU, as every cell), None if never trained.
             "precision": trainer_of(self).precision if trainer_of(self) else None,
             "final_losses": {name: float(value) for name, value in self.final_losses.items()},
             "mean_losses": {name: float(value) / max(self.loss_batches, 1) for name, value in self.loss_sums.items()},
