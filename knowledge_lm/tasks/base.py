@@ -77,6 +77,12 @@ class TaskKind:
     def score(self, predictions: list, gold: list) -> dict[str, float]:
         raise NotImplementedError
 
+    def additive_statistics(self, metric: str, predicted: list, gold: list):
+        """``(columns, value)`` of ``knowledge_lm.tasks.statistics`` whose column sums over any resample of the
+        examples give ``score``'s ``metric`` (what the paired bootstrap resamples); None where it is no such
+        function of sums (the bootstrap then calls ``score``)."""
+        return None
+
     def strata(self, records: list[dict]) -> list:
         """What train-fraction subsets are stratified by (the label, by default)."""
         return [record["label"] for record in records]

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from knowledge_lm.tasks import statistics
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TaskKind, register_task_kind, tokenize_with_offsets
 from knowledge_lm.tasks.heads import mean_pool_spans
 from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
@@ -252,6 +253,12 @@ class DocumentRelationTask(TaskKind):
 
     def score(self, predictions, gold):
         return {name: SCORES[name](predictions, gold) for name in self.spec.metrics}
+
+    def additive_statistics(self, metric, predicted, gold):
+        if metric not in ("f1", "ign_f1"):
+            return None
+        counts = [fact_counts([facts], [answer]) for facts, answer in zip(predicted, gold)]
+        return statistics.document_relation_statistics(metric, counts)
 
     def strata(self, records):
         """Documents have no single label: train fractions are a plain seeded draw of documents."""

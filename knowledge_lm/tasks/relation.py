@@ -14,6 +14,7 @@ from torch import nn
 
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.knowledge.annotate import align_char_spans
+from knowledge_lm.tasks import statistics
 from knowledge_lm.tasks.base import TaskKind, register_task_kind, tokenize_with_offsets
 from knowledge_lm.tasks.heads import ClassifierHead, mean_pool_spans
 from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
@@ -271,6 +272,14 @@ class RelationTask(TaskKind):
         return {
             metric: 100.0 * SCORERS[metric](predicted, expected, self.negative_label) for metric in self.spec.metrics
         }
+
+    def additive_statistics(self, metric, predicted, gold):
+        if metric == "accuracy":
+            return statistics.accuracy_statistics(predicted, gold)
+        if metric == "semeval_macro_f1":
+            labels = [undirected(label) for label in self.spec.labels]
+            return statistics.semeval_statistics(labels, undirected(self.negative_label or "Other"), predicted, gold)
+        return None
 
 
 @register_task_kind("relation")

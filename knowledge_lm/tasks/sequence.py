@@ -8,7 +8,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from knowledge_lm.core.subsets import quantile_bins
-from knowledge_lm.tasks import metrics
+from knowledge_lm.tasks import metrics, statistics
 from knowledge_lm.tasks.base import TaskKind, register_task_kind
 from knowledge_lm.tasks.heads import ClassifierHead
 from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
@@ -54,6 +54,15 @@ class SequenceTask(TaskKind):
 
     def score(self, predictions, gold):
         return metrics.compute(self.spec, torch.tensor(predictions), torch.tensor(gold))
+
+    def additive_statistics(self, metric, predicted, gold):
+        if self.regression:
+            return statistics.pearson_statistics(predicted, gold) if metric == "pearson" else None
+        if metric == "accuracy":
+            return statistics.accuracy_statistics(predicted, gold)
+        if metric in ("f1", "matthews") and set(gold) | set(predicted) <= {0, 1}:
+            return statistics.binary_statistics(metric, predicted, gold)
+        return None
 
     def strata(self, records):
         labels = [record["label"] for record in records]

@@ -8,6 +8,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from knowledge_lm.knowledge.annotate import align_char_spans
+from knowledge_lm.tasks import statistics
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TaskKind, register_task_kind, tokenize_with_offsets
 from knowledge_lm.tasks.heads import ClassifierHead, mean_pool_spans
 from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
@@ -184,6 +185,11 @@ class TypingTask(TaskKind):
     def score(self, predictions, gold):
         scores = typing_scores(predictions, gold)
         return {name: scores[name] for name in self.spec.metrics}
+
+    def additive_statistics(self, metric, predicted, gold):
+        if metric in ("micro_f1", "loose_micro_f1", "loose_macro_f1", "strict_accuracy"):
+            return statistics.typing_statistics(metric, predicted, gold)
+        return None
 
     def strata(self, records):
         # The first type id: Open Entity's 34 type sets make the 1% subset 46 rows instead of ~20
