@@ -63,11 +63,11 @@ def first_conv_inputs(model: Kam, seen: list | None = None) -> list:
     seen = [] if seen is None else seen
     mix, first = model.kam_state.mix, model.kam_layers[0].conv
 
-    def reading(logits, maps, attention_mask, padding_pairs, weight, *rest):
+    def reading(logits, maps, attention_mask, padding_pairs, *, weight, **rest):
         if weight is first.weight:
             visible = logits if padding_pairs is None else logits.masked_fill(padding_pairs, 0.0)
             seen.append(torch.cat([visible, maps], 1))
-        return mix(logits, maps, attention_mask, padding_pairs, weight, *rest)
+        return mix(logits, maps, attention_mask, padding_pairs, weight=weight, **rest)
 
     model.kam_state.mix = reading
     return seen

@@ -7,8 +7,6 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "knowledge_lm"
 LAYERS = ("methods", "report", "tools", "cli")
 MAX_POSITIONAL = 5
-# KAM's attention mix is torch.compile'd step code called positionally; another branch reworks it for speed.
-PENDING = {"methods/kam.py mix_attention"}
 
 
 def long_positional_signatures(package: Path = PACKAGE) -> list[str]:
@@ -26,6 +24,5 @@ def long_positional_signatures(package: Path = PACKAGE) -> list[str]:
 
 
 def test_long_signatures_are_keyword_only():
-    found = set(long_positional_signatures())
-    assert not found - PENDING, "more than five parameters, none keyword-only:\n" + "\n".join(sorted(found - PENDING))
-    assert PENDING <= found  # an entry goes once its function is fixed
+    found = long_positional_signatures()
+    assert not found, "more than five parameters, none keyword-only:\n" + "\n".join(sorted(found))

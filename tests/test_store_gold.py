@@ -15,6 +15,10 @@ def clear_gold_caches():
         cache.cache_clear()
 
 
+def never_built(*args, **kwargs):
+    raise AssertionError("a page with its gold in the store built a data module")
+
+
 def results_with_predictions(tmp_path):
     """Generated/facts cells (statement families: the family table) of two methods, their gold not in the store."""
     results = tmp_path / "results"
@@ -48,6 +52,16 @@ def test_pages_need_no_data_directory_once_the_store_keeps_the_gold(tmp_path, mo
     monkeypatch.setenv("DATA_DIR", str(tmp_path / "nowhere"))
     clear_gold_caches()
     assert dataset_page(results, tmp_path / "without-data").read_text() == with_data
+
+    # An empty data directory named explicitly: the page is read from the store alone, no data module (nor its
+    # tokenizer) built, never one found elsewhere (../shared/data).
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("DATA_DIR", str(tmp_path / "empty"))
+    clear_gold_caches()
+    with monkeypatch.context() as patched:
+        patched.setattr("knowledge_lm.report.gold.data_module", never_built)
+        assert dataset_page(results, tmp_path / "empty-data").read_text() == with_data
+    monkeypatch.setenv("DATA_DIR", str(tmp_path / "nowhere"))
 
     stored.unlink()  # neither the store's gold nor the data: no page, never a thinner one
     with pytest.raises(MissingGold, match="no gold for generated/facts"):

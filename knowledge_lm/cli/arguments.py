@@ -111,6 +111,35 @@ def parse_overrides(pairs: list[str]) -> dict:
     return overrides
 
 
+BACKBONE_HELP = "minilm (default), tiny, a local directory or a hub name"
+
+
+def add_results_dir_argument(parser, help=RESULTS_HELP):
+    """``--results-dir``: the results store (left unset: ``resolve_folders`` fills it in)."""
+    parser.add_argument("--results-dir", type=Path, help=help)
+
+
+def add_data_dir_argument(parser, help="data directory (or DATA_DIR)"):
+    """``--data-dir``, defaulting to ``$DATA_DIR``."""
+    parser.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help=help)
+
+
+def add_cache_dir_argument(parser, help="default: $KLM_CACHE_DIR or .cache/knowledge-lm"):
+    """``--cache-dir``: where computed data is cached."""
+    parser.add_argument("--cache-dir", type=Path, help=help)
+
+
+def add_backbone_argument(parser, default=None, help=BACKBONE_HELP, required=False):
+    """``--backbone``: a backbone name, a local directory or a hub name."""
+    parser.add_argument("--backbone", default=default, required=required, help=help)
+
+
+def add_leaderboard_arguments(parser):
+    """``--leaderboards-dir`` and ``--no-leaderboard`` of a command that regenerates the pages after its work."""
+    parser.add_argument("--leaderboards-dir", type=Path, help=LEADERBOARDS_HELP)
+    parser.add_argument("--no-leaderboard", action="store_true")
+
+
 def add_sweep_arguments(parser):
     # SUPPRESS: given before the command (klm --benchmarks-dir DIR bench), it is not reset here.
     parser.add_argument("--benchmarks-dir", type=Path, default=argparse.SUPPRESS, help=BENCHMARKS_HELP)
@@ -120,8 +149,8 @@ def add_sweep_arguments(parser):
     parser.add_argument("--tasks", help="comma-separated tasks (default: the dataset's default tasks)")
     parser.add_argument("--fractions", help="train fractions in (0, 1], e.g. 0.01,0.1,1")
     parser.add_argument("--seeds", help="training seeds, e.g. 1,2,3")
-    parser.add_argument("--backbone", help="minilm (default), tiny, a local directory or a hub name")
-    parser.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    add_backbone_argument(parser)
+    add_results_dir_argument(parser)
     parser.add_argument(
         "--runs-dir", type=Path, help="checkpoints and logs of unfinished cells (default: runs/ of the project root)"
     )

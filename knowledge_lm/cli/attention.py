@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from knowledge_lm.cli.arguments import (
+    add_backbone_argument,
     parse_overrides,
 )
 from knowledge_lm.core.errors import KlmError
@@ -40,9 +41,7 @@ def add_parser(commands):
     )
     attention.add_argument("--text", required=True, help="the sentence")
     attention.add_argument("--out", required=True, type=Path, help="the PNG to write")
-    attention.add_argument(
-        "--backbone", default="minilm", help="minilm (default), tiny, a local directory or a hub name"
-    )
+    add_backbone_argument(attention, default="minilm")
     attention.add_argument("--method", default="kam", help="kam (default), one of its ablations or kam+si")
     attention.add_argument("--option", action="append", metavar="KEY=VALUE", help="a method option, e.g. alpha=0.2")
     attention.add_argument("--layer", type=int, default=-1, help="0-based layer (default -1: the last)")

@@ -9,7 +9,8 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from knowledge_lm.cli.arguments import (
-    LEADERBOARDS_HELP,
+    add_data_dir_argument,
+    add_leaderboard_arguments,
     add_sweep_arguments,
     check_writable_folder,
     parse_overrides,
@@ -258,7 +259,7 @@ def add_parser(commands):
     bench.add_argument(
         "--table", help="a paper table's sweeps (benchmarks/tables.yaml), e.g. kam-table6; all: the full grid"
     )
-    bench.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
+    add_data_dir_argument(bench)
     bench.add_argument(
         "--jobs",
         help="cells run at once, spread evenly over the visible GPUs (several per GPU when jobs > GPUs); "
@@ -295,8 +296,7 @@ def add_parser(commands):
         metavar="KEY=VALUE",
         help="a submitit parameter of every job, e.g. slurm_partition=gpu, timeout_min=240, cpus_per_task=8",
     )
-    bench.add_argument("--leaderboards-dir", type=Path, help=LEADERBOARDS_HELP)
-    bench.add_argument("--no-leaderboard", action="store_true")
+    add_leaderboard_arguments(bench)
     bench.add_argument(
         "--wait",
         action="store_true",

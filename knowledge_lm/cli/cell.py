@@ -1,9 +1,9 @@
 """``klm cell``: run one cell of a sweep in this process (what a launcher starts on every node)."""
 
-import os
 import sys
 
 from knowledge_lm.cli.arguments import (
+    add_data_dir_argument,
     add_sweep_arguments,
     parse_overrides,
     sweep_from_args,
@@ -65,5 +65,5 @@ def add_parser(commands):
     )
     add_sweep_arguments(cell)
     cell.add_argument("--variant", help="the sweep variant of the cell, where the sweep has variants")
-    cell.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
+    add_data_dir_argument(cell)
     cell.set_defaults(handler=command_cell)

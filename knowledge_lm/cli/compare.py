@@ -1,13 +1,12 @@
 """``klm compare``: two methods or variants compared on the cells both ran."""
 
 import json
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from knowledge_lm.cli.arguments import (
-    RESULTS_HELP,
+    add_results_dir_argument,
     check_folder,
 )
 from knowledge_lm.core.errors import KlmError
@@ -61,7 +60,7 @@ def add_parser(commands):
     comparing.add_argument("first", help="a method, or METHOD/VARIANT, e.g. kam")
     comparing.add_argument("second", help="the method or variant it is compared with, e.g. kam-no-entity")
     comparing.add_argument("--dataset", help="only these datasets, comma-separated")
-    comparing.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    add_results_dir_argument(comparing)
     comparing.add_argument("--backbones", help="comma-separated, or all (default: minilm)")
     comparing.add_argument("--json", action="store_true", help="the rows as JSON")
     comparing.set_defaults(handler=command_compare)

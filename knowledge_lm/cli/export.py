@@ -1,10 +1,10 @@
 """``klm export``: the leaderboards' tables as CSV and JSON."""
 
-import os
 from pathlib import Path
 
 from knowledge_lm.cli.arguments import (
-    RESULTS_HELP,
+    add_data_dir_argument,
+    add_results_dir_argument,
 )
 from knowledge_lm.run.config import (
     check_data_dir,
@@ -30,11 +30,10 @@ def add_parser(commands):
         "export",
         help="write the leaderboards' tables as CSV and JSON: one row per method, variant, dataset, task and fraction",
     )
-    export.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    add_results_dir_argument(export)
     export.add_argument("--out", type=Path, help="default: leaderboards/data of the project root")
-    export.add_argument(
-        "--data-dir",
-        default=os.environ.get("DATA_DIR") or None,
+    add_data_dir_argument(
+        export,
         help="data directory (or DATA_DIR) whose gold the kept predictions are checked against, as klm leaderboard's",
     )
     export.add_argument(

@@ -1,10 +1,10 @@
 """``klm leaderboard``: regenerate the leaderboard pages from the results store."""
 
-import os
 from pathlib import Path
 
 from knowledge_lm.cli.arguments import (
-    RESULTS_HELP,
+    add_data_dir_argument,
+    add_results_dir_argument,
     check_folder,
     check_writable_folder,
     print_written_leaderboards,
@@ -62,11 +62,10 @@ def command_leaderboard(args):
 
 def add_parser(commands):
     leaderboard = commands.add_parser("leaderboard", help="regenerate leaderboards/*.md from the results store")
-    leaderboard.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    add_results_dir_argument(leaderboard)
     leaderboard.add_argument("--out", type=Path, help="default: leaderboards/ of the project root")
-    leaderboard.add_argument(
-        "--data-dir",
-        default=os.environ.get("DATA_DIR") or None,
+    add_data_dir_argument(
+        leaderboard,
         help="data directory (or DATA_DIR) whose gold the kept predictions are checked against and scored with",
     )
     leaderboard.add_argument(

@@ -1,9 +1,8 @@
 """``klm prepare``: compute and cache a sweep's knowledge features."""
 
-import os
-from pathlib import Path
-
 from knowledge_lm.cli.arguments import (
+    add_cache_dir_argument,
+    add_data_dir_argument,
     add_sweep_arguments,
     parse_overrides,
     sweep_from_args,
@@ -51,8 +50,8 @@ def add_parser(commands):
         "prepare", help="compute and cache knowledge features (entity links, NER, phrases, PMI)"
     )
     add_sweep_arguments(prepare)
-    prepare.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
-    prepare.add_argument("--cache-dir", type=Path, help="default: $KLM_CACHE_DIR or .cache/knowledge-lm")
+    add_data_dir_argument(prepare)
+    add_cache_dir_argument(prepare)
     prepare.add_argument(
         "--kg-dir", help="knowledge graph folder (default: the dataset's own, else <data-dir>/wikidata_kg)"
     )

@@ -1,9 +1,14 @@
 """``klm pretrain``: the pretraining stages (ERICA; KnowBERT's MLM and linking) that save a checkpoint."""
 
-import os
 import sys
 from pathlib import Path
 
+from knowledge_lm.cli.arguments import (
+    add_backbone_argument,
+    add_cache_dir_argument,
+    add_data_dir_argument,
+    add_results_dir_argument,
+)
 from knowledge_lm.core.errors import KlmError
 
 # `klm pretrain`'s exit code when a run stopped early (--stop-after-steps, --time-budget-s) with its state saved:
@@ -102,7 +107,7 @@ def add_parser(commands):
         help="ERICA: comma-separated redocred, fewrel, lama, generated, or .jsonl "
         "paths; knowbert: one prepared dataset (its train split)",
     )
-    pretrain.add_argument("--backbone", default="minilm", help="minilm (default), tiny, or a local model directory")
+    add_backbone_argument(pretrain, default="minilm", help="minilm (default), tiny, or a local model directory")
     pretrain.add_argument("--steps", type=int, required=True, help="optimiser steps")
     pretrain.add_argument("--batch-size", type=int, help="documents per step (ERICA: 64) or texts (knowbert: 32)")
     pretrain.add_argument(
@@ -112,12 +117,10 @@ def add_parser(commands):
         "each micro-batch, as the official code's 16 per GPU); default: the batch size",
     )
     pretrain.add_argument("--out", required=True, type=Path, help="checkpoint directory to create")
-    pretrain.add_argument(
-        "--results-dir",
-        type=Path,
-        help="where the run's record goes (<results-dir>/pretraining/<checkpoint name>.json)",
+    add_results_dir_argument(
+        pretrain, help="where the run's record goes (<results-dir>/pretraining/<checkpoint name>.json)"
     )
-    pretrain.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory (or DATA_DIR)")
+    add_data_dir_argument(pretrain)
     pretrain.add_argument(
         "--objectives", help="mlm,ed,rd (or rd-intra, rd-cross) or an ablation name; must agree with --method"
     )
@@ -130,9 +133,7 @@ def add_parser(commands):
     pretrain.add_argument("--max-length", type=int, help="ERICA: 512; knowbert: the dataset config's, as prepared")
     pretrain.add_argument("--lr", type=float, help="default 3e-5 (the paper's)")
     pretrain.add_argument("--seed", type=int, default=0)
-    pretrain.add_argument(
-        "--cache-dir", type=Path, help="corpus cache (default: $KLM_CACHE_DIR or .cache/knowledge-lm)"
-    )
+    add_cache_dir_argument(pretrain, help="corpus cache (default: $KLM_CACHE_DIR or .cache/knowledge-lm)")
     pretrain.add_argument("--quiet", action="store_true", help="no progress bar")
     pretrain.add_argument(
         "--state-dir",

@@ -1,11 +1,11 @@
 """``klm probe``: LAMA precision@1 of a masked-LM backbone."""
 
-import os
 import time
-from pathlib import Path
 
 from knowledge_lm.cli.arguments import (
-    RESULTS_HELP,
+    add_backbone_argument,
+    add_data_dir_argument,
+    add_results_dir_argument,
 )
 from knowledge_lm.core.results import Cell, write_json_atomic
 from knowledge_lm.run.config import (
@@ -32,8 +32,8 @@ def command_probe(args):
 
 def add_parser(commands):
     probe = commands.add_parser("probe", help="LAMA precision@1 of a masked-LM backbone (zero-shot)")
-    probe.add_argument("--backbone", required=True, help="a local masked-LM checkpoint directory or a hub name")
-    probe.add_argument("--data-dir", default=os.environ.get("DATA_DIR") or None, help="data directory holding lama/")
+    add_backbone_argument(probe, required=True, help="a local masked-LM checkpoint directory or a hub name")
+    add_data_dir_argument(probe, help="data directory holding lama/")
     probe.add_argument("--relations", help="comma-separated relation ids (default: all)")
-    probe.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    add_results_dir_argument(probe)
     probe.set_defaults(handler=command_probe)

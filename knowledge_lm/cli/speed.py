@@ -1,10 +1,9 @@
 """``klm speed``: step time, throughput and memory of methods against the baseline and a bare loop."""
 
-from pathlib import Path
-
 from knowledge_lm.cli.arguments import (
-    LEADERBOARDS_HELP,
-    RESULTS_HELP,
+    add_backbone_argument,
+    add_leaderboard_arguments,
+    add_results_dir_argument,
     check_writable_folder,
     print_written_leaderboards,
 )
@@ -57,8 +56,8 @@ def add_parser(commands):
         default="baseline,knowbert,knowbert+si+sr,bert+sr,kam",
         help="comma-separated; the baseline is always measured first",
     )
-    speed.add_argument(
-        "--backbone",
+    add_backbone_argument(
+        speed,
         default="minilm",
         help="a backbone, or bert-base-shaped (random weights: hidden 768, 12 layers, 12 heads)",
     )
@@ -87,7 +86,6 @@ def add_parser(commands):
         help="torch.compile every method's layers, as the training setting compile, in torch.compile's "
         f"MODE ({', '.join(COMPILE_MODES)}; default: default); the bare loop stays eager",
     )
-    speed.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
-    speed.add_argument("--leaderboards-dir", type=Path, help=LEADERBOARDS_HELP)
-    speed.add_argument("--no-leaderboard", action="store_true")
+    add_results_dir_argument(speed)
+    add_leaderboard_arguments(speed)
     speed.set_defaults(handler=command_speed)

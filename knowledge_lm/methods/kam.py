@@ -216,6 +216,93 @@ def knowledge_maps(
     )
 
 
+class MapEntries:
+    """The nonzero map entries of a batch as they are found: the batch, channel, row, column and value of each,
+    and (``links``) the flattened b × S index of the link(s) each comes from (``no_link``: of none)."""
+
+    def __init__(self, links: bool, no_link: int):
+        self.batch, self.channel, self.rows, self.cols, self.values = [], [], [], [], []
+        self.first_links, self.second_links = [], []
+        self.links, self.no_link = links, no_link
+
+    def add(self, b, c, r, s, v=None, *, first=None, second=None):
+        """Entries ``(r[i], s[i])`` of example ``b``'s map ``c``, of values ``v`` (default 1)."""
+        self.batch.extend([b] * len(r))
+        self.channel.extend([c] * len(r))
+        self.rows.extend(r)
+        self.cols.extend(s)
+        self.values.extend([1.0] * len(r) if v is None else v)
+        if self.links:
+            self.first_links.extend([self.no_link if first is None else first] * len(r))
+            self.second_links.extend([self.no_link if second is None else second] * len(r))
+
+
+def check_map_options(maps, kg, entity_source: str):
+    """A one-line error for an unknown map or entity source, or a kg map without its knowledge graph."""
+    if entity_source not in ENTITY_SOURCES:
+        raise KlmError(f"kam: entity_source {entity_source!r}: expected {' or '.join(ENTITY_SOURCES)}")
+    for name in maps:
+        if name not in MAP_NAMES:
+            raise KlmError(f"kam: unknown map {name!r}; known: {', '.join(MAP_NAMES)}")
+        if name == "kg" and kg is None:
+            raise KlmError(
+                "kam: the kg map needs the prepared knowledge graph (run under a Trainer with a "
+                "prepared data module, or call load_kg)"
+            )
+
+
+def pmi_map_entries(add, example: dict, expansions: list[dict], *, length: int, size: int, missing_pmi: str):
+    """``add`` the PMI map's entries of ``example``: 1 within a word, its words' pairwise PMI, and its expansion
+    sub-words' (``expansions``, placed from ``length`` on in a map of ``size``) blocks and PMI with its words."""
+    words = [_in_range(word.get("tokens") or [], length) for word in example.get("words") or []]
+    pairs = example.get("pmi_pairs")
+    if pairs is None:
+        if missing_pmi == "error":
+            raise KlmError(
+                "kam: the prepared features have no pairwise PMI (pmi_pairs); "
+                "use kam-no-pmi or prepare them with pairwise PMI"
+            )
+        # Python's default filter shows this once per call site (map_entries' caller), not once per batch.
+        warnings.warn("kam: prepared features have no pmi_pairs; the PMI map is all zeros", stacklevel=3)
+    else:
+        add(*_block_entries([{"tokens": tokens} for tokens in words], length))  # 1 within a word
+        for first, second, value in pairs:
+            for i, j in ((first, second), (second, first)):
+                if i < len(words) and j < len(words) and i != j:
+                    add(*_pair_entries(words[i], words[j], value))
+    position = length
+    for word in expansions:
+        pieces = list(range(position, position + len(word["ids"])))
+        position += len(pieces)
+        add(*_block_entries([{"tokens": pieces}], size))
+        for index, value in word["pmi"]:
+            if index < len(words):
+                add(*_pair_entries(words[index], pieces, value))
+                add(*_pair_entries(pieces, words[index], value))
+
+
+def kg_map_entries(add, example: dict, kg, *, length: int, first_link: int):
+    """``add`` the kg map's entries of ``example``: the sub-word pairs of its linked mentions whose top candidates
+    are neighbours in ``kg`` (``first_link``: the flattened index of its first link)."""
+    mentions = [
+        (first_link + j, link["candidates"][0][0], _in_range(link.get("tokens") or [], length))
+        for j, link in enumerate(example.get("links") or [])
+        if link.get("candidates")
+    ]
+    for first_index, first, first_tokens in mentions:
+        if first not in kg:
+            continue
+        adjacent = kg.neighbours(first)
+        for second_index, second, second_tokens in mentions:
+            if second in adjacent:  # neighbours are undirected: ``second`` adds the reverse pairs
+                add(
+                    [t for t in first_tokens for _ in second_tokens],
+                    [u for _ in first_tokens for u in second_tokens],
+                    first=first_index,
+                    second=second_index,
+                )
+
+
 def map_entries(
     knowledge: list[dict],
     length: int,
@@ -230,101 +317,37 @@ def map_entries(
     """The nonzero entries of every map of ``knowledge`` (the per-example features of a batch padded to
     ``length``), and its expansion sub-words; ``links``: with the link table and the links of every entry (what
     selective injection drops entries by, see ``KamKnowledge``)."""
-    if entity_source not in ENTITY_SOURCES:
-        raise KlmError(f"kam: entity_source {entity_source!r}: expected {' or '.join(ENTITY_SOURCES)}")
-    for name in maps:
-        if name not in MAP_NAMES:
-            raise KlmError(f"kam: unknown map {name!r}; known: {', '.join(MAP_NAMES)}")
-        if name == "kg" and kg is None:
-            raise KlmError(
-                "kam: the kg map needs the prepared knowledge graph (run under a Trainer with a "
-                "prepared data module, or call load_kg)"
-            )
+    check_map_options(maps, kg, entity_source)
     expansions = [expansion_words(example, expansion_k) for example in knowledge]
-    size = length + max((len(ids) for ids in auxiliary_ids(knowledge, expansion_k)), default=0)
-    batch, channel, rows, cols, values = [], [], [], [], []
+    ids = auxiliary_ids(knowledge, expansion_k)
+    size = length + max((len(row) for row in ids), default=0)
     table = LinkTable.of(knowledge) if links else None
     link_width = 0 if table is None else table.valid.shape[1]
-    no_link = len(knowledge) * link_width
-    first_links, second_links = [], []  # per entry: the flattened b × S index of the link(s) it comes from
-
-    def add(b, c, r, s, v=None, *, first=no_link, second=no_link):
-        batch.extend([b] * len(r))
-        channel.extend([c] * len(r))
-        rows.extend(r)
-        cols.extend(s)
-        values.extend([1.0] * len(r) if v is None else v)
-        if links:
-            first_links.extend([first] * len(r))
-            second_links.extend([second] * len(r))
-
+    entries = MapEntries(links, no_link=len(knowledge) * link_width)
     for b, example in enumerate(knowledge):
         for c, name in enumerate(maps):
+            add = partial(entries.add, b, c)
             if name == "entity" and entity_source == "links":
                 for j, link in enumerate(example.get("links") or []):
-                    link_index = b * link_width + j
-                    add(b, c, *_block_entries([link], length), first=link_index, second=link_index)
+                    add(*_block_entries([link], length), first=b * link_width + j, second=b * link_width + j)
             elif name == "entity":
-                add(b, c, *_block_entries(example.get(entity_source) or [], length))
+                add(*_block_entries(example.get(entity_source) or [], length))
             elif name == "phrase":
-                add(b, c, *_block_entries(example.get("phrases") or [], length))
+                add(*_block_entries(example.get("phrases") or [], length))
             elif name == "pmi":
-                words = [_in_range(word.get("tokens") or [], length) for word in example.get("words") or []]
-                pairs = example.get("pmi_pairs")
-                if pairs is None:
-                    if missing_pmi == "error":
-                        raise KlmError(
-                            "kam: the prepared features have no pairwise PMI (pmi_pairs); "
-                            "use kam-no-pmi or prepare them with pairwise PMI"
-                        )
-                    # Python's default filter shows this once per call site, not once per batch.
-                    warnings.warn("kam: prepared features have no pmi_pairs; the PMI map is all zeros", stacklevel=2)
-                else:
-                    add(b, c, *_block_entries([{"tokens": tokens} for tokens in words], length))  # 1 within a word
-                    for first, second, value in pairs:
-                        for i, j in ((first, second), (second, first)):
-                            if i < len(words) and j < len(words) and i != j:
-                                add(b, c, *_pair_entries(words[i], words[j], value))
-                position = length
-                for word in expansions[b]:
-                    pieces = list(range(position, position + len(word["ids"])))
-                    position += len(pieces)
-                    add(b, c, *_block_entries([{"tokens": pieces}], size))
-                    for index, value in word["pmi"]:
-                        if index < len(words):
-                            add(b, c, *_pair_entries(words[index], pieces, value))
-                            add(b, c, *_pair_entries(pieces, words[index], value))
+                pmi_map_entries(add, example, expansions[b], length=length, size=size, missing_pmi=missing_pmi)
             elif name == "kg":
-                mentions = [
-                    (b * link_width + j, link["candidates"][0][0], _in_range(link.get("tokens") or [], length))
-                    for j, link in enumerate(example.get("links") or [])
-                    if link.get("candidates")
-                ]
-                for first_link, first, first_tokens in mentions:
-                    if first not in kg:
-                        continue
-                    adjacent = kg.neighbours(first)
-                    for second_link, second, second_tokens in mentions:
-                        if second in adjacent:  # neighbours are undirected: ``second`` adds the reverse pairs
-                            add(
-                                b,
-                                c,
-                                [t for t in first_tokens for _ in second_tokens],
-                                [u for _ in first_tokens for u in second_tokens],
-                                first=first_link,
-                                second=second_link,
-                            )
-    ids = auxiliary_ids(knowledge, expansion_k)
+                kg_map_entries(add, example, kg, length=length, first_link=b * link_width)
     width = max((len(row) for row in ids), default=0)
     return KamKnowledge(
-        torch.tensor([batch, channel, rows, cols], dtype=torch.long).view(4, -1),
-        torch.tensor(values, dtype=torch.float),
+        torch.tensor([entries.batch, entries.channel, entries.rows, entries.cols], dtype=torch.long).view(4, -1),
+        torch.tensor(entries.values, dtype=torch.float),
         size,
         torch.tensor([row + [0] * (width - len(row)) for row in ids], dtype=torch.long).view(len(ids), width),
         torch.tensor([[True] * len(row) + [False] * (width - len(row)) for row in ids], dtype=torch.bool).view(
             len(ids), width
         ),
-        torch.tensor([first_links, second_links], dtype=torch.long).view(2, -1) if links else None,
+        torch.tensor([entries.first_links, entries.second_links], dtype=torch.long).view(2, -1) if links else None,
         table,
     )
 
@@ -384,7 +407,7 @@ def initialise_conv(conv: nn.Conv2d, maps, seed: int, layer: int):
             )
 
 
-def mix_attention(logits, maps, attention_mask, padding_pairs, weight, bias, alpha: float, num_maps: int):
+def mix_attention(logits, maps, attention_mask, padding_pairs, *, weight, bias, alpha: float, num_maps: int):
     """One layer's attention probabilities from its logits L (b × m × n × n) and the maps (b × c × n × n):
     softmax(α·A_sem + (1−α)·L + mask), A_sem the conv over [L, maps] (``weight``/``bias``; padding pairs zeroed
     in L first), or without a conv the maps' mean. Tensors in, tensors out: what ``torch.compile`` replays."""
@@ -497,10 +520,10 @@ class KamSelfAttention(nn.Module):
             maps,
             attention_mask,
             padding_pairs,
-            None if conv is None else conv.weight,
-            None if conv is None else conv.bias,
-            self.alpha,
-            self.num_maps,
+            weight=None if conv is None else conv.weight,
+            bias=None if conv is None else conv.bias,
+            alpha=self.alpha,
+            num_maps=self.num_maps,
         )
         self.kam_state.previous = attention
         probabilities = F.dropout(attention, p=self.dropout.p, training=self.training)

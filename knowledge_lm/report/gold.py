@@ -149,40 +149,33 @@ def data_module(
     return data
 
 
-@lru_cache(maxsize=None)
-def split_gold(
-    *,
-    dataset: str,
-    task: str,
-    split: str,
-    tokenizer: str,
-    max_length: int,
-    eval_batch_size: int,
-    options: str,
-    data_dir: str | None,
-) -> list:
-    """``report_gold`` of one data module (``options``: its dataset options as JSON), once per process."""
-    from knowledge_lm.core.results import write_json_atomic
+def labelled_split(split: str, **module):
+    """The data module of ``module`` (``report_module``'s keyword arguments less ``split``) in the cache directory,
+    and its ``split``'s labelled records; a ``KlmError`` where the data or that split is missing."""
     from knowledge_lm.data.base import default_cache_dir
 
-    where = f"{dataset}/{task} ({split} split, {tokenizer} tokenizer, max_length {max_length})"
+    data = data_module(cache_dir=str(default_cache_dir()), **module)
+    records = data.read_labelled().get(split)
+    if records is None:
+        raise KlmError(f"the data has no {split} split")
+    return data, records
+
+
+@lru_cache(maxsize=None)
+def split_gold(*, split: str, **module) -> list:
+    """``report_gold`` of one data module (``module``: ``report_module``'s keyword arguments less ``split``; its
+    ``options`` the dataset options as JSON), once per process."""
+    from knowledge_lm.core.results import write_json_atomic
+
+    where = (
+        f"{module['dataset']}/{module['task']} ({split} split, {module['tokenizer']} tokenizer, "
+        f"max_length {module['max_length']})"
+    )
     try:
-        data = data_module(
-            dataset,
-            task,
-            tokenizer=tokenizer,
-            max_length=max_length,
-            eval_batch_size=eval_batch_size,
-            options=options,
-            data_dir=data_dir,
-            cache_dir=str(default_cache_dir()),
-        )
-        records = data.read_labelled().get(split)
-        if records is None:
-            raise KlmError(f"the data has no {split} split")
+        data, records = labelled_split(split, **module)
     except KlmError as error:
         raise missing_gold(where, error) from None
-    cached = data.cache_dir / "gold" / dataset / task / f"{split}-{data.encoding_key(records)}.json"
+    cached = data.cache_dir / "gold" / module["dataset"] / module["task"] / f"{split}-{data.encoding_key(records)}.json"
     if cached.is_file():
         return json.loads(cached.read_text())["gold"]
     gold = [answer for batch in data.evaluation_loader(split) for answer in data.task_kind.gold(batch)]
@@ -191,33 +184,10 @@ def split_gold(
 
 
 @lru_cache(maxsize=None)
-def split_groups(
-    *,
-    dataset: str,
-    task: str,
-    split: str,
-    tokenizer: str,
-    max_length: int,
-    eval_batch_size: int,
-    options: str,
-    data_dir: str | None,
-) -> list[str] | None:
+def split_groups(*, split: str, **module) -> list[str] | None:
     """``report_groups`` of one data module, as ``split_gold`` builds it."""
-    from knowledge_lm.data.base import default_cache_dir
-
     try:
-        data = data_module(
-            dataset,
-            task,
-            tokenizer=tokenizer,
-            max_length=max_length,
-            eval_batch_size=eval_batch_size,
-            options=options,
-            data_dir=data_dir,
-            cache_dir=str(default_cache_dir()),
-        )
-        if split not in data.read_labelled():
-            return None
+        data, _ = labelled_split(split, **module)
     except KlmError:
         return None  # split_gold, called first, raises MissingGold
     return data.example_groups(split)

@@ -838,23 +838,35 @@ def run_cells(slots, todo, sweep, *, overrides, data_dir, results_dir, runs_dir,
                     first_started = first_started or time.time()
                     running[slot] = (cell, superseded)
                 time.sleep(0.2)
-                for slot in list(running):
-                    ended = slot.ended()
-                    if ended is not None:
-                        cell_ended(
-                            slot,
-                            running.pop(slot),
-                            ended,
-                            results_dir=results_dir,
-                            runs_dir=runs_dir,
-                            counts=counts,
-                            elsewhere=elsewhere,
-                        )
-                        bar.advance(overall)
+                for _ in ended_cells(
+                    running, results_dir=results_dir, runs_dir=runs_dir, counts=counts, elsewhere=elsewhere
+                ):
+                    bar.advance(overall)
         except KeyboardInterrupt:
             raise SweepInterrupted(stop_cells(running, results_dir, runs_dir, counts, elsewhere)) from None
     if first_started:
         record_cells(first_started, time.time())
+
+
+def ended_cells(running: dict, *, results_dir, runs_dir, counts, elsewhere) -> list[bool]:
+    """Account (``cell_ended``) for each of the ``running`` slots whose cell has ended, taking it out of ``running``;
+    for each such cell, whether it will resume (it neither finished nor failed)."""
+    resumes = []
+    for slot in list(running):
+        ended = slot.ended()
+        if ended is not None:
+            before = counts["finished"] + counts["failed"]
+            cell_ended(
+                slot,
+                running.pop(slot),
+                ended,
+                results_dir=results_dir,
+                runs_dir=runs_dir,
+                counts=counts,
+                elsewhere=elsewhere,
+            )
+            resumes.append(counts["finished"] + counts["failed"] == before)
+    return resumes
 
 
 def cell_ended(slot, started: tuple[Cell, dict], ended: tuple[int, str], *, results_dir, runs_dir, counts, elsewhere):
@@ -891,20 +903,9 @@ def stop_cells(running: dict, results_dir, runs_dir, counts, elsewhere) -> int:
                 for slot in running:
                     slot.interrupt()
                 relayed = True
-            for slot in list(running):
-                ended = slot.ended()
-                if ended is not None:
-                    before = counts["finished"] + counts["failed"]
-                    cell_ended(
-                        slot,
-                        running.pop(slot),
-                        ended,
-                        results_dir=results_dir,
-                        runs_dir=runs_dir,
-                        counts=counts,
-                        elsewhere=elsewhere,
-                    )
-                    resumable += counts["finished"] + counts["failed"] == before
+            resumable += sum(
+                ended_cells(running, results_dir=results_dir, runs_dir=runs_dir, counts=counts, elsewhere=elsewhere)
+            )
             time.sleep(0.1)
     finally:
         signal.signal(signal.SIGINT, previous)
