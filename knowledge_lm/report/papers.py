@@ -58,11 +58,11 @@ class Column:
 
 @dataclass(frozen=True)
 class Row:
-    """One of our rows: ``method`` (each of its pretraining checkpoints a row of its own) in ``variant``; None:
-    the column's variant."""
+    """One of our rows: ``method`` (each of its pretraining checkpoints a row of its own) in ``variant``; None
+    (the default): each column's variant."""
 
     method: str
-    variant: str | None = ""
+    variant: str | None = None
     label: str = ""
 
 
@@ -93,10 +93,20 @@ class PaperTable:
     spectra: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (dataset, task, methods) whose spectra it shows
 
 
-def glue_columns(tasks: list[tuple[str, str, str]], fraction: float = 1.0) -> tuple[Column, ...]:
+def glue_columns(
+    tasks: list[tuple[str, str, str]], fraction: float = 1.0, variants: dict[str, str] | None = None
+) -> tuple[Column, ...]:
+    """GLUE's columns; ``variants``: a task's sweep variant where its cells have one (MRPC's ``balanced`` recipe
+    in the method × dataset matrix)."""
+    variants = variants or {}
     return tuple(
-        Column(label, fraction, ("glue", task, metric), ("glue", task, metric)) for label, task, metric in tasks
+        Column(label, fraction, ("glue", task, metric), ("glue", task, metric), variants.get(task, ""))
+        for label, task, metric in tasks
     )
+
+
+# The matrix's GLUE cells (benchmarks/matrix_glue.yaml, matrix_mrpc.yaml, erica_glue.yaml): MRPC under its own recipe.
+MATRIX_GLUE_VARIANTS = {"mrpc": "balanced"}
 
 
 KAM_GLUE = [
@@ -212,12 +222,21 @@ PAPER_TABLES = (
         "Table 2",
         "Results on GLUE dev",
         PARTIAL,
-        "our GLUE tasks are run for knowbert±SI±SR by the matrix configs; the extraction of the paper's table is "
-        "garbled, so it has no reference rows",
+        "our GLUE tasks are run for knowbert±SI±SR by the matrix configs (MRPC under its balanced recipe); the "
+        "extraction of the paper's table is garbled, so it has no reference rows",
         ("SI+SR, Table 2",),
-        (Section("GLUE dev (100%)", glue_columns(ERICA_GLUE), SISR_METHODS, average=True, params=True),),
-        SISR_DIFFERS + " Our GLUE runs use the tasks and splits of benchmarks/glue.yaml.",
-        "klm bench --config benchmarks/glue.yaml --method baseline,knowbert,knowbert+si,knowbert+si+sr",
+        (
+            Section(
+                "GLUE dev (100%)",
+                glue_columns(ERICA_GLUE, variants=MATRIX_GLUE_VARIANTS),
+                SISR_METHODS,
+                average=True,
+                params=True,
+            ),
+        ),
+        SISR_DIFFERS + " Our GLUE runs use the tasks and splits of benchmarks/matrix_glue.yaml.",
+        "klm bench --config benchmarks/matrix_glue.yaml --method baseline,knowbert,knowbert+si,knowbert+si+sr; "
+        "the same with benchmarks/matrix_mrpc.yaml",
     ),
     PaperTable(
         "sisr-fig1",
@@ -590,15 +609,20 @@ PAPER_TABLES = (
         "Table 9",
         "GLUE dev",
         PARTIAL,
-        "ERICA on GLUE is not in the results yet; only the tasks benchmarks/glue.yaml runs",
+        "our GLUE evaluation splits (MNLI, QNLI and QQP from samples) and MRPC under the matrix's balanced recipe; "
+        "MNLI-mm is not a task here",
         ("ERICA, Table 9",),
         (
             Section(
-                "GLUE dev (100%)", glue_columns(ERICA_GLUE), (Row("baseline"), Row("erica")), average=True, params=True
+                "GLUE dev (100%)",
+                glue_columns(ERICA_GLUE, variants=MATRIX_GLUE_VARIANTS),
+                (Row("baseline"), Row("erica")),
+                average=True,
+                params=True,
             ),
         ),
         ERICA_PRETRAINING + " MNLI-mm is not a task here.",
-        "klm bench --config benchmarks/glue.yaml --method erica --backbone checkpoints/erica-minilm",
+        "klm bench --config benchmarks/erica_glue.yaml; klm bench --config benchmarks/matrix_mrpc.yaml --method erica",
     ),
     PaperTable(
         "erica-table10",
@@ -724,31 +748,44 @@ def reference_rows(
     return lines, used
 
 
+def column_cells(frame: pd.DataFrame, name: str, row: Row, column: Column) -> pd.DataFrame:
+    """The cells of method ``name`` (a checkpoint of ``row``'s method) in ``column``; none where the column has no
+    data of ours."""
+    if column.ours is None or not len(frame):
+        return frame.iloc[:0]
+    dataset, task, metric = column.ours
+    variant = column.variant if row.variant is None else row.variant
+    return frame[
+        (frame.method == name)
+        & (frame.variant == variant)
+        & (frame.dataset == dataset)
+        & (frame.task == task)
+        & (frame.metric == metric)
+        & (frame.fraction == column.fraction)
+    ]
+
+
+def section_has_results(section: Section, frame: pd.DataFrame, name: str, row: Row) -> bool:
+    """Whether method ``name`` (a checkpoint of ``row``'s method) has a cell in any of ``section``'s columns."""
+    return any(len(column_cells(frame, name, row, column)) for column in section.columns)
+
+
 def our_rows(section: Section, frame: pd.DataFrame) -> tuple[list[list[str]], list[list]]:
-    """Our rows of ``section``: per row, each checkpoint of its method ("erica ⟨erica-minilm⟩") a row, mean ± std
-    over seeds per column (rows with no result in any column are still shown, all "—"); and their means (None:
-    no result), without the Avg and #Params cells."""
+    """Our rows of ``section``: per row, each checkpoint of its method ("erica ⟨erica-minilm⟩") with a result in
+    the section a row, mean ± std over seeds per column (a method with no result in any column is still shown, all
+    "—"); and their means (None: no result), without the Avg and #Params cells."""
     lines, all_means = [], []
     for row in section.rows:
         names = sorted({m for m in frame["method"].unique() if m.split(" ⟨")[0] == row.method}) if len(frame) else []
+        names = [name for name in names if section_has_results(section, frame, name, row)]
         for name in names or [row.method]:
             cells, means, params = [], [], None
             for column in section.columns:
                 text, mean = MISSING, None
-                if column.ours is not None and len(frame):
-                    dataset, task, metric = column.ours
-                    variant = column.variant if row.variant is None else row.variant
-                    cells_of = frame[
-                        (frame.method == name)
-                        & (frame.variant == variant)
-                        & (frame.dataset == dataset)
-                        & (frame.task == task)
-                        & (frame.metric == metric)
-                        & (frame.fraction == column.fraction)
-                    ]
-                    if len(cells_of):
-                        mean, text, _ = seeds_text(cells_of.sort_values("seed"))
-                        params = params or cells_of["parameters"].iloc[0]
+                cells_of = column_cells(frame, name, row, column)
+                if len(cells_of):
+                    mean, text, _ = seeds_text(cells_of.sort_values("seed"))
+                    params = params or cells_of["parameters"].iloc[0]
                 cells.append(text)
                 means.append(mean)
             all_means.append(means)
