@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from knowledge_lm.core.paths import benchmarks_dir
-from knowledge_lm.core.results import PROBES_DIR, predictions_path, result_files, write_json_atomic
+from knowledge_lm.core.results import PRETRAINING_DIR, PROBES_DIR, predictions_path, result_files, write_json_atomic
 from knowledge_lm.report.frame import (
     degenerate_reason,
     kept_groups,
@@ -31,6 +31,7 @@ from knowledge_lm.report.glance import render_glance
 from knowledge_lm.report.gold import stored_gold
 from knowledge_lm.report.pages import dataset_notes, render_dataset, render_probes
 from knowledge_lm.report.papers import write_papers
+from knowledge_lm.report.pretraining import render_pretraining
 
 # The backbones whose results the committed leaderboards show: a smoke run on another (tiny, a local directory)
 # renders only when asked for (``klm leaderboard --backbones``).
@@ -82,14 +83,17 @@ def chosen_files(results_dir, backbones, datasets, methods) -> list:
 
 def planned_pages(out_dir: Path, results_dir, by_dataset: dict, filtered: bool) -> dict[Path, tuple]:
     """Each page to build, ``path: (kind, name, inputs)``: the dataset pages, then (unless ``filtered``) the README,
-    the speed page and the LAMA page where there are records for them."""
+    the speed, pretraining and LAMA pages where there are records for them."""
     pages = {out_dir / f"{dataset}.md": ("dataset", dataset, chosen) for dataset, chosen in sorted(by_dataset.items())}
     if by_dataset and not filtered:
         pages[out_dir / "README.md"] = ("glance", "README", [file for chosen in by_dataset.values() for file in chosen])
     speed_records = [] if filtered else sorted((Path(results_dir) / "speed").glob("*.json"))
     probes = [] if filtered else sorted((Path(results_dir) / PROBES_DIR).glob("lama-*.json"))
+    pretraining = [] if filtered else sorted((Path(results_dir) / PRETRAINING_DIR).glob("*.json"))
     if speed_records:
         pages[out_dir / "speed.md"] = ("speed", "speed", speed_records)
+    if pretraining:
+        pages[out_dir / "pretraining.md"] = ("pretraining", "pretraining", pretraining)
     if probes:
         pages[out_dir / "lama.md"] = ("lama", "lama", probes)
     return pages
@@ -209,6 +213,14 @@ def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir) -> 
         return render_speed([json.loads(p.read_text()) for p in inputs]) + "\n".join(notes)
     if kind == "lama":
         return render_probes([json.loads(p.read_text()) for p in inputs])
+    if kind == "pretraining":
+        records = [(path, json.loads(path.read_text())) for path in inputs]
+        current = {
+            (record.get("checkpoint_checksum"), record.get("recorded_at"))
+            for path, record in records
+            if path.stem == record.get("checkpoint")
+        }
+        return render_pretraining([record for _, record in records], current)
     frame, golds, groupings = page_frame(inputs, data_dir)
     if frame.empty:
         return None

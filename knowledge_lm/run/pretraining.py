@@ -238,12 +238,8 @@ def pretrain_erica(
     loader = erica_loader(corpus, tokenizer, options, settings, span, data_workers)
     module = EricaPretraining(backbone, tokenizer, steps, corpus_hash=digest, **options)
     module.train()  # from_pretrained gives a model in eval mode (dropout off); Lightning keeps module modes
-    module.run_settings = {
-        "batch_size": batch_size,
-        "micro_batch_size": micro_batch_size,
-        "accumulate_grad_batches": accumulate,
-        "deterministic": deterministic,
-    }
+    recorded = ("batch_size", "micro_batch_size", "deterministic", "attention_kernel")
+    module.run_settings = {**{key: settings[key] for key in recorded}, "accumulate_grad_batches": accumulate}
     trainer = build_trainer(
         steps,
         callbacks=callbacks,
