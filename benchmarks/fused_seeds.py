@@ -8,7 +8,9 @@ decay (``configure_optimizers``), bf16 autocast on a GPU. Fused: the S models' p
 batch (S × b × n), each seed's gradients clipped to norm 1.0 on their own, and one AdamW over the stacked
 parameters. Every seed keeps its own head initialisation, its own data order and, in training mode, its own
 dropout masks (``vmap(randomness="different")``). The fused encoder gets its padding mask as the 4-d mask
-transformers would build for its attention (boolean for SDPA, additive for eager).
+transformers would build for its attention (boolean for SDPA, additive for eager), and its SDPA runs the math
+kernel (``sdpa_kernel([SDPBackend.MATH])``): under vmap the memory-efficient kernel's backward fails on a GPU. The
+separate path keeps the cells' kernels, so the timing compares fusing with what cells run.
 
 Equality: dropout draws from one generator, and under vmap the S seeds' masks come from one draw, so no fused run
 reproduces separate runs' masks; the two agree in distribution only. The check therefore runs with dropout off
@@ -32,6 +34,7 @@ from contextlib import nullcontext
 
 import torch
 from torch.func import functional_call, stack_module_state, vmap
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import get_linear_schedule_with_warmup
 
 from knowledge_lm.core.backbones import load_backbone
@@ -191,7 +194,10 @@ class FusedSeeds:
     def step(self, batch: dict, precision: str) -> torch.Tensor:
         """One training step of every seed on its slice of ``batch``; the S losses."""
         randomness = "different" if self.base.training else "error"
-        with autocast(batch["labels"].device, precision):
+        # SDPA's math kernel: vmap folds the seeds into the batch of the fused kernels, whose memory-efficient
+        # backward on a GPU then fails (LSE is not correctly aligned) and whose CPU flash kernel loops per example.
+        kernel = sdpa_kernel([SDPBackend.MATH]) if self.attention == "sdpa" else nullcontext()
+        with autocast(batch["labels"].device, precision), kernel:
             losses = vmap(self.seed_loss, randomness=randomness)(self.params, self.buffers, batch)
         # Each seed's loss reaches only its own slice of the parameters: the sum's gradient is each seed's own.
         losses.sum().backward()

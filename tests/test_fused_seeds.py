@@ -1,6 +1,7 @@
 """benchmarks/fused_seeds.py: seeds fused under vmap train as the same seeds trained one after another."""
 
 import importlib.util
+import warnings
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,17 @@ def test_fused_seeds_refuse_an_attention_without_a_4d_mask(script):
     encoder.config._attn_implementation = "flash_attention_2"
     with pytest.raises(KlmError, match="flash_attention_2"):
         script.FusedSeeds(script.seed_models(encoder, [1, 2], 10, torch.device("cpu")))
+
+
+def test_fused_sdpa_step_runs_a_kernel_vmap_batches(script):
+    encoder, tokenizer, _ = load_backbone("tiny", "sdpa")
+    examples = script.synthetic_pairs(16, 16, tokenizer)
+    # Dropout off, as in the equality check: with dropout, CPU SDPA takes its math kernel anyway.
+    fused = script.FusedSeeds(script.seed_models(encoder, [1, 2], 10, torch.device("cpu"))).train(False)
+    streams = [script.seed_batches(examples, seed, 4) for seed in (1, 2)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        losses = fused.step(script.stacked_batch([next(stream) for stream in streams], tokenizer.pad_token_id), "32")
+    # vmap falls back to a loop over examples (with this warning) for a kernel it has no batching rule for.
+    assert not [warning for warning in caught if "performance drop" in str(warning.message)]
+    assert losses.shape == (2,) and torch.isfinite(losses).all()
