@@ -7,7 +7,10 @@ decay (``configure_optimizers``), bf16 autocast on a GPU. Fused: the S models' p
 (``torch.func.stack_module_state``), one forward and backward of ``functional_call`` under ``vmap`` over a stacked
 batch (S × b × n), each seed's gradients clipped to norm 1.0 on their own, and one AdamW over the stacked
 parameters. Every seed keeps its own head initialisation, its own data order and, in training mode, its own
-dropout masks (``vmap(randomness="different")``).
+dropout masks (``vmap(randomness="different")``). The fused encoder gets its padding mask as the 4-d mask
+transformers would build for its attention (boolean for SDPA, additive for eager), and its SDPA runs the math
+kernel (``sdpa_kernel([SDPBackend.MATH])``): under vmap the memory-efficient kernel's backward fails on a GPU. The
+separate path keeps the cells' kernels, so the timing compares fusing with what cells run.
 
 Equality: dropout draws from one generator, and under vmap the S seeds' masks come from one draw, so no fused run
 reproduces separate runs' masks; the two agree in distribution only. The check therefore runs with dropout off
@@ -19,6 +22,7 @@ timing runs in training mode (dropout on) at the cells' precision.
     python benchmarks/fused_seeds.py                    # MiniLM, 4 seeds, batch 32, length ≤ 48
     python benchmarks/fused_seeds.py --tiny             # the tiny backbone, a few steps: a quick run
     python benchmarks/fused_seeds.py --backbone .device/minilm --steps 100 --warmup 20   # on a GPU (pack.sh)
+    python benchmarks/fused_seeds.py --tiny --attn eager   # eager attention in both paths (default: sdpa)
 Prints the equality check, then each path's seed-steps/s and the ratio fused / separate (> 1: fusing is faster).
 """
 
@@ -30,6 +34,7 @@ from contextlib import nullcontext
 
 import torch
 from torch.func import functional_call, stack_module_state, vmap
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import get_linear_schedule_with_warmup
 
 from knowledge_lm.core.backbones import load_backbone
@@ -48,6 +53,8 @@ LOSS_RTOL, LOSS_ATOL = 1e-4, 1e-5
 # Not element by element: AdamW moves an element by up to lr a step however small its gradient, so an element whose
 # gradient is rounding noise differs by about lr between the paths (MiniLM, 5 steps: 1e-5) while the update agrees.
 UPDATE_RTOL = 1e-3
+# The encoder attention implementations whose 4-d padding mask ``attention_mask_4d`` builds.
+ATTENTION_MASKS = ("sdpa", "eager")
 
 
 def synthetic_pairs(count: int, max_length: int, tokenizer, seed: int = 0) -> list[dict]:
@@ -139,12 +146,16 @@ class SeparateSeed:
         return loss.detach()
 
 
-def attention_mask_4d(mask: torch.Tensor) -> torch.Tensor:
-    """A b × n padding mask as the b × 1 × n × n boolean mask that transformers builds from it. Built here because
-    transformers drops an all-ones mask after reading its values (``mask.all()``), which vmap cannot do; a 4-d mask
-    reaches attention as it is."""
-    keep = mask.bool()
-    return keep[:, None, None, :].expand(keep.shape[0], 1, keep.shape[1], keep.shape[1])
+def attention_mask_4d(mask: torch.Tensor, implementation: str, dtype: torch.dtype) -> torch.Tensor:
+    """A b × n padding mask as the b × 1 × n × n mask that transformers builds from it for the encoder's attention
+    ``implementation``: boolean (True: attend) for ``sdpa``; for ``eager``, which adds the mask to its scores, 0 where
+    a token is attended and ``dtype``'s lowest value where it is padding (a boolean mask added there would mask
+    nothing). Built here because transformers drops an all-ones mask after reading its values (``mask.all()``), which
+    vmap cannot do; a 4-d mask reaches attention as it is."""
+    keep = mask.bool()[:, None, None, :].expand(mask.shape[0], 1, mask.shape[1], mask.shape[1])
+    if implementation == "sdpa":
+        return keep
+    return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill(~keep, torch.finfo(dtype).min)
 
 
 class FusedSeeds:
@@ -159,6 +170,9 @@ class FusedSeeds:
         # The stateless copy functional_call runs: its tensors live on the meta device, the stacked ones are used.
         self.base = copy.deepcopy(models[0]).to("meta")
         first = models[0]
+        self.attention, self.mask_dtype = first.encoder.config._attn_implementation, first.encoder.dtype
+        if self.attention not in ATTENTION_MASKS:
+            raise KlmError(f"fused seeds support {' and '.join(ATTENTION_MASKS)} attention, not {self.attention!r}")
         named = list(self.params.items())
         groups = [
             {"params": [p for n, p in named if not n.endswith(NO_DECAY)], "weight_decay": first.weight_decay},
@@ -173,14 +187,17 @@ class FusedSeeds:
         return self
 
     def seed_loss(self, params, buffers, batch) -> torch.Tensor:
-        batch = {**batch, "attention_mask": attention_mask_4d(batch["attention_mask"])}
+        batch = {**batch, "attention_mask": attention_mask_4d(batch["attention_mask"], self.attention, self.mask_dtype)}
         logits, _ = functional_call(self.base, (params, buffers), (batch,))
         return self.base.kind.loss(logits, batch)
 
     def step(self, batch: dict, precision: str) -> torch.Tensor:
         """One training step of every seed on its slice of ``batch``; the S losses."""
         randomness = "different" if self.base.training else "error"
-        with autocast(batch["labels"].device, precision):
+        # SDPA's math kernel: vmap folds the seeds into the batch of the fused kernels, whose memory-efficient
+        # backward on a GPU then fails (LSE is not correctly aligned) and whose CPU flash kernel loops per example.
+        kernel = sdpa_kernel([SDPBackend.MATH]) if self.attention == "sdpa" else nullcontext()
+        with autocast(batch["labels"].device, precision), kernel:
             losses = vmap(self.seed_loss, randomness=randomness)(self.params, self.buffers, batch)
         # Each seed's loss reaches only its own slice of the parameters: the sum's gradient is each seed's own.
         losses.sum().backward()
