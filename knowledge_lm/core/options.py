@@ -4,6 +4,8 @@ import os
 import types
 import typing
 
+from knowledge_lm.core.errors import KlmError
+
 
 def parse_bool(value) -> bool:
     """A YAML boolean, or ``--set name=true|false`` (also 1/0, yes/no)."""
@@ -80,3 +82,16 @@ def option_kinds(expected) -> str:
         type(None): "none",
         tuple: "a list of strings",
     }[typing.get_origin(expected) or expected]
+
+
+def coerce_fields(cls, values: dict, refused, *, ints_as_floats: bool = False) -> dict:
+    """``values`` (field name → value) each coerced to the dataclass ``cls``'s declared type (``coerce_option``);
+    a value that fits none is a KlmError with the message ``refused(name, value, expected)``."""
+    declared = typing.get_type_hints(cls)
+    checked = {}
+    for name, value in values.items():
+        try:
+            checked[name] = coerce_option(value, declared[name], ints_as_floats=ints_as_floats)
+        except ValueError:
+            raise KlmError(refused(name, value, declared[name])) from None
+    return checked

@@ -19,7 +19,6 @@ import os
 import random
 import shutil
 import time
-import typing
 from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from knowledge_lm.core.caches import set_aside_cache
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.options import coerce_option, option_kinds
+from knowledge_lm.core.options import coerce_fields, option_kinds
 
 if TYPE_CHECKING:
     from knowledge_lm.knowledge.pmi import PmiTable
@@ -75,13 +74,11 @@ class KnowledgeConfig:
         unknown = sorted(set(values) - known)
         if unknown:
             raise KlmError(f"unknown knowledge option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        declared = typing.get_type_hints(cls)
-        checked = {}
-        for name, value in values.items():
-            try:
-                checked[name] = coerce_option(value, declared[name])
-            except ValueError:
-                raise KlmError(f"knowledge option {name}={value!r} is not {option_kinds(declared[name])}") from None
+
+        def refused(name, value, expected) -> str:
+            return f"knowledge option {name}={value!r} is not {option_kinds(expected)}"
+
+        checked = coerce_fields(cls, values, refused)
         config = cls(**checked)
         if config.linking not in LINKING_MODES:
             raise KlmError(f"knowledge linking {config.linking!r}: expected one of {', '.join(LINKING_MODES)}")

@@ -7,7 +7,6 @@ itself. The head, loss, decoding and scoring come from the task's kind
 split, model selection on dev and the optimiser are the same for all methods, so they live here once.
 """
 
-import typing
 from collections import defaultdict
 from dataclasses import dataclass, fields
 
@@ -17,7 +16,7 @@ from lightning_utilities.core.apply_func import apply_to_collection
 
 from knowledge_lm.core.backbones import encoder_layers
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.options import coerce_option, option_kinds
+from knowledge_lm.core.options import coerce_fields, option_kinds
 from knowledge_lm.data.base import SELECTION_SPLIT
 from knowledge_lm.methods.optim import adamw_with_warmup
 from knowledge_lm.tasks.base import ENCODER_INPUTS, TASK_KINDS
@@ -73,13 +72,11 @@ class MethodOptions:
                 f"{where}: unknown option{'s' if len(unknown) > 1 else ''} "
                 f"{', '.join(repr(name) for name in unknown)}; known: {', '.join(known)}"
             )
-        declared = typing.get_type_hints(cls)
-        checked = {}
-        for name, value in values.items():
-            try:
-                checked[name] = coerce_option(value, declared[name])
-            except ValueError:
-                raise KlmError(f"{where}: option {name}={value!r} is not {option_kinds(declared[name])}") from None
+
+        def refused(name, value, expected) -> str:
+            return f"{where}: option {name}={value!r} is not {option_kinds(expected)}"
+
+        checked = coerce_fields(cls, values, refused)
         try:
             return cls(**checked)
         except KlmError as error:

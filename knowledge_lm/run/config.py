@@ -14,7 +14,7 @@ import yaml
 
 from knowledge_lm.core.backbones import check_backbone_name
 from knowledge_lm.core.errors import KlmError, check_name
-from knowledge_lm.core.options import coerce_option, is_union
+from knowledge_lm.core.options import coerce_fields, is_union
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.registry import DATASETS, METHODS, cannot_run
 from knowledge_lm.core.subsets import check_fraction
@@ -126,15 +126,11 @@ class TrainConfig:
         unknown = sorted(set(values) - set(known))
         if unknown:
             raise KlmError(f"{where}: unknown training setting(s) {', '.join(unknown)}; known: {', '.join(known)}")
-        declared = typing.get_type_hints(cls)
-        checked = {}
-        for name, value in values.items():
-            try:
-                checked[name] = coerce_option(value, declared[name], ints_as_floats=True)
-            except ValueError:
-                raise KlmError(
-                    f"{where}: training setting {name}={value!r} is not a {setting_kind(declared[name])}"
-                ) from None
+
+        def refused(name, value, expected) -> str:
+            return f"{where}: training setting {name}={value!r} is not a {setting_kind(expected)}"
+
+        checked = coerce_fields(cls, values, refused, ints_as_floats=True)
         check_logger(checked.get("logger", "csv"), where)
         for name in POSITIVE_SETTINGS:
             if name in checked and checked[name] < 1:
