@@ -453,29 +453,9 @@ def family_section(
     shown, others = fractions[-1], fractions[:-1]
 
     def tables(fraction: float) -> list[str]:
-        lines = family_table(
-            task_frame,
-            dataset,
-            task,
-            metric=metric,
-            fraction=fraction,
-            groups=groups,
-            golds=golds,
-            groupings=groupings,
-            tests=tests,
-        )
-        confirmed = family_table(
-            task_frame,
-            dataset,
-            task,
-            metric=metric,
-            fraction=fraction,
-            groups=groups,
-            golds=golds,
-            groupings=groupings,
-            tests=tests,
-            table=CONFIRM,
-        )
+        shared = dict(metric=metric, fraction=fraction, groups=groups, golds=golds, groupings=groupings, tests=tests)
+        lines = family_table(task_frame, dataset, task, **shared)
+        confirmed = family_table(task_frame, dataset, task, **shared, table=CONFIRM)
         if confirmed:
             lines += ["", f"**{VARIANT_TABLES[CONFIRM].heading}**", "", *confirmed]
         return lines
