@@ -289,7 +289,7 @@ def kept_result(results, method, seed, value, predicted, variant="", fraction=1.
 def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
     """Kept predictions add the paired bootstrap's 95 % interval of Δ and its p, against the gold recomputed from
     the data; identical predictions give [0, 0] and p 1, a method right where the baseline is wrong a positive
-    interval and p 0; regenerated without its cache, the page is the same bytes."""
+    interval and p 0; regenerated without its derived numbers and cache, the page is the same bytes."""
     from knowledge_lm.core.results import predictions_path
     from knowledge_lm.report.bootstrap import paired_bootstrap
     from knowledge_lm.report.gold import report_gold
@@ -336,9 +336,10 @@ def test_bootstrap_over_examples_where_predictions_were_kept(tmp_path):
     )
     import shutil
 
+    from knowledge_lm.core.results import DERIVED_DIR
     from knowledge_lm.data.base import default_cache_dir
 
-    shutil.rmtree(default_cache_dir() / "bootstrap")
+    shutil.rmtree(results / DERIVED_DIR)
     shutil.rmtree(default_cache_dir() / "gold")
     write_leaderboards(results, tmp_path / "leaderboards")
     assert page.read_text() == text
@@ -411,17 +412,21 @@ def test_entity_frequency_buckets_score_every_method_on_the_same_examples(tmp_pa
 
 def test_committed_leaderboards_are_what_the_results_store_gives(tmp_path, monkeypatch):
     """`klm leaderboard` on the committed results/ reproduces every committed table byte for byte (the PNGs are
-    compared by name only: their bytes depend on the matplotlib build); once the store keeps its gold
-    (results/gold/), with no data directory."""
+    compared by name only: their bytes depend on the matplotlib build) with no data directory, no gold in the store
+    and an empty cache: as on a fresh clone, what pages derive from the gold comes from results/derived/, whose files
+    hold exactly the numbers the pages use."""
 
-    from knowledge_lm.core.results import GOLD_DIR
-    from knowledge_lm.report.gold import data_module, split_gold, split_groups
+    from knowledge_lm.core.results import DERIVED_DIR
+    from knowledge_lm.report.gold import data_module, split_gold, split_groups, stored_gold
 
     repo = Path(__file__).resolve().parents[1]
-    if (repo / "results" / GOLD_DIR).is_dir():
-        monkeypatch.setenv("DATA_DIR", str(tmp_path / "no-data"))
-        for cache in (split_gold, split_groups, data_module):
-            cache.cache_clear()
+    (tmp_path / "no-data").mkdir()
+    monkeypatch.setenv("DATA_DIR", str(tmp_path / "no-data"))
+    monkeypatch.setenv("KLM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("knowledge_lm.report.gold.read_gold", lambda results_dir, digest: None)
+    for cache in (split_gold, split_groups, data_module, stored_gold):
+        cache.cache_clear()
+    derived = {path: path.read_bytes() for path in (repo / "results" / DERIVED_DIR).glob("*.json")}
     out = tmp_path / "pages"
     written = write_leaderboards(repo / "results", out)
     committed = sorted(str(path.relative_to(repo / "leaderboards")) for path in (repo / "leaderboards").rglob("*.md"))
@@ -430,6 +435,7 @@ def test_committed_leaderboards_are_what_the_results_store_gives(tmp_path, monke
         assert (out / name).read_text() == (repo / "leaderboards" / name).read_text(), name
     figures = sorted(path.name for path in (repo / "leaderboards" / "figures").glob("*.png"))
     assert sorted(path.name for path in (out / "figures").glob("*.png")) == figures
+    assert {path: path.read_bytes() for path in (repo / "results" / DERIVED_DIR).glob("*.json")} == derived
 
 
 def test_checkpoint_rows_bring_their_methods_paper_rows(tmp_path):

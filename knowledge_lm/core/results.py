@@ -239,7 +239,9 @@ SUPERSEDED_DIR = "superseded"  # results replaced by a re-run, kept (the store k
 PRETRAINING_DIR = "pretraining"  # the manifests of `klm pretrain` runs, whose checkpoints cells fine-tune
 LOGS_DIR = "logs"  # the cells' training logs (Cell.log_dir)
 GOLD_DIR = "gold"  # the reported splits' gold of the kept predictions, by sha256 (write_gold)
-NOT_CELLS = (PROBES_DIR, "speed", SUPERSEDED_DIR, PRETRAINING_DIR, LOGS_DIR, GOLD_DIR)  # these live beside the cells
+DERIVED_DIR = "derived"  # numbers the pages derive from that gold (knowledge_lm.report.derived)
+# These live beside the cells.
+NOT_CELLS = (PROBES_DIR, "speed", SUPERSEDED_DIR, PRETRAINING_DIR, LOGS_DIR, GOLD_DIR, DERIVED_DIR)
 
 
 def supersede(result_path: Path, results_dir: Path) -> dict[Path, Path]:

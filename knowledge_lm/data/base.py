@@ -126,6 +126,8 @@ class TaskDataModule(pl.LightningDataModule):
     # Why no example of the dataset can carry knowledge features, in one line
     # (``knowledge_lm.core.registry.cannot_run``); None where they can.
     no_knowledge: ClassVar[str | None] = None
+    # Whether the reported split's examples fall in groups scored apart (``example_groups``).
+    has_example_groups: ClassVar[bool] = False
     # The encodings a sweep worker keeps (``keep_encodings``), by their disk cache path (dataset, task, records,
     # tokenizer, maximum length); None: every set-up loads them from disk.
     kept_encodings: ClassVar[dict | None] = None

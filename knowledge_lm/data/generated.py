@@ -789,6 +789,7 @@ class GeneratedDataModule(TaskDataModule):
     """
 
     name = "generated"
+    has_example_groups = True
     split_origins = {
         "dev": "the generator's dev statements (about dev entities; v2: several relations per type pair)",
         "test": "the generator's test statements (about test entities, never a subject in train; v2: several "

@@ -1,6 +1,7 @@
 """Paired bootstrap over test examples (Efron & Tibshirani; Berg-Kirkpatrick et al. 2012) from the predictions
-each cell keeps beside its result (``<cell>.predictions.json.gz``) and the reported split's gold, recomputed
-from the data directory (``knowledge_lm.report.gold``: the files keep only its sha256).
+each cell keeps beside its result (``<cell>.predictions.json.gz``) and the reported split's gold
+(``knowledge_lm.report.gold``: the files keep only its sha256). Outcomes are kept in the results store's derived
+numbers (``knowledge_lm.report.derived``), so a page re-renders them without the gold.
 """
 
 import hashlib
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from knowledge_lm.core.results import gold_sha256, read_predictions
+from knowledge_lm.report.derived import recall
 
 REPLICATES = 2000  # a p near 0.05 then carries about ±0.005 of simulation error
 LEVEL = 0.95
@@ -39,16 +41,14 @@ def additive_statistics(kind, metric: str, predicted: list, gold: list):
     return np.stack([np.asarray(column, float) for column in columns], axis=1), value
 
 
-def cache_file(paths: list[Path], metric: str, replicates: int, resampled: str = "") -> Path:
-    """Where a bootstrap of ``paths`` is cached. ``resampled`` tells apart other resamplings of the same files (a
-    subset of the examples, one side alone); it is empty for the paired bootstrap over the whole split, whose key,
-    which also seeds its replicates, stays what it always was."""
-    from knowledge_lm.data.base import default_cache_dir
-
+def bootstrap_key(paths: list[Path], metric: str, replicates: int, resampled: str = "") -> str:
+    """The key of a bootstrap of ``paths`` (24 hex digits) among the derived numbers, which also seeds its
+    replicates. ``resampled`` tells apart other resamplings of the same files (a subset of the examples, one side
+    alone); it is empty for the paired bootstrap over the whole split."""
     key = hashlib.sha256(f"{metric}:{replicates}:{LEVEL}:{METHOD_VERSION}{resampled}".encode())
     for path in paths:
         key.update(Path(path).read_bytes())
-    return default_cache_dir() / "bootstrap" / f"{key.hexdigest()[:24]}.json"
+    return key.hexdigest()[:24]
 
 
 def examples_key(examples: list[int] | None) -> str:
@@ -64,10 +64,10 @@ def resampled_values(
     paths: list[Path],
     examples: list[int] | None,
     replicates: int,
-    cached: Path,
+    key: str,
 ) -> np.ndarray | None:
     """replicates × files: each file's ``metric`` on each replicate's draw of the examples (``examples``: the
-    indices resampled, None: the whole split), the same draws for every file, seeded by ``cached``'s name. None
+    indices resampled, None: the whole split), the same draws for every file, seeded by ``key``. None
     when the files' splits differ or a file's ``gold_sha256`` is not ``gold``'s."""
     runs = [read_predictions(path) for path in paths]
     digest = gold_sha256(gold)
@@ -77,7 +77,7 @@ def resampled_values(
     if examples is not None:
         gold, predicted = [gold[i] for i in examples], [[labels[i] for i in examples] for labels in predicted]
     kind = task_kind(dataset, task)
-    generator = np.random.default_rng(int.from_bytes(bytes.fromhex(cached.stem[:16]), "big"))
+    generator = np.random.default_rng(int.from_bytes(bytes.fromhex(key[:16]), "big"))
     size = len(gold)
     draws = generator.integers(0, size, (replicates, size))
     additive = [additive_statistics(kind, metric, labels, gold) for labels in predicted]
@@ -120,44 +120,44 @@ def paired_bootstrap(
     share of replicates in which Δ ≤ 0 (one-sided p for "better"; ≥ 0 for "worse"). It complements the paired
     t-test over seeds: that one asks whether the gain survives a new seed, this one whether it survives a new
     test set. Replicates are seeded by the inputs' bytes, so the numbers are the same on every regeneration;
-    they are cached under the cache directory. Where the metric is a function of sums over examples (accuracy,
+    they are kept among the results store's derived numbers (``knowledge_lm.report.derived``), which a later
+    build reads without touching ``gold``. Where the metric is a function of sums over examples (accuracy,
     binary F1 and MCC, Pearson's r, SemEval's macro-F1, the typing and document-level RE F1s), each replicate
     sums per-example statistics (:func:`additive_statistics`) instead of calling the scorer: the same values,
     without thousands of scorer calls per comparison; other metrics (Spearman's ρ, QA) run the scorer itself.
     Either resampling may be restricted to a group of the examples (the generated task's statement families), and
     :func:`bootstrap_interval` resamples one method's seeds alone (its interval, without a comparison).
     """
-    # The files pin the gold by its sha256; the whole split's paired key has no side counts (see cache_file).
+    # The files pin the gold by its sha256; the whole split's paired key has no side counts (see bootstrap_key).
     resampled = "" if examples is None else f":paired:{len(ours)}:{len(baseline)}{examples_key(examples)}"
-    cached = cache_file(list(ours) + list(baseline), metric, replicates, resampled)
-    if cached.is_file():
-        return json.loads(cached.read_text())
-    values = resampled_values(
-        dataset,
-        task,
-        metric,
-        gold,
-        paths=list(ours) + list(baseline),
-        examples=examples,
-        replicates=replicates,
-        cached=cached,
-    )
-    if values is None:
-        return None
-    seeds = len(ours)
-    means = values[:, :seeds].mean(1)
-    deltas = np.round(means - values[:, seeds:].mean(1), 9)  # a tie is 0 whatever the summation order
-    found = {
-        "replicates": replicates,
-        "examples": len(gold if examples is None else examples),
-        "interval": percentile_interval(means),
-        "delta_interval": percentile_interval(deltas),
-        "p_not_better": float(np.mean(deltas <= 0)),
-        "p_not_worse": float(np.mean(deltas >= 0)),
-    }
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    cached.write_text(json.dumps(found))
-    return found
+    key = bootstrap_key(list(ours) + list(baseline), metric, replicates, resampled)
+
+    def compute() -> dict | None:
+        values = resampled_values(
+            dataset,
+            task,
+            metric,
+            gold,
+            paths=list(ours) + list(baseline),
+            examples=examples,
+            replicates=replicates,
+            key=key,
+        )
+        if values is None:
+            return None
+        seeds = len(ours)
+        means = values[:, :seeds].mean(1)
+        deltas = np.round(means - values[:, seeds:].mean(1), 9)  # a tie is 0 whatever the summation order
+        return {
+            "replicates": replicates,
+            "examples": len(gold if examples is None else examples),
+            "interval": percentile_interval(means),
+            "delta_interval": percentile_interval(deltas),
+            "p_not_better": float(np.mean(deltas <= 0)),
+            "p_not_worse": float(np.mean(deltas >= 0)),
+        }
+
+    return recall(dataset, f"bootstrap:{key}", compute)
 
 
 def bootstrap_interval(
@@ -174,19 +174,18 @@ def bootstrap_interval(
     resampling the examples (``examples``: those indices only; None: the whole split) with the same draw for every
     seed; for accuracy, the interval of the accuracy of each example's correctness averaged over the seeds. None
     as ``paired_bootstrap``."""
-    cached = cache_file(list(runs), metric, replicates, f":interval:{len(runs)}{examples_key(examples)}")
-    if cached.is_file():
-        return json.loads(cached.read_text())
-    values = resampled_values(
-        dataset, task, metric, gold, paths=list(runs), examples=examples, replicates=replicates, cached=cached
-    )
-    if values is None:
-        return None
-    found = {
-        "replicates": replicates,
-        "examples": len(gold if examples is None else examples),
-        "interval": percentile_interval(values.mean(1)),
-    }
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    cached.write_text(json.dumps(found))
-    return found
+    key = bootstrap_key(list(runs), metric, replicates, f":interval:{len(runs)}{examples_key(examples)}")
+
+    def compute() -> dict | None:
+        values = resampled_values(
+            dataset, task, metric, gold, paths=list(runs), examples=examples, replicates=replicates, key=key
+        )
+        if values is None:
+            return None
+        return {
+            "replicates": replicates,
+            "examples": len(gold if examples is None else examples),
+            "interval": percentile_interval(values.mean(1)),
+        }
+
+    return recall(dataset, f"bootstrap:{key}", compute)

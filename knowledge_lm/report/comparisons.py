@@ -14,6 +14,7 @@ the method's cells of the same world (``split_variant``: ``confirm-shuffled`` wi
 whether a method uses relational facts in each world (``relational_verdict``).
 """
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -24,6 +25,7 @@ import pandas as pd
 from scipy.stats import false_discovery_control, ttest_1samp
 
 from knowledge_lm.report.bootstrap import LEVEL, bootstrap_interval, paired_bootstrap, task_scorer
+from knowledge_lm.report.derived import recall
 from knowledge_lm.report.frame import (
     MISSING,
     by_seed,
@@ -377,10 +379,24 @@ def frequency_buckets(
     method scored on every bucket per seed with the task's scorer and averaged over seeds. The frequencies come
     from any cell that kept them (knowledge methods do); every method with kept predictions of the same split
     and gold (``golds``: gold answers by their sha256) is scored, the baseline included. None when no cell kept
-    frequencies."""
+    frequencies. Kept among the derived numbers (``knowledge_lm.report.derived``), keyed by the predictions files'
+    bytes: a later build reads them without the gold."""
     rows = frame[(frame.fraction == 1.0) & (frame.metric == metric) & (frame.predictions != "")].sort_values(
         ["method", "seed"]
     )
+    key = hashlib.sha256(f"buckets:{task}:{metric}".encode())
+    for row in rows.itertuples():
+        key.update(f"{row.method}:{row.seed}:".encode() + Path(row.predictions).read_bytes())
+    found = recall(
+        dataset, f"buckets:{key.hexdigest()[:24]}", lambda: scored_buckets(rows, dataset, task, metric, golds)
+    )
+    return None if found is None else (found[0], found[1])
+
+
+def scored_buckets(
+    rows: pd.DataFrame, dataset: str, task: str, metric: str, golds: dict[str, list]
+) -> tuple[list[str], dict] | None:
+    """``frequency_buckets`` of the 100 % rows with kept predictions ``rows``, scored against their gold."""
     kept = {(row.method, row.seed): kept_run(row.predictions) for row in rows.itertuples()}
     reference = next((run for run in kept.values() if run.get("entity_frequency")), None)
     if reference is None:

@@ -18,6 +18,7 @@ import pandas as pd
 from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.core.results import result_files, write_file_atomic
 from knowledge_lm.report.comparisons import page_tests, verdict
+from knowledge_lm.report.derived import keeping_derived
 from knowledge_lm.report.frame import page_rows, seed_cells
 from knowledge_lm.report.leaderboard import DEFAULT_BACKBONES, page_frame, results_by_dataset
 from knowledge_lm.report.protocol import current_protocol, summarised
@@ -169,11 +170,12 @@ def export_tables(
     ``write_leaderboards``'. Returns the files written."""
     out_dir = Path(out_dir)
     written, every = [], []
-    for dataset, inputs in results_by_dataset(result_files(results_dir), backbones).items():
-        rows = table_rows(dataset, *page_frame(inputs, data_dir))
-        if rows:
-            written += write_table(rows, out_dir / dataset)
-            every += rows
+    with keeping_derived(results_dir):
+        for dataset, inputs in results_by_dataset(result_files(results_dir), backbones).items():
+            rows = table_rows(dataset, *page_frame(inputs, data_dir))
+            if rows:
+                written += write_table(rows, out_dir / dataset)
+                every += rows
     if every:
         written += write_table(every, out_dir / "all")
     return written

@@ -15,8 +15,10 @@ from pathlib import Path
 import pandas as pd
 
 from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.core.results import CellResult, gold_sha256, predictions_path, read_predictions, warn
-from knowledge_lm.report.gold import cell_gold, cell_groups
+from knowledge_lm.report.derived import lookup, recall
+from knowledge_lm.report.gold import MissingGold, cell_gold, cell_groups
 
 MISSING = "—"
 
@@ -58,14 +60,50 @@ DEGENERATE_RULE = DegenerateRule()
 FIRST_PROTOCOL = {"split_version": "1", "scorer_version": "1"}
 
 
+class UnavailableGold(list):
+    """Stands for a gold that neither the store nor the data directory has: what a page derives from it comes from the
+    results store's derived numbers (``knowledge_lm.report.derived``); computing anything else from it raises
+    ``error`` (``knowledge_lm.report.gold.MissingGold``), so no page is written thinner."""
+
+    def __init__(self, error: KlmError):
+        super().__init__()
+        self.error = error
+
+    def __len__(self):
+        raise self.error
+
+    def __getitem__(self, index):
+        raise self.error
+
+    def __iter__(self):
+        raise self.error
+
+
+def predictions_gold(path: Path, result: dict, stored: dict, data_dir) -> tuple[list, str, int]:
+    """``(gold, its sha256, its size)`` of a cell's kept predictions (``stored``): the gold of the reported split
+    (``knowledge_lm.report.gold.cell_gold``), its size kept among the derived numbers; where neither the store nor
+    the data directory has it but the derived numbers know its size, an ``UnavailableGold`` of the sha256 the
+    predictions file holds (never for a dataset whose examples fall in groups: those come with the gold alone)."""
+    dataset, digest = result["cell"]["dataset"], stored.get("gold_sha256", "")
+    try:
+        gold = cell_gold(path, result, digest, data_dir)
+    except MissingGold as error:
+        size = None if DATASETS.get(dataset).has_example_groups else lookup(dataset, f"gold-size:{digest}")
+        if size is None:
+            raise
+        return UnavailableGold(error), digest, size
+    digest = gold_sha256(gold)
+    return gold, digest, recall(dataset, f"gold-size:{digest}", lambda: len(gold))
+
+
 def kept_predictions(
     files: list[tuple[Path, dict]], data_dir=None
 ) -> tuple[list[tuple[Path, str] | None], dict[str, list]]:
     """Per result file, its predictions file and their gold's sha256 where that is the sha256 of the reported
-    split's gold (``knowledge_lm.report.gold.cell_gold``: the store's gold of that sha256, else recomputed from
-    ``data_dir``; None: as ``klm bench`` resolves it), else None: no predictions file, or a mismatch (a one-line
-    warning names the cell); and those gold answers by their sha256. Without the gold a page needs,
-    ``knowledge_lm.report.gold.MissingGold``: no page is written thinner."""
+    split's gold (``predictions_gold``: the store's gold of that sha256, else recomputed from ``data_dir``, None: as
+    ``klm bench`` resolves it; else, where the derived numbers know it, taken from the file), else None: no
+    predictions file, or a mismatch (a one-line warning names the cell); and those gold answers by their sha256.
+    Without the gold a page needs, ``knowledge_lm.report.gold.MissingGold``: no page is written thinner."""
     kept, golds = [], {}
     for path, result in files:
         sidecar = predictions_path(path)
@@ -78,8 +116,7 @@ def kept_predictions(
             warn(f"{error}; not used")
             kept.append(None)
             continue
-        gold = cell_gold(path, result, stored.get("gold_sha256", ""), data_dir)
-        digest = gold_sha256(gold)
+        gold, digest, size = predictions_gold(path, result, stored, data_dir)
         if stored.get("gold_sha256") != digest or stored.get("split") != result["report_split"]:
             warn(
                 f"{path}: its kept predictions are of another gold than the data directory's {result['report_split']} "
@@ -87,10 +124,10 @@ def kept_predictions(
             )
             kept.append(None)
             continue
-        if len(stored["predicted"]) != len(gold):
+        if len(stored["predicted"]) != size:
             warn(
-                f"{sidecar}: corrupt predictions file ({len(stored['predicted'])} answers for {len(gold)} "
-                "examples); not used"
+                f"{sidecar}: corrupt predictions file ({len(stored['predicted'])} answers for {size} examples); "
+                "not used"
             )
             kept.append(None)
             continue

@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.results import PRETRAINING_DIR, PROBES_DIR, predictions_path, result_files, write_json_atomic
+from knowledge_lm.report.derived import keeping_derived
 from knowledge_lm.report.frame import (
     degenerate_reason,
     kept_groups,
@@ -154,7 +155,26 @@ def write_leaderboards(
 
     state = json.loads(state_file.read_text()) if state_file is not None and state_file.is_file() else {}
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
+    with keeping_derived(results_dir) as derived:
+        written, skipped = build_pages(
+            pages, out_dir, state, options=(data_dir, backbones, datasets, methods), filtered=filtered
+        )
+        if by_dataset and not filtered:  # a filtered build writes the chosen dataset pages alone
+            written += write_papers([file for chosen in by_dataset.values() for file in chosen], out_dir / "papers")
+        derived.prune = not filtered and not skipped  # every page rendered: the numbers none used are stale
+    if state_file is not None:
+        write_json_atomic(state_file, state)
+    return written
+
+
+def build_pages(
+    pages: dict[Path, tuple], out_dir: Path, state: dict, *, options: tuple, filtered: bool
+) -> tuple[list[Path], int]:
+    """Render each of ``pages`` (``planned_pages``) whose fingerprint is not the one ``state`` recorded, with a
+    progress bar; records the new fingerprints in ``state``. Returns the pages written and how many were skipped
+    (unchanged). ``options``: the build's data directory, backbones, datasets and methods."""
+    data_dir, backbones = options[:2]
+    written, skipped = [], 0
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console, transient=True
     ) as bar:
@@ -163,8 +183,7 @@ def write_leaderboards(
             bar.update(overall, description=f"leaderboards: {page.name}")
             paths = [path for path, _ in inputs] if kind in ("dataset", "glance") else inputs
             inputs_read = page_inputs(name, paths)
-            options = (data_dir, backbones, datasets, methods) if filtered else (data_dir, backbones)
-            fingerprint = page_fingerprint(page, inputs_read, options)
+            fingerprint = page_fingerprint(page, inputs_read, options if filtered else (data_dir, backbones))
             key = str(page.resolve())
             if state.get(key) != fingerprint:
                 if kind == "dataset":  # its figures are all drawn again: none it no longer makes stays behind
@@ -175,12 +194,10 @@ def write_leaderboards(
                     page.write_text(text)
                     written.append(page)
                     state[key] = page_fingerprint(page, inputs_read, (data_dir, backbones))
+            else:
+                skipped += 1
             bar.advance(overall)
-    if by_dataset and not filtered:  # a filtered build writes the chosen dataset pages alone
-        written += write_papers([file for chosen in by_dataset.values() for file in chosen], out_dir / "papers")
-    if state_file is not None:
-        write_json_atomic(state_file, state)
-    return written
+    return written, skipped
 
 
 def results_by_dataset(files: list, backbones: tuple[str, ...] | None) -> dict[str, list]:
