@@ -90,12 +90,14 @@ CONFIGS = sorted(
 
 
 def costly_smoke(path) -> bool:
-    """Smoke runs that take minutes on 2 cores are marked slow (they still validate in the fast suite): a
+    """Smoke runs marked slow (they still validate in the fast suite): those that take minutes on 2 cores, a
     knowledge method on a real dataset (a cold `klm prepare` runs spaCy over all of it and TransE over the
-    Wikidata KG), and several methods on Re-DocRED."""
+    Wikidata KG) and several methods on Re-DocRED; and the 20k generated sweeps, which a fast one covers."""
     sweep = load_sweep(path)
     if any(int(sweep.variant_options(variant).get("train_size", 0)) > 2000 for variant in sweep.variants):
-        return True  # `klm prepare` of a larger generated train split runs spaCy over all of it
+        # The 20k sweeps: in the smoke world (``SMOKE_WORLD``) their cells differ from the 2k sweeps' (which smoke-run
+        # in the fast suite) only in the epochs, which max_steps caps.
+        return True
     if sweep.dataset == "redocred":
         return True  # each smoke cell evaluates on all of Re-DocRED's dev and test documents (~2 min on 2 cores)
     return sweep.dataset != "generated" and any(
