@@ -1,5 +1,8 @@
 """Every sweep config under benchmarks/ validates, and one cell per (method, task) smoke-runs on a tiny backbone."""
 
+import json
+from dataclasses import asdict
+
 import pytest
 
 from knowledge_lm.core.paths import benchmarks_dir
@@ -54,18 +57,47 @@ def smoke_backbone(method, tmp_path_factory) -> str:
     return str(directory)
 
 
+# The generated task's world in smoke runs: the generator's sizes only, so that `klm prepare` (spaCy over every
+# split) and the evaluation take seconds; the config's other knobs (seed, negatives, noise...) stay as they are.
+SMOKE_WORLD = {"train_size": 200, "dev_size": 40, "test_size": 40, "num_entities": 200}
+
+
+def smoke_dataset_options(dataset: str, options: dict) -> dict:
+    """A config's dataset options for its smoke runs: on the generated task, its world shrunk to ``SMOKE_WORLD``."""
+    return {**options, **SMOKE_WORLD} if dataset == "generated" else options
+
+
+@pytest.fixture(scope="session")
+def smoke_results() -> dict:
+    """The result of each distinct smoke cell run so far this session, by ``smoke_key``: configs that define the
+    very same cell share one run."""
+    return {}
+
+
+def smoke_key(cell: Cell, train, dataset_options: dict) -> str:
+    """What a smoke run depends on: the cell but its variant's name, the dataset options, the training settings."""
+    spec = {
+        "cell": [cell.method, cell.dataset, cell.task, cell.fraction, cell.seed, cell.backbone],
+        "dataset_options": dataset_options,
+        "train": asdict(train),
+    }
+    return json.dumps(spec, sort_keys=True, default=str)
+
+
 CONFIGS = sorted(
     path for path in benchmarks_dir().glob("*.yaml") if path.name not in ("references.yaml", "tables.yaml")
 )
 
 
 def costly_smoke(path) -> bool:
-    """Smoke runs that take minutes on 2 cores are marked slow (they still validate in the fast suite): a
+    """Smoke runs marked slow (they still validate in the fast suite): those that take minutes on 2 cores, a
     knowledge method on a real dataset (a cold `klm prepare` runs spaCy over all of it and TransE over the
-    Wikidata KG), and several methods on Re-DocRED."""
+    Wikidata KG) and several methods on Re-DocRED; and the 20k generated sweeps, which a fast one covers."""
     sweep = load_sweep(path)
     if any(int(sweep.variant_options(variant).get("train_size", 0)) > 2000 for variant in sweep.variants):
-        return True  # `klm prepare` of a larger generated train split runs spaCy over all of it
+        # The 20k sweeps: in the smoke world (``SMOKE_WORLD``) their cells differ from the 2k sweeps' (which smoke-run
+        # in the fast suite) only in the epochs, which max_steps caps.
+        return True
     if sweep.dataset == "redocred":
         return True  # each smoke cell evaluates on all of Re-DocRED's dev and test documents (~2 min on 2 cores)
     return sweep.dataset != "generated" and any(
@@ -91,10 +123,10 @@ def test_config_validates(path):
 
 
 @pytest.mark.parametrize("path", SMOKE)
-def test_config_smoke_runs(path, tmp_path, tmp_path_factory, shared_data):
+def test_config_smoke_runs(path, tmp_path, tmp_path_factory, shared_data, smoke_results):
     sweep = load_sweep(path)
     variant = list(sweep.variants)[-1]  # the last: for a noise curve, the noisiest features
-    options = sweep.variant_options(variant)
+    options = smoke_dataset_options(sweep.dataset, sweep.variant_options(variant))
     for method in sweep.methods:
         for task in sweep.tasks:
             cell = Cell(
@@ -107,17 +139,20 @@ def test_config_smoke_runs(path, tmp_path, tmp_path_factory, shared_data):
                 variant,
             )
             train = sweep.train_config(task, {"max_steps": 2, "evaluations": 1, "batch_size": 4}, variant)
-            if getattr(METHODS.get(method), "needs_knowledge", False):
-                prepare_knowledge(options, sweep.dataset, task, train, shared_data)
-            result = run_cell(
-                cell,
-                train,
-                data_dir=shared_data,
-                results_dir=tmp_path / "results",
-                runs_dir=tmp_path / "runs",
-                dataset_options=options,
-                progress=False,
-            )
+            key = smoke_key(cell, train, options)
+            if key not in smoke_results:
+                if getattr(METHODS.get(method), "needs_knowledge", False):
+                    prepare_knowledge(options, sweep.dataset, task, train, shared_data)
+                smoke_results[key] = run_cell(
+                    cell,
+                    train,
+                    data_dir=shared_data,
+                    results_dir=tmp_path / "results",
+                    runs_dir=tmp_path / "runs",
+                    dataset_options=options,
+                    progress=False,
+                )
+            result = smoke_results[key]
             assert result["budget"]["max_steps"] == 2
             assert set(result["metrics"]) == {"train"} ^ ({"train"} | set(result["data"]["eval_sizes"]))
 
