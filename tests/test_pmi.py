@@ -85,6 +85,33 @@ def test_top_k_neighbours_ranks_by_mean_pmi():
     assert neighbours == ["the"] and not {"cat", "sat"} & set(neighbours)
 
 
+def test_top_k_neighbours_are_the_mean_pmi_ranking_a_loop_over_the_neighbours_gives():
+    """The vectorised expansion against its definition, written as a loop (sums in the same order), on a random
+    corpus with many ties."""
+    import random
+    from collections import defaultdict
+
+    generator = random.Random(0)
+    words = [f"w{i}" for i in range(40)]
+    texts = [" ".join(generator.choices(words, k=generator.randint(2, 8))) for _ in range(300)]
+    statistics = CorpusStatistics.from_texts(texts, min_count=1)
+
+    def by_loop(sentence, k):
+        known = sorted({word for word in sentence if word in statistics.unigram_counts})
+        totals = defaultdict(float)
+        for word in known:
+            for neighbour, value in statistics.neighbours.get(word, {}).items():
+                if neighbour not in sentence:
+                    totals[neighbour] += value
+        ranked = sorted((-total / len(known), neighbour) for neighbour, total in totals.items() if total > 0)
+        return [neighbour for _, neighbour in ranked[:k]] if known and k > 0 else []
+
+    sentences = [generator.choices(words + ["unknown"], k=generator.randint(1, 6)) for _ in range(200)]
+    for sentence in sentences:
+        for k in (0, 1, 5, 50):
+            assert statistics.top_k_neighbours(sentence, k) == by_loop(sentence, k)
+
+
 @pytest.mark.parametrize("name", ["statistics.json", "statistics.json.gz"])
 def test_save_load_round_trip(tmp_path, name):
     statistics = CorpusStatistics.from_texts(CORPUS * 3, min_count=2, window=3)

@@ -205,6 +205,7 @@ class CorpusStatistics:
         for (first, second), value in self.pair_pmi.items():
             self.neighbours[first][second] = value
             self.neighbours[second][first] = value
+        self._neighbour_arrays = None
 
     # -- building -----------------------------------------------------------------------------
     @classmethod
@@ -315,17 +316,39 @@ class CorpusStatistics:
         The mean runs over the sentence's distinct words that the statistics know, a pair without a
         PMI counting as 0 (no evidence of association); ties go to the alphabetically first word.
         """
-        absent = set(words)
         known = sorted({word for word in words if word in self.unigram_counts})
         if not known or k <= 0:
             return []
-        totals = defaultdict(float)
-        for word in known:
-            for neighbour, value in self.neighbours.get(word, {}).items():
-                if neighbour not in absent:
-                    totals[neighbour] += value
-        ranked = sorted(((-total / len(known), neighbour) for neighbour, total in totals.items() if total > 0))
-        return [neighbour for _, neighbour in ranked[:k]]
+        vocabulary, index, arrays = self.neighbour_arrays()
+        found = [arrays[word] for word in known if word in arrays]
+        if not found:
+            return []
+        # One weighted bincount adds each word's neighbours in the order a loop over them would: the same sums.
+        ids, values = (np.concatenate(column) for column in zip(*found))
+        totals = np.bincount(ids, weights=values, minlength=len(vocabulary))
+        eligible = totals > 0
+        eligible[[index[word] for word in set(words) if word in index]] = False
+        (candidates,) = np.nonzero(eligible)
+        means = -totals[candidates] / len(known)
+        ranked = candidates[np.lexsort((candidates, means))[:k]]  # ids are alphabetical: ties by word
+        return [vocabulary[i] for i in ranked.tolist()]
+
+    def neighbour_arrays(self) -> tuple[list[str], dict[str, int], dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """The words with a PMI neighbour, sorted (an id's order is its word's), their ids, and per word its
+        neighbours' ids and PMI values as arrays, in the neighbours' order: built once, for
+        ``top_k_neighbours``."""
+        if self._neighbour_arrays is None:
+            vocabulary = sorted(self.neighbours)
+            index = {word: number for number, word in enumerate(vocabulary)}
+            arrays = {
+                word: (
+                    np.fromiter((index[n] for n in neighbours), np.int64, len(neighbours)),
+                    np.fromiter(neighbours.values(), np.float64, len(neighbours)),
+                )
+                for word, neighbours in self.neighbours.items()
+            }
+            self._neighbour_arrays = (vocabulary, index, arrays)
+        return self._neighbour_arrays
 
     # -- saving -------------------------------------------------------------------------------
     def to_dict(self) -> dict:
