@@ -26,6 +26,10 @@ def clear_gold_caches():
         cache.cache_clear()
 
 
+def never_built(*args, **kwargs):
+    raise AssertionError("a page whose numbers are all in the store built a data module")
+
+
 def rte_result(method: str, seed: int, value: float) -> dict:
     """A glue/rte cell on the tiny backbone: its gold (GLUE's RTE dev set) comes from the data directory."""
     return stored_result(
@@ -69,7 +73,9 @@ def test_pages_need_neither_data_nor_gold_once_the_store_keeps_what_they_derive(
     monkeypatch.setenv("DATA_DIR", str(tmp_path / "empty"))
     monkeypatch.setenv("KLM_CACHE_DIR", str(tmp_path / "fresh-cache"))
     clear_gold_caches()
-    assert dataset_page(results, tmp_path / "without-data").read_text() == with_data
+    with monkeypatch.context() as patched:  # every number in the store: no data module, no tokenizer, no hub
+        patched.setattr("knowledge_lm.report.gold.data_module", never_built)
+        assert dataset_page(results, tmp_path / "without-data").read_text() == with_data
 
     # A predictions file changed since: a number only the gold gives, not in the store: no page, never a thinner one.
     path = predictions_path(Cell("better", "glue", "rte", 1.0, 2, "tiny").result_path(results))

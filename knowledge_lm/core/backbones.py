@@ -80,23 +80,39 @@ def minilm_path() -> Path:
 
 
 def offline() -> bool:
-    """True when the hub is switched off or cannot be reached (checked in seconds, not retried for a minute)."""
-    import socket
-    from urllib.parse import urlparse
-
+    """True when the hub is switched off or cannot be reached (``hub_reachable``)."""
     from huggingface_hub import constants
 
     switched_off = any(
         os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
         for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
     )
-    if switched_off or constants.HF_HUB_OFFLINE:
-        return True
-    try:
-        socket.create_connection((urlparse(constants.ENDPOINT).hostname, 443), timeout=3).close()
-    except OSError:
-        return True
-    return False
+    return switched_off or constants.HF_HUB_OFFLINE or not hub_reachable()
+
+
+@lru_cache(maxsize=None)
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether a connection to the hub opens within ``timeout`` seconds, name lookup included (which a socket's
+    own timeout does not bound: without a network it can hang for minutes); asked once per process."""
+    import socket
+    import threading
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    opened = []
+
+    def connect():
+        try:
+            socket.create_connection((urlparse(constants.ENDPOINT).hostname, 443), timeout=timeout).close()
+            opened.append(True)
+        except OSError:
+            pass
+
+    attempt = threading.Thread(target=connect, daemon=True)
+    attempt.start()
+    attempt.join(timeout)
+    return bool(opened)
 
 
 def tiny_tokenizer():

@@ -70,6 +70,7 @@ def resampled_values(
     indices resampled, None: the whole split), the same draws for every file, seeded by ``key``. None
     when the files' splits differ or a file's ``gold_sha256`` is not ``gold``'s."""
     runs = [read_predictions(path) for path in paths]
+    gold = list(gold)  # a lazy gold (knowledge_lm.report.frame.LazyGold) loads here, once
     digest = gold_sha256(gold)
     if any(run["gold_sha256"] != digest or run["split"] != runs[0]["split"] for run in runs):
         return None

@@ -412,7 +412,7 @@ def scored_buckets(
     # Each quartile by the DFs it holds (qcut's own left edge lies just below the smallest).
     labels = ["no entity"] + [f"DF {linked[indices].min():.0f}–{linked[indices].max():.0f}" for indices in members[1:]]
     score = task_scorer(dataset, task)
-    gold = golds[reference["gold_sha256"]]
+    gold = list(golds[reference["gold_sha256"]])  # a lazy gold loads here, once
     per_method: dict[str, list[float | None]] = {}
     for method in sorted({method for method, _ in kept}):
         runs = [run for (name, _), run in kept.items() if name == method]

@@ -8,6 +8,7 @@ is at chance while the baseline solves it (``DEGENERATE_RULE``, ``family_at_chan
 method, fraction, task, metric and seed, and ordered for a page: each method followed by its sweep variants.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -18,7 +19,7 @@ from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.core.results import CellResult, gold_sha256, predictions_path, read_predictions, warn
 from knowledge_lm.report.derived import lookup, recall
-from knowledge_lm.report.gold import MissingGold, cell_gold, cell_groups
+from knowledge_lm.report.gold import cell_gold, cell_groups
 
 MISSING = "—"
 
@@ -60,38 +61,41 @@ DEGENERATE_RULE = DegenerateRule()
 FIRST_PROTOCOL = {"split_version": "1", "scorer_version": "1"}
 
 
-class UnavailableGold(list):
-    """Stands for a gold that neither the store nor the data directory has: what a page derives from it comes from the
-    results store's derived numbers (``knowledge_lm.report.derived``); computing anything else from it raises
-    ``error`` (``knowledge_lm.report.gold.MissingGold``), so no page is written thinner."""
+class LazyGold(Sequence):
+    """The gold of a cell's kept predictions whose numbers the results store's derived numbers already hold
+    (``knowledge_lm.report.derived``): loaded (``knowledge_lm.report.gold.cell_gold``: the store's gold, else the
+    data directory) only when a number the store lacks needs it, and checked to have the sha256 the predictions
+    file holds; ``knowledge_lm.report.gold.MissingGold`` where neither has it, so no page is written thinner."""
 
-    def __init__(self, error: KlmError):
-        super().__init__()
-        self.error = error
+    def __init__(self, path: Path, result: dict, digest: str, data_dir):
+        self.where, self.digest, self.data_dir = (path, result), digest, data_dir
+        self.loaded: list | None = None
+
+    def answers(self) -> list:
+        if self.loaded is None:
+            gold = cell_gold(*self.where, self.digest, self.data_dir)
+            if gold_sha256(gold) != self.digest:
+                raise KlmError(f"{self.where[0]}: its kept predictions are of another gold than the data's")
+            self.loaded = gold
+        return self.loaded
 
     def __len__(self):
-        raise self.error
+        return len(self.answers())
 
     def __getitem__(self, index):
-        raise self.error
-
-    def __iter__(self):
-        raise self.error
+        return self.answers()[index]
 
 
-def predictions_gold(path: Path, result: dict, stored: dict, data_dir) -> tuple[list, str, int]:
-    """``(gold, its sha256, its size)`` of a cell's kept predictions (``stored``): the gold of the reported split
-    (``knowledge_lm.report.gold.cell_gold``), its size kept among the derived numbers; where neither the store nor
-    the data directory has it but the derived numbers know its size, an ``UnavailableGold`` of the sha256 the
-    predictions file holds (never for a dataset whose examples fall in groups: those come with the gold alone)."""
+def predictions_gold(path: Path, result: dict, stored: dict, data_dir) -> tuple[Sequence, str, int]:
+    """``(gold, its sha256, its size)`` of a cell's kept predictions (``stored``). Where the derived numbers know
+    the size of the gold of the sha256 the file holds, a ``LazyGold`` of it (never for a dataset whose examples fall
+    in groups: those come with the gold alone); else the gold of the reported split
+    (``knowledge_lm.report.gold.cell_gold``), its size then kept among the derived numbers."""
     dataset, digest = result["cell"]["dataset"], stored.get("gold_sha256", "")
-    try:
-        gold = cell_gold(path, result, digest, data_dir)
-    except MissingGold as error:
-        size = None if DATASETS.get(dataset).has_example_groups else lookup(dataset, f"gold-size:{digest}")
-        if size is None:
-            raise
-        return UnavailableGold(error), digest, size
+    size = None if DATASETS.get(dataset).has_example_groups else lookup(dataset, f"gold-size:{digest}")
+    if size is not None:
+        return LazyGold(path, result, digest, data_dir), digest, size
+    gold = cell_gold(path, result, digest, data_dir)
     digest = gold_sha256(gold)
     return gold, digest, recall(dataset, f"gold-size:{digest}", lambda: len(gold))
 
@@ -100,8 +104,8 @@ def kept_predictions(
     files: list[tuple[Path, dict]], data_dir=None
 ) -> tuple[list[tuple[Path, str] | None], dict[str, list]]:
     """Per result file, its predictions file and their gold's sha256 where that is the sha256 of the reported
-    split's gold (``predictions_gold``: the store's gold of that sha256, else recomputed from ``data_dir``, None: as
-    ``klm bench`` resolves it; else, where the derived numbers know it, taken from the file), else None: no
+    split's gold (``predictions_gold``: once the derived numbers know it, taken from the file; else the store's gold
+    of that sha256, else recomputed from ``data_dir``, None: as ``klm bench`` resolves it), else None: no
     predictions file, or a mismatch (a one-line warning names the cell); and those gold answers by their sha256.
     Without the gold a page needs, ``knowledge_lm.report.gold.MissingGold``: no page is written thinner."""
     kept, golds = [], {}
@@ -144,7 +148,8 @@ def kept_groups(
     or not one per gold answer); and those groups by their sha256."""
     digests, groupings = [], {}
     for (path, result), predictions in zip(files, kept):
-        groups = cell_groups(path, result, predictions[1], data_dir) if predictions else None
+        grouped = predictions and DATASETS.get(result["cell"]["dataset"]).has_example_groups
+        groups = cell_groups(path, result, predictions[1], data_dir) if grouped else None
         if not groups or len(groups) != len(golds[predictions[1]]):
             digests.append("")
             continue
