@@ -29,7 +29,7 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
 
 
 def default_cache_dir() -> Path:
-    """Where computed data is cached (tokenized splits, knowledge features, gold, bootstrap, leaderboard state):
+    """Where computed data is cached (tokenized splits, knowledge features, gold, leaderboard state):
     ``$KLM_CACHE_DIR``, else ``.cache/knowledge-lm`` under the project root (``project_root``)."""
     from knowledge_lm.core.paths import project_path
 
