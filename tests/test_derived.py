@@ -2,9 +2,10 @@
 data directory and without the gold, which is never kept in the repository."""
 
 import json
+import shutil
 
 import pytest
-from helpers import dataset_page, stored_result
+from helpers import dataset_page, stored_result, write_synthetic_result
 
 from knowledge_lm.core.results import (
     DERIVED_DIR,
@@ -17,6 +18,7 @@ from knowledge_lm.core.results import (
 )
 from knowledge_lm.report.derived import DerivedNumbers, keeping_derived, recall
 from knowledge_lm.report.gold import MissingGold
+from knowledge_lm.report.leaderboard import write_leaderboards
 
 
 def clear_gold_caches():
@@ -110,9 +112,40 @@ def test_derived_numbers_are_recalled_saved_in_order_and_pruned_to_those_used(tm
         assert recall("glue", "a", compute(9.0)) == {"interval": [1.0, 2.0]}
     assert (tmp_path / DERIVED_DIR / "glue.json").read_text() == text and calls == [2.0, 1.0]
 
-    with keeping_derived(tmp_path) as store:  # a build of every page keeps only what it used
+    with keeping_derived(tmp_path) as store:  # a build that rendered another dataset's pages: glue's stay
         recall("glue", "b", compute(9.0))
-        store.prune = True
+        store.prune = {"fewrel"}
+    assert DerivedNumbers(tmp_path).numbers["glue"].keys() == {"a", "b"}
+
+    with keeping_derived(tmp_path) as store:  # a build that rendered glue's pages keeps only what they used
+        recall("glue", "b", compute(9.0))
+        store.prune = {"glue"}
     assert DerivedNumbers(tmp_path).numbers == {"glue": {"b": {"interval": [2.0, 3.0]}}}
     assert recall("glue", "c", compute(5.0)) == {"interval": [5.0, 6.0]}  # outside a build: computed, not kept
     assert "c" not in DerivedNumbers(tmp_path).numbers["glue"]
+
+
+def test_an_incremental_build_leaves_the_store_a_full_build_gives(tmp_path, monkeypatch, shared_data):
+    monkeypatch.setenv("KLM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("DATA_DIR", str(shared_data))
+    clear_gold_caches()
+    results = rte_results(tmp_path, shared_data)
+    # A second dataset, unchanged below: the incremental build skips its page.
+    write_synthetic_result(results, "baseline", "main", 1.0, 1, 80.0, "test", "semeval2010", "semeval_macro_f1")
+    state, out = tmp_path / "state.json", tmp_path / "leaderboards"
+    write_leaderboards(results, out, state_file=state)
+    before = json.loads((results / DERIVED_DIR / "glue.json").read_text())["numbers"]
+
+    # One predictions file changes: the numbers derived from it get new keys, the old ones are stale.
+    path = predictions_path(Cell("better", "glue", "rte", 1.0, 2, "tiny").result_path(results))
+    kept = read_predictions(path)
+    kept["predicted"] = [1 - kept["predicted"][0]] + kept["predicted"][1:]
+    write_predictions(path, kept)
+    written = write_leaderboards(results, out, state_file=state)
+    assert out / "glue.md" in written and out / "semeval2010.md" not in written
+    after = json.loads((results / DERIVED_DIR / "glue.json").read_text())["numbers"]
+    assert after != before
+
+    shutil.rmtree(results / DERIVED_DIR)
+    write_leaderboards(results, tmp_path / "full")  # every page, from an empty store
+    assert json.loads((results / DERIVED_DIR / "glue.json").read_text())["numbers"] == after

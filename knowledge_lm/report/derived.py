@@ -30,7 +30,7 @@ class DerivedNumbers:
         self.numbers: dict[str, dict[str, Any]] = {}
         self.used: dict[str, set[str]] = {}
         self.added: set[str] = set()
-        self.prune = False  # set by a build that rendered every page: keep only the numbers it used
+        self.prune: set[str] = set()  # datasets whose pages a build rendered again: keep only the numbers it used
         for path in sorted(self.folder.glob("*.json")):
             stored = json.loads(path.read_text())
             if stored.get("format") == FORMAT:
@@ -55,14 +55,14 @@ class DerivedNumbers:
             self.used.setdefault(dataset, set()).add(key)
         return value
 
-    def save(self, prune: bool = False) -> list[Path]:
-        """Write the datasets whose numbers changed; ``prune`` (a build of every page): each used dataset's file
-        keeps only the numbers used. One number per line, keys sorted: the same numbers give the same bytes."""
+    def save(self, prune: set[str] = frozenset()) -> list[Path]:
+        """Write the datasets whose numbers changed; those in ``prune`` (their pages all rendered) keep only the
+        numbers used. One number per line, keys sorted: the same numbers give the same bytes."""
         written = []
         for dataset in sorted(self.numbers):
             numbers = self.numbers[dataset]
-            if prune and dataset in self.used:
-                numbers = {key: numbers[key] for key in self.used[dataset]}
+            if dataset in prune:
+                numbers = {key: numbers[key] for key in self.used.get(dataset, ())}
             if dataset not in self.added and numbers == self.numbers[dataset]:
                 continue
             path = self.folder / f"{dataset}.json"

@@ -156,25 +156,26 @@ def write_leaderboards(
     state = json.loads(state_file.read_text()) if state_file is not None and state_file.is_file() else {}
     out_dir.mkdir(parents=True, exist_ok=True)
     with keeping_derived(results_dir) as derived:
-        written, skipped = build_pages(
+        written = build_pages(
             pages, out_dir, state, options=(data_dir, backbones, datasets, methods), filtered=filtered
         )
+        # A dataset whose page was rendered again, beside the README, used every number of it still current: the
+        # others are stale. (A page skipped as unchanged looked none up: its dataset's numbers stay.)
+        if not filtered and out_dir / "README.md" in written:
+            derived.prune = {pages[page][1] for page in written if pages[page][0] == "dataset"}
         if by_dataset and not filtered:  # a filtered build writes the chosen dataset pages alone
             written += write_papers([file for chosen in by_dataset.values() for file in chosen], out_dir / "papers")
-        derived.prune = not filtered and not skipped  # every page rendered: the numbers none used are stale
     if state_file is not None:
         write_json_atomic(state_file, state)
     return written
 
 
-def build_pages(
-    pages: dict[Path, tuple], out_dir: Path, state: dict, *, options: tuple, filtered: bool
-) -> tuple[list[Path], int]:
+def build_pages(pages: dict[Path, tuple], out_dir: Path, state: dict, *, options: tuple, filtered: bool) -> list[Path]:
     """Render each of ``pages`` (``planned_pages``) whose fingerprint is not the one ``state`` recorded, with a
-    progress bar; records the new fingerprints in ``state``. Returns the pages written and how many were skipped
-    (unchanged). ``options``: the build's data directory, backbones, datasets and methods."""
+    progress bar; records the new fingerprints in ``state``. Returns the pages written (an unchanged one is
+    skipped). ``options``: the build's data directory, backbones, datasets and methods."""
     data_dir, backbones = options[:2]
-    written, skipped = [], 0
+    written = []
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console, transient=True
     ) as bar:
@@ -194,10 +195,8 @@ def build_pages(
                     page.write_text(text)
                     written.append(page)
                     state[key] = page_fingerprint(page, inputs_read, (data_dir, backbones))
-            else:
-                skipped += 1
             bar.advance(overall)
-    return written, skipped
+    return written
 
 
 def results_by_dataset(files: list, backbones: tuple[str, ...] | None) -> dict[str, list]:
