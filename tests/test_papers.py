@@ -6,7 +6,7 @@ from helpers import write_synthetic_result
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.report.leaderboard import write_leaderboards
-from knowledge_lm.report.papers import PAPER_TABLES, render_papers, unrendered_references
+from knowledge_lm.report.papers import OTHER_SPLITS, PAPER_TABLES, render_papers, unrendered_references
 
 # Datasets of the papers that are not datasets of the suite: their columns show the paper's numbers only.
 NOT_HERE = {"wikihop_masked", "lama"}
@@ -21,8 +21,11 @@ def test_reference_metrics_are_those_our_datasets_score():
         if ref["dataset"] in NOT_HERE:
             continue
         dataset = DATASETS.get(ref["dataset"])
-        for task, values in ref["metrics"].items():
-            assert set(values) <= set(dataset.spec(task).metrics), (ref["row"], ref["dataset"], task)
+        by_split = ref.get("metrics_by_split", {})
+        assert set(by_split) <= OTHER_SPLITS, (ref["row"], set(by_split))  # a split some page's column shows
+        for metrics in (ref["metrics"], *by_split.values()):
+            for task, values in metrics.items():
+                assert set(values) <= set(dataset.spec(task).metrics), (ref["row"], ref["dataset"], task)
 
 
 def test_one_page_per_table_and_figure_and_a_status_readme():
@@ -53,6 +56,37 @@ def test_our_rows_stand_beside_the_papers_with_avg_and_params(tmp_path):
     assert lines.index(kam) < lines.index(bert)
     write_leaderboards(results, out)
     assert (out / "papers" / "kam-table1.md").read_text() == text  # deterministic
+
+
+def test_mnli_mismatched_is_a_column_of_its_own_beside_the_papers_mnli_mm(tmp_path):
+    results, out = tmp_path / "results", tmp_path / "leaderboards"
+    for seed, (matched, mismatched) in zip((1, 2), ((60.0, 70.0), (62.0, 72.0))):
+        write_synthetic_result(
+            results,
+            "kam",
+            "mnli",
+            1.0,
+            seed,
+            matched,
+            report_split="test",
+            metric="accuracy",
+            metrics={
+                "dev": {"accuracy": 50.0},
+                "test": {"accuracy": matched},
+                "test_mismatched": {"accuracy": mismatched},
+            },
+        )
+    write_leaderboards(results, out)
+    lines = (out / "papers" / "kam-table1.md").read_text().splitlines()
+    header = next(line for line in lines if line.startswith("| row |")).split(" | ")
+    kam = next(line for line in lines if line.startswith("| kam |")).split(" | ")
+    bert = next(line for line in lines if line.startswith("| † BERT-Base ")).split(" | ")
+    at = header.index("MNLI-m")
+    assert header[at + 1] == "MNLI-mm"
+    assert kam[at].startswith("61.0 ± 1.4 (n=2)") and kam[at + 1].startswith("71.0 ± 1.4 (n=2)")
+    assert (bert[at], bert[at + 1]) == ("83.6", "83.2")  # the paper's MNLI-m/-mm
+    sisr = (out / "papers" / "sisr-table2.md").read_text()
+    assert "MNLI-mm" not in sisr and "| MNLI-m |" in sisr  # SI+SR's Table 2 prints one MNLI column
 
 
 def test_spectra_by_fraction_are_the_seeds_mean_of_each_rank():
