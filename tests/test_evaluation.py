@@ -113,3 +113,49 @@ def test_compile_auto_gives_cuda_graphs_only_to_long_cells_of_methods_measured_f
     assert explicit.resolved(baseline, on_gpu=True, steps=long) is explicit and explicit.compile is False
     with pytest.raises(KlmError, match="compile='sometimes' is not a boolean or auto"):
         TrainConfig.from_dict({"compile": "sometimes"})
+
+
+def test_a_closed_gated_loader_yields_nothing_and_draws_the_random_stream_as_a_loader_does():
+    from torch.utils.data import DataLoader
+
+    from knowledge_lm.data.base import GatedLoader
+
+    draws = []
+    for loader in (DataLoader(range(5)), GatedLoader(range(5), gate=lambda: False)):
+        torch.manual_seed(0)
+        batches = list(loader)
+        draws.append(torch.rand(1).item())
+    assert batches == [] and draws[0] == draws[1]  # training after a skipped split sees the same dropout masks
+    assert [int(b) for b in GatedLoader(range(3), gate=lambda: True)] == [0, 1, 2]
+
+
+def test_test_is_scored_only_at_a_new_best_evaluation_and_the_result_is_the_same(tmp_path, monkeypatch):
+    """A result reports test at its best evaluation on dev alone: scoring test only where dev sets a new best gives
+    the same result (scores, selected step, every dev score) as scoring it at every evaluation."""
+    from knowledge_lm.core.results import Cell
+    from knowledge_lm.run.cell import run_cell
+
+    def run(folder):
+        return run_cell(
+            Cell("baseline", "generated", "facts", 1.0, 1, "tiny"),
+            TrainConfig(batch_size=8, epochs=3, min_steps=1, evaluations=6, max_length=32),
+            results_dir=tmp_path / folder / "results",
+            runs_dir=tmp_path / folder / "runs",
+            dataset_options={"train_size": 40, "dev_size": 10, "test_size": 30},
+            progress=False,
+        )
+
+    gated = run("gated")
+    with monkeypatch.context() as always:
+        always.setattr(TaskModel, "evaluates_every_split", lambda self: True)
+        every = run("every")
+    assert all("test" in e["metrics"] for e in every["evaluations"])
+    assert gated["metrics"].keys() == every["metrics"].keys() and gated["selection"] == every["selection"]
+    for split, scores in every["metrics"].items():
+        assert gated["metrics"][split] == pytest.approx(scores)
+    assert [e["metrics"]["dev"] for e in gated["evaluations"]] == [e["metrics"]["dev"] for e in every["evaluations"]]
+    best = None
+    for evaluation in gated["evaluations"]:  # test where dev beat every earlier evaluation, nowhere else
+        dev = evaluation["metrics"]["dev"]["accuracy"]
+        assert ("test" in evaluation["metrics"]) == (best is None or dev > best)
+        best = dev if best is None else max(best, dev)

@@ -60,7 +60,7 @@ class CellResult(_CellResultRequired, total=False):
     metrics_by_group: dict[str, dict[str, float]]  # example group → {"examples", metric → value}, reported split
     dev_metrics_by_group: dict[str, dict[str, float]]  # the same on dev, the split settings are chosen on
     method_stats: dict  # what the method measured of its own run (e.g. SI's kept share)
-    evaluations: list[dict]  # every evaluation: step, epoch, split → metrics
+    evaluations: list[dict]  # every evaluation: step, epoch, split → metrics (test only at a new best dev score)
     resumed_from_checkpoint: bool
     finished_at: str
     protocol: dict  # {"split_version", "scorer_version"}: of the dataset's splits and the task's scorer; absent: "1"

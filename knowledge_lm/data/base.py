@@ -11,7 +11,7 @@ import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import pytorch_lightning as pl
 from datasets import Dataset, disable_progress_bars, load_from_disk
@@ -111,6 +111,20 @@ class ColumnBatches(TorchDataset):
         return {name: table.column(name).combine_chunks() for name in table.column_names}
 
 
+class GatedLoader(DataLoader):
+    """A loader whose iteration yields its batches only where ``gate()`` holds as it starts. The iterator is made
+    either way, so the global random stream advances as for a plain loader. (Lightning re-creates a loader with its
+    own sampler under DDP from the arguments it was made with: ``gate`` stays.)"""
+
+    def __init__(self, *args, gate: Callable[[], bool], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gate = gate
+
+    def __iter__(self):
+        iterator = super().__iter__()
+        return iterator if self.gate() else iter(())
+
+
 class TaskDataModule(pl.LightningDataModule):
     """One task of one dataset, tokenized, with its train split cut to ``fraction``.
 
@@ -164,6 +178,9 @@ class TaskDataModule(pl.LightningDataModule):
         # a picklable ``(knowledge, sequence_length) -> tensors`` here (in its ``setup``) so that the loader,
         # its workers included, builds them rather than the training step.
         self.knowledge_batch = None
+        # Whether an evaluation under way scores the splits after the selection split (set by the trainer: the
+        # model's ``evaluates_every_split``); None: always.
+        self.evaluation_gate: Callable[[], bool] | None = None
         self.knowledge_features: list[dict] | None = None  # every split's decoded features, set up with the data
         self.knowledge_spans: dict[str, tuple[int, int]] = {}  # split → its rows of knowledge_features
         self.task_spec = self.spec(self.task)
@@ -346,27 +363,29 @@ class TaskDataModule(pl.LightningDataModule):
         for rows in features.values():
             yield from rows
 
-    def _loader(self, dataset, shuffle: bool, batch_size: int):
-        return DataLoader(
-            ColumnBatches(dataset),
-            batch_size=batch_size,
-            shuffle=shuffle,
-            collate_fn=self._collate,
-            num_workers=self.num_workers,
-        )
+    def _loader(self, dataset, shuffle: bool, batch_size: int, gate: Callable[[], bool] | None = None):
+        options = dict(batch_size=batch_size, shuffle=shuffle, collate_fn=self._collate, num_workers=self.num_workers)
+        if gate is not None:
+            return GatedLoader(ColumnBatches(dataset), gate=gate, **options)
+        return DataLoader(ColumnBatches(dataset), **options)
 
     def train_dataloader(self):
         return self._loader(self.encoded["train"], True, self.batch_size)
 
     def val_dataloader(self):
-        return [self.evaluation_loader(split) for split in self.eval_split_names]
+        """Each evaluation split's loader; those of the splits after the selection split (dev) run only where
+        ``evaluation_gate`` lets them: a result reports them at its selected evaluation alone."""
+        return [
+            self.evaluation_loader(split, None if split == SELECTION_SPLIT else self.evaluation_gate)
+            for split in self.eval_split_names
+        ]
 
-    def evaluation_loader(self, split: str) -> DataLoader:
-        """The loader the model evaluates ``split`` with. Before ``setup`` it tokenizes that split alone, without
-        knowledge features: what recomputing the split's gold needs (``knowledge_lm.report.gold``), not the train
-        split's tokenization."""
+    def evaluation_loader(self, split: str, gate: Callable[[], bool] | None = None) -> DataLoader:
+        """The loader the model evaluates ``split`` with (a ``GatedLoader`` of ``gate`` where given). Before ``setup``
+        it tokenizes that split alone, without knowledge features: what recomputing the split's gold needs
+        (``knowledge_lm.report.gold``), not the train split's tokenization."""
         if self.encoded is not None:
-            return self._loader(self.encoded[split], False, self.eval_batch_size)
+            return self._loader(self.encoded[split], False, self.eval_batch_size, gate)
         if self.tokenizer is None:
             raise KlmError("a tokenizer is needed to tokenize a split")
         return self._loader(self.tokenize(split, self.read_labelled()[split]), False, self.eval_batch_size)

@@ -256,11 +256,28 @@ class TaskModel(pl.LightningModule):
         torch.distributed.all_gather_object(shards, items)
         return [item for shard in shards for item in shard]
 
-    def best_evaluation(self) -> dict | None:
-        """The evaluation with the best dev main metric (the earliest on ties)."""
-        if not self.evaluations:
+    def best_evaluation(self, evaluations: list[dict] | None = None) -> dict | None:
+        """The evaluation of ``evaluations`` (default: the model's) with the best dev main metric (the earliest on
+        ties)."""
+        evaluations = self.evaluations if evaluations is None else evaluations
+        if not evaluations:
             return None
-        return max(self.evaluations, key=lambda e: (e["metrics"][SELECTION_SPLIT][self.spec.main_metric], -e["step"]))
+        return max(evaluations, key=lambda e: (e["metrics"][SELECTION_SPLIT][self.spec.main_metric], -e["step"]))
+
+    def evaluates_every_split(self) -> bool:
+        """Whether the evaluation under way scores the splits after dev: only where its dev score makes it the best
+        evaluation so far. A result reports the other splits at its best evaluation alone, which is then the best
+        so far, so the others skip them (for MNLI, 20k test examples against dev's 1k). Asked as the first split
+        after dev starts (``GatedLoader``): dev's batches are scored now, one wait for their copies to the host."""
+        index = self.eval_splits.index(SELECTION_SPLIT) if SELECTION_SPLIT in self.eval_splits else None
+        if self.trainer.sanity_checking or index is None or not self._outputs.get(index):
+            return True
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        predicted, gold = self.decoded(index)
+        scores = self.kind.score(self.gather(predicted), self.gather(gold))
+        candidate = {"step": self.global_step, "metrics": {SELECTION_SPLIT: scores}}
+        return self.best_evaluation(self.evaluations + [candidate]) is candidate
 
     def on_save_checkpoint(self, checkpoint):
         checkpoint["evaluations"] = self.evaluations

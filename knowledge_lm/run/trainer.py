@@ -208,6 +208,7 @@ def build_model_and_data(
         torch._dynamo.reset()
         model.compile_modules(train.compile_mode)
     wire_knowledge(model, data)
+    data.evaluation_gate = model.evaluates_every_split
     return model, data, budget, train
 
 
