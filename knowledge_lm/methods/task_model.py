@@ -125,6 +125,7 @@ class TaskModel(pl.LightningModule):
         self.best_outputs: dict[str, dict] = {}  # split → decoded predictions and gold of the best evaluation
         self._outputs: defaultdict[int, list[tuple]] = defaultdict(list)  # split index → (logits, batch) on the host
         self._features: defaultdict[int, list[torch.Tensor]] = defaultdict(list)
+        self._scored: dict[int, tuple[dict, dict]] = {}  # split index → ``scored``, until the evaluation ends
 
     # -- what methods override -------------------------------------------------------------
     def encode(self, batch) -> torch.Tensor:
@@ -218,19 +219,31 @@ class TaskModel(pl.LightningModule):
             gold.extend(self.kind.gold(batch))
         return predicted, gold
 
+    def scored(self, index: int) -> tuple[dict, dict] | None:
+        """``(outputs, scores)`` of the evaluated split ``index``: every device's decoded predictions and gold, and
+        their scores; None where the split has no batches. Kept until the evaluation ends: dev is scored as the
+        splits after it start (``evaluates_every_split``) and not again at the end."""
+        if index not in self._scored:
+            predicted, gold = self.decoded(index)
+            if not predicted:
+                return None
+            outputs = {"predicted": self.gather(predicted), "gold": self.gather(gold)}
+            self._scored[index] = (outputs, self.kind.score(outputs["predicted"], outputs["gold"]))
+        return self._scored[index]
+
     def on_validation_epoch_end(self):
         if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)  # the one wait of an evaluation: its copies to the host are done
+            torch.cuda.synchronize(self.device)  # the evaluation's last wait: its copies to the host are done
         scores, outputs = {}, {}
         for index, split in enumerate(self.eval_splits):
-            predicted, gold = self.decoded(index)
-            if predicted:
-                outputs[split] = {"predicted": self.gather(predicted), "gold": self.gather(gold)}
-                scores[split] = self.kind.score(outputs[split]["predicted"], outputs[split]["gold"])
+            found = self.scored(index)
+            if found:
+                outputs[split], scores[split] = found
                 if self._features.get(index):
                     outputs[split]["singular_values"] = self.spectrum(torch.cat(self._features[index]))
         self._outputs.clear()
         self._features.clear()
+        self._scored.clear()
         if self.trainer.sanity_checking or SELECTION_SPLIT not in scores:
             return
         self.evaluations.append({"step": self.global_step, "epoch": self.current_epoch, "metrics": scores})
@@ -274,9 +287,10 @@ class TaskModel(pl.LightningModule):
             return True
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        predicted, gold = self.decoded(index)
-        scores = self.kind.score(self.gather(predicted), self.gather(gold))
-        candidate = {"step": self.global_step, "metrics": {SELECTION_SPLIT: scores}}
+        found = self.scored(index)
+        if found is None:
+            return True
+        candidate = {"step": self.global_step, "metrics": {SELECTION_SPLIT: found[1]}}
         return self.best_evaluation(self.evaluations + [candidate]) is candidate
 
     def on_save_checkpoint(self, checkpoint):

@@ -8,7 +8,8 @@ number: a bootstrap's outcome (``knowledge_lm.report.bootstrap``), per-bucket sc
 (``knowledge_lm.report.comparisons.frequency_buckets``) or the size of a gold (``knowledge_lm.report.frame``).
 A key names its inputs' bytes, so a number read back is the one the gold would give; a changed predictions file is
 a new key. ``klm leaderboard`` and ``klm export`` read the store first and compute what it lacks from the gold (the
-store's gold, else the data directory); a build of every page keeps only the numbers it used.
+store's gold, else the data directory); a build keeps, of each dataset whose page it rendered again, only the
+numbers it used.
 """
 
 import json
@@ -55,13 +56,13 @@ class DerivedNumbers:
             self.used.setdefault(dataset, set()).add(key)
         return value
 
-    def save(self, prune: set[str] = frozenset()) -> list[Path]:
-        """Write the datasets whose numbers changed; those in ``prune`` (their pages all rendered) keep only the
-        numbers used. One number per line, keys sorted: the same numbers give the same bytes."""
+    def save(self) -> list[Path]:
+        """Write the datasets whose numbers changed; those in ``prune`` keep only the numbers used. One number per
+        line, keys sorted: the same numbers give the same bytes."""
         written = []
         for dataset in sorted(self.numbers):
             numbers = self.numbers[dataset]
-            if dataset in prune:
+            if dataset in self.prune:
                 numbers = {key: numbers[key] for key in self.used.get(dataset, ())}
             if dataset not in self.added and numbers == self.numbers[dataset]:
                 continue
@@ -89,7 +90,7 @@ def keeping_derived(results_dir: Path):
     previous, active = active, DerivedNumbers(results_dir)
     try:
         yield active
-        active.save(active.prune)
+        active.save()
     finally:
         active = previous
 
