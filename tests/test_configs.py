@@ -187,6 +187,18 @@ def test_method_filters_a_tables_configs_and_adds_no_method(capsys, tmp_path):
     assert "no config of table 'knowledge-use-20k' lists it" in capsys.readouterr().err
 
 
+def test_status_reads_a_whole_table(capsys, tmp_path):
+    from knowledge_lm.cli import main
+
+    args = ["status", "--table", "knowledge-use-20k", "--results-dir", str(tmp_path), "--method", "kam"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "missing" in out and "relations-permuted" not in out
+    assert "table knowledge-use-20k" in out  # the table's total, over its sweeps
+    assert main(["status", "--table", "knowledge-use-20k", "--dataset", "glue"]) == 2
+    assert "--table names its own configs" in capsys.readouterr().err
+
+
 def test_method_backbones_give_each_method_its_own_backbone(tmp_path):
     from knowledge_lm.core.errors import KlmError
     from knowledge_lm.run.config import validate_sweep

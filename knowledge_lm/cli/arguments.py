@@ -171,6 +171,29 @@ def table_configs(name: str) -> list[Path]:
     return [benchmarks_dir() / f"{config}.yaml" for config in tables[name]]
 
 
+def add_table_argument(parser):
+    parser.add_argument(
+        "--table", help="a paper table's sweeps (benchmarks/tables.yaml), e.g. kam-table6; all: the full grid"
+    )
+
+
+def sweeps_from_args(args) -> list:
+    """The sweeps a command names: its ``--table``'s configs (each keeping only the chosen methods it lists), or
+    its one ``--config`` / ``--dataset``. Every config is checked before any is used."""
+    if args.table and (args.config or args.dataset):
+        raise KlmError("--table names its own configs: drop --config/--dataset")
+    configs = table_configs(args.table) if args.table else [args.config]
+    sweeps = []
+    for config in configs:
+        args.config = str(config) if config else None
+        sweep = sweep_from_args(args, table=bool(args.table))
+        if sweep is not None:
+            sweeps.append(sweep)
+    if not sweeps:
+        raise KlmError(f"--method {args.method}: no config of table {args.table!r} lists it")
+    return sweeps
+
+
 def print_written_leaderboards(
     results_dir: Path, out_dir: Path, *, data_dir=None, backbones="", force=False, datasets=None, methods=None
 ):

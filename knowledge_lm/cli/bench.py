@@ -12,11 +12,11 @@ from knowledge_lm.cli.arguments import (
     add_data_dir_argument,
     add_leaderboard_arguments,
     add_sweep_arguments,
+    add_table_argument,
     check_writable_folder,
     parse_overrides,
     print_written_leaderboards,
-    sweep_from_args,
-    table_configs,
+    sweeps_from_args,
 )
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.run.config import (
@@ -138,17 +138,7 @@ def check_backbone_weights(name: str) -> None:
 
 
 def command_bench(args):
-    if args.table and (args.config or args.dataset):
-        raise KlmError("--table names its own configs: drop --config/--dataset")
-    configs = table_configs(args.table) if args.table else [args.config]
-    sweeps = []
-    for config in configs:  # every config is checked before any cell runs
-        args.config = str(config) if config else None
-        sweep = sweep_from_args(args, table=bool(args.table))
-        if sweep is not None:
-            sweeps.append(sweep)
-    if not sweeps:
-        raise KlmError(f"--method {args.method}: no config of table {args.table!r} lists it")
+    sweeps = sweeps_from_args(args)
     jobs = parse_jobs(args.jobs)
     shard = parse_shard(args.shard) if args.shard else None
     data_dir = check_data_dir(args.data_dir)
@@ -256,9 +246,7 @@ def run_sweeps(args, sweeps, *, overrides, data_dir, jobs, only, executor) -> in
 def add_parser(commands):
     bench = commands.add_parser("bench", help="run a sweep of cells (skipping finished ones), then the leaderboards")
     add_sweep_arguments(bench)
-    bench.add_argument(
-        "--table", help="a paper table's sweeps (benchmarks/tables.yaml), e.g. kam-table6; all: the full grid"
-    )
+    add_table_argument(bench)
     add_data_dir_argument(bench)
     bench.add_argument(
         "--jobs",

@@ -7,8 +7,9 @@ from rich.table import Table
 
 from knowledge_lm.cli.arguments import (
     add_sweep_arguments,
+    add_table_argument,
     check_folder,
-    sweep_from_args,
+    sweeps_from_args,
 )
 from knowledge_lm.run.runner import (
     cell_status,
@@ -25,21 +26,29 @@ def newest_log(log_dir: Path) -> Path | None:
 
 
 def command_status(args):
-    sweep = sweep_from_args(args)
+    sweeps = sweeps_from_args(args)
     for folder, what in ((args.results_dir, "--results-dir"), (args.runs_dir, "--runs-dir")):
         if Path(folder).exists():  # a store not yet made is every cell missing; a file is a typo
             check_folder(folder, what)
-    table = Table(title=f"{sweep.name}")
-    for column in ("cell", "state", "detail", "training log"):
-        table.add_column(column, overflow="fold")  # a path cut short is no use
-    tally = {}
-    for cell in sweep_cells(sweep):
-        state, detail = cell_status(cell, args.results_dir, args.runs_dir)
-        tally[state] = tally.get(state, 0) + 1
-        table.add_row(cell.key, state, detail, str(newest_log(cell.log_dir(args.results_dir)) or ""))
     console = Console()
-    console.print(table)
-    console.print(", ".join(f"{state}: {n}" for state, n in sorted(tally.items())))
+    total = {}
+    for sweep in sweeps:
+        table = Table(title=f"{sweep.name}")
+        for column in ("cell", "state", "detail", "training log"):
+            table.add_column(column, overflow="fold")  # a path cut short is no use
+        tally = {}
+        for cell in sweep_cells(sweep):
+            state, detail = cell_status(cell, args.results_dir, args.runs_dir)
+            tally[state] = tally.get(state, 0) + 1
+            table.add_row(cell.key, state, detail, str(newest_log(cell.log_dir(args.results_dir)) or ""))
+        console.print(table)
+        console.print(", ".join(f"{state}: {n}" for state, n in sorted(tally.items())))
+        for state, n in tally.items():
+            total[state] = total.get(state, 0) + n
+    if len(sweeps) > 1:
+        console.print(
+            f"table {args.table}, {len(sweeps)} sweeps: " + ", ".join(f"{s}: {n}" for s, n in sorted(total.items()))
+        )
     return 0
 
 
@@ -49,4 +58,5 @@ def add_parser(commands):
         help="list done / running (by whom) / partial / failed / corrupt / misfiled / missing cells of a sweep",
     )
     add_sweep_arguments(status)
+    add_table_argument(status)
     status.set_defaults(handler=command_status)
