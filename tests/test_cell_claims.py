@@ -69,6 +69,22 @@ def test_a_stale_claim_found_by_two_takers_goes_to_one(tmp_path):
         assert first.held()
 
 
+def test_a_heartbeat_racing_the_release_raises_nothing(tmp_path, monkeypatch):
+    """The claim file gone between the heartbeat's check and its touch (a release on interrupt): no traceback."""
+    import threading
+
+    failures = []
+    monkeypatch.setattr(threading, "excepthook", failures.append)
+    monkeypatch.setattr(claims, "HEARTBEAT_S", 0.01)
+    monkeypatch.setattr(claims.Claim, "held", lambda self: True)  # the check passed; the file goes after it
+    claim = claim_cell(tmp_path / "cell")
+    (tmp_path / "cell" / CLAIM_FILE).unlink()
+    time.sleep(0.1)  # several beats on the missing file
+    claim.release()
+    claim._thread.join(timeout=5)
+    assert not claim._thread.is_alive() and failures == []
+
+
 def test_duplicate_seeds_and_fractions_collapse_in_order():
     sweep = validate_sweep(
         {"dataset": "generated", "methods": ["baseline"], "fractions": "1,0.1,1.0", "seeds": [5, 5, 2, 5]}, "test"

@@ -92,7 +92,10 @@ class Claim:
             if not self.held():
                 print(f"error: {self.path.parent}: this process lost its claim on the cell; stopping", file=sys.stderr)
                 os._exit(1)
-            os.utime(self.path)
+            try:
+                os.utime(self.path)
+            except FileNotFoundError:
+                continue  # released (or taken) since the check: the next wait ends or the next check decides
 
     def release(self):
         self._stopped.set()
