@@ -62,18 +62,30 @@ def tiny_bench(capsys, tmp_path: Path, *args: str) -> tuple[int, list[str]]:
     return code, capsys.readouterr().err.strip().splitlines()
 
 
-GLUE_METRICS = {"rte": "accuracy", "cola": "matthews"}
+GLUE_METRICS = {"rte": "accuracy", "cola": "matthews", "mrpc": "f1"}
 
 
 def write_synthetic_result(
-    results, method, task, fraction, seed, value, report_split="dev", dataset="glue", metric=None, **extra
+    results,
+    method,
+    task,
+    fraction,
+    seed,
+    value,
+    report_split="dev",
+    dataset="glue",
+    metric=None,
+    variant="",
+    cell_backbone="minilm",
+    **extra,
 ) -> None:
-    """Write a minilm cell's result to the store ``results``: ``value`` of ``metric`` (default: the glue task's own,
-    ``GLUE_METRICS``) on ``report_split``, with placeholder provenance; the ``extra`` keys (e.g. ``git``,
-    ``protocol``, ``evaluations``) added or replacing."""
+    """Write a cell's result (of backbone ``cell_backbone``, default minilm) to the store ``results``: ``value`` of
+    ``metric`` (default: the glue task's own, ``GLUE_METRICS``) on ``report_split``, of sweep ``variant`` where one
+    is given, with placeholder provenance; the ``extra`` keys (e.g. ``git``, ``protocol``, ``evaluations``,
+    ``backbone``) added or replacing."""
     from knowledge_lm.core.results import Cell, write_json_atomic
 
-    cell = Cell(method, dataset, task, fraction, seed, "minilm")
+    cell = Cell(method, dataset, task, fraction, seed, cell_backbone, variant)
     write_json_atomic(
         cell.result_path(results),
         {
@@ -83,7 +95,8 @@ def write_synthetic_result(
                 "task": task,
                 "fraction": fraction,
                 "seed": seed,
-                "backbone": "minilm",
+                "backbone": cell_backbone,
+                **({"variant": variant} if variant else {}),
             },
             "report_split": report_split,
             "metrics": {report_split: {metric or GLUE_METRICS[task]: value}},

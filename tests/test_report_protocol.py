@@ -193,6 +193,61 @@ def test_the_readme_leaves_no_cell_unexplained(tmp_path):
     assert table_row(lines, "baseline")[1] == "52.0 (n=3)"
 
 
+def test_a_readme_cell_counts_its_degenerate_cells(tmp_path):
+    results = tmp_path / "results"
+    for seed, base in zip((1, 2, 3), (60.0, 62.0, 61.0)):
+        write_synthetic_result(results, "baseline", "rte", 1.0, seed, base, **evaluations(30))
+        write_synthetic_result(results, "partly", "rte", 1.0, seed, base + 5.0, **evaluations(10 if seed == 3 else 20))
+    write_leaderboards(results, tmp_path / "leaderboards")
+    lines = (tmp_path / "leaderboards" / "README.md").read_text().splitlines()
+    assert table_row(lines, "partly")[4].startswith("66.0 (n=2) ⊘1<br>")  # seed 3 selected at its first evaluation
+
+
+def test_a_tasks_recipe_stands_in_for_its_plain_cells_where_tasks_are_averaged(tmp_path):
+    results = tmp_path / "results"
+    for seed in (1, 2, 3):
+        for method, shift in (("baseline", 0.0), ("kam", 2.0)):
+            write_synthetic_result(results, method, "rte", 1.0, seed, 60.0 + seed + shift)
+            write_synthetic_result(results, method, "mrpc", 1.0, seed, 80.0 + seed + shift, variant="balanced")
+        write_synthetic_result(results, "baseline", "mrpc", 1.0, seed, 10.0 + seed)  # the shared recipe's
+    write_leaderboards(results, tmp_path / "leaderboards")
+    lines = (tmp_path / "leaderboards" / "README.md").read_text().splitlines()
+    # GLUE's mean: rte 62.0 and MRPC's balanced 82.0 (not the plain 12.0); kam ran both tasks under the same recipes.
+    assert table_row(lines, "baseline")[4] == "72.0 (n=3)"
+    assert table_row(lines, "kam")[4].startswith("74.0 (n=3)<br>Δ +2.0 [+2.0, +2.0] (n=3)")
+    assert any("glue's mrpc is the cells of its balanced recipe" in line for line in lines)
+    page = (tmp_path / "leaderboards" / "glue.md").read_text().splitlines()
+    [overall] = [line for line in page if line.startswith("Against the baseline at 100 %")]
+    assert overall.endswith("; mrpc under its balanced recipe:")
+    assert table_row(page[page.index(overall) :], "kam")[1:3] == ["mrpc, rte", "+2.0 ↑"]
+
+
+def test_a_method_pretrained_twice_has_one_row_in_the_first_table(tmp_path):
+    results = tmp_path / "results"
+    reach = {"erica-minilm-new": (("glue", "rte"), ("cosmosqa", "main")), "erica-minilm-old": (("glue", "rte"),)}
+    for seed in (1, 2, 3):
+        write_synthetic_result(results, "baseline", "rte", 1.0, seed, 60.0 + seed)
+        write_synthetic_result(results, "baseline", "main", 1.0, seed, 50.0, dataset="cosmosqa", metric="accuracy")
+        for backbone, cells in reach.items():
+            for dataset, task in cells:
+                write_synthetic_result(
+                    results,
+                    "erica",
+                    task,
+                    1.0,
+                    seed,
+                    61.0 + seed,
+                    dataset=dataset,
+                    metric="accuracy",
+                    cell_backbone=backbone,
+                    backbone={"checksum": backbone, "path": f"/ckpt/{backbone}", "pretrained_from": "minilm"},
+                )
+    write_leaderboards(results, tmp_path / "leaderboards")
+    first, second = (tmp_path / "leaderboards" / "README.md").read_text().split("## Other methods")
+    assert "| erica ⟨erica-minilm-new⟩ |" in first and "erica ⟨erica-minilm-old⟩" not in first
+    assert "| erica ⟨erica-minilm-old⟩ |" in second  # its other checkpoint, below
+
+
 def test_a_comparison_of_cells_on_two_card_models_says_so(tmp_path):
     results = tmp_path / "results"
     h100, h200 = {"name": "NVIDIA H100 80GB HBM3"}, {"name": "NVIDIA H200"}

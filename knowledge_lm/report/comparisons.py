@@ -36,7 +36,7 @@ from knowledge_lm.report.frame import (
     page_rows,
     seed_cells,
 )
-from knowledge_lm.report.protocol import comparable
+from knowledge_lm.report.protocol import comparable, recipe_cells
 from knowledge_lm.report.sanity import CONFIRM_SEED
 
 SIGNIFICANCE = 0.05  # of a Benjamini–Hochberg q: the false discovery rate among a page's ↑ / ↓
@@ -235,10 +235,10 @@ def page_comparisons(frame: pd.DataFrame, metrics: dict[str, str], correct: bool
 
 def dataset_delta(frame: pd.DataFrame, method: str, metrics: dict[str, str]) -> dict | None:
     """``delta_test`` of ``method``'s per-seed Δ against the baseline at ``FRACTION``, averaged over the tasks of
-    ``frame`` (one dataset and backbone, sweep variants and degenerate cells aside) that both ran, with ``tasks``:
-    those tasks and ``cards``: the card models of the cells compared; None where they share no seed on every such
-    task."""
-    plain = comparable(frame[(frame.fraction == FRACTION) & (frame.variant == "")])
+    ``frame`` (one dataset and backbone; each task's recipe cells, ``recipe_cells``; degenerate cells aside) that
+    both ran, with ``tasks``: those tasks and ``cards``: the card models of the cells compared; None where they share
+    no seed on every such task."""
+    plain = comparable(recipe_cells(frame[frame.fraction == FRACTION]))
     per_task = {
         task: seed_deltas(plain, method, FRACTION, task, metrics[task])
         for task in sorted(plain[plain.method == method]["task"].unique())

@@ -32,7 +32,14 @@ from knowledge_lm.report.comparisons import (
     verdict,
 )
 from knowledge_lm.report.frame import cards_note, interval_text
-from knowledge_lm.report.protocol import current_protocol, degenerate_cells, summarised
+from knowledge_lm.report.protocol import (
+    DEGENERATE_MARK,
+    TASK_RECIPES,
+    current_protocol,
+    degenerate_cells,
+    recipe_cells,
+    summarised,
+)
 
 
 def glance_cells(page: pd.DataFrame, tests: PageTests) -> dict[tuple[str, str], dict]:
@@ -93,19 +100,19 @@ def backbone_text(frame: pd.DataFrame) -> str:
 
 
 def method_means(page: pd.DataFrame, backbone: str, label: str, metrics: dict[str, str]) -> dict | None:
-    """``label``'s mean at ``FRACTION`` on a page (sweep variants aside): its seeds' mean per task (``summarised``:
-    degenerate cells left out), averaged over the tasks it ran; ``n`` the fewest seeds of a task, ``tasks`` those
-    tasks, ``degenerate`` true where every cell was. None where it has no such cell."""
-    cells = page[
-        (page.backbone == backbone) & (page.method == label) & (page.fraction == FRACTION) & (page.variant == "")
-    ]
-    per_task, counts, degenerate = [], [], True
+    """``label``'s mean at ``FRACTION`` on a page (each task's recipe cells, ``recipe_cells``; other sweep variants
+    aside): its seeds' mean per task (``summarised``: degenerate cells left out), averaged over the tasks it ran;
+    ``n`` the fewest seeds of a task, ``tasks`` those tasks, ``degenerate`` true where every cell was, ``left_out``
+    how many of its cells were. None where it has no such cell."""
+    cells = recipe_cells(page[(page.backbone == backbone) & (page.method == label) & (page.fraction == FRACTION)])
+    per_task, counts, degenerate, dropped = [], [], True, 0
     for task, group in cells.groupby("task"):
         rows = group[group.metric == metrics[task]].drop_duplicates("seed")
         if rows.empty:
             continue
         kept, left_out = summarised(rows)
         degenerate &= left_out == len(rows)
+        dropped += left_out
         per_task.append(float(kept["value"].mean()))
         counts.append(len(kept))
     if not per_task:
@@ -115,6 +122,7 @@ def method_means(page: pd.DataFrame, backbone: str, label: str, metrics: dict[st
         "n": min(counts),
         "tasks": len(per_task),
         "degenerate": degenerate,
+        "left_out": dropped,
     }
 
 
@@ -132,6 +140,20 @@ def glance_rows(frame: pd.DataFrame, methods) -> list[tuple[str, str, str]]:
             found = [(backbones[0], method)]
         rows += [(backbone, label, method) for backbone, label in found]
     return rows
+
+
+def primary_rows(rows: list[tuple[str, str, str]], frame: pd.DataFrame) -> tuple[list, list]:
+    """``rows`` (``glance_rows``) split in two: one row per backbone and method, its label with results on the most
+    datasets at ``FRACTION`` (a method pretrained more than once, ERICA, has a label per checkpoint), and the rest."""
+    at = frame[frame.fraction == FRACTION]
+    reach = {label: at[at.method == label]["dataset"].nunique() for _, label, _ in rows}
+    best = {}
+    for backbone, label, method in rows:
+        key = (backbone, method)
+        if key not in best or (reach[label], label) > (reach[best[key]], best[key]):
+            best[key] = label
+    kept = [row for row in rows if best[row[0], row[2]] == row[1]]
+    return kept, [row for row in rows if row not in kept]
 
 
 def reason_not_run(method: str, dataset: str) -> str | None:
@@ -154,6 +176,8 @@ def glance_cell_text(
     text = f"{means['mean']:.1f} (n={means['n']})"
     if means["degenerate"]:
         text += " every cell degenerate"
+    elif means["left_out"]:
+        text += f"{DEGENERATE_MARK}{means['left_out']}"
     if means["tasks"] < page[page.method == "baseline"]["task"].nunique():
         text += f", {means['tasks']} of {page[page.method == 'baseline']['task'].nunique()} tasks"
     if method == "baseline":
@@ -183,14 +207,21 @@ def reading_lines(frame: pd.DataFrame, degenerate: int, left_out: int) -> list[s
         'used does not come from the knowledge. "cards: H100 + H200 mixed" beside a comparison: its cells ran on '
         f"more than one GPU model. A cell without results says why: the one-line reason the method cannot run on "
         f'the dataset (the one `klm bench` gives when asked for it), "{NOT_RUN}", or "{NOT_RUN} at {FRACTION:.0%} '
-        "train\" where it ran only other fractions or variants. Each dataset's page (click its name) has every "
-        "fraction, task, test, the bootstrap over examples, the protocol (what was selected on which split) and the "
-        "cards.",
+        'train" where it ran only other fractions or variants. '
+        + "".join(
+            f"{dataset}'s {task} is the cells of its {variant} recipe, the one every method ran there "
+            f"(benchmarks/matrix_{task}.yaml says why). "
+            for (dataset, task), variant in sorted(TASK_RECIPES.items())
+            if dataset in set(frame["dataset"])
+        )
+        + "A method pretrained more than once (ERICA) has one row in the first table, its checkpoint with results "
+        "on the most datasets; its other checkpoints are in the second. Each dataset's page (click its name) has "
+        "every fraction, task, test, the bootstrap over examples, the protocol (what was selected on which split) "
+        "and the cards.",
         "",
         f"Left out: {degenerate} degenerate cells (one class predicted, selected at their first evaluation, or their "
-        "knowledge-free family at chance where the baseline solves it; each page lists its own)"
-        + (f" and {left_out} cells of an older split or scorer version" if left_out else "")
-        + ".",
+        "knowledge-free family at chance where the baseline solves it; each page lists its own; ⊘k beside a cell: k "
+        "of its cells were)" + (f" and {left_out} cells of an older split or scorer version" if left_out else "") + ".",
         "",
     ]
 
@@ -213,7 +244,8 @@ def render_glance(frame: pd.DataFrame, golds: dict[str, list], groupings: dict[s
             cells[backbone, method, dataset] = found
         relational[dataset] = relational_verdicts(page, tests)
     datasets = sorted(set(pages) | set(MAIN_DATASETS))
-    others = sorted(set(frame["cell_method"]) - set(MAIN_METHODS))
+    main_rows, other_checkpoints = primary_rows(glance_rows(frame, MAIN_METHODS), frame)
+    others = other_checkpoints + glance_rows(frame, sorted(set(frame["cell_method"]) - set(MAIN_METHODS)))
 
     def table(rows: list[tuple[str, str, str]]) -> list[str]:
         header = " | ".join(f"[{dataset}]({dataset}.md)" if dataset in pages else dataset for dataset in datasets)
@@ -241,16 +273,16 @@ def render_glance(frame: pd.DataFrame, golds: dict[str, list], groupings: dict[s
         "Generated by `klm leaderboard` from `results/`; do not edit by hand.",
         "",
         *reading_lines(frame, degenerate, left_out),
-        *table(glance_rows(frame, MAIN_METHODS)),
+        *table(main_rows),
     ]
     if others:
         lines += [
             "",
-            "## Other methods: ablations, extensions and controls",
+            "## Other methods: ablations, extensions, controls and other checkpoints",
             "",
-            "The same cells for every other method that has results.",
+            "The same cells for every other method and checkpoint that has results.",
             "",
-            *table(glance_rows(frame, others)),
+            *table(others),
         ]
     for dataset in sorted(pages):
         lines += relational_section(dataset, relational[dataset], len(backbones) > 1)

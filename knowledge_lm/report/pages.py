@@ -72,6 +72,7 @@ from knowledge_lm.report.protocol import (
     degenerate_text,
     dropped_cells,
     protocol_text,
+    recipe_text,
     summarised,
     versions_text,
 )
@@ -501,15 +502,16 @@ def knowledge_used_table(
     return lines if len(lines) > 2 else []
 
 
-def overall_table(tests: PageTests, backbone: str) -> list[str]:
+def overall_table(tests: PageTests, backbone: str, dataset: str) -> list[str]:
     """Each method against the baseline at 100 %, averaged over the page's tasks per seed (the answer at a glance
     reads it from here); nothing on a page of one task, where the glance reads the task's own comparison."""
     found_by_method = {method: found for (b, method), found in sorted(tests.overall.items()) if b == backbone}
     if not found_by_method:
         return []
+    recipes = recipe_text(dataset)
     lines = [
         "Against the baseline at 100 %, averaged over the tasks both ran (per seed, then tested over seeds; corrected "
-        "with the page; the README shows these):",
+        f"with the page; the README shows these){f'; {recipes}' if recipes else ''}:",
         "",
         "| method | tasks | Δ vs baseline | Δ 95% CI (t, over seeds) | n | p (paired t) | q (BH, page) | verdict |",
         "|---|---|---|---|---|---|---|---|",
@@ -753,7 +755,7 @@ def main_tables(page: DatasetPage, backbone: str, plain: pd.DataFrame) -> list[s
     shown = paper_only_tasks(page.dataset_class, page.tasks, plain, page.references)
     out = main_table(plain, page.tasks + shown, page.main_metric, page.references, page.tests.baseline)
     out.append("")
-    out += overall_table(page.tests, backbone)
+    out += overall_table(page.tests, backbone, page.dataset)
     if shown:
         out += [
             f"Columns of {', '.join(shown)} hold only the papers' numbers: we have no results on that task "

@@ -27,7 +27,7 @@ from knowledge_lm.report.frame import (
     table_backbone,
 )
 from knowledge_lm.report.pages import seeds_text
-from knowledge_lm.report.protocol import current_protocol
+from knowledge_lm.report.protocol import TASK_RECIPES, current_protocol
 
 PAPERS = {
     "000": "SI+SR: Drop Redundant, Shrink Irrelevant",
@@ -109,7 +109,7 @@ def glue_columns(
 
 
 # The matrix's GLUE cells (benchmarks/matrix_glue.yaml, matrix_mrpc.yaml, erica_glue.yaml): MRPC under its own recipe.
-MATRIX_GLUE_VARIANTS = {"mrpc": "balanced"}
+MATRIX_GLUE_VARIANTS = {task: variant for (dataset, task), variant in TASK_RECIPES.items() if dataset == "glue"}
 
 
 MISMATCHED = "test_mismatched"  # MNLI's mismatched evaluation split: every MNLI cell scores it beside ``test``
