@@ -1,5 +1,6 @@
 """Fused seeds: S seeds of one baseline cell trained as one model in one process, against the same seeds trained one
-after another (issue 31, item 3). Measurement only; the runner does not use it.
+after another, and against them packed: S processes at once on the one device, as the runner packs cells (issue 31,
+item 3). Measurement only; the runner does not use it.
 
 Separate: each seed's ``Baseline`` (TaskModel over a BERT encoder, a sentence-pair classification head) trains on
 its own batches as a cell's step does: the task loss, gradients clipped to norm 1.0, AdamW with warm-up and linear
@@ -23,16 +24,21 @@ timing runs in training mode (dropout on) at the cells' precision.
     python benchmarks/fused_seeds.py --tiny             # the tiny backbone, a few steps: a quick run
     python benchmarks/fused_seeds.py --backbone .device/minilm --steps 100 --warmup 20   # on a GPU (pack.sh)
     python benchmarks/fused_seeds.py --tiny --attn eager   # eager attention in both paths (default: sdpa)
-Prints the equality check, then each path's seed-steps/s and the ratio fused / separate (> 1: fusing is faster).
+    python benchmarks/fused_seeds.py --backbone .device/minilm --packed --mps   # also packed, under an MPS daemon
+Prints the equality check, then each path's seed-steps/s and the ratio fused / separate (> 1: fusing is faster);
+with ``--packed`` also the packed path's (its S processes' seed-steps over the wall from their common start, after
+each one's warm-up, to the last one's end) and fused / packed.
 """
 
 import argparse
 import copy
 import sys
+import tempfile
 import time
 from contextlib import nullcontext
 
 import torch
+import torch.multiprocessing as multiprocessing
 from torch.func import functional_call, stack_module_state, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import get_linear_schedule_with_warmup
@@ -293,6 +299,42 @@ def time_fused(encoder, seeds, examples, batch_size, warmup, steps, device, prec
     return {"seconds": seconds, "seed_steps": len(seeds) * steps, "peak_mib": peak / 2**20 or None}
 
 
+def packed_seed(seed, args, barrier, results):
+    """One packed process: its seed trained as ``time_separate`` trains it, timed from the barrier that every packed
+    process and the parent reach after their warm-ups (``time.monotonic`` is one clock for every process of a host)."""
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    encoder, tokenizer, _ = load_backbone(args.backbone, args.attn)
+    examples = synthetic_pairs(args.examples, args.max_length, tokenizer)
+    [model] = seed_models(encoder, [seed], args.warmup + args.steps, device)
+    trainer, batches = SeparateSeed(model.train(), seed), seed_batches(examples, seed, args.batch_size)
+    torch.manual_seed(seed)
+    for index in range(args.warmup + args.steps):
+        if index == args.warmup:
+            synchronize(device)
+            barrier.wait()
+        trainer.step(to_device(collate(next(batches), pad_id=tokenizer.pad_token_id), device), args.precision)
+    synchronize(device)
+    results.put((seed, time.monotonic()))
+
+
+def time_packed(seeds: list[int], args) -> dict:
+    """The seeds as processes at once on one device (spawned, each loading the backbone itself), dropout on:
+    seconds from their common start after the warm-ups to the last one's end."""
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(len(seeds) + 1), context.Queue()
+    workers = [context.Process(target=packed_seed, args=(seed, args, barrier, results)) for seed in seeds]
+    for worker in workers:
+        worker.start()
+    barrier.wait()
+    started = time.monotonic()
+    ends = [results.get()[1] for _ in seeds]
+    for worker in workers:
+        worker.join()
+    if any(worker.exitcode for worker in workers):
+        raise KlmError("a packed seed's process failed")
+    return {"seconds": max(ends) - started, "seed_steps": len(seeds) * args.steps, "peak_mib": None}
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="the tiny backbone, small batches, a few steps")
@@ -307,6 +349,8 @@ def parse_args(argv=None):
     parser.add_argument("--precision", choices=("auto", "32"), default="auto", help="auto: bf16 autocast on a GPU")
     parser.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa", help="the encoder's attention")
     parser.add_argument("--device", default=None, help="default: cuda where present, else cpu")
+    parser.add_argument("--packed", action="store_true", help="also time the seeds as processes at once")
+    parser.add_argument("--mps", action="store_true", help="the packed processes under an MPS daemon (a GPU)")
     args = parser.parse_args(argv)
     defaults = dict(backbone="minilm", batch_size=32, max_length=48, examples=2048, warmup=10, steps=50, check_steps=5)
     for name, value in (TINY if args.tiny else defaults).items():
@@ -314,6 +358,8 @@ def parse_args(argv=None):
             setattr(args, name, value)
     if args.seeds < 2 or min(args.batch_size, args.steps, args.check_steps) < 1 or args.max_length < 8:
         raise KlmError("--seeds ≥ 2, --batch-size, --steps and --check-steps ≥ 1 and --max-length ≥ 8 are expected")
+    if args.mps and not args.packed:
+        raise KlmError("--mps applies to the packed path: add --packed")
     if args.examples < args.batch_size:
         raise KlmError(f"--examples {args.examples} is fewer than one batch of {args.batch_size}")
     return args
@@ -349,6 +395,11 @@ def main(argv=None):
         )
         for path, function in (("separate", time_separate), ("fused", time_fused))
     }
+    if args.packed:
+        from knowledge_lm.run.mps import mps_for_sweep
+
+        with tempfile.TemporaryDirectory() as folder, mps_for_sweep(len(seeds), folder, args.mps, gpus=1) as mps:
+            timing["packed under MPS" if mps else "packed"] = time_packed(seeds, args)
     precision = "bf16 autocast" if args.precision == "auto" and device.type == "cuda" else "float32"
     print(f"timing, dropout on, {precision}, {args.warmup} warm-up + {args.steps} timed steps per seed:")
     rates = {}
@@ -357,6 +408,8 @@ def main(argv=None):
         peak = f", peak {result['peak_mib']:.0f} MiB" if result["peak_mib"] else ""
         print(f"  {path:8} {rates[path]:8.2f} seed-steps/s ({1000 / rates[path]:.1f} ms a seed-step{peak})")
     print(f"  fused / separate: {rates['fused'] / rates['separate']:.2f}× (> 1: fusing is faster)")
+    for path in [path for path in rates if path.startswith("packed")]:
+        print(f"  fused / {path}: {rates['fused'] / rates[path]:.2f}× (> 1: fusing is faster)")
     return {"check": check, "timing": timing, "rates": rates}
 
 

@@ -1,6 +1,7 @@
 """benchmarks/fused_seeds.py: seeds fused under vmap train as the same seeds trained one after another."""
 
 import importlib.util
+import sys
 import warnings
 from pathlib import Path
 
@@ -17,8 +18,10 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "fused_seeds.py"
 def script():
     spec = importlib.util.spec_from_file_location("fused_seeds", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    sys.modules["fused_seeds"] = module  # what pickle finds its functions by (the packed path's processes)
     spec.loader.exec_module(module)
-    return module
+    yield module
+    del sys.modules["fused_seeds"]
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
@@ -86,3 +89,12 @@ def test_fused_sdpa_step_runs_a_kernel_vmap_batches(script):
     # vmap falls back to a loop over examples (with this warning) for a kernel it has no batching rule for.
     assert not [warning for warning in caught if "performance drop" in str(warning.message)]
     assert losses.shape == (2,) and torch.isfinite(losses).all()
+
+
+def test_packed_seeds_run_as_processes_at_once(script, monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # a spawned process imports the script by its module name
+    args = script.parse_args(["--tiny", "--seeds", "2", "--warmup", "1", "--steps", "1", "--packed", "--device", "cpu"])
+    timing = script.time_packed([1, 2], args)
+    assert timing["seed_steps"] == 2 and timing["seconds"] > 0
+    with pytest.raises(KlmError, match="add --packed"):
+        script.parse_args(["--tiny", "--mps"])
