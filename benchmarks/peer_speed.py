@@ -20,6 +20,7 @@ directory of its own, empty at the start, so its first cell tokenizes as the Tra
 Trainer side needs ``accelerate`` (``pip install 'knowledge-lm[peer]'``).
 
     python benchmarks/peer_speed.py --jobs 8                       # on a GPU: the cell, then the grid
+    python benchmarks/peer_speed.py --jobs 8 --no-cell --grid-sides klm --klm-no-mps   # the grid without MPS
     python benchmarks/peer_speed.py --backbone tiny --max-steps 3 --grid-tasks rte --grid-fractions 0.1
 """
 
@@ -165,6 +166,7 @@ def run_klm(args, tasks, fractions, seeds, folder: Path) -> tuple[float, dict]:
         "--no-leaderboard",
         *(["--set", f"max_steps={args.max_steps}"] if args.max_steps else []),
         *[part for setting in args.klm_set for part in ("--set", setting)],
+        *(["--no-mps"] if args.klm_no_mps else []),
         *(["--data-dir", args.data_dir] if args.data_dir else []),
     ]
     # KLM_SERVE=0: a cold klm starts no server beside the cells it is timed on (a warm one is started beforehand).
@@ -214,6 +216,7 @@ def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folde
                     "dev": result["metrics"]["dev"][metric],
                     "test": result["metrics"][result["report_split"]][metric],
                     "cuda_graphs": TrainConfig.from_dict(result["config"]["train"]).cuda_graphs,
+                    "mps": bool(result["device"].get("mps")),
                 },
                 **(
                     {
@@ -255,6 +258,9 @@ def main(argv=None):
         default=[],
         metavar="KEY=VALUE",
         help="a training setting of the klm side (klm bench --set), e.g. compile=true; repeatable",
+    )
+    parser.add_argument(
+        "--klm-no-mps", action="store_true", help="the klm side without an MPS daemon (klm bench --no-mps)"
     )
     parser.add_argument("--grid-tasks", help="comma-separated (default: glue.yaml's five)")
     parser.add_argument("--grid-fractions", help="e.g. 0.01,0.1,1 (default: glue.yaml's)")

@@ -120,7 +120,9 @@ def test_a_grid_through_klm_alone_renders_without_trainer_figures(tmp_path):
     record["klm_settings"] = {"compile": "true"}
     record["klm_served"] = True
     record["grid"]["cells"][0]["klm"]["cuda_graphs"] = True
+    record["grid"]["cells"][0]["klm"]["mps"] = True
     page = render_speed([record])
+    assert "| klm cells under an MPS daemon | 1 of 1 |" in page
     assert "klm with compile=true; klm handed to a warm `klm serve`" in page
     assert "| klm cells with CUDA graphs (compile_mode reduce-overhead) | 1 of 1 |" in page
     assert "| 1: rte × 100% × seeds 1 | process wall | 42.0 s | — | — |  |" in page

@@ -283,6 +283,9 @@ def peer_part_rows(record: dict, part: str) -> list[str]:
             f"| {name} | klm cells with CUDA graphs (compile_mode reduce-overhead) | {len(graphs)} of "
             f"{len(cells)} | | | |"
         )
+    if "mps" in cells[0]["klm"]:  # records from before MPS was recorded say nothing of it
+        shared = sum(c["klm"]["mps"] for c in cells)
+        lines.append(f"| {name} | klm cells under an MPS daemon | {shared} of {len(cells)} | | | |")
     if part == "grid":  # the grid's wall cannot be below its longest cell's
         longest = max(cells, key=lambda c: c["klm"]["cell_s"])
         lines.append(
