@@ -209,7 +209,7 @@ def reading_lines(frame: pd.DataFrame, degenerate: int, left_out: int) -> list[s
         f'the dataset (the one `klm bench` gives when asked for it), "{NOT_RUN}", or "{NOT_RUN} at {FRACTION:.0%} '
         'train" where it ran only other fractions or variants. '
         + "".join(
-            f"{dataset}'s {task} is the cells of its {variant} recipe, the one every method ran there "
+            f"On {dataset}, {task}'s cells are those of its {variant} recipe, the one every method ran there "
             f"(benchmarks/matrix_{task}.yaml says why). "
             for (dataset, task), variant in sorted(TASK_RECIPES.items())
             if dataset in set(frame["dataset"])
