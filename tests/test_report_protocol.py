@@ -215,10 +215,14 @@ def test_a_tasks_recipe_stands_in_for_its_plain_cells_where_tasks_are_averaged(t
     # GLUE's mean: rte 62.0 and MRPC's balanced 82.0 (not the plain 12.0); kam ran both tasks under the same recipes.
     assert table_row(lines, "baseline")[4] == "72.0 (n=3)"
     assert table_row(lines, "kam")[4].startswith("74.0 (n=3)<br>Δ +2.0 [+2.0, +2.0] (n=3)")
-    assert any("On glue, mrpc's cells are those of its balanced recipe" in line for line in lines)
+    assert any(
+        "On glue: mrpc under its balanced recipe (benchmarks/matrix_mrpc.yaml), the recipe every method ran there."
+        in line
+        for line in lines
+    )
     page = (tmp_path / "leaderboards" / "glue.md").read_text().splitlines()
     [overall] = [line for line in page if line.startswith("Against the baseline at 100 %")]
-    assert overall.endswith("; mrpc under its balanced recipe:")
+    assert overall.endswith("; mrpc under its balanced recipe (benchmarks/matrix_mrpc.yaml):")
     assert table_row(page[page.index(overall) :], "kam")[1:3] == ["mrpc, rte", "+2.0 ↑"]
 
 

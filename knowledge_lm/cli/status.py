@@ -1,5 +1,6 @@
 """``klm status``: the state of each cell of a sweep, with its newest training log."""
 
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
@@ -31,20 +32,19 @@ def command_status(args):
         if Path(folder).exists():  # a store not yet made is every cell missing; a file is a typo
             check_folder(folder, what)
     console = Console()
-    total = {}
+    total = Counter()
     for sweep in sweeps:
         table = Table(title=f"{sweep.name}")
         for column in ("cell", "state", "detail", "training log"):
             table.add_column(column, overflow="fold")  # a path cut short is no use
-        tally = {}
+        tally = Counter()
         for cell in sweep_cells(sweep):
             state, detail = cell_status(cell, args.results_dir, args.runs_dir)
-            tally[state] = tally.get(state, 0) + 1
+            tally[state] += 1
             table.add_row(cell.key, state, detail, str(newest_log(cell.log_dir(args.results_dir)) or ""))
         console.print(table)
         console.print(", ".join(f"{state}: {n}" for state, n in sorted(tally.items())))
-        for state, n in tally.items():
-            total[state] = total.get(state, 0) + n
+        total += tally
     if len(sweeps) > 1:
         console.print(
             f"table {args.table}, {len(sweeps)} sweeps: " + ", ".join(f"{s}: {n}" for s, n in sorted(total.items()))

@@ -34,10 +34,10 @@ from knowledge_lm.report.comparisons import (
 from knowledge_lm.report.frame import cards_note, interval_text
 from knowledge_lm.report.protocol import (
     DEGENERATE_MARK,
-    TASK_RECIPES,
     current_protocol,
     degenerate_cells,
     recipe_cells,
+    recipe_text,
     summarised,
 )
 
@@ -209,10 +209,9 @@ def reading_lines(frame: pd.DataFrame, degenerate: int, left_out: int) -> list[s
         f'the dataset (the one `klm bench` gives when asked for it), "{NOT_RUN}", or "{NOT_RUN} at {FRACTION:.0%} '
         'train" where it ran only other fractions or variants. '
         + "".join(
-            f"On {dataset}, {task}'s cells are those of its {variant} recipe, the one every method ran there "
-            f"(benchmarks/matrix_{task}.yaml says why). "
-            for (dataset, task), variant in sorted(TASK_RECIPES.items())
-            if dataset in set(frame["dataset"])
+            f"On {dataset}: {recipe_text(dataset)}, the recipe every method ran there. "
+            for dataset in sorted(set(frame["dataset"]))
+            if recipe_text(dataset)
         )
         + "A method pretrained more than once (ERICA) has one row in the first table, its checkpoint with results "
         "on the most datasets; its other checkpoints are in the second. Each dataset's page (click its name) has "

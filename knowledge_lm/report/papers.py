@@ -109,7 +109,7 @@ def glue_columns(
 
 
 # The matrix's GLUE cells (benchmarks/matrix_glue.yaml, matrix_mrpc.yaml, erica_glue.yaml): MRPC under its own recipe.
-MATRIX_GLUE_VARIANTS = {task: variant for (dataset, task), variant in TASK_RECIPES.items() if dataset == "glue"}
+MATRIX_GLUE_VARIANTS = {task: variant for (dataset, task), (variant, _) in TASK_RECIPES.items() if dataset == "glue"}
 
 
 MISMATCHED = "test_mismatched"  # MNLI's mismatched evaluation split: every MNLI cell scores it beside ``test``

@@ -57,16 +57,19 @@ def versions_text(frame: pd.DataFrame) -> str:
     )
 
 
-# A task's recipe where the shared one fails: its sweep variant's cells stand in for the task's plain cells wherever
-# a dataset's tasks are averaged (the README, a page's average over tasks, the papers' GLUE tables). MRPC: under the
-# shared GLUE recipe the methods collapsed to one class at 1 % and 10 % (why: benchmarks/matrix_mrpc.yaml).
-TASK_RECIPES = {("glue", "mrpc"): "balanced"}
+# A task's recipe where the shared one fails, ``(dataset, task) → (sweep variant, the config that runs it and says
+# why)``: the variant's cells stand in for the task's plain cells wherever a dataset's tasks are averaged (the
+# README, a page's average over tasks, the papers' GLUE tables). MRPC: under the shared GLUE recipe the methods
+# collapsed to one class at 1 % and 10 %.
+TASK_RECIPES = {("glue", "mrpc"): ("balanced", "benchmarks/matrix_mrpc.yaml")}
 
 
 def recipe_text(dataset: str) -> str:
     """The tasks of ``dataset`` run under their own recipe (``TASK_RECIPES``), as a clause; "" where none is."""
     named = [
-        f"{task} under its {variant} recipe" for (d, task), variant in sorted(TASK_RECIPES.items()) if d == dataset
+        f"{task} under its {variant} recipe ({config})"
+        for (d, task), (variant, config) in sorted(TASK_RECIPES.items())
+        if d == dataset
     ]
     return ", ".join(named)
 
@@ -74,7 +77,7 @@ def recipe_text(dataset: str) -> str:
 def recipe_cells(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame``'s cells of each task's recipe: its plain cells (variant ""), or for a task of ``TASK_RECIPES`` its
     recipe variant's cells with the variant's name dropped, so that they read as the task's plain cells."""
-    wanted = [TASK_RECIPES.get((dataset, task), "") for dataset, task in zip(frame["dataset"], frame["task"])]
+    wanted = [TASK_RECIPES.get((dataset, task), ("",))[0] for dataset, task in zip(frame["dataset"], frame["task"])]
     return frame[frame["variant"] == pd.Series(wanted, index=frame.index, dtype=object)].assign(variant="")
 
 
