@@ -32,6 +32,7 @@ each one's warm-up, to the last one's end) and fused / packed.
 
 import argparse
 import copy
+import queue
 import sys
 import tempfile
 import time
@@ -299,9 +300,10 @@ def time_fused(encoder, seeds, examples, batch_size, warmup, steps, device, prec
     return {"seconds": seconds, "seed_steps": len(seeds) * steps, "peak_mib": peak / 2**20 or None}
 
 
-def packed_seed(seed, args, barrier, results):
-    """One packed process: its seed trained as ``time_separate`` trains it, timed from the barrier that every packed
-    process and the parent reach after their warm-ups (``time.monotonic`` is one clock for every process of a host)."""
+def packed_seed(seed, args, go, messages):
+    """One packed process: its seed trained as ``time_separate`` trains it; after its warm-up it reports ready and
+    waits for ``go``, which the parent sets once every packed process is ready (``time.monotonic`` is one clock for
+    every process of a host)."""
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     encoder, tokenizer, _ = load_backbone(args.backbone, args.attn)
     examples = synthetic_pairs(args.examples, args.max_length, tokenizer)
@@ -311,27 +313,48 @@ def packed_seed(seed, args, barrier, results):
     for index in range(args.warmup + args.steps):
         if index == args.warmup:
             synchronize(device)
-            barrier.wait()
+            messages.put(("ready", seed, time.monotonic()))
+            go.wait()
         trainer.step(to_device(collate(next(batches), pad_id=tokenizer.pad_token_id), device), args.precision)
     synchronize(device)
-    results.put((seed, time.monotonic()))
+    messages.put(("done", seed, time.monotonic()))
+
+
+def collect(messages, workers, kind: str) -> list[float]:
+    """The times of one message of ``kind`` from every worker; fails as soon as a worker has exited without sending
+    its message, so a crashed seed process ends the benchmark instead of hanging it."""
+    times = {}
+    while len(times) < len(workers):
+        try:
+            message, seed, at = messages.get(timeout=1.0)
+        except queue.Empty:
+            if any(worker.exitcode not in (None, 0) for worker in workers):
+                raise KlmError("a packed seed's process failed") from None
+            continue
+        if message == kind:
+            times[seed] = at
+    return list(times.values())
 
 
 def time_packed(seeds: list[int], args) -> dict:
     """The seeds as processes at once on one device (spawned, each loading the backbone itself), dropout on:
     seconds from their common start after the warm-ups to the last one's end."""
     context = multiprocessing.get_context("spawn")
-    barrier, results = context.Barrier(len(seeds) + 1), context.Queue()
-    workers = [context.Process(target=packed_seed, args=(seed, args, barrier, results)) for seed in seeds]
+    go, messages = context.Event(), context.Queue()
+    workers = [context.Process(target=packed_seed, args=(seed, args, go, messages)) for seed in seeds]
     for worker in workers:
         worker.start()
-    barrier.wait()
-    started = time.monotonic()
-    ends = [results.get()[1] for _ in seeds]
-    for worker in workers:
-        worker.join()
-    if any(worker.exitcode for worker in workers):
-        raise KlmError("a packed seed's process failed")
+    try:
+        collect(messages, workers, "ready")
+        started = time.monotonic()
+        go.set()
+        ends = collect(messages, workers, "done")
+    finally:
+        go.set()
+        for worker in workers:
+            worker.join(timeout=60)
+            if worker.is_alive():
+                worker.terminate()
     return {"seconds": max(ends) - started, "seed_steps": len(seeds) * args.steps, "peak_mib": None}
 
 

@@ -98,3 +98,11 @@ def test_packed_seeds_run_as_processes_at_once(script, monkeypatch):
     assert timing["seed_steps"] == 2 and timing["seconds"] > 0
     with pytest.raises(KlmError, match="add --packed"):
         script.parse_args(["--tiny", "--mps"])
+
+
+def test_a_crashed_packed_seed_fails_the_run_instead_of_hanging(script, monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    args = script.parse_args(["--tiny", "--seeds", "2", "--warmup", "1", "--steps", "1", "--packed", "--device", "cpu"])
+    args.backbone = str(tmp_path / "no-such-backbone")  # each seed process fails while loading it
+    with pytest.raises(KlmError, match="packed seed's process failed"):
+        script.time_packed([1, 2], args)
