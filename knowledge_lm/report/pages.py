@@ -587,14 +587,16 @@ def figure_link(path: Path | None, caption: str) -> list[str]:
 
 def dataset_notes(dataset: str) -> list[str]:
     """``benchmarks/notes/<dataset>.md``, where there is one: what the tables cannot say (how a method was tried,
-    why a design was chosen), written by hand and free of our numbers, which come from the results only."""
+    why a design was chosen), written by hand; its numbers come from the results only (the tables, or a log
+    under ``results/`` that it names)."""
     path = benchmarks_dir() / "notes" / f"{dataset}.md"
     if not path.is_file():
         return []
     return [
         "## Notes",
         "",
-        f"Written by hand in `benchmarks/notes/{dataset}.md`; every number is in the tables.",
+        f"Written by hand in `benchmarks/notes/{dataset}.md`; every number is in the tables, "
+        "or in a log under `results/` that the note names.",
         "",
         *path.read_text(encoding="utf-8").strip().splitlines(),
         "",
