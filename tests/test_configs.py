@@ -234,3 +234,18 @@ def test_a_pair_that_cannot_run_is_refused_with_its_reason_before_anything_is_im
     assert "\n" not in str(raised.value)
     if "torch" not in sys.modules:  # run alone: the registry read the reason from source
         assert "knowledge_lm.data.cosmosqa" not in sys.modules
+
+
+def test_status_times_done_cells_in_cell_and_gpu_minutes():
+    from knowledge_lm.cli.status import busy_seconds, time_line
+
+    assert busy_seconds([(0, 10), (5, 20), (30, 40)]) == 30 and busy_seconds([]) == 0
+
+    def result(card: str, end: str, wall: float) -> dict:
+        device = {"accelerator": "cuda", "name": "NVIDIA H200", "visible": card}
+        return {"wall_time_s": wall, "finished_at": f"2026-11-28T03:{end}+00:00", "device": device}
+
+    # two cells packed on card 0 for 60 and 120 s, overlapping by 60 s; one of 60 s on card 1
+    results = [result("0", "01:00", 60), result("0", "02:00", 120), result("1", "02:00", 60)]
+    line = time_line(results)
+    assert line.startswith("time: 4.0 cell-minutes; 3.0 GPU-minutes with a cell running")
