@@ -67,7 +67,7 @@ def command_status(args):
         if Path(folder).exists():  # a store not yet made is every cell missing; a file is a typo
             check_folder(folder, what)
     console = Console()
-    total, done = Counter(), []
+    total, done = Counter(), {}  # done: result path → result, a cell that two sweeps share counted once
     for sweep in sweeps:
         table = Table(title=f"{sweep.name}")
         for column in ("cell", "state", "detail", "training log"):
@@ -76,8 +76,9 @@ def command_status(args):
         for cell in sweep_cells(sweep):
             state, detail = cell_status(cell, args.results_dir, args.runs_dir)
             tally[state] += 1
-            if state == "done":
-                done.append(json.loads(cell.stored_result_path(args.results_dir).read_text(encoding="utf-8")))
+            path = cell.stored_result_path(args.results_dir)
+            if state == "done" and path not in done:
+                done[path] = json.loads(path.read_text(encoding="utf-8"))
             table.add_row(cell.key, state, detail, str(newest_log(cell.log_dir(args.results_dir)) or ""))
         console.print(table)
         console.print(", ".join(f"{state}: {n}" for state, n in sorted(tally.items())))
@@ -87,7 +88,7 @@ def command_status(args):
             f"table {args.table}, {len(sweeps)} sweeps: " + ", ".join(f"{s}: {n}" for s, n in sorted(total.items()))
         )
     if done:
-        console.print(time_line(done), soft_wrap=True)
+        console.print(time_line(list(done.values())), soft_wrap=True)
     return 0
 
 
