@@ -9,9 +9,10 @@ fraction, its held-out dev, GLUE dev as test), the task's metrics and the suite'
 step budget. The model is ``AutoModelForSequenceClassification`` over the backbone; the trainer evaluates dev
 and test every ``eval_every_steps`` steps and the evaluation with the best dev main metric (the earliest on
 ties) is the cell's, as the suite selects (``peer_speed.py`` checks first that the Trainer has what it
-needs: ``accelerate``). ``OUT.json``: that evaluation's metrics and the time from loading the backbone to
-the end of training (the span of a ``klm`` result's ``wall_time_s``). Imports only torch,
-transformers and the suite's metric definitions, so that its process pays what a Trainer user's would.
+needs: ``accelerate``). ``OUT.json``: that evaluation's metrics, the time from loading the backbone to
+the end of training (the span of a ``klm`` result's ``wall_time_s``) and the dtype the weights trained in.
+Imports only torch, transformers and the suite's metric definitions, so that its process pays what a Trainer
+user's would.
 """
 
 import json
@@ -61,6 +62,20 @@ def best_evaluation(history: list[dict], metrics: tuple[str, ...], main_metric: 
     return max(evaluations.values(), key=lambda e: (e["dev"][main_metric], -e["step"]))
 
 
+def load_model(backbone: str, num_labels: int, regression: bool, dropout: float):
+    """``AutoModelForSequenceClassification`` over ``backbone`` with float32 weights, as the suite trains
+    (``load_backbone``): transformers loads a checkpoint in its stored dtype, and the GPU runs' backbone is
+    pack.sh's float16 copy, whose weights would otherwise train in half precision (bf16 autocast computes in
+    bf16 either way; the weights and the optimiser's updates stay float32)."""
+    model = AutoModelForSequenceClassification.from_pretrained(
+        backbone,
+        num_labels=num_labels,
+        problem_type="regression" if regression else "single_label_classification",
+        hidden_dropout_prob=dropout,
+    )
+    return model.float()
+
+
 def main(argv=None):
     spec_path, out_path = argv or sys.argv[1:]
     spec = json.loads(Path(spec_path).read_text())
@@ -72,12 +87,7 @@ def main(argv=None):
     started = time.time()
     set_seed(spec["seed"])
     tokenizer = AutoTokenizer.from_pretrained(spec["backbone"])
-    model = AutoModelForSequenceClassification.from_pretrained(
-        spec["backbone"],
-        num_labels=spec["num_labels"],
-        problem_type="regression" if regression else "single_label_classification",
-        hidden_dropout_prob=train["dropout"],
-    )
+    model = load_model(spec["backbone"], spec["num_labels"], regression, train["dropout"])
     data = {split: tokenized(tokenizer, read_split(spec["splits"][split]), train["max_length"]) for split in SPLITS}
 
     def metrics(prediction):
@@ -123,6 +133,7 @@ def main(argv=None):
                 "step": best["step"],
                 "metrics": {split: best[split] for split in ("dev", "test")},
                 "train_size": len(data["train"]),
+                "weights_dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
             }
         )
     )

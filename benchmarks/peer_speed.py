@@ -224,6 +224,7 @@ def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folde
                             "cell_s": outcome["cell_s"],
                             "dev": outcome["metrics"]["dev"][metric],
                             "test": outcome["metrics"]["test"][metric],
+                            "weights_dtype": outcome["weights_dtype"],
                         }
                     }
                     if trainer

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from knowledge_lm.report.leaderboard import write_leaderboards
 from knowledge_lm.report.speed import render_speed, speed_record_path
@@ -32,7 +33,7 @@ def peer_record(cells: int = 1) -> dict:
             "steps": 237,
             "same_rows": True,
             "klm": {"cell_s": 10.0, "dev": 60.0, "test": 58.0},
-            "hf": {"cell_s": 12.5, "dev": 59.0, "test": 57.0},
+            "hf": {"cell_s": 12.5, "dev": 59.0, "test": 57.0, "weights_dtype": "float32"},
         }
         for seed in range(1, cells + 1)
     ]
@@ -67,8 +68,26 @@ def test_peer_record_renders_ratios_and_targets(tmp_path):
     assert (tmp_path / "boards" / "speed.md").read_text().startswith(page)  # then benchmarks/notes/speed.md
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("peer_speed", SCRIPT)
+def test_a_trainer_that_did_not_train_float32_weights_is_judged_no_peer():
+    record = peer_record()
+    del record["cell"]["cells"][0]["hf"]["weights_dtype"]  # records before the peer cast its weights
+    page = render_speed([record])
+    assert "| rte 100% seed 1 | cell time | 10.0 s | 12.5 s | 0.80 | not judged: Trainer's weights |" in page
+    assert "Trainer's weights not float32 (klm trains float32 weights) | not recorded in 1 of 1:" in page
+
+
+def test_the_trainer_peer_trains_float32_weights_from_a_float16_backbone(tmp_path):
+    from transformers import BertConfig, BertModel
+
+    script = load_script("peer_hf_cell")
+    config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    BertModel(config).half().save_pretrained(tmp_path)  # as pack.sh stores the GPU runs' backbone
+    model = script.load_model(str(tmp_path), num_labels=2, regression=False, dropout=0.1)
+    assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}
+
+
+def load_script(name: str = "peer_speed"):
+    spec = importlib.util.spec_from_file_location(name, SCRIPT.with_name(f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

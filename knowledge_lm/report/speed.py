@@ -3,6 +3,7 @@ the targets: ``klm speed``'s method tables (``tools/speed.py`` measures them), a
 ``benchmarks/peer_speed.py`` and ``benchmarks/erica_speed.py``. Reads JSON only: no torch."""
 
 import math
+from collections import Counter
 from pathlib import Path
 
 from knowledge_lm.core.results import compact_time
@@ -263,12 +264,16 @@ def peer_part_rows(record: dict, part: str) -> list[str]:
         side: peer_rows({"process_wall_s": measured[side]["process_wall_s"], "cells": [c[side] for c in cells]}, scored)
         for side in present
     }
+    # The Trainer's weights: float32 as klm's, or (records before peer_hf_cell.py cast them) the stored dtype of
+    # the backbone, pack.sh's float16 copy on the GPUs: such a Trainer is no peer, so no target is judged on it.
+    dtypes = Counter(c["hf"].get("weights_dtype", "not recorded") for c in cells) if "hf" in sides else Counter()
+    fair_peer = set(dtypes) <= {"float32"}
     for figure in ("process wall", "cell time", "dev", "test"):
         klm, hf = sides["klm"][figure], sides.get("hf", {}).get(figure)
         unit = " s" if figure in ("process wall", "cell time") else ""
         target = ""
         if part == "cell" and figure in PEER_TARGETS and hf is not None:
-            target = verdict(klm / hf, PEER_TARGETS[figure], "×")
+            target = verdict(klm / hf, PEER_TARGETS[figure], "×") if fair_peer else "not judged: Trainer's weights"
         elif part == "grid" and figure == "process wall" and len(cells) == GRID_CELLS:
             target = verdict(klm, GRID_TARGET_S, " s")
         if hf is None:
@@ -277,6 +282,13 @@ def peer_part_rows(record: dict, part: str) -> list[str]:
             hf_text = f"{hf:.1f}{unit}"
             ratio = f"{klm / hf:.2f}" if unit else f"{klm - hf:+.1f} (difference)"
         lines.append(f"| {name} | {figure} | {klm:.1f}{unit} | {hf_text} | {ratio} | {target} |")
+    if not fair_peer:
+        found = ", ".join(f"{dtype} in {n} of {len(cells)}" for dtype, n in sorted(dtypes.items()))
+        lines.append(
+            f"| {name} | Trainer's weights not float32 (klm trains float32 weights) | {found}: before the peer cast "
+            "them, a GPU run's Trainer trained the stored float16 backbone (pack.sh's copy) in half precision; its "
+            "dev and test are not a peer's and its times not a fair one's | | | |"
+        )
     graphs = [c for c in cells if c["klm"].get("cuda_graphs")]
     if graphs:
         lines.append(
