@@ -241,6 +241,21 @@ def peer_heading(record: dict) -> list[str]:
     ]
 
 
+def trainer_weights_note(cells: list[dict]) -> str | None:
+    """None where every cell's Trainer trained float32 weights, as klm does; else a row's text naming the dtypes it
+    trained (records before peer_hf_cell.py cast them: the backbone's stored dtype, pack.sh's float16 copy on the
+    GPUs). Such a Trainer is no peer, so no target is judged on it."""
+    dtypes = Counter(c["hf"].get("weights_dtype", "not recorded") for c in cells)
+    if set(dtypes) <= {"float32"}:
+        return None
+    found = ", ".join(f"{dtype} in {n} of {len(cells)}" for dtype, n in sorted(dtypes.items()))
+    return (
+        f"Trainer's weights not float32 (klm trains float32 weights) | {found}: before the peer cast them, a GPU "
+        "run's Trainer trained the stored float16 backbone (pack.sh's copy) in half precision; its dev and test are "
+        "not a peer's and its times not a fair one's"
+    )
+
+
 def peer_part_rows(record: dict, part: str) -> list[str]:
     """The rows of one part of a peer record (``cell``: the single cell; ``grid``): each figure on both sides with
     its ratio and target, then the notes (CUDA graphs, the longest cell, time outside the cell, undefined
@@ -264,10 +279,8 @@ def peer_part_rows(record: dict, part: str) -> list[str]:
         side: peer_rows({"process_wall_s": measured[side]["process_wall_s"], "cells": [c[side] for c in cells]}, scored)
         for side in present
     }
-    # The Trainer's weights: float32 as klm's, or (records before peer_hf_cell.py cast them) the stored dtype of
-    # the backbone, pack.sh's float16 copy on the GPUs: such a Trainer is no peer, so no target is judged on it.
-    dtypes = Counter(c["hf"].get("weights_dtype", "not recorded") for c in cells) if "hf" in sides else Counter()
-    fair_peer = set(dtypes) <= {"float32"}
+    weights_note = trainer_weights_note(cells) if "hf" in sides else None
+    fair_peer = weights_note is None
     for figure in ("process wall", "cell time", "dev", "test"):
         klm, hf = sides["klm"][figure], sides.get("hf", {}).get(figure)
         unit = " s" if figure in ("process wall", "cell time") else ""
@@ -282,13 +295,8 @@ def peer_part_rows(record: dict, part: str) -> list[str]:
             hf_text = f"{hf:.1f}{unit}"
             ratio = f"{klm / hf:.2f}" if unit else f"{klm - hf:+.1f} (difference)"
         lines.append(f"| {name} | {figure} | {klm:.1f}{unit} | {hf_text} | {ratio} | {target} |")
-    if not fair_peer:
-        found = ", ".join(f"{dtype} in {n} of {len(cells)}" for dtype, n in sorted(dtypes.items()))
-        lines.append(
-            f"| {name} | Trainer's weights not float32 (klm trains float32 weights) | {found}: before the peer cast "
-            "them, a GPU run's Trainer trained the stored float16 backbone (pack.sh's copy) in half precision; its "
-            "dev and test are not a peer's and its times not a fair one's | | | |"
-        )
+    if weights_note:
+        lines.append(f"| {name} | {weights_note} | | | |")
     graphs = [c for c in cells if c["klm"].get("cuda_graphs")]
     if graphs:
         lines.append(
