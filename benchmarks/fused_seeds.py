@@ -260,24 +260,42 @@ def check_equal(encoder, seeds, examples, batch_size, steps, device, pad_id=0) -
     }
 
 
+def train_seed(model, seed, examples, batch_size, warmup, steps, device, precision, pad_id, at_warmup) -> None:
+    """One seed's ``warmup + steps`` steps as a cell's step runs them (``SeparateSeed``), dropout on; ``at_warmup()``
+    runs once, with the device synchronised and the first timed batch ready, just before the first timed step."""
+    trainer, batches = SeparateSeed(model.train(), seed), seed_batches(examples, seed, batch_size)
+    torch.manual_seed(seed)
+    for index in range(warmup + steps):
+        batch = to_device(collate(next(batches), pad_id=pad_id), device)
+        if index == warmup:
+            synchronize(device)
+            at_warmup()
+        trainer.step(batch, precision)
+    synchronize(device)
+
+
 def time_separate(encoder, seeds, examples, batch_size, warmup, steps, device, precision, pad_id=0) -> dict:
     """The seeds one after another, dropout on: seconds of the timed steps (after each seed's warm-up), summed."""
     seconds, peak = 0.0, 0
     for seed, model in zip(seeds, seed_models(encoder, seeds, warmup + steps, device)):
-        trainer, batches = SeparateSeed(model.train(), seed), seed_batches(examples, seed, batch_size)
-        torch.manual_seed(seed)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        for index in range(warmup + steps):
-            batch = to_device(collate(next(batches), pad_id=pad_id), device)
-            if index == warmup:
-                synchronize(device)
-                started = time.perf_counter()
-            trainer.step(batch, precision)
-        synchronize(device)
-        seconds += time.perf_counter() - started
+        started = []
+        train_seed(
+            model,
+            seed,
+            examples,
+            batch_size,
+            warmup,
+            steps,
+            device,
+            precision,
+            pad_id,
+            at_warmup=lambda: started.append(time.perf_counter()),
+        )
+        seconds += time.perf_counter() - started[0]
         peak = max(peak, torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0)
-        del trainer, model
+        del model
     return {"seconds": seconds, "seed_steps": len(seeds) * steps, "peak_mib": peak / 2**20 or None}
 
 
@@ -304,19 +322,27 @@ def packed_seed(seed, args, go, messages):
     """One packed process: its seed trained as ``time_separate`` trains it; after its warm-up it reports ready and
     waits for ``go``, which the parent sets once every packed process is ready (``time.monotonic`` is one clock for
     every process of a host)."""
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = chosen_device(args)
     encoder, tokenizer, _ = load_backbone(args.backbone, args.attn)
     examples = synthetic_pairs(args.examples, args.max_length, tokenizer)
     [model] = seed_models(encoder, [seed], args.warmup + args.steps, device)
-    trainer, batches = SeparateSeed(model.train(), seed), seed_batches(examples, seed, args.batch_size)
-    torch.manual_seed(seed)
-    for index in range(args.warmup + args.steps):
-        if index == args.warmup:
-            synchronize(device)
-            messages.put(("ready", seed, time.monotonic()))
-            go.wait()
-        trainer.step(to_device(collate(next(batches), pad_id=tokenizer.pad_token_id), device), args.precision)
-    synchronize(device)
+
+    def ready_then_wait():
+        messages.put(("ready", seed, time.monotonic()))
+        go.wait()
+
+    train_seed(
+        model,
+        seed,
+        examples,
+        args.batch_size,
+        args.warmup,
+        args.steps,
+        device,
+        args.precision,
+        tokenizer.pad_token_id,
+        at_warmup=ready_then_wait,
+    )
     messages.put(("done", seed, time.monotonic()))
 
 
@@ -358,6 +384,11 @@ def time_packed(seeds: list[int], args) -> dict:
     return {"seconds": max(ends) - started, "seed_steps": len(seeds) * args.steps, "peak_mib": None}
 
 
+def chosen_device(args) -> torch.device:
+    """``--device``, else cuda where present, else cpu."""
+    return torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="the tiny backbone, small batches, a few steps")
@@ -393,7 +424,7 @@ def main(argv=None):
         args = parse_args(argv)
     except KlmError as error:
         sys.exit(f"error: {error}")
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = chosen_device(args)
     encoder, tokenizer, info = load_backbone(args.backbone, args.attn)
     examples = synthetic_pairs(args.examples, args.max_length, tokenizer)
     seeds = list(range(1, args.seeds + 1))
