@@ -76,7 +76,9 @@ def load_model(backbone: str, num_labels: int, regression: bool, dropout: float)
     return model.float()
 
 
-def main(argv=None):
+def main(argv=None, callbacks=()):
+    """Train the cell ``SPEC.json`` names and write ``OUT.json``; ``callbacks``: the Trainer's extra callbacks
+    (``cell_phases.py``'s clock)."""
     spec_path, out_path = argv or sys.argv[1:]
     spec = json.loads(Path(spec_path).read_text())
     transformers_logging.set_verbosity_error()
@@ -122,6 +124,7 @@ def main(argv=None):
             eval_dataset={"dev": data["dev"], "test": data["test"]},
             data_collator=DataCollatorWithPadding(tokenizer),
             compute_metrics=metrics,
+            callbacks=list(callbacks),
         )
         trainer.train()
         cell_seconds = time.time() - started

@@ -274,6 +274,10 @@ def main(argv=None):
     malformed = [setting for setting in args.klm_set if "=" not in setting]
     if malformed:
         fail(f"--klm-set {malformed[0]!r}: expected KEY=VALUE, e.g. compile=true")
+    parts = [part for part, skipped in (("cell", args.no_cell), ("grid", args.no_grid)) if not skipped]
+    earlier = [args.work_dir / part for part in parts if args.work_dir and (args.work_dir / part).exists()]
+    if earlier:  # klm bench would skip the cells an earlier run left finished there, and time nothing
+        fail(f"--work-dir {args.work_dir}: {earlier[0]} holds an earlier run's outputs; give an empty or new folder")
     check_trainer()
     transformers_logging.disable_progress_bar()
     try:

@@ -70,6 +70,31 @@ def test_ctrl_c_saves_the_cells_checkpoint_and_it_resumes(tmp_path, monkeypatch,
     assert result["resumed_from_checkpoint"] is True
 
 
+def test_a_cell_that_trains_to_its_end_writes_no_checkpoint(tmp_path, monkeypatch):
+    """Its result is written next and its run directory emptied: a checkpoint at the end would be deleted unread."""
+    from knowledge_lm.run.trainer import WeightsOnlyCheckpointIO
+
+    saved = []
+    monkeypatch.setattr(WeightsOnlyCheckpointIO, "save_checkpoint", lambda self, checkpoint, path, *_: saved.append(1))
+    assert cell_module.run_spec(spec(tmp_path)) == 0
+    assert CELL.result_path(tmp_path / "results").is_file() and saved == []
+
+
+def test_one_process_runs_skip_cluster_detection_but_keep_slurm(monkeypatch):
+    from lightning_fabric.plugins.environments import LightningEnvironment
+
+    from knowledge_lm.run.trainer import one_process_environment
+
+    monkeypatch.delenv("SLURM_NTASKS", raising=False)
+    monkeypatch.delenv("SLURM_JOB_NAME", raising=False)
+    [environment] = one_process_environment(1)
+    assert isinstance(environment, LightningEnvironment)
+    assert one_process_environment(2) == []
+    monkeypatch.setenv("SLURM_NTASKS", "1")
+    monkeypatch.setenv("SLURM_JOB_NAME", "klm")
+    assert one_process_environment(1) == []
+
+
 def test_checkpoints_are_written_atomically(tmp_path, monkeypatch):
     from knowledge_lm.run.trainer import WeightsOnlyCheckpointIO
 

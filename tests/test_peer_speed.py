@@ -107,6 +107,16 @@ def test_missing_trainer_package_is_one_line(monkeypatch, capsys):
     assert line.startswith("error: Hugging Face's Trainer cannot run here") and "knowledge-lm[peer]" in line
 
 
+def test_a_work_dir_with_an_earlier_run_is_refused_before_any_work(tmp_path, capsys):
+    """klm bench would find the earlier run's cells finished there and time nothing."""
+    (tmp_path / "cell" / "klm-results").mkdir(parents=True)
+    with pytest.raises(SystemExit) as exit_info:
+        load_script().main(["--backbone", "tiny", "--no-grid", "--work-dir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "holds an earlier run's outputs" in line and str(tmp_path / "cell") in line
+
+
 @pytest.mark.slow
 def test_peer_benchmark_smoke_run_on_cpu(tmp_path):
     """One tiny RTE cell through both sides, three steps: the record holds both sides' figures on the same rows."""
@@ -156,3 +166,13 @@ def test_a_cell_whose_metric_one_side_left_undefined_leaves_both_means():
     page = render_speed([record])
     assert "| 2: rte × 100% × seeds 1, 2 | dev | 60.0 | 59.0 | +1.0 (difference) |  |" in page
     assert "leave out | 1 cell(s) whose metric one side left undefined: rte 100% seed 2 |" in page
+
+
+def test_cell_phases_split_a_cell_at_its_landmarks():
+    """Set-up until the first step, the first step, the other steps less the evaluations, and the end."""
+    phases = load_script("cell_phases").Clock()
+    phases.marks = {"first_step": 2.0, "second_step": 3.0, "train_end": 9.0}
+    phases.evaluating = 1.0
+    got = phases.phases(started=0.0, ended=9.5, steps=101)
+    expected = {"set-up": 2.0, "first step": 1.0, "other steps": 5.0, "evaluations": 1.0, "end": 0.5, "ms a step": 50.0}
+    assert got == pytest.approx(expected)
