@@ -10,6 +10,7 @@ first run in a process pays its lazy imports; ``--repeats`` runs it again in the
 """
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -20,9 +21,8 @@ from transformers import TrainerCallback
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peer_hf_cell  # noqa: E402
-from peer_speed import SINGLE_CELL, export_cell, trainer_backbone  # noqa: E402
+from peer_speed import GLUE_CONFIG, SINGLE_CELL, export_cell, trainer_backbone  # noqa: E402
 
-from knowledge_lm.core.paths import benchmarks_dir  # noqa: E402
 from knowledge_lm.core.results import Cell  # noqa: E402
 from knowledge_lm.run import cell as cell_module  # noqa: E402
 from knowledge_lm.run.config import load_sweep  # noqa: E402
@@ -53,9 +53,6 @@ class Clock:
 
 
 class KlmClock(pl.Callback, Clock):
-    def __init__(self):
-        Clock.__init__(self)
-
     def on_train_batch_start(self, trainer, module, batch, index):
         self.mark("first_step" if trainer.global_step == 0 else "second_step")
 
@@ -70,9 +67,6 @@ class KlmClock(pl.Callback, Clock):
 
 
 class HfClock(TrainerCallback, Clock):
-    def __init__(self):
-        Clock.__init__(self)
-
     def on_step_begin(self, args, state, control, **kwargs):
         self.mark("first_step" if state.global_step == 0 else "second_step")
 
@@ -88,9 +82,8 @@ class HfClock(TrainerCallback, Clock):
         self.mark("train_end")
 
 
-def run_klm(backbone: str, data_dir, folder: Path) -> dict:
+def run_klm(sweep, backbone: str, data_dir, folder: Path) -> dict:
     task, fraction, seed = SINGLE_CELL
-    sweep = load_sweep(benchmarks_dir() / "glue.yaml")
     train = sweep.train_config(task, {})
     clock, build_trainer = KlmClock(), cell_module.build_trainer
 
@@ -114,11 +107,8 @@ def run_klm(backbone: str, data_dir, folder: Path) -> dict:
     return {**clock.phases(started, ended, result["budget"]["max_steps"]), "cell": ended - started}
 
 
-def run_hf(backbone: str, data_dir, folder: Path) -> dict:
-    import json
-
+def run_hf(sweep, backbone: str, data_dir, folder: Path) -> dict:
     task, fraction, seed = SINGLE_CELL
-    sweep = load_sweep(benchmarks_dir() / "glue.yaml")
     spec = {**export_cell(sweep, task, fraction, {}, data_dir, folder), "task": task, "fraction": fraction}
     spec.update(seed=seed, backbone=trainer_backbone(backbone, folder))
     (folder / "spec.json").write_text(json.dumps(spec))
@@ -137,12 +127,12 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=2, help="runs of each side in this process")
     args = parser.parse_args(argv)
     sides = ("klm", "hf") if args.side == "both" else (args.side,)
-    rows = []
+    sweep, rows = load_sweep(GLUE_CONFIG), []
     for repeat in range(1, args.repeats + 1):
         for side in sides:
             with tempfile.TemporaryDirectory() as folder:
                 run = run_klm if side == "klm" else run_hf
-                rows.append((f"{side} run {repeat}", run(args.backbone, args.data_dir, Path(folder))))
+                rows.append((f"{side} run {repeat}", run(sweep, args.backbone, args.data_dir, Path(folder))))
                 print(f"{rows[-1][0]}: {rows[-1][1]['cell']:.2f} s", file=sys.stderr, flush=True)
     print("| run | cell | " + " | ".join(PHASES) + " | ms a step |")
     print("|---" * (len(PHASES) + 3) + "|")
