@@ -210,8 +210,10 @@ def test_klm_cell_runs_one_cell_in_process_and_refuses_a_wider_selection(tmp_pat
     assert main(common + smoke) == 0
     [result] = load_results(tmp_path / "results")
     assert result["cell"]["fraction"] == 0.01 and result["budget"]["max_steps"] == 2
-    assert result["cell"]["variant"].startswith("set-")  # settings other than the config's: a cell of its own
+    assert result["cell"]["variant"] == ""  # nothing stored under its key: it takes it
     assert main(common + smoke) == 0 and "already done" in capsys.readouterr().out
+    assert main(common + smoke[:-1] + ["evaluations=2"]) == 0  # other settings: a cell of its own, beside it
+    assert sorted(result["cell"]["variant"][:4] for result in load_results(tmp_path / "results")) == ["", "cfg-"]
     two_nodes = TrainConfig(batch_size=8, devices=2, num_nodes=2, epochs=1, min_steps=1).budget(320)
     assert two_nodes["steps_per_epoch"] == 40 and two_nodes["per_device_batch_size"] == 2 and two_nodes["nodes"] == 2
 

@@ -15,7 +15,6 @@ from knowledge_lm.run.config import (
     parse_fractions,
     read_sweep_yaml,
     validate_sweep,
-    with_overrides,
 )
 
 RESULTS_HELP = (
@@ -96,7 +95,11 @@ def sweep_from_args(args, table: bool = False):
         raw.pop("fraction_seeds", None)  # seeds typed on the command line apply to every fraction
     if args.backbone:
         raw["backbone"] = args.backbone
-    sweep = with_overrides(validate_sweep(raw, where), parse_overrides(args.set))
+    sweep = validate_sweep(raw, where)
+    overrides = parse_overrides(args.set)
+    for task in sweep.tasks:
+        for variant in sweep.variants:
+            sweep.train_config(task, overrides, variant)  # a bad --set value fails here, with one line
     resolve_folders(args, {sweep.backbone_for(method) for method in sweep.methods})
     return sweep
 
@@ -158,8 +161,8 @@ def add_sweep_arguments(parser):
         "--set",
         action="append",
         metavar="KEY=VALUE",
-        help="override a training setting, e.g. lr=3e-5; cells run with settings other than their config's are "
-        "a variant of their own, set-<hash of the settings>",
+        help="override a training setting, e.g. lr=3e-5; a cell whose stored result was trained with other settings "
+        "runs as a cell of its own, beside it (variant cfg-<hash of the differences>)",
     )
 
 

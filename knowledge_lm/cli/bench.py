@@ -30,6 +30,8 @@ from knowledge_lm.run.runner import (
     estimated_seconds,
     parse_shard,
     plan_sweep,
+    planned_cells,
+    renamed_line,
     run_sweep,
     run_sweeps_together,
     shard_keys,
@@ -59,16 +61,21 @@ def parse_jobs(value: str | None) -> int:
     return jobs
 
 
-def print_plan(sweeps, results_dir: Path, runs_dir: Path, *, jobs: int, rerun_without_predictions: bool, only=None):
-    """``klm bench --dry-run``: each sweep's cells, what a run would do with them (run, or leave: done, running
-    elsewhere) and the expected wall time of each to run (``estimated_seconds``: the median of stored cells of its
-    dataset, task, method and fraction, of the variants nearest its own, on its backbone where there are some; else
-    unknown); then the totals."""
+def print_plan(
+    sweeps, results_dir: Path, runs_dir: Path, *, jobs: int, rerun_without_predictions: bool, only=None, overrides=None
+):
+    """``klm bench --dry-run``: each sweep's cells under the keys a run takes them (a stored namesake trained with
+    other settings makes a cell of its own, and the plan says how they differ), what a run would do with them (run,
+    or leave: done, running elsewhere) and the expected wall time of each to run (``estimated_seconds``: the median
+    of stored cells of its dataset, task, method and fraction, of the variants nearest its own, on its backbone
+    where there are some; else unknown); then the totals, in sentences."""
     wall_times = stored_wall_times(results_dir)
     total = {"cells": 0, "done": 0, "elsewhere": 0, "run": 0, "unknown": 0, "seconds": 0.0}
     for sweep in sweeps:
         print(f"{sweep.name}:")
-        for cell, state, will_run in plan_sweep(sweep, results_dir, runs_dir, rerun_without_predictions, only):
+        planned = plan_sweep(sweep, results_dir, runs_dir, rerun_without_predictions, only, overrides)
+        for chosen, state, will_run in planned:
+            cell = chosen.cell
             total["cells"] += 1
             if not will_run:
                 total["done" if state == "done" else "elsewhere"] += 1
@@ -83,19 +90,31 @@ def print_plan(sweeps, results_dir: Path, runs_dir: Path, *, jobs: int, rerun_wi
                 total["seconds"] += found[0]
                 estimate = f"~{duration_text(found[0])}" + ("" if found[1] else " (of another backbone)")
             print(f"  run   {cell.key}  {state}  {estimate}")
-    known = total["run"] - total["unknown"]
+        renamed = renamed_line([chosen for chosen, _, _ in planned])
+        if renamed:
+            print(f"  {renamed}")
     print(
         f"{total['cells']} cells: {total['done']} already done, {total['run']} to run"
         + (f", {total['elsewhere']} running elsewhere" if total["elsewhere"] else "")
     )
     if total["run"]:
-        estimate = f"estimated {duration_text(total['seconds'])} of cell time for {known} of the {total['run']} to run"
-        if jobs > 1 and known:
-            estimate += f" (~{duration_text(total['seconds'] / jobs)} at --jobs {jobs}, if they pack evenly)"
-        if total["unknown"]:
-            estimate += f"; unknown for {total['unknown']} (no stored cell of their method, task and fraction)"
-        print(estimate)
+        print(estimate_sentence(total, jobs))
     print("dry run: nothing was run")
+
+
+def estimate_sentence(total: dict, jobs: int) -> str:
+    """The plan's time estimate in one sentence: of the cells to run whose time the store can estimate, and the
+    number it cannot."""
+    known = total["run"] - total["unknown"]
+    reason = "no stored cell of their method, task and fraction"
+    if not known:
+        return f"time unknown for all {total['run']} cells to run ({reason})"
+    estimate = f"estimated {duration_text(total['seconds'])} of cell time for {known} of the {total['run']} to run"
+    if jobs > 1:
+        estimate += f" (~{duration_text(total['seconds'] / jobs)} at --jobs {jobs}, if they pack evenly)"
+    if total["unknown"]:
+        estimate += f"; unknown for {total['unknown']} ({reason})"
+    return estimate
 
 
 def check_devices(sweeps, overrides: dict, executor: str):
@@ -162,6 +181,7 @@ def command_bench(args):
             jobs=jobs,
             rerun_without_predictions=args.rerun_without_predictions,
             only=only,
+            overrides=overrides,
         )
         return 0
     for sweep in sweeps:  # a table's later configs too: a typo fails before any of its cells runs
@@ -179,11 +199,11 @@ def command_bench(args):
         failed += run_sweeps(
             args, sweeps, overrides=overrides, data_dir=data_dir, jobs=jobs, only=only, executor=executor
         )
-        unfinished = cells_running_elsewhere(sweeps, args.results_dir, args.runs_dir, only)
+        unfinished = cells_running_elsewhere(sweeps, args.results_dir, args.runs_dir, only, overrides)
         if not unfinished or not args.wait or failed:
             break
         print(f"waiting for {len(unfinished)} cells that other processes run (--wait)", file=sys.stderr)
-        while cells_running_elsewhere(sweeps, args.results_dir, args.runs_dir, only):
+        while cells_running_elsewhere(sweeps, args.results_dir, args.runs_dir, only, overrides):
             time.sleep(WAIT_POLL_SECONDS)
         # their runners finished, failed or died: the next round runs what they left
     if shard:  # shards end at different times, and one page from several writers would be torn
@@ -206,13 +226,14 @@ def command_bench(args):
     return 0
 
 
-def cells_running_elsewhere(sweeps, results_dir, runs_dir, only=None) -> list[str]:
-    """The keys of the sweeps' cells (of ``only``'s keys, where given) claimed by another live process."""
+def cells_running_elsewhere(sweeps, results_dir, runs_dir, only=None, overrides=None) -> list[str]:
+    """The keys of the sweeps' cells (of ``only``'s keys, where given; under the keys a run takes them) claimed by
+    another live process."""
     return [
-        cell.key
+        chosen.cell.key
         for sweep in sweeps
-        for cell in sweep_cells(sweep)
-        if (only is None or cell.key in only) and cell_status(cell, results_dir, runs_dir)[0] == "running"
+        for chosen in planned_cells(sweep, overrides or {}, results_dir, only)
+        if cell_status(chosen.cell, results_dir, runs_dir)[0] == "running"
     ]
 
 

@@ -13,8 +13,8 @@ from knowledge_lm.core.results import set_aside
 from knowledge_lm.run.config import (
     check_data_dir,
     check_method_options,
-    settings_tag,
 )
+from knowledge_lm.run.identity import identify
 from knowledge_lm.run.runner import (
     cell_status,
     sweep_cells,
@@ -28,17 +28,15 @@ def command_cell(args):
     from knowledge_lm.run.cell import run_cell  # torch: loaded only when a cell runs here
 
     sweep = sweep_from_args(args)
-    variant = args.variant or ""
-    if sweep.overrides:  # the variant as --set renamed it
-        tag = settings_tag(sweep.overrides)
-        variant = f"{variant}-{tag}" if variant else tag
-    cells = [cell for cell in sweep_cells(sweep) if cell.variant == variant]
+    overrides = parse_overrides(args.set)
+    cells = [cell for cell in sweep_cells(sweep) if cell.variant == (args.variant or "")]
     if len(cells) != 1:
         raise KlmError(
             f"klm cell runs one cell; the selection has {len(cells)}: name one method, task, fraction, "
             "seed (and --variant) of the sweep"
         )
-    [cell] = cells
+    # Every node of the cell renames it alike: they read the same store before any of them writes to it.
+    cell = identify(cells[0], sweep, overrides, args.results_dir).cell
     state, detail = cell_status(cell, args.results_dir, args.runs_dir)
     if state == "done":
         print(f"{cell.key}: already done ({cell.stored_result_path(args.results_dir)})")
@@ -46,7 +44,6 @@ def command_cell(args):
     if state in ("corrupt", "misfiled"):
         moved = set_aside(cell.stored_result_path(args.results_dir))
         print(f"{detail}; set aside as {moved[0].name}, the cell runs again", file=sys.stderr)
-    overrides = parse_overrides(args.set)
     check_method_options(sweep, sweep.source, overrides)
     run_cell(
         cell,

@@ -13,11 +13,13 @@ from knowledge_lm.cli.arguments import (
     add_sweep_arguments,
     add_table_argument,
     check_folder,
+    parse_overrides,
     sweeps_from_args,
 )
 from knowledge_lm.run.runner import (
     cell_status,
-    sweep_cells,
+    planned_cells,
+    renamed_line,
 )
 
 
@@ -73,7 +75,8 @@ def command_status(args):
         for column in ("cell", "state", "detail", "training log"):
             table.add_column(column, overflow="fold")  # a path cut short is no use
         tally = Counter()
-        for cell in sweep_cells(sweep):
+        planned = planned_cells(sweep, parse_overrides(args.set), args.results_dir)
+        for cell in [chosen.cell for chosen in planned]:
             state, detail = cell_status(cell, args.results_dir, args.runs_dir)
             tally[state] += 1
             path = cell.stored_result_path(args.results_dir)
@@ -82,6 +85,8 @@ def command_status(args):
             table.add_row(cell.key, state, detail, str(newest_log(cell.log_dir(args.results_dir)) or ""))
         console.print(table)
         console.print(", ".join(f"{state}: {n}" for state, n in sorted(tally.items())))
+        if renamed_line(planned):
+            console.print(renamed_line(planned), soft_wrap=True)
         total += tally
     if len(sweeps) > 1:
         console.print(

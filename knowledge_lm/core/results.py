@@ -37,7 +37,7 @@ class CellRecord(TypedDict):
 
 class _CellResultRequired(TypedDict):
     cell: CellRecord
-    config: dict  # {"train": TrainConfig's fields, "dataset_options": ...}
+    config: dict  # {"train": TrainConfig's fields, "dataset_options": ..., "identity": run.identity's (newer results)}
     git: dict  # {"commit", "dirty"}: dirty where provenance.DIRTY_PATHS differ from the commit
     versions: dict  # library → version, "knowledge-lm" among them
     device: dict  # {"accelerator", "name", "count", "precision", ...}

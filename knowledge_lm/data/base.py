@@ -5,6 +5,7 @@ A dataset subclasses :class:`TaskDataModule`, declares its tasks and implements 
 """
 
 import hashlib
+import inspect
 import json
 import os
 import random
@@ -187,6 +188,26 @@ class TaskDataModule(pl.LightningDataModule):
         self._task_kind = None
         self.splits = None  # read by ``read_labelled``
         self.encoded = None  # tokenized by ``setup``
+
+    # The constructor's parameters that every cell sets itself (not dataset options of a sweep).
+    RUN_PARAMETERS: ClassVar[tuple[str, ...]] = (
+        "self", "task", "tokenizer", "data_dir", "fraction", "subset_seed", "batch_size", "eval_batch_size",
+        "max_length", "cache_dir", "num_workers", "knowledge",
+    )  # fmt: skip
+
+    @classmethod
+    def resolved_options(cls, options: dict) -> dict:
+        """A sweep's dataset ``options`` (less ``knowledge``) with the dataset's defaults for those it leaves out:
+        what its cells read their data with, so that naming a default and leaving it out are the same cell."""
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        defaults = {
+            parameter.name: parameter.default
+            for parameter in parameters
+            if parameter.name not in cls.RUN_PARAMETERS
+            and parameter.default is not inspect.Parameter.empty
+            and parameter.kind is not inspect.Parameter.VAR_KEYWORD
+        }
+        return {**defaults, **options}
 
     @staticmethod
     def keep_encodings():

@@ -15,7 +15,7 @@ import random
 import re
 import string
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from knowledge_lm.core.errors import KlmError
@@ -834,6 +834,13 @@ class GeneratedDataModule(TaskDataModule):
         self.requested_knobs = {name: value for name, value in given.items() if value is not None}
         GeneratorKnobs(**self.requested_knobs)  # bad values fail here rather than at setup
         self._generated = None
+
+    @classmethod
+    def resolved_options(cls, options: dict) -> dict:
+        """The generator knobs with ``GeneratorKnobs``' defaults where ``options`` leaves them out (or gives None)."""
+        knobs = {knob.name for knob in fields(GeneratorKnobs)}
+        given = {name: value for name, value in options.items() if name in knobs and value is not None}
+        return {**super().resolved_options(options), **asdict(GeneratorKnobs(**given))}
 
     @classmethod
     def spec(cls, task: str) -> TaskSpec:

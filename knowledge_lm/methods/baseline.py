@@ -13,3 +13,4 @@ class Baseline(TaskModel):
     """Fine-tuned encoder without knowledge."""
 
     cuda_graphs = True
+    inert_options = ("new_module_lr", "zero_knowledge")  # it has no new modules and no knowledge

@@ -95,6 +95,9 @@ class TaskModel(pl.LightningModule):
     # Whether training setting compile=auto replays this method's layers as CUDA graphs on a GPU: true only for
     # methods measured equal in metrics and faster that way (leaderboards/speed.md).
     cuda_graphs: bool = False
+    # Options the method accepts (every method's) but has no use for: a cell's identity leaves them out
+    # (``knowledge_lm.run.identity``), so a config that sets them for every method keeps this method's cells.
+    inert_options: tuple[str, ...] = ()
 
     def __init__(
         self,

@@ -39,6 +39,7 @@ from knowledge_lm.core.results import (
 from knowledge_lm.core.subsets import subset_hash
 from knowledge_lm.run.claims import CLAIM_FILE, CLAIMED_EXIT, INTERRUPTED_EXIT, CellClaimed, claim_cell
 from knowledge_lm.run.config import TrainConfig
+from knowledge_lm.run.identity import cell_identity
 from knowledge_lm.run.mps import mps_in_use
 from knowledge_lm.run.provenance import device_record, git_commit, records_sha256, versions
 from knowledge_lm.run.spec import CellSpec
@@ -399,7 +400,12 @@ def cell_result(
             "backbone": backbone.name,
             "variant": cell.variant,
         },
-        "config": {"train": vars(train), "dataset_options": dataset_options or {}},
+        "config": {
+            "train": vars(train),
+            "dataset_options": dataset_options or {},
+            # every setting its numbers depend on, defaults filled in: what a later run compares (run.identity)
+            "identity": cell_identity(cell, train, dataset_options or {}),
+        },
         "git": git_commit(),
         "versions": versions(),
         "device": {**device_record(precision, train.world_size), "mps": mps_in_use()},

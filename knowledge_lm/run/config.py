@@ -1,7 +1,6 @@
 """Sweep configs (``benchmarks/*.yaml``) and the training settings of one cell, validated on load."""
 
 import dataclasses
-import hashlib
 import importlib.util
 import json
 import math
@@ -269,7 +268,9 @@ class Sweep:
     # fraction → its own seeds (e.g. 5 seeds at 100 %, the sweep's ``seeds`` elsewhere).
     fraction_seeds: dict = field(default_factory=dict)
     source: str = ""  # where the sweep was read from (its file), for error messages
-    overrides: dict = field(default_factory=dict)  # the --set settings its variants are renamed after
+    # variant → the sweep's variant it is a renaming of: cells whose stored namesakes were trained otherwise run
+    # under a variant of their own (``knowledge_lm.run.identity.identify``), with the settings of the variant named.
+    aliases: dict = field(default_factory=dict, repr=False, compare=False)
     # (task, overrides as JSON, variant) → its TrainConfig, checked once (``train_config``); a copy made with
     # ``dataclasses.replace`` starts its own.
     parsed: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -281,6 +282,7 @@ class Sweep:
         return self.fraction_seeds.get(fraction, self.seeds)
 
     def variant_options(self, variant: str) -> dict:
+        variant = self.aliases.get(variant, variant)
         overrides = {k: v for k, v in self.variants[variant].items() if k != "method_options"}
         options = {**self.dataset_options, **{k: v for k, v in overrides.items() if k != "knowledge"}}
         if "knowledge" in overrides or "knowledge" in self.dataset_options:
@@ -292,7 +294,7 @@ class Sweep:
 
     def train_values(self, task: str, overrides: dict | None = None, variant: str = "") -> dict:
         values = {**self.train, **self.task_train.get(task, {}), **(overrides or {})}
-        method_options = self.variants.get(variant, {}).get("method_options")
+        method_options = self.variants.get(self.aliases.get(variant, variant), {}).get("method_options")
         if method_options:
             values["method_options"] = {**(values.get("method_options") or {}), **method_options}
         return values
@@ -505,45 +507,6 @@ EXECUTION_SETTINGS = (
     "pad_to_multiple_of",
     "eval_batch_size",
 )
-
-
-def overridden_settings(sweep: Sweep, overrides: dict) -> dict:
-    """The settings of ``overrides`` (``--set``) that give some cell of ``sweep`` other values than its config's,
-    as the cells get them (cast and checked: a bad override fails here, with one line); execution settings
-    (``EXECUTION_SETTINGS``) aside."""
-    for task in sweep.tasks:
-        for variant in sweep.variants:
-            sweep.train_config(task, overrides, variant)
-    differing = {}
-    for name in sorted(overrides):
-        if name in EXECUTION_SETTINGS:
-            continue
-        for task in sweep.tasks:
-            for variant in sweep.variants:
-                own = sweep.train_config(task, None, variant)
-                given = sweep.train_config(task, {name: overrides[name]}, variant)
-                if getattr(own, name) != getattr(given, name):
-                    differing[name] = getattr(TrainConfig.from_dict({name: overrides[name]}, "--set"), name)
-    return differing
-
-
-def settings_tag(settings: dict) -> str:
-    """The automatic variant of cells run with ``settings`` other than their config's: ``set-`` and a short hash of
-    them, e.g. ``set-3f2a1c``."""
-    text = json.dumps(settings, sort_keys=True, default=str)
-    return "set-" + hashlib.sha256(text.encode()).hexdigest()[:6]
-
-
-def with_overrides(sweep: Sweep, overrides: dict | None) -> Sweep:
-    """``sweep`` with each variant renamed after the settings of ``overrides`` that change its cells
-    (``overridden_settings``): ``set-3f2a1c``, or ``<variant>-set-3f2a1c`` for a named variant, so cells trained
-    with other settings never take the keys of the stored ones. ``sweep`` itself where nothing changes."""
-    differing = overridden_settings(sweep, overrides or {})
-    if not differing:
-        return sweep
-    tag = settings_tag(differing)
-    variants = {(f"{name}-{tag}" if name else tag): options for name, options in sweep.variants.items()}
-    return dataclasses.replace(sweep, variants=variants, overrides=differing)
 
 
 def read_sweep_yaml(path) -> dict:

@@ -40,6 +40,7 @@ from knowledge_lm.core.results import (
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.run.claims import CLAIMED_EXIT, INTERRUPTED_EXIT, describe, is_stale, read_claim
 from knowledge_lm.run.config import Sweep, check_method_options
+from knowledge_lm.run.identity import PlannedCell, identify
 from knowledge_lm.run.serve import spawn
 from knowledge_lm.run.spec import CellSpec
 from knowledge_lm.run.startup import record_cells
@@ -110,14 +111,27 @@ def cell_status(cell: Cell, results_dir: Path, runs_dir: Path) -> tuple[str, str
     return "missing", ""
 
 
-def rerun_keys(sweep: Sweep, results_dir: Path, rerun_without_predictions: bool) -> set[str]:
-    """The keys of the sweep's finished cells that run again: with ``rerun_without_predictions``, those that kept no
+def planned_cells(
+    sweep: Sweep, overrides: dict, results_dir: Path, only=None, data_hashes: dict | None = None
+) -> list[PlannedCell]:
+    """The sweep's cells (of ``only``'s keys, as the sweep names them: a shard's) under the keys a run takes them
+    (``knowledge_lm.run.identity.identify``: a stored namesake trained otherwise makes a cell of its own);
+    ``data_hashes``: (task, variant) → split → sha256 of the records the run would read, where read."""
+    return [
+        identify(cell, sweep, overrides, results_dir, (data_hashes or {}).get((cell.task, cell.variant)))
+        for cell in sweep_cells(sweep)
+        if only is None or cell.key in only
+    ]
+
+
+def rerun_keys(cells: list[Cell], results_dir: Path, rerun_without_predictions: bool) -> set[str]:
+    """The keys of ``cells`` finished that run again: with ``rerun_without_predictions``, those that kept no
     predictions."""
     if not rerun_without_predictions:
         return set()
     return {
         cell.key
-        for cell in sweep_cells(sweep)
+        for cell in cells
         if cell.stored_result_path(results_dir).is_file()
         and not predictions_path(cell.stored_result_path(results_dir)).is_file()
     }
@@ -130,17 +144,33 @@ def runs(state: str, rerun: bool, retry_failed: bool = True) -> bool:
 
 
 def plan_sweep(
-    sweep: Sweep, results_dir: Path, runs_dir: Path, rerun_without_predictions: bool = False, only=None
-) -> list[tuple[Cell, str, bool]]:
-    """What ``run_sweep`` would do, touching nothing: each cell (of ``only``'s keys, where given) with its state
-    (``cell_status``'s) and whether it would run."""
-    reruns = rerun_keys(sweep, results_dir, rerun_without_predictions)
-    planned = []
-    for cell in sweep_cells(sweep):
-        if only is None or cell.key in only:
-            state, _ = cell_status(cell, results_dir, runs_dir)
-            planned.append((cell, state, runs(state, cell.key in reruns)))
-    return planned
+    sweep: Sweep,
+    results_dir: Path,
+    runs_dir: Path,
+    rerun_without_predictions: bool = False,
+    only=None,
+    overrides: dict | None = None,
+) -> list[tuple[PlannedCell, str, bool]]:
+    """What ``run_sweep`` would do, touching nothing and reading no data: each cell (of ``only``'s keys, where
+    given) as the run takes it (``planned_cells``), with its state (``cell_status``'s) and whether it would run."""
+    planned = planned_cells(sweep, overrides or {}, results_dir, only)
+    reruns = rerun_keys([p.cell for p in planned], results_dir, rerun_without_predictions)
+    states = [cell_status(p.cell, results_dir, runs_dir)[0] for p in planned]
+    return [(p, state, runs(state, p.cell.key in reruns)) for p, state in zip(planned, states)]
+
+
+def renamed_line(planned: list[PlannedCell]) -> str | None:
+    """One line on the cells that run under a variant of their own because their stored namesakes were trained
+    otherwise, naming how; None where there are none."""
+    renamed = [p for p in planned if p.found]
+    if not renamed:
+        return None
+    how = sorted({", ".join(str(difference) for difference in p.found) for p in renamed})
+    variants = sorted({p.cell.variant for p in renamed})
+    return (
+        f"{len(renamed)} of them differ from the stored cells of their names ({'; '.join(how)}): they are cells of "
+        f"their own, variant {', '.join(variants)}, stored beside those"
+    )
 
 
 def wall_time_key(cell: dict) -> tuple:
@@ -485,6 +515,7 @@ class SweepRun:
     elsewhere: dict[str, str]
     devices_per_cell: int
     train_sizes: dict[str, int] = field(default_factory=dict)
+    renamed: str | None = None  # renamed_line of its cells
 
     def length(self, cell: Cell) -> float:
         """How long ``cell`` runs, relatively: its train examples, which its steps follow."""
@@ -497,15 +528,20 @@ def sort_out_sweep(
     *,
     results_dir,
     runs_dir,
+    data_dir=None,
     retry_failed: bool = True,
     rerun_without_predictions: bool = False,
     only: set[str] | None = None,
 ) -> SweepRun:
-    """A sweep's cells sorted out by their state: bad results set aside, those to run chosen (``runs``)."""
+    """A sweep's cells sorted out by their state: each under the key its identity gives (``planned_cells``, the
+    records it would read compared too: ``stored_data_hashes``), bad results set aside, those to run chosen
+    (``runs``)."""
     check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
-    reruns = rerun_keys(sweep, results_dir, rerun_without_predictions)
     devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
-    cells = [cell for cell in sweep_cells(sweep) if only is None or cell.key in only]
+    hashes = stored_data_hashes(sweep, results_dir, data_dir, only)
+    planned = planned_cells(sweep, overrides, results_dir, only, hashes)
+    cells = [p.cell for p in planned]
+    reruns = rerun_keys(cells, results_dir, rerun_without_predictions)
     states = {cell.key: cell_status(cell, results_dir, runs_dir) for cell in cells}
     elsewhere = {key: detail for key, (state, detail) in states.items() if state == "running"}
     for cell in cells:
@@ -514,7 +550,35 @@ def sort_out_sweep(
             console.print(f"[yellow]{states[cell.key][1]}; set aside as {moved[0].name}, the cell runs again[/]")
     todo = [c for c in cells if runs(states[c.key][0], c.key in reruns, retry_failed)]
     counts = {"done_before": len(cells) - len(todo) - len(elsewhere), "finished": 0, "failed": 0, "elsewhere": 0}
-    return SweepRun(sweep, cells, todo, reruns, counts, elsewhere, devices_per_cell)
+    return SweepRun(sweep, cells, todo, reruns, counts, elsewhere, devices_per_cell, renamed=renamed_line(planned))
+
+
+def stored_data_hashes(sweep: Sweep, results_dir, data_dir, only=None) -> dict[tuple[str, str], dict[str, str]]:
+    """(task, variant) → split → the sha256 of the records its cells would read now, for the tasks and variants
+    with a stored result to compare them with (read once per distinct dataset options). Data that cannot be read
+    is said in one line and left out: those cells are then compared by their settings alone."""
+    wanted = {
+        (cell.task, cell.variant)
+        for cell in sweep_cells(sweep)
+        if (only is None or cell.key in only) and cell.stored_result_path(results_dir).is_file()
+    }
+    from knowledge_lm.run.provenance import records_sha256  # torch: loaded where a run reads its data
+
+    hashes, by_options = {}, {}
+    for task, variant in sorted(wanted):
+        options = {k: v for k, v in sweep.variant_options(variant).items() if k != "knowledge"}
+        key = (task, json.dumps(options, sort_keys=True, default=str))
+        if key not in by_options:
+            try:
+                data = DATASETS.get(sweep.dataset)(task=task, data_dir=data_dir, **options)
+                by_options[key] = {split: records_sha256(rows) for split, rows in data.read_labelled().items()}
+            except KlmError as error:
+                console.print(f"[yellow]{sweep.dataset}/{task}: data not read ({error}); stored cells compared by "
+                              "their settings alone[/]")  # fmt: skip
+                by_options[key] = None
+        if by_options[key] is not None:
+            hashes[(task, variant)] = by_options[key]
+    return hashes
 
 
 def check_and_prepare(run: SweepRun, overrides: dict, *, data_dir, results_dir, jobs: int) -> None:
@@ -530,6 +594,8 @@ def check_and_prepare(run: SweepRun, overrides: dict, *, data_dir, results_dir, 
     console.print(
         plan_line(run.sweep.name, run.cells, todo, run.counts["done_before"], run.elsewhere, results_dir, jobs)
     )
+    if run.renamed:
+        console.print(run.renamed)
     if todo:
         methods = knowledge_methods(run.sweep)
         if methods:
@@ -605,6 +671,7 @@ def run_sweep(
             overrides,
             results_dir=results_dir,
             runs_dir=runs_dir,
+            data_dir=data_dir,
             retry_failed=retry_failed,
             rerun_without_predictions=rerun_without_predictions,
             only=only,
@@ -663,6 +730,7 @@ def run_sweeps_together(
                 overrides,
                 results_dir=results_dir,
                 runs_dir=runs_dir,
+                data_dir=data_dir,
                 rerun_without_predictions=rerun_without_predictions,
                 only=only,
             )
