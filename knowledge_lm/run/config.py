@@ -355,6 +355,16 @@ def or_default(value, default):
     return default if value is None else value
 
 
+def from_file(parse, value, where: str):
+    """``parse(value)``; its error names the file ``where`` a list came from (the command line's text is its own)."""
+    try:
+        return parse(value)
+    except KlmError as error:
+        if isinstance(value, str):
+            raise
+        raise KlmError(f"{where}: {error}") from None
+
+
 def mapping(raw: dict, key: str, where: str) -> dict:
     """``raw[key]`` where it is a mapping (absent: empty), else a one-line error naming the file and key."""
     value = raw.get(key)
@@ -453,10 +463,14 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
         dataset=raw["dataset"],
         tasks=tasks,
         methods=methods,
-        fractions=parse_fractions(
-            or_default(listed(raw, "fractions", where, "[0.01, 0.1, 1]", (int, float), True), [0.01, 0.1, 1.0])
+        fractions=from_file(
+            parse_fractions,
+            or_default(listed(raw, "fractions", where, "[0.01, 0.1, 1]", (int, float), True), [0.01, 0.1, 1.0]),
+            where,
         ),
-        seeds=parse_seeds(or_default(listed(raw, "seeds", where, "[1, 2, 3]", int, text=True), [1, 2, 3])),
+        seeds=from_file(
+            parse_seeds, or_default(listed(raw, "seeds", where, "[1, 2, 3]", int, text=True), [1, 2, 3]), where
+        ),
         backbone=check_backbone_name(str(raw.get("backbone", "minilm"))),
         train=mapping(raw, "train", where),
         task_train=mapping(raw, "task_train", where),
