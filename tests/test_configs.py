@@ -9,7 +9,8 @@ from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.registry import DATASETS, METHODS
 from knowledge_lm.core.results import Cell
 from knowledge_lm.run.cell import run_cell
-from knowledge_lm.run.config import check_method_options, load_sweep
+from knowledge_lm.run.config import load_sweep
+from knowledge_lm.run.inputs import check_sweep
 
 
 def prepare_knowledge(dataset_options, dataset, task, train, data_dir):
@@ -114,12 +115,9 @@ def test_there_are_configs():
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[path.stem for path in CONFIGS])
 def test_config_validates(path):
-    from knowledge_lm.knowledge.prepare import KnowledgeConfig
-
-    sweep = load_sweep(path)
-    for variant in sweep.variants:
-        KnowledgeConfig.from_dict(sweep.variant_options(variant).get("knowledge"))
-    check_method_options(sweep, str(path))
+    """As ``klm bench``, its dry run, ``klm status`` and ``klm prepare`` check it: dataset, knowledge and method
+    options."""
+    check_sweep(load_sweep(path))
 
 
 @pytest.mark.parametrize("path", SMOKE)

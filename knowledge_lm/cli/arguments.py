@@ -9,6 +9,7 @@ import yaml
 
 from knowledge_lm.core.backbones import backbone_label
 from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import read_yaml
 from knowledge_lm.core.paths import SCRATCH_BACKBONES, SCRATCH_RESULTS, benchmarks_dir, project_path
 from knowledge_lm.run.config import (
     dataset_defaults,
@@ -16,6 +17,7 @@ from knowledge_lm.run.config import (
     read_sweep_yaml,
     validate_sweep,
 )
+from knowledge_lm.run.inputs import check_sweep
 
 RESULTS_HELP = (
     "the results store (default: results/ of the project root, $KLM_HOME or the git work tree; for tiny-backbone "
@@ -71,13 +73,13 @@ def sweep_from_args(args, table: bool = False):
         raise KlmError("name a --dataset (and --method), or a --config")
     if args.dataset and args.config and raw.get("dataset") != args.dataset:
         raise KlmError(f"--dataset {args.dataset} contradicts {args.config} (dataset {raw.get('dataset')})")
-    if args.method:
-        chosen = args.method.split(",")
+    if args.method is not None:  # given empty, an error (validate_sweep), never the default baseline
+        chosen = list(dict.fromkeys(args.method.split(",")))
         # A table's configs keep only the chosen methods they list; one config runs the chosen methods.
         raw["methods"] = [m for m in raw.get("methods", ["baseline"]) if m in chosen] if table else chosen
         if not raw["methods"]:
             return None
-        raw["name"] = f"{raw.get('name', raw.get('dataset'))}:{args.method}"
+        raw["name"] = f"{raw.get('name', raw.get('dataset'))}:{','.join(chosen)}"
         if isinstance(raw.get("method_backbones"), dict):  # the chosen methods' own backbones, as the config says
             raw["method_backbones"] = {m: b for m, b in raw["method_backbones"].items() if m in raw["methods"]} or None
     raw.setdefault("methods", ["baseline"])
@@ -93,13 +95,14 @@ def sweep_from_args(args, table: bool = False):
     if args.seeds is not None:
         raw["seeds"] = args.seeds
         raw.pop("fraction_seeds", None)  # seeds typed on the command line apply to every fraction
-    if args.backbone:
+    if args.backbone is not None:  # given empty, an error (validate_sweep), never the default MiniLM
         raw["backbone"] = args.backbone
     sweep = validate_sweep(raw, where)
     overrides = parse_overrides(args.set)
     for task in sweep.tasks:
         for variant in sweep.variants:
             sweep.train_config(task, overrides, variant)  # a bad --set value fails here, with one line
+    check_sweep(sweep, overrides, getattr(args, "data_dir", None))
     resolve_folders(args, {sweep.backbone_for(method) for method in sweep.methods})
     return sweep
 
@@ -110,7 +113,9 @@ def parse_overrides(pairs: list[str]) -> dict:
         if "=" not in pair:
             raise KlmError(f"--set {pair!r}: expected key=value")
         key, value = pair.split("=", 1)
-        overrides[key] = yaml.safe_load(value)
+        if not key.strip():
+            raise KlmError(f"--set {pair!r}: expected key=value with a name before the '=', e.g. lr=3e-5")
+        overrides[key.strip()] = yaml.safe_load(value)
     return overrides
 
 
@@ -147,7 +152,9 @@ def add_sweep_arguments(parser):
     # SUPPRESS: given before the command (klm --benchmarks-dir DIR bench), it is not reset here.
     parser.add_argument("--benchmarks-dir", type=Path, default=argparse.SUPPRESS, help=BENCHMARKS_HELP)
     parser.add_argument("--config", help="a sweep config, e.g. benchmarks/glue.yaml")
-    parser.add_argument("--method", help="method name(s), comma-separated (default: baseline)")
+    parser.add_argument(
+        "--method", help="method name(s), comma-separated (default: baseline); a method named twice runs once"
+    )
     parser.add_argument("--dataset", help="dataset name; its benchmarks/<dataset>.yaml gives the defaults")
     parser.add_argument("--tasks", help="comma-separated tasks (default: the dataset's default tasks)")
     parser.add_argument("--fractions", help="train fractions in (0, 1], e.g. 0.01,0.1,1")
@@ -168,7 +175,9 @@ def add_sweep_arguments(parser):
 
 def table_configs(name: str) -> list[Path]:
     """The sweep configs that fill a paper table (``benchmarks/tables.yaml``)."""
-    tables = yaml.safe_load((benchmarks_dir() / "tables.yaml").read_text())
+    tables = read_yaml(benchmarks_dir() / "tables.yaml")
+    if not isinstance(tables, dict):
+        raise KlmError(f"{benchmarks_dir() / 'tables.yaml'}: expected a mapping of table names to config lists")
     if name not in tables:
         raise KlmError(f"unknown table {name!r}; known: {', '.join(tables)}")
     return [benchmarks_dir() / f"{config}.yaml" for config in tables[name]]
@@ -245,3 +254,17 @@ def check_writable_folder(folder: Path) -> None:
         raise KlmError(f"{folder}: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise KlmError(f"{folder}: {existing} is not writable")
+
+
+def check_cache_folder(chosen) -> Path:
+    """The cache folder a command writes into (``chosen``: its ``--cache-dir``, else ``default_cache_dir``), checked
+    as ``check_writable_folder`` does, the error naming where it came from."""
+    from knowledge_lm.core.io import default_cache_dir
+
+    folder = Path(chosen) if chosen else default_cache_dir()
+    what = "--cache-dir" if chosen else "KLM_CACHE_DIR" if os.environ.get("KLM_CACHE_DIR") else "cache folder"
+    try:
+        check_writable_folder(folder)
+    except KlmError as error:
+        raise KlmError(f"{what} {error}") from None
+    return folder

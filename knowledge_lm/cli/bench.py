@@ -1,10 +1,8 @@
 """``klm bench``: run a sweep's (or a paper table's) cells, then regenerate the leaderboards."""
 
-import json
 import os
 import sys
 import time
-import zipfile
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -13,6 +11,7 @@ from knowledge_lm.cli.arguments import (
     add_leaderboard_arguments,
     add_sweep_arguments,
     add_table_argument,
+    check_cache_folder,
     check_writable_folder,
     parse_overrides,
     print_written_leaderboards,
@@ -21,8 +20,8 @@ from knowledge_lm.cli.arguments import (
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.run.config import (
     check_data_dir,
-    check_method_options,
 )
+from knowledge_lm.run.inputs import check_backbone_ready
 from knowledge_lm.run.mps import mps_for_sweep
 from knowledge_lm.run.runner import (
     cell_status,
@@ -131,29 +130,19 @@ def check_devices(sweeps, overrides: dict, executor: str):
             )
 
 
-def check_backbone_weights(name: str) -> None:
-    """A local backbone's weights readable: the header of a ``model.safetensors``, the archive of a
-    ``pytorch_model.bin``; else a one-line error before any cell starts (the packaged and hub backbones are checked
-    as they load)."""
-    if name in ("tiny", "minilm"):
-        return
-    folder = Path(name).expanduser()
-    if not folder.is_dir():
-        return
-    safetensors, pickled = folder / "model.safetensors", folder / "pytorch_model.bin"
-    if safetensors.is_file():
-        try:
-            with open(safetensors, "rb") as handle:
-                size = int.from_bytes(handle.read(8), "little")
-                if not 2 <= size <= safetensors.stat().st_size - 8:
-                    raise ValueError("bad header size")
-                header = json.loads(handle.read(size))
-            if not isinstance(header, dict):
-                raise ValueError("header is not a mapping")
-        except (OSError, ValueError, UnicodeDecodeError):
-            raise KlmError(f"backbone {name!r}: {safetensors} is not readable safetensors weights") from None
-    elif pickled.is_file() and not zipfile.is_zipfile(pickled):
-        raise KlmError(f"backbone {name!r}: {pickled} is not a readable PyTorch weights archive")
+def check_backbones_to_run(sweeps, args, only) -> None:
+    """The backbones of the cells a run would train (``plan_sweep``'s), each ready (``check_backbone_ready``): a
+    missing or empty model folder, unreadable weights or a hub name offline fail before any sweep starts, from the
+    dry run too; the backbones of cells done already are not needed."""
+    rerun = args.rerun_without_predictions
+    backbones = {
+        cell.backbone
+        for sweep in sweeps
+        for cell, _, will_run in plan_sweep(sweep, args.results_dir, args.runs_dir, rerun, only)
+        if will_run
+    }
+    for backbone in sorted(backbones):
+        check_backbone_ready(backbone)
 
 
 def command_bench(args):
@@ -167,13 +156,17 @@ def command_bench(args):
             raise KlmError(f"--devices-per-cell {args.devices_per_cell}: expected at least 1 GPU per cell")
         overrides["devices"] = args.devices_per_cell
     check_devices(sweeps, overrides, args.executor)
+    if args.executor_option and args.executor == "local":
+        raise KlmError(
+            f"--executor-option {args.executor_option[0]}: the local executor takes no options (they are submitit's, "
+            "for --executor slurm)"
+        )
     for folder in (args.results_dir, args.runs_dir, args.leaderboards_dir):
         check_writable_folder(folder)
-    for sweep in sweeps:
-        for backbone in {sweep.backbone_for(method) for method in sweep.methods}:
-            check_backbone_weights(backbone)
+    check_cache_folder(None)
     only = shard_keys([cell for sweep in sweeps for cell in sweep_cells(sweep)], shard) if shard else None
-    if args.dry_run:  # before the method options' check, which imports the methods (torch with them)
+    check_backbones_to_run(sweeps, args, only)
+    if args.dry_run:
         print_plan(
             sweeps,
             args.results_dir,
@@ -184,8 +177,6 @@ def command_bench(args):
             overrides=overrides,
         )
         return 0
-    for sweep in sweeps:  # a table's later configs too: a typo fails before any of its cells runs
-        check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
     executor = None
     if args.executor != "local":
         from knowledge_lm.run.submit import make_executor
@@ -303,7 +294,8 @@ def add_parser(commands):
         "--executor-option",
         action="append",
         metavar="KEY=VALUE",
-        help="a submitit parameter of every job, e.g. slurm_partition=gpu, timeout_min=240, cpus_per_task=8",
+        help="a submitit parameter of every job, e.g. slurm_partition=gpu, timeout_min=240, cpus_per_task=8 "
+        "(--executor slurm only: the local executor refuses it)",
     )
     add_leaderboard_arguments(bench)
     bench.add_argument(

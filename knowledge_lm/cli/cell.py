@@ -12,7 +12,6 @@ from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.results import set_aside
 from knowledge_lm.run.config import (
     check_data_dir,
-    check_method_options,
 )
 from knowledge_lm.run.identity import identify
 from knowledge_lm.run.runner import (
@@ -44,7 +43,7 @@ def command_cell(args):
     if state in ("corrupt", "misfiled"):
         moved = set_aside(cell.stored_result_path(args.results_dir))
         print(f"{detail}; set aside as {moved[0].name}, the cell runs again", file=sys.stderr)
-    check_method_options(sweep, sweep.source, overrides)
+    # sweep_from_args checked the method options with the overrides
     run_cell(
         cell,
         sweep.train_config(cell.task, overrides, cell.variant),

@@ -5,6 +5,7 @@ from pathlib import Path
 from knowledge_lm.cli.arguments import (
     add_data_dir_argument,
     add_results_dir_argument,
+    check_writable_folder,
 )
 from knowledge_lm.run.config import (
     check_data_dir,
@@ -15,6 +16,7 @@ def command_export(args):
     from knowledge_lm.report.export import export_tables  # pandas: loaded only by the commands that need it
     from knowledge_lm.report.leaderboard import DEFAULT_BACKBONES
 
+    check_writable_folder(args.out)
     backbones = args.backbones
     chosen = DEFAULT_BACKBONES if not backbones else None if backbones == "all" else tuple(backbones.split(","))
     written = export_tables(args.results_dir, args.out, check_data_dir(args.data_dir), chosen)

@@ -4,6 +4,7 @@ from knowledge_lm.cli.arguments import (
     add_cache_dir_argument,
     add_data_dir_argument,
     add_sweep_arguments,
+    check_cache_folder,
     parse_overrides,
     sweep_from_args,
 )
@@ -33,12 +34,14 @@ def command_prepare(args):
         )
         if getattr(args, name) is not None
     }
+    data_dir = check_data_dir(args.data_dir)
+    cache_dir = check_cache_folder(args.cache_dir)
     prepare_knowledge(
         sweep,
         sweep.methods,
         parse_overrides(args.set),
-        data_dir=check_data_dir(args.data_dir),
-        cache_dir=args.cache_dir,
+        data_dir=data_dir,
+        cache_dir=cache_dir,
         options=options,
         progress=not args.quiet,
     )

@@ -5,9 +5,12 @@ import gzip
 import json
 import lzma
 import os
+import typing
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
+
+import yaml
 
 from knowledge_lm.core.errors import KlmError
 
@@ -130,6 +133,49 @@ def read_json(path: Path):
             return json.load(handle)
         except json.JSONDecodeError as error:
             raise KlmError(f"{path}:{error.lineno}: malformed JSON ({error.msg})") from None
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that names a key twice (YAML keeps the last silently: a config with
+    ``backbone: tiny`` and later ``backbone: minilm`` would run on MiniLM)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: keys given after it override its own
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, typing.Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (line {key_node.start_mark.line + 1})", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def read_yaml(path: Path):
+    """A YAML file's contents; a file that is binary, not UTF-8, malformed or names a key twice in one mapping fails
+    as one line naming the file."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise KlmError(f"{path}: cannot read ({error.strerror})") from None
+    if b"\0" in data:
+        raise KlmError(f"{path}: a binary file, not YAML text")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise KlmError(f"{path}: not UTF-8 text (byte {data[error.start]:#04x} at offset {error.start})") from None
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)
+    except yaml.YAMLError as error:
+        problem = getattr(error, "problem", None)
+        mark = getattr(error, "problem_mark", None)
+        if isinstance(error, yaml.constructor.ConstructorError) and problem and problem.startswith("duplicate key"):
+            raise KlmError(f"{path}: {problem}") from None
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise KlmError(f"{path}: malformed YAML ({str(error).splitlines()[0]}{where})") from None
 
 
 def read_jsonl(path: Path) -> list[tuple[int, dict]]:

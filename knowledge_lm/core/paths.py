@@ -18,11 +18,15 @@ SCRATCH_RESULTS = "results-scratch"
 
 
 def project_root() -> Path:
-    """``$KLM_HOME``, else the git work tree that holds the working folder (its nearest folder up with a ``.git``,
-    as git finds it), else the working folder."""
+    """``$KLM_HOME`` (an existing folder: a typo is an error, never a new project made there), else the git work
+    tree that holds the working folder (its nearest folder up with a ``.git``, as git finds it), else the working
+    folder."""
     home = os.environ.get("KLM_HOME")
     if home:
-        return Path(home).expanduser()
+        path = Path(home).expanduser()
+        if not path.is_dir():
+            raise KlmError(f"KLM_HOME {path}: {'not a folder' if path.exists() else 'no such folder'} (make it first)")
+        return path
     here = Path.cwd()
     for folder in (here, *here.parents):
         if (folder / ".git").exists():

@@ -173,6 +173,8 @@ class TaskDataModule(pl.LightningDataModule):
         self.eval_batch_size = eval_batch_size
         self.max_length = max_length
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
+            raise KlmError(f"dataset option num_workers={num_workers!r}: expected a whole number ≥ 0")
         self.num_workers = num_workers
         self.knowledge = knowledge  # a KnowledgeConfig as a dict: features from `klm prepare` join each example
         # How a method wants a batch's knowledge: by default the decoded per-example dicts; a method may set

@@ -82,6 +82,9 @@ class KnowledgeConfig:
         config = cls(**checked)
         if config.linking not in LINKING_MODES:
             raise KlmError(f"knowledge linking {config.linking!r}: expected one of {', '.join(LINKING_MODES)}")
+        for option in ("max_candidates", "pmi_min_count", "pmi_top_k", "k_hop", "noise_seed"):
+            if getattr(config, option) < 0:
+                raise KlmError(f"knowledge option {option}={getattr(config, option)}: expected a whole number ≥ 0")
         for option in ("link_noise", "shuffle_links"):
             share = getattr(config, option)
             if not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:

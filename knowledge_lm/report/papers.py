@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import read_yaml
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.results import predictions_path
 from knowledge_lm.report.frame import (
@@ -692,7 +692,7 @@ OTHER_SPLITS = frozenset(c.split for t in PAPER_TABLES for section in t.sections
 
 def load_all_references() -> list[dict]:
     path = benchmarks_dir() / "references.yaml"
-    return yaml.safe_load(path.read_text()) if path.is_file() else []
+    return read_yaml(path) if path.is_file() else []
 
 
 def page_references(table: PaperTable, references: list[dict]) -> list[tuple[int, dict]]:

@@ -5,8 +5,8 @@ sweep-variants table (a reference with a ``variant``); it is never averaged with
 """
 
 import pandas as pd
-import yaml
 
+from knowledge_lm.core.io import read_yaml
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.report.frame import MISSING, fraction_label
 
@@ -17,7 +17,7 @@ def load_references(dataset: str) -> list[dict]:
     path = benchmarks_dir() / "references.yaml"
     if not path.is_file():
         return []
-    refs = [ref for ref in yaml.safe_load(path.read_text()) if ref.get("method")]
+    refs = [ref for ref in read_yaml(path) if ref.get("method")]
     return [ref for ref in refs if ref.get("dataset") == dataset] + [
         {**ref, "row": f"{ref['row']} on {ref['dataset']}"} for ref in refs if ref.get("shown_with") == dataset
     ]

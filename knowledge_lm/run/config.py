@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import yaml
-
 from knowledge_lm.core.backbones import check_backbone_name
 from knowledge_lm.core.errors import KlmError, check_name
+from knowledge_lm.core.io import read_yaml
 from knowledge_lm.core.options import coerce_fields, is_union
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.registry import DATASETS, METHODS, cannot_run
@@ -320,6 +319,10 @@ def parse_fractions(text) -> list[float]:
         raise KlmError(f"fractions {text!r}: expected numbers in (0, 1], e.g. 0.01,0.1,1") from None
 
 
+# The largest seed every random generator a cell seeds takes (numpy's legacy seeding: 0 … 2**32 - 1).
+MAX_SEED = 2**32 - 1
+
+
 def parse_seeds(text) -> list[int]:
     """The seeds of ``text`` (a comma-separated string or a list), each once, in their first order."""
     items = text.split(",") if isinstance(text, str) else list(text)
@@ -329,24 +332,39 @@ def parse_seeds(text) -> list[int]:
         raise KlmError(f"seeds {text!r}: expected integers, e.g. 1,2,3") from None
     if not seeds or min(seeds) < 0:
         raise KlmError(f"seeds {text!r}: expected integers ≥ 0, e.g. 1,2,3")
+    if max(seeds) > MAX_SEED:
+        raise KlmError(f"seeds {text!r}: expected integers ≤ {MAX_SEED} (what the random generators take)")
     return seeds
 
 
 def listed(raw: dict, key: str, where: str, example: str, items=str, text: bool = False) -> list | str | None:
-    """``raw[key]`` where it is a list of ``items`` (or, with ``text``, the comma-separated string the command line
-    gives), else a one-line error naming the file and key; None where the key is absent."""
+    """``raw[key]`` where it is a non-empty list of ``items`` (or, with ``text``, the comma-separated string the
+    command line gives), else a one-line error naming the file and key (an empty list too: it names nothing to run,
+    and never stands for the defaults); None where the key is absent."""
     value = raw.get(key)
     if value is None or (text and isinstance(value, str)):
         return value
     if not isinstance(value, list) or not all(isinstance(item, items) and not isinstance(item, bool) for item in value):
         raise KlmError(f"{where}: {key} must be a list, e.g. {key}: {example}; got {value!r}")
+    if not value:
+        raise KlmError(f"{where}: {key} must name at least one {key.removesuffix('s')}, e.g. {key}: {example}")
     return value
 
 
 def or_default(value, default):
-    """``value``, or ``default`` where it is absent (None) or an empty list; an empty string (``--fractions ''``)
-    stays, for its parser to refuse."""
-    return default if value is None or value == [] else value
+    """``value``, or ``default`` where it is absent (None); an empty string (``--fractions ''``) stays, for its parser
+    to refuse."""
+    return default if value is None else value
+
+
+def from_file(parse, value, where: str):
+    """``parse(value)``; its error names the file ``where`` a list came from (the command line's text is its own)."""
+    try:
+        return parse(value)
+    except KlmError as error:
+        if isinstance(value, str):
+            raise
+        raise KlmError(f"{where}: {error}") from None
 
 
 def mapping(raw: dict, key: str, where: str) -> dict:
@@ -364,6 +382,7 @@ def checked_methods(raw: dict, where: str) -> list[str]:
     methods = listed(raw, "methods", where, "[baseline, kam]")
     if not methods:
         raise KlmError(f"{where}: methods must name at least one method, e.g. methods: [baseline, kam]")
+    methods = list(dict.fromkeys(methods))  # a method named twice runs once
     for method in methods:
         METHODS.check(method)
         reason = cannot_run(method, raw["dataset"])
@@ -430,9 +449,11 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
     known_tasks = DATASETS.class_attribute(raw["dataset"], "tasks")
     methods = checked_methods(raw, where)
     tasks = list(
-        listed(raw, "tasks", where, "[rte, mrpc]")
-        or DATASETS.class_attribute(raw["dataset"], "default_tasks")
-        or known_tasks
+        dict.fromkeys(
+            listed(raw, "tasks", where, "[rte, mrpc]")
+            or DATASETS.class_attribute(raw["dataset"], "default_tasks")
+            or known_tasks
+        )
     )
     for task in tasks:
         if task not in known_tasks:
@@ -444,10 +465,14 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
         dataset=raw["dataset"],
         tasks=tasks,
         methods=methods,
-        fractions=parse_fractions(
-            or_default(listed(raw, "fractions", where, "[0.01, 0.1, 1]", (int, float), True), [0.01, 0.1, 1.0])
+        fractions=from_file(
+            parse_fractions,
+            or_default(listed(raw, "fractions", where, "[0.01, 0.1, 1]", (int, float), True), [0.01, 0.1, 1.0]),
+            where,
         ),
-        seeds=parse_seeds(or_default(listed(raw, "seeds", where, "[1, 2, 3]", int, text=True), [1, 2, 3])),
+        seeds=from_file(
+            parse_seeds, or_default(listed(raw, "seeds", where, "[1, 2, 3]", int, text=True), [1, 2, 3]), where
+        ),
         backbone=check_backbone_name(str(raw.get("backbone", "minilm"))),
         train=mapping(raw, "train", where),
         task_train=mapping(raw, "task_train", where),
@@ -510,13 +535,11 @@ EXECUTION_SETTINGS = (
 
 
 def read_sweep_yaml(path) -> dict:
+    """A sweep config file's YAML (``read_yaml``: UTF-8 text, no key twice in a mapping)."""
     path = Path(path)
     if not path.is_file():
         raise KlmError(f"sweep config {path} does not exist")
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise KlmError(f"{path}: malformed YAML ({str(error).splitlines()[0]})") from None
+    return read_yaml(path)
 
 
 def load_sweep(path) -> Sweep:

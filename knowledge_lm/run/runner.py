@@ -2,7 +2,6 @@
 each in its own process, finished cells skipped, crashed ones resumed, cells claimed by another live process (another
 runner, here or on another machine sharing the directories) left to it."""
 
-import inspect
 import json
 import os
 import queue
@@ -20,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from knowledge_lm.core.backbones import check_backbone, load_tokenizer
+from knowledge_lm.core.backbones import load_tokenizer
 from knowledge_lm.core.caches import NOTICES_ENV, take_notices
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.registry import DATASETS, METHODS
@@ -39,8 +38,9 @@ from knowledge_lm.core.results import (
 )
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.run.claims import CLAIMED_EXIT, INTERRUPTED_EXIT, describe, is_stale, read_claim
-from knowledge_lm.run.config import Sweep, check_method_options
+from knowledge_lm.run.config import Sweep
 from knowledge_lm.run.identity import PlannedCell, identify
+from knowledge_lm.run.inputs import check_backbone_ready, check_dataset_options, check_sweep, check_train_sizes
 from knowledge_lm.run.serve import spawn
 from knowledge_lm.run.spec import CellSpec
 from knowledge_lm.run.startup import record_cells
@@ -429,31 +429,17 @@ def record_process_failure(cell: Cell, runs_dir: Path, how: str, trace: str = ""
         console.print(f"{run_dir / FAILURE_FILE} not written ({error})", markup=False, style="red")
 
 
-def check_dataset_options(sweep: Sweep, dataset_class) -> None:
-    """Every variant's dataset options named among the dataset's own (its constructor's parameters); else one line
-    naming the unknown ones and the known."""
-    parameters = inspect.signature(dataset_class).parameters
-    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()):
-        return
-    known = sorted(set(parameters) - {"task", "tokenizer", "data_dir", "cache_dir", "self"})
-    for variant in sweep.variants:
-        unknown = sorted(set(sweep.variant_options(variant)) - set(known))
-        if unknown:
-            raise KlmError(
-                f"{sweep.source or sweep.name}: unknown dataset option(s) {', '.join(unknown)} of dataset "
-                f"{sweep.dataset!r}" + (f" (variant {variant})" if variant else "") + f"; known: {', '.join(known)}"
-            )
-
-
 def check_data(sweep: Sweep, data_dir) -> dict[str, int]:
-    """Read every task's splits once before any cell starts: bad data fails here, with one line. Returns each
-    task's train examples."""
+    """Read every task's splits once before any cell starts: bad data, and a fraction that leaves too few train
+    examples (``check_train_sizes``), fail here, with one line. Returns each task's train examples."""
     dataset_class = DATASETS.get(sweep.dataset)
-    check_dataset_options(sweep, dataset_class)
-    return {
+    check_dataset_options(sweep, data_dir)
+    train_sizes = {
         task: len(dataset_class(task=task, data_dir=data_dir, **sweep.dataset_options).labelled_splits()["train"])
         for task in sweep.tasks
     }
+    check_train_sizes(sweep, train_sizes)
+    return train_sizes
 
 
 def knowledge_methods(sweep: Sweep) -> list[str]:
@@ -475,10 +461,15 @@ def prepare_knowledge(
     backbones and the ``max_length`` its cells train with: what ``klm prepare`` computes (``options``: its
     knowledge options over each variant's), and what ``klm bench`` computes first where its cells would miss them.
     Cached: a task prepared before costs a read of its splits. Prints one line per task."""
+    configs = {  # every variant's, checked before any is prepared
+        variant: KnowledgeConfig.from_dict(
+            {**(sweep.variant_options(variant).get("knowledge") or {}), **(options or {})}
+        )
+        for variant in sweep.variants
+    }
     tokenizers = [load_tokenizer(backbone) for backbone in sorted({sweep.backbone_for(m) for m in methods})]
-    for variant in sweep.variants:
+    for variant, config in configs.items():
         variant_options = sweep.variant_options(variant)
-        config = KnowledgeConfig.from_dict({**variant_options.get("knowledge", {}), **(options or {})})
         dataset_options = {k: v for k, v in variant_options.items() if k != "knowledge"}
         for tokenizer in tokenizers:
             for task in sweep.tasks:
@@ -536,7 +527,7 @@ def sort_out_sweep(
     """A sweep's cells sorted out by their state: each under the key its identity gives (``planned_cells``, the
     records it would read compared too: ``stored_data_hashes``), bad results set aside, those to run chosen
     (``runs``)."""
-    check_method_options(sweep, sweep.source or f"sweep {sweep.name!r}", overrides)
+    check_sweep(sweep, overrides)
     devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
     hashes = stored_data_hashes(sweep, results_dir, data_dir, only)
     planned = planned_cells(sweep, overrides, results_dir, only, hashes)
@@ -587,7 +578,7 @@ def check_and_prepare(run: SweepRun, overrides: dict, *, data_dir, results_dir, 
     todo = run.todo
     if todo:
         for backbone in sorted({cell.backbone for cell in todo}):
-            check_backbone(backbone)
+            check_backbone_ready(backbone)
         run.train_sizes = check_data(run.sweep, data_dir)
         # The longest cells first: side-by-side jobs end together, and no long cell starts last.
         todo.sort(key=lambda cell: -run.length(cell))
