@@ -184,8 +184,13 @@ def write_file_atomic(path: Path, write):
     try:
         write(staging)
         os.replace(staging, path)
+    except OSError as error:
+        staging.unlink(missing_ok=True)
+        if error.filename:
+            raise
+        raise OSError(error.errno, error.strerror, str(path)) from error  # a failed write names no file
     except BaseException:
-        Path(staging).unlink(missing_ok=True)
+        staging.unlink(missing_ok=True)
         raise
 
 
