@@ -116,6 +116,7 @@ def write_leaderboards(
     state_file: Path | None = None,
     datasets: tuple[str, ...] | None = None,
     methods: tuple[str, ...] | None = None,
+    store_derived: bool = True,
 ) -> list[Path]:
     """Every dataset's page (and the speed and LAMA pages) from ``results_dir``, with a progress bar over the
     pages; returns the pages written. ``data_dir`` gives the gold that kept predictions are checked against and
@@ -124,7 +125,9 @@ def write_leaderboards(
     are named in one line. With ``state_file``, a page whose inputs
     are unchanged since the build recorded there (``page_fingerprint``) is skipped. ``datasets`` and ``methods``
     (None: all) filter the dataset pages (the baseline always stays: every Δ is against it); a filtered build writes
-    no README, speed or LAMA page.
+    no README, speed or LAMA page. The numbers derived from the gold are kept in the store
+    (``knowledge_lm.report.derived``) by an unfiltered build with ``store_derived`` alone: any other writes nothing
+    outside ``out_dir``.
 
     Paper-style tables: rows are methods, one column group per train fraction, each cell the mean ± sample std over
     seeds of the task's main metric on the reported split, with n. Best mean per column in bold. A cell with no result
@@ -155,7 +158,7 @@ def write_leaderboards(
 
     state = json.loads(state_file.read_text()) if state_file is not None and state_file.is_file() else {}
     out_dir.mkdir(parents=True, exist_ok=True)
-    with keeping_derived(results_dir) as derived:
+    with keeping_derived(results_dir, store=store_derived and not filtered) as derived:
         written = build_pages(
             pages, out_dir, state, options=(data_dir, backbones, datasets, methods), filtered=filtered
         )
