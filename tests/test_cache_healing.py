@@ -161,3 +161,30 @@ def test_a_truncated_cached_kg_is_set_aside_and_rebuilt(prepared, tokenizer, cap
     assert [row["links"] for row in healed["train"]] == [row["links"] for row in expected["train"]]
     assert any(link["close"] for row in healed["train"] for link in row["links"])
     assert len(set_aside_copies(kg_dir)) == 1 and "triples.tsv is 40 bytes" in capsys.readouterr().err
+
+
+def test_a_truncated_erica_corpus_is_set_aside_and_built_again(tmp_path, monkeypatch, capsys):
+    from knowledge_lm.run import erica_corpus
+
+    records = [{"text": f"document {i}", "entities": [], "relations": []} for i in range(20)]
+    builds = []
+    monkeypatch.setattr(erica_corpus, "build_erica_corpus", lambda *args: builds.append(args) or records)
+    first, path = erica_corpus.cached_corpus("generated", tmp_path)
+    assert erica_corpus.cached_corpus("generated", tmp_path)[0] == first == records and len(builds) == 1
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:5]))  # whole lines: it parses, short
+    assert erica_corpus.cached_corpus("generated", tmp_path)[0] == records and len(builds) == 2
+    assert len(set_aside_copies(path)) == 1 and "bytes," in capsys.readouterr().err
+
+
+def test_a_garbage_json_cache_is_set_aside(tmp_path, capsys):
+    from knowledge_lm.core.caches import read_cached_json
+
+    path = tmp_path / "gold.json"
+    assert read_cached_json(path) is None  # none yet
+    path.write_text('{"gold": [1, 0')
+    assert read_cached_json(path) is None and len(set_aside_copies(path)) == 1 and not path.exists()
+    path.write_text('{"gold": 3}')
+    assert read_cached_json(path, lambda value: isinstance(value["gold"], list)) is None
+    path.write_text('{"gold": [1, 0]}')
+    assert read_cached_json(path) == {"gold": [1, 0]}
+    assert "gold.json: corrupt cache" in capsys.readouterr().err

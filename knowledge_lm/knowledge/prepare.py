@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from knowledge_lm.core.caches import set_aside_cache
+from knowledge_lm.core.caches import damaged_file, file_record, set_aside_cache
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.options import coerce_fields, option_kinds
 
@@ -114,9 +114,9 @@ def files_fingerprint(directory: Path) -> str:
 
 
 def kg_manifest(directory: Path) -> dict[str, dict]:
-    """Each file of a KG folder (its manifest left out) by name: its ``size`` and ``sha256``."""
+    """Each file of a KG folder (its manifest left out) by name: its ``file_record`` (size and sha256)."""
     return {
-        path.name: {"size": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+        path.name: file_record(path)
         for path in sorted(Path(directory).iterdir())
         if path.is_file() and path.name != KG_MANIFEST
     }
@@ -125,20 +125,17 @@ def kg_manifest(directory: Path) -> dict[str, dict]:
 def damaged_kg(folder: Path, expected: dict[str, dict]) -> str | None:
     """Why the cached KG ``folder`` is not the one ``expected`` (``kg_manifest``) records, or its ``KG_MANIFEST``
     another: a file missing, of another size or checksum (truncated, overwritten); None where it is intact."""
-    try:
-        recorded = json.loads((folder / KG_MANIFEST).read_text())["files"]
-    except (OSError, ValueError, KeyError, TypeError):
-        recorded = None  # a folder cached before manifests: checked against the build alone
-    if recorded is not None and recorded != expected:
-        return f"{KG_MANIFEST} records other files"
+    if (folder / KG_MANIFEST).is_file():  # else cached before manifests: its files are checked alone
+        try:
+            recorded = json.loads((folder / KG_MANIFEST).read_text())["files"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return f"{KG_MANIFEST} does not parse"
+        if recorded != expected:
+            return f"{KG_MANIFEST} records other files"
     for name, record in expected.items():
-        path = folder / name
-        if not path.is_file():
-            return f"{name} is missing"
-        if path.stat().st_size != record["size"]:
-            return f"{name} is {path.stat().st_size} bytes, {record['size']} expected"
-        if hashlib.sha256(path.read_bytes()).hexdigest() != record["sha256"]:
-            return f"{name} is not of its recorded checksum"
+        why = damaged_file(folder / name, record)
+        if why is not None:
+            return why
     return None
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from knowledge_lm.core.caches import read_cached_json
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.results import PRETRAINING_DIR, PROBES_DIR, predictions_path, result_files, write_json_atomic
 from knowledge_lm.report.derived import keeping_derived
@@ -156,7 +157,7 @@ def write_leaderboards(
     by_dataset = results_by_dataset(chosen_files(results_dir, backbones, datasets, methods), backbones)
     pages = planned_pages(out_dir, results_dir, by_dataset, filtered)
 
-    state = json.loads(state_file.read_text()) if state_file is not None and state_file.is_file() else {}
+    state = (read_cached_json(state_file, lambda value: isinstance(value, dict)) if state_file else None) or {}
     out_dir.mkdir(parents=True, exist_ok=True)
     with keeping_derived(results_dir, store=store_derived and not filtered) as derived:
         written = build_pages(
