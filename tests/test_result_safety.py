@@ -247,3 +247,21 @@ def test_result_files_are_as_readable_as_the_umask_allows(tmp_path, umask, mode)
         "result.json": mode,
         "result.predictions.json.gz": mode,
     }
+
+
+def test_a_full_disk_names_the_file_that_was_being_written(tmp_path):
+    from knowledge_lm.core.errors import error_line
+    from knowledge_lm.core.results import write_file_atomic
+
+    def copy_onto_a_full_disk(staging):  # as shutil.move does: from a temporary file elsewhere onto the staging file
+        raise OSError(28, "No space left on device", "/tmp/elsewhere", None, staging)
+
+    def write_to_a_full_disk(staging):  # a write names no file
+        with open("/dev/full", "w") as full:
+            full.write("x")
+
+    for write in (copy_onto_a_full_disk, write_to_a_full_disk):
+        with pytest.raises(OSError) as raised:
+            write_file_atomic(tmp_path / "last.ckpt", write)
+        assert error_line(raised.value) == f"no space left on device: {tmp_path / 'last.ckpt'}"
+    assert list(tmp_path.iterdir()) == []

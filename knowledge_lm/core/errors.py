@@ -20,7 +20,7 @@ def error_line(error: BaseException) -> str:
     if isinstance(error, KlmError):
         return str(error)
     if isinstance(error, OSError) and error.errno in DISK_FULL:
-        return f"{os.strerror(error.errno).lower()}: {error.filename or '?'}"
+        return f"{os.strerror(error.errno).lower()}: {error.filename2 or error.filename or '?'}"  # a copy's target
     return f"{type(error).__name__}: {error}"
 
 

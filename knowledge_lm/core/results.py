@@ -186,9 +186,10 @@ def write_file_atomic(path: Path, write):
         os.replace(staging, path)
     except OSError as error:
         staging.unlink(missing_ok=True)
-        if error.filename:
+        written = error.filename2 or error.filename  # a copy's (filename → filename2) target is what was written
+        if written is not None and Path(str(written)).name != staging.name:
             raise
-        raise OSError(error.errno, error.strerror, str(path)) from error  # a failed write names no file
+        raise OSError(error.errno, error.strerror, str(path)) from error  # a failed write names no file, or staging
     except BaseException:
         staging.unlink(missing_ok=True)
         raise
