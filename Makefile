@@ -17,9 +17,12 @@ SET ?=## training overrides, space-separated key=value (quote them: SET="lr=3e-5
 TABLE ?=## bench-paper: a table of benchmarks/tables.yaml, or all
 DRY ?=## bench, bench-paper: any value (DRY=1) prints the plan and runs nothing (--dry-run)
 
-# A variable set on the command line that none of the above is: an error, not silently ignored.
+# A variable set on the command line that none of the above is: an error, not silently ignored. Settings of klm's
+# environment (make bench KLM_SERVE=1 CUDA_VISIBLE_DEVICES=0) pass through to it, as make passes every such variable.
 VARIABLES := $(shell sed -n 's/^\([A-Z_]*\) ?=.*/\1/p' $(firstword $(MAKEFILE_LIST)))
-UNKNOWN := $(filter-out $(VARIABLES),$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
+ENVIRONMENT := KLM_% HF_% CUDA_% WANDB_% NCCL_% OMP_% TORCH% PYTORCH_% TRANSFORMERS_% TOKENIZERS_% PYTHON%
+UNKNOWN := $(filter-out $(VARIABLES) $(ENVIRONMENT),\
+	$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 $(if $(UNKNOWN),$(error unknown variable(s) $(UNKNOWN): make help lists them))
 
 BIN := $(VENV)/bin
@@ -35,6 +38,7 @@ BENCH_ARGS := $(SWEEP_ARGS) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) --jobs $(JO
 help: ## this list: the variables (make bench DATASET=glue JOBS=4) and the targets
 	@echo "variables (make TARGET NAME=value; default after =):"
 	@sed -n 's/^\([A-Z_]*\) ?= *\([^#]*\)## *\(.*\)/  \1=\2	\3/p' $(firstword $(MAKEFILE_LIST)) | expand -t 24
+	@echo "  KLM_*, HF_*, CUDA_*, ... settings of klm's environment, passed through to it"
 	@echo "targets:"
 	@sed -n 's/^\([a-z-]*\):[^#]*## *\(.*\)/  \1	\2/p' $(firstword $(MAKEFILE_LIST)) | expand -t 24
 
