@@ -216,3 +216,15 @@ def test_an_empty_or_unreadable_claim_is_stale_at_once(tmp_path, content):
     assert cell_status(cell, tmp_path / "results", tmp_path / "runs")[0] == "missing"
     with claim_cell(run_dir):
         assert read_claim(run_dir)["pid"] == os.getpid()
+
+
+def test_without_hard_links_a_claim_is_made_exclusively_all_the_same(tmp_path, monkeypatch):
+    def no_hard_links(source, target):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(claims.os, "link", no_hard_links)
+    with claim_cell(tmp_path / "cell"):
+        assert read_claim(tmp_path / "cell")["pid"] == os.getpid()
+        with pytest.raises(CellClaimed):
+            claim_cell(tmp_path / "cell")
+    assert list((tmp_path / "cell").iterdir()) == []

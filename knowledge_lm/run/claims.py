@@ -9,6 +9,7 @@ process writes one so); a stale claim is taken over (one taker wins). The holder
 finishes or fails. Standard library only: ``klm status`` reads claims without importing torch.
 """
 
+import errno
 import fcntl
 import json
 import os
@@ -138,14 +139,17 @@ def claim_cell(run_dir: Path) -> Claim:
 def place_claim(path: Path, record: dict) -> bool:
     """Write ``record`` as the claim at ``path`` where there is none (True), in one step: written and synced beside
     it, then hard-linked to its name (which fails where a claim is there: False). Where the write fails (a full
-    disk), an ``OSError`` naming ``path``, and nothing left behind."""
+    disk), an ``OSError`` naming ``path``, and nothing left behind. On a filesystem without hard links the claim
+    is created exclusively and then written (empty for that moment), removed where the write fails."""
     staging = path.with_name(f".{path.name}.{record['token']}.tmp")
     try:
-        with open(staging, "w") as out:
-            json.dump(record, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.link(staging, path)
+        write_synced(staging, record, "w")
+        try:
+            os.link(staging, path)
+        except OSError as error:
+            if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.ENOSYS):  # FileExistsError among them
+                raise
+            write_synced(path, record, "x")
     except FileExistsError:
         return False
     except OSError as error:
@@ -153,6 +157,19 @@ def place_claim(path: Path, record: dict) -> bool:
     finally:
         staging.unlink(missing_ok=True)
     return True
+
+
+def write_synced(path: Path, record: dict, mode: str):
+    """``record`` as JSON at ``path`` (``mode`` "x": created only where there is none), synced; a file this call
+    created and could not fill is removed."""
+    with open(path, mode) as out:
+        try:
+            json.dump(record, out)
+            out.flush()
+            os.fsync(out.fileno())
+        except OSError:
+            Path(path).unlink(missing_ok=True)
+            raise
 
 
 def take_over(run_dir: Path, stale: dict):
