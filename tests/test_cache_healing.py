@@ -138,3 +138,53 @@ def test_each_job_slot_has_its_own_notices_file(tmp_path):
     slots = make_slots(2, [], True, False, tmp_path / "runs")
     paths = [slot.env[NOTICES_ENV] for slot in slots]
     assert len(set(paths)) == 2 and all(path.endswith(".notices") for path in paths)
+
+
+def test_a_truncated_cached_kg_is_set_aside_and_rebuilt(prepared, tokenizer, capsys):
+    """A damaged ``kg/generated-*/triples.tsv`` gives the links an intact KG gives (it once gave close=0 to all)."""
+    data, cache, _ = prepared
+    noisy = KnowledgeConfig(link_noise=0.2)
+    [kg_dir] = (cache / "kg").iterdir()
+    assert set(json.loads((kg_dir / "manifest.json").read_text())["files"]) == {
+        "triples.tsv",
+        "relations.tsv",
+        "entities.jsonl",
+    }
+    intact = shutil.copytree(cache, cache.with_name("intact"))
+    triples = kg_dir / "triples.tsv"
+    triples.write_bytes(triples.read_bytes()[:40])
+    prepare(data, tokenizer, noisy, cache, progress=False)
+    healed = load_prepared(data, tokenizer, noisy, cache)
+    intact_data = GeneratedDataModule(tokenizer=tokenizer, cache_dir=intact, max_length=48, **SIZES)
+    prepare(intact_data, tokenizer, noisy, intact, progress=False)
+    expected = load_prepared(intact_data, tokenizer, noisy, intact)
+    assert [row["links"] for row in healed["train"]] == [row["links"] for row in expected["train"]]
+    assert any(link["close"] for row in healed["train"] for link in row["links"])
+    assert len(set_aside_copies(kg_dir)) == 1 and "triples.tsv is 40 bytes" in capsys.readouterr().err
+
+
+def test_a_truncated_erica_corpus_is_set_aside_and_built_again(tmp_path, monkeypatch, capsys):
+    from knowledge_lm.run import erica_corpus
+
+    records = [{"text": f"document {i}", "entities": [], "relations": []} for i in range(20)]
+    builds = []
+    monkeypatch.setattr(erica_corpus, "build_erica_corpus", lambda *args: builds.append(args) or records)
+    first, path = erica_corpus.cached_corpus("generated", tmp_path)
+    assert erica_corpus.cached_corpus("generated", tmp_path)[0] == first == records and len(builds) == 1
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:5]))  # whole lines: it parses, short
+    assert erica_corpus.cached_corpus("generated", tmp_path)[0] == records and len(builds) == 2
+    assert len(set_aside_copies(path)) == 1 and "bytes," in capsys.readouterr().err
+
+
+def test_a_garbage_json_cache_is_set_aside(tmp_path, capsys):
+    from knowledge_lm.core.caches import read_cached_json
+
+    path = tmp_path / "gold.json"
+    assert read_cached_json(path) is None  # none yet
+    path.write_text('{"gold": [1, 0')
+    assert read_cached_json(path) is None and len(set_aside_copies(path)) == 1 and not path.exists()
+    path.write_text('{"gold": 3}')
+    assert read_cached_json(path, lambda value: isinstance(value["gold"], list)) is None
+    path.write_text('{"gold": [1, 0]}')
+    assert read_cached_json(path) == {"gold": [1, 0]}
+    assert "gold.json: corrupt cache" in capsys.readouterr().err

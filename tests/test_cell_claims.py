@@ -1,6 +1,7 @@
 """A cell trains in one process at a time, whoever starts it: claims, their takeover when stale, runners that meet
 another's claim, an orphaned cell that ends with its runner, and `klm status` naming who runs a cell."""
 
+import errno
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from knowledge_lm.cli import main
+from knowledge_lm.core.errors import error_line
 from knowledge_lm.core.results import Cell
 from knowledge_lm.run import claims
 from knowledge_lm.run.claims import CLAIM_FILE, CellClaimed, claim_cell, read_claim
@@ -192,3 +194,37 @@ def test_a_killed_runners_cell_ends_with_it_and_a_rerun_resumes_it_once(tmp_path
     assert result["resumed_from_checkpoint"] is True
     steps = [evaluation["step"] for evaluation in result["evaluations"]]
     assert steps == sorted(set(steps)) and steps[-1] == result["budget"]["max_steps"]
+
+
+def test_a_claim_on_a_full_disk_is_not_made_and_says_why(tmp_path, monkeypatch):
+    def full(descriptor):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(claims.os, "fsync", full)
+    with pytest.raises(OSError) as raised:
+        claim_cell(tmp_path / "cell")
+    assert error_line(raised.value) == f"no space left on device: {tmp_path / 'cell' / CLAIM_FILE}"
+    assert list((tmp_path / "cell").iterdir()) == []  # neither a claim nor its staging file
+
+
+@pytest.mark.parametrize("content", [b"", b"\xff\xfe", b"[]", b'{"host": "node7"'])
+def test_an_empty_or_unreadable_claim_is_stale_at_once(tmp_path, content):
+    cell = Cell("baseline", "generated", "facts", 1.0, 1, "tiny")
+    run_dir = cell.run_dir(tmp_path / "runs")
+    run_dir.mkdir(parents=True)
+    (run_dir / CLAIM_FILE).write_bytes(content)
+    assert cell_status(cell, tmp_path / "results", tmp_path / "runs")[0] == "missing"
+    with claim_cell(run_dir):
+        assert read_claim(run_dir)["pid"] == os.getpid()
+
+
+def test_without_hard_links_a_claim_is_made_exclusively_all_the_same(tmp_path, monkeypatch):
+    def no_hard_links(source, target):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(claims.os, "link", no_hard_links)
+    with claim_cell(tmp_path / "cell"):
+        assert read_claim(tmp_path / "cell")["pid"] == os.getpid()
+        with pytest.raises(CellClaimed):
+            claim_cell(tmp_path / "cell")
+    assert list((tmp_path / "cell").iterdir()) == []

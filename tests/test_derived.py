@@ -149,3 +149,31 @@ def test_an_incremental_build_leaves_the_store_a_full_build_gives(tmp_path, monk
     shutil.rmtree(results / DERIVED_DIR)
     write_leaderboards(results, tmp_path / "full")  # every page, from an empty store
     assert json.loads((results / DERIVED_DIR / "glue.json").read_text())["numbers"] == after
+
+
+def test_a_filtered_or_out_build_leaves_the_store_as_it_was(tmp_path, monkeypatch):
+    """Only the committed pages' build (``klm leaderboard``, no ``--out``, no filter) writes into the store."""
+    from test_leaderboard import kept_result
+
+    from knowledge_lm.cli import main
+
+    monkeypatch.setenv("KLM_CACHE_DIR", str(tmp_path / "cache"))
+    clear_gold_caches()
+    results = tmp_path / "results"
+    for method, right in (("baseline", list), ("kam", lambda gold: [1 - g for g in gold])):
+        for seed in (1, 2):
+            kept_result(results, method, seed, 50.0 + seed, right)
+
+    def stored() -> dict:
+        return {path: path.read_bytes() for path in results.rglob("*") if path.is_file()}
+
+    before = stored()
+    arguments = ["leaderboard", "--results-dir", str(results), "--backbones", "tiny"]
+    for out, chosen in (("filtered", ["--datasets", "generated", "--methods", "kam"]), ("elsewhere", [])):
+        assert main([*arguments, "--out", str(tmp_path / out), *chosen]) == 0
+        assert "bootstrap" in (tmp_path / out / "generated.md").read_text().lower()
+    assert stored() == before
+
+    asked = []  # the committed pages' build, without --out, keeps what it derives in the store
+    monkeypatch.setattr("knowledge_lm.cli.leaderboard.print_written_leaderboards", lambda *a, **k: asked.append(k))
+    assert main(arguments) == 0 and asked[0]["store_derived"] is True

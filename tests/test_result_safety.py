@@ -4,8 +4,10 @@ pickle payloads."""
 
 import gzip
 import json
+import os
 import pathlib
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from helpers import stored_result
 from knowledge_lm.cli import main
 from knowledge_lm.core.backbones import backbone_label
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.results import Cell, predictions_path, result_files
+from knowledge_lm.core.results import Cell, predictions_path, result_files, write_json_atomic, write_json_gz
 from knowledge_lm.run.config import validate_sweep
 from knowledge_lm.run.runner import cell_status, run_sweep, sweep_cells
 
@@ -231,3 +233,35 @@ def test_a_checkpoint_pretrained_elsewhere_is_labelled_by_its_pretraining_record
     assert backbone_label("checkpoints/erica-minilm") == "erica-minilm-07f47a20"
     record.write_text("{not json")
     assert backbone_label("checkpoints/erica-minilm") == "checkpoints--erica-minilm"
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600)])
+def test_result_files_are_as_readable_as_the_umask_allows(tmp_path, umask, mode):
+    previous = os.umask(umask)
+    try:
+        write_json_atomic(tmp_path / "a" / "result.json", {"a": 1})
+        write_json_gz(tmp_path / "a" / "result.predictions.json.gz", {"a": 1})
+    finally:
+        os.umask(previous)
+    assert {path.name: stat.S_IMODE(path.stat().st_mode) for path in (tmp_path / "a").iterdir()} == {
+        "result.json": mode,
+        "result.predictions.json.gz": mode,
+    }
+
+
+def test_a_full_disk_names_the_file_that_was_being_written(tmp_path):
+    from knowledge_lm.core.errors import error_line
+    from knowledge_lm.core.results import write_file_atomic
+
+    def copy_onto_a_full_disk(staging):  # as shutil.move does: from a temporary file elsewhere onto the staging file
+        raise OSError(28, "No space left on device", "/tmp/elsewhere", None, staging)
+
+    def write_to_a_full_disk(staging):  # a write names no file
+        with open("/dev/full", "w") as full:
+            full.write("x")
+
+    for write in (copy_onto_a_full_disk, write_to_a_full_disk):
+        with pytest.raises(OSError) as raised:
+            write_file_atomic(tmp_path / "last.ckpt", write)
+        assert error_line(raised.value) == f"no space left on device: {tmp_path / 'last.ckpt'}"
+    assert list(tmp_path.iterdir()) == []

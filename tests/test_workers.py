@@ -1,6 +1,7 @@
 """Sweep workers: cells run back to back in one process per slot give what a process per cell gives; a cell that
 raises or takes its worker down is recorded failed, and the sweep goes on."""
 
+import errno
 import json
 import os
 import signal
@@ -9,11 +10,13 @@ import time
 
 import pytest
 import torch
+from helpers import stored_result
 
-from knowledge_lm.core.results import predictions_path, read_predictions
+from knowledge_lm.core.caches import NOTICES_ENV
+from knowledge_lm.core.results import predictions_path, read_predictions, write_json_atomic
 from knowledge_lm.run.claims import read_claim
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.run.runner import cell_state, failure_message, run_sweep, sweep_cells, worker_pool
+from knowledge_lm.run.runner import cell_state, failure_message, run_cells, run_sweep, sweep_cells, worker_pool
 
 
 def tiny_sweep(name: str, seeds, fractions=(1.0,), epochs: int = 1):
@@ -106,3 +109,95 @@ def test_sweeps_sharing_a_pool_run_in_its_workers_which_outlive_each_sweep(tmp_p
         second = run_sweep(tiny_sweep("second", seeds=(2,)), results_dir=results, runs_dir=runs, pool=pool, gpus=[])
         assert second["finished"] == 1 and worker.process.pid == pid
     assert not worker.alive()
+
+
+def full_log_write(*args, **kwargs):
+    """What a cell's print does where its log's disk is full: an ``OSError`` naming no file."""
+    with open("/dev/full", "w") as full:
+        print("a cell's output", file=full, flush=True)
+
+
+def test_a_worker_whose_log_is_on_a_full_disk_replies_why(tmp_path, monkeypatch, capfd):
+    import io
+    import sys
+
+    from knowledge_lm.run import worker
+    from knowledge_lm.run.runner import cell_spec
+
+    for name in ("die_with_parent", "keep_backbones_loaded", "output_to"):
+        monkeypatch.setattr(worker, name, lambda *args: None)
+    monkeypatch.setattr(worker.TaskDataModule, "keep_encodings", lambda: None)
+    monkeypatch.setattr(worker, "run_spec", full_log_write)
+    [cell] = sweep_cells(tiny_sweep("full", seeds=(1,)))
+    cell.run_dir(tmp_path / "runs").mkdir(parents=True)
+    spec = cell_spec(
+        cell, tiny_sweep("full", seeds=(1,)), overrides={}, data_dir=None, results_dir=tmp_path / "results",
+        runs_dir=tmp_path / "runs", progress=False,
+    )  # fmt: skip
+    monkeypatch.setattr(sys, "stdin", io.StringIO(spec.to_json() + "\n"))
+    assert worker.serve(os.getppid()) == 0
+    reply = json.loads(capfd.readouterr().out)
+    assert reply["status"] == 1
+    assert reply["error"] == f"no space left on device: {cell.run_dir(tmp_path / 'runs') / 'log.txt'}"
+
+
+class FakeSlot:
+    """A slot whose cells end at once: ``outcomes`` (cell key → exit status and how) says how; one that finishes
+    has its result written."""
+
+    def __init__(self, runs_dir, outcomes: dict, results_dir):
+        self.env, self.progress, self.error = {NOTICES_ENV: str(runs_dir / "notices")}, False, {}
+        self.outcomes, self.results_dir, self.spec = outcomes, results_dir, None
+
+    def start(self, spec):
+        if isinstance(self.outcomes[spec.cell.key], OSError):
+            raise self.outcomes[spec.cell.key]
+        self.spec = spec
+
+    def ended(self):
+        status, how = self.outcomes[self.spec.cell.key]
+        if status == 0:
+            write_json_atomic(self.spec.cell.result_path(self.results_dir), stored_result(self.spec.cell))
+        return status, how
+
+
+def run_fake_cells(tmp_path, outcomes_by_seed: dict) -> dict:
+    sweep = tiny_sweep("fake", seeds=tuple(outcomes_by_seed))
+    cells = sweep_cells(sweep)
+    outcomes = {cell.key: outcomes_by_seed[cell.seed] for cell in cells}
+    counts = {"finished": 0, "failed": 0, "elsewhere": 0}
+    slot = FakeSlot(tmp_path / "runs", outcomes, tmp_path / "results")
+    run_cells(
+        [slot], cells, sweep, overrides={}, data_dir=None, results_dir=tmp_path / "results",
+        runs_dir=tmp_path / "runs", reruns=set(), counts=counts, elsewhere={},
+    )  # fmt: skip
+    return counts
+
+
+def test_a_cell_that_ended_on_a_full_disk_is_failed_with_its_cause(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    claim = tmp_path / "runs" / "claim.json"
+    full = f"no space left on device: {claim}"
+    counts = run_fake_cells(tmp_path, {1: (1, full), 2: OSError(errno.ENOSPC, "No space left on device", str(claim))})
+    assert counts["failed"] == 2 and set(counts["failures"].values()) == {full}
+    assert capsys.readouterr().err.count(full) == 2
+
+
+def test_without_a_terminal_each_ended_cell_is_a_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    counts = run_fake_cells(tmp_path, {1: (0, ""), 2: (1, "boom"), 3: (0, "")})
+    assert (counts["finished"], counts["failed"]) == (2, 1)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[")]
+    assert lines == [
+        "[1/3] finished generated/facts/baseline/tiny/f1-s1 in 0s",
+        "[2/3] failed generated/facts/baseline/tiny/f1-s2 in 0s",
+        "[3/3] finished generated/facts/baseline/tiny/f1-s3 in 0s",
+    ]
+
+
+def test_on_a_terminal_the_bar_counts_the_cells(tmp_path, capsys, monkeypatch):
+    from knowledge_lm.run import runner
+
+    monkeypatch.setattr(runner.console, "_force_terminal", True)
+    run_fake_cells(tmp_path, {1: (0, ""), 2: (0, "")})
+    assert "] finished" not in capsys.readouterr().err

@@ -207,11 +207,19 @@ def sweeps_from_args(args) -> list:
 
 
 def print_written_leaderboards(
-    results_dir: Path, out_dir: Path, *, data_dir=None, backbones="", force=False, datasets=None, methods=None
+    results_dir: Path,
+    out_dir: Path,
+    *,
+    data_dir=None,
+    backbones="",
+    force=False,
+    datasets=None,
+    methods=None,
+    store_derived=True,
 ):
     """Regenerate the leaderboards of ``backbones`` (comma-separated, or all; default: the committed pages' own)
     where their inputs changed since the last regeneration (every page with ``force``), and print each file
-    written."""
+    written. ``store_derived``: ``write_leaderboards``'."""
     from knowledge_lm.core.io import default_cache_dir
     from knowledge_lm.report.leaderboard import (  # pandas: loaded only by the commands that write them
         DEFAULT_BACKBONES,
@@ -225,7 +233,14 @@ def print_written_leaderboards(
         state_file.unlink(missing_ok=True)
     try:
         written = write_leaderboards(
-            results_dir, out_dir, data_dir, backbones=chosen, state_file=state_file, datasets=datasets, methods=methods
+            results_dir,
+            out_dir,
+            data_dir,
+            backbones=chosen,
+            state_file=state_file,
+            datasets=datasets,
+            methods=methods,
+            store_derived=store_derived,
         )
     except PermissionError as error:
         raise KlmError(f"{out_dir}: cannot write {error.filename} ({error.strerror})") from None

@@ -11,6 +11,7 @@ from knowledge_lm.cli.arguments import (
 )
 from knowledge_lm.core.backbones import backbone_label
 from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.paths import project_path
 from knowledge_lm.core.registry import DATASETS, METHODS
 from knowledge_lm.run.config import (
     check_data_dir,
@@ -56,6 +57,8 @@ def command_leaderboard(args):
         force=args.force,
         datasets=datasets,
         methods=methods,
+        # the store changes with the committed pages alone
+        store_derived=Path(args.out).resolve() == project_path("leaderboards").resolve(),
     )
     return 0
 

@@ -6,6 +6,8 @@ finishes. ``notice`` prints a line there and also appends it to the file named b
 runner per job slot), which the runner prints and empties when the slot's cell ends (``take_notices``).
 """
 
+import hashlib
+import json
 import os
 import sys
 import time
@@ -51,3 +53,41 @@ def set_aside_cache(path: Path, why: str) -> Path | None:
         path.rename(target)
     notice(f"{path}: corrupt cache ({why}); set aside as {target.name}, rebuilding it")
     return target
+
+
+def read_cached_json(path: Path, valid=lambda value: True):
+    """The JSON cache file ``path``; None where there is none, or where it does not parse or is not ``valid``
+    (truncated, overwritten): then it is set aside (``set_aside_cache``) for the caller to build again."""
+    path = Path(path)
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        set_aside_cache(path, f"does not parse: {type(error).__name__}")
+        return None
+    if not valid(value):
+        set_aside_cache(path, "not of its expected shape")
+        return None
+    return value
+
+
+def file_record(path: Path) -> dict:
+    """What a cache's manifest records of one of its files, to verify it before use (``damaged_file``)."""
+    data = Path(path).read_bytes()
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def damaged_file(path: Path, record: dict | None) -> str | None:
+    """Why the cache file ``path`` is not the one ``record`` (``file_record``) describes: no record, missing, of
+    another size (truncated) or checksum; None where it is intact."""
+    path = Path(path)
+    if not isinstance(record, dict):
+        return f"no record of {path.name}'s size and checksum"
+    if not path.is_file():
+        return f"{path.name} is missing"
+    if path.stat().st_size != record.get("size"):
+        return f"{path.name} is {path.stat().st_size} bytes, {record.get('size')} expected"
+    if file_record(path)["sha256"] != record.get("sha256"):
+        return f"{path.name} is not of its recorded checksum"
+    return None

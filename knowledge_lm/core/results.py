@@ -4,8 +4,8 @@ import gzip
 import hashlib
 import json
 import os
+import secrets
 import sys
-import tempfile
 import time
 import zlib
 from dataclasses import dataclass
@@ -175,16 +175,23 @@ def set_aside(result_path: Path) -> list[Path]:
 
 
 def write_file_atomic(path: Path, write):
-    """``write(staging path)`` beside ``path``, then renamed onto it: readers never see a half-written file."""
+    """``write(staging path)`` beside ``path``, then renamed onto it: readers never see a half-written file. The
+    file's mode is what the umask allows (0644 by default), as for any file ``open`` creates."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
+    staging = path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    os.close(os.open(staging, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # not mkstemp: it makes them 0600
     try:
         write(staging)
         os.replace(staging, path)
+    except OSError as error:
+        staging.unlink(missing_ok=True)
+        written = error.filename2 or error.filename  # a copy's (filename → filename2) target is what was written
+        if written is not None and Path(str(written)).name != staging.name:
+            raise
+        raise OSError(error.errno, error.strerror, str(path)) from error  # a failed write names no file, or staging
     except BaseException:
-        Path(staging).unlink(missing_ok=True)
+        staging.unlink(missing_ok=True)
         raise
 
 

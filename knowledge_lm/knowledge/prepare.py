@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from knowledge_lm.core.caches import set_aside_cache
+from knowledge_lm.core.caches import damaged_file, file_record, set_aside_cache
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.options import coerce_fields, option_kinds
 
@@ -105,12 +105,41 @@ class KnowledgeConfig:
         return config
 
 
+KG_MANIFEST = "manifest.json"  # a cached KG folder's record of its files (``kg_manifest``), not part of the KG
+
+
 def files_fingerprint(directory: Path) -> str:
     digest = hashlib.sha256()
-    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file()):
+    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file() and p.name != KG_MANIFEST):
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def kg_manifest(directory: Path) -> dict[str, dict]:
+    """Each file of a KG folder (its manifest left out) by name: its ``file_record`` (size and sha256)."""
+    return {
+        path.name: file_record(path)
+        for path in sorted(Path(directory).iterdir())
+        if path.is_file() and path.name != KG_MANIFEST
+    }
+
+
+def damaged_kg(folder: Path, expected: dict[str, dict]) -> str | None:
+    """Why the cached KG ``folder`` is not the one ``expected`` (``kg_manifest``) records, or its ``KG_MANIFEST``
+    another: a file missing, of another size or checksum (truncated, overwritten); None where it is intact."""
+    if (folder / KG_MANIFEST).is_file():  # else cached before manifests: its files are checked alone
+        try:
+            recorded = json.loads((folder / KG_MANIFEST).read_text())["files"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return f"{KG_MANIFEST} does not parse"
+        if recorded != expected:
+            return f"{KG_MANIFEST} records other files"
+    for name, record in expected.items():
+        why = damaged_file(folder / name, record)
+        if why is not None:
+            return why
+    return None
 
 
 def knowledge_graph_dir(data_module, config: KnowledgeConfig, cache_dir: Path) -> Path:
@@ -134,13 +163,26 @@ def knowledge_graph_dir(data_module, config: KnowledgeConfig, cache_dir: Path) -
 
 
 def stored_kg(staging: Path, name: str, cache_dir: Path) -> Path:
-    """The KG folder ``staging`` moved to ``<cache_dir>/kg/<name>-<its content's fingerprint>`` (dropped where
-    that folder exists)."""
+    """The KG folder ``staging`` moved to ``<cache_dir>/kg/<name>-<its content's fingerprint>`` with its
+    ``KG_MANIFEST`` (each file's size and checksum), or dropped where that folder exists and holds those files; a
+    damaged one (``damaged_kg``) is set aside and replaced."""
+    from knowledge_lm.core.results import write_json_atomic
+
+    expected = kg_manifest(staging)
+    write_json_atomic(staging / KG_MANIFEST, {"files": expected})
     folder = Path(cache_dir) / "kg" / f"{name}-{files_fingerprint(staging)}"
     if folder.exists():
-        shutil.rmtree(staging)
-    else:
+        why = damaged_kg(folder, expected)
+        if why is None:
+            if not (folder / KG_MANIFEST).is_file():  # cached before manifests, and intact: recorded now
+                write_json_atomic(folder / KG_MANIFEST, {"files": expected})
+            shutil.rmtree(staging)
+            return folder
+        set_aside_cache(folder, why)
+    try:
         os.replace(staging, folder)
+    except OSError:  # another process stored it meanwhile
+        shutil.rmtree(staging)
     return folder
 
 
@@ -164,7 +206,7 @@ def relations_permuted_kg(kg_dir: Path, seed: int, cache_dir: Path) -> Path:
     staging = Path(cache_dir) / "kg" / f"{kg_dir.name}-relations-permuted.tmp{os.getpid()}"
     staging.mkdir(parents=True, exist_ok=True)
     for path in Path(kg_dir).iterdir():
-        if path.is_file() and path.name not in (TRIPLES_FILE, f"{TRIPLES_FILE}.gz"):
+        if path.is_file() and path.name not in (TRIPLES_FILE, f"{TRIPLES_FILE}.gz", KG_MANIFEST):
             shutil.copyfile(path, staging / path.name)
     with open(staging / TRIPLES_FILE, "w", encoding="utf-8") as handle:
         handle.write("head_qid\trelation_pid\ttail_qid\n")

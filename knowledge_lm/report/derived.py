@@ -9,7 +9,8 @@ number: a bootstrap's outcome (``knowledge_lm.report.bootstrap``), per-bucket sc
 A key names its inputs' bytes, so a number read back is the one the gold would give; a changed predictions file is
 a new key. ``klm leaderboard`` and ``klm export`` read the store first and compute what it lacks from the gold (the
 store's gold, else the data directory); a build keeps, of each dataset whose page it rendered again, only the
-numbers it used.
+numbers it used. Only a full build of the committed pages (``klm leaderboard`` without ``--out`` or filters) writes
+them: a filtered build or one into another folder computes what it lacks and keeps it in memory alone.
 """
 
 import json
@@ -24,10 +25,10 @@ FORMAT = 1
 
 class DerivedNumbers:
     """The derived numbers of one results store, by dataset: those read from ``results/derived/``, those computed
-    since, and which of them a build used."""
+    since, and which of them a build used; ``store`` false: ``save`` writes nothing."""
 
-    def __init__(self, results_dir: Path):
-        self.folder = Path(results_dir) / DERIVED_DIR
+    def __init__(self, results_dir: Path, store: bool = True):
+        self.folder, self.store = Path(results_dir) / DERIVED_DIR, store
         self.numbers: dict[str, dict[str, Any]] = {}
         self.used: dict[str, set[str]] = {}
         self.added: set[str] = set()
@@ -60,7 +61,7 @@ class DerivedNumbers:
         """Write the datasets whose numbers changed; those in ``prune`` keep only the numbers used. One number per
         line, keys sorted: the same numbers give the same bytes."""
         written = []
-        for dataset in sorted(self.numbers):
+        for dataset in sorted(self.numbers) if self.store else ():
             numbers = self.numbers[dataset]
             if dataset in self.prune:
                 numbers = {key: numbers[key] for key in self.used.get(dataset, ())}
@@ -82,12 +83,12 @@ active: DerivedNumbers | None = None
 
 
 @contextmanager
-def keeping_derived(results_dir: Path):
+def keeping_derived(results_dir: Path, store: bool = True):
     """While a build renders pages from ``results_dir``, derived numbers are read from and added to its store
     (``DerivedNumbers``, yielded), written when the build ends without an error (its ``prune`` set: keeping only
-    those it used)."""
+    those it used), unless ``store`` is false."""
     global active
-    previous, active = active, DerivedNumbers(results_dir)
+    previous, active = active, DerivedNumbers(results_dir, store)
     try:
         yield active
         active.save()

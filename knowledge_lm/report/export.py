@@ -170,7 +170,7 @@ def export_tables(
     ``write_leaderboards``'. Returns the files written."""
     out_dir = Path(out_dir)
     written, every = [], []
-    with keeping_derived(results_dir):
+    with keeping_derived(results_dir, store=False):  # the store changes with the committed pages alone
         for dataset, inputs in results_by_dataset(result_files(results_dir), backbones).items():
             rows = table_rows(dataset, *page_frame(inputs, data_dir))
             if rows:

@@ -17,6 +17,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from knowledge_lm.core.caches import read_cached_json
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.results import (
     gold_path,
@@ -176,8 +177,9 @@ def split_gold(*, split: str, **module) -> list:
     except KlmError as error:
         raise missing_gold(where, error) from None
     cached = data.cache_dir / "gold" / module["dataset"] / module["task"] / f"{split}-{data.encoding_key(records)}.json"
-    if cached.is_file():
-        return json.loads(cached.read_text())["gold"]
+    stored = read_cached_json(cached, lambda value: isinstance(value, dict) and isinstance(value.get("gold"), list))
+    if stored is not None:
+        return stored["gold"]
     gold = [answer for batch in data.evaluation_loader(split) for answer in data.task_kind.gold(batch)]
     write_json_atomic(cached, {"gold": gold})
     return gold

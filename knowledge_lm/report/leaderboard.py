@@ -17,6 +17,7 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from knowledge_lm.core.caches import read_cached_json
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.results import PRETRAINING_DIR, PROBES_DIR, predictions_path, result_files, write_json_atomic
 from knowledge_lm.report.derived import keeping_derived
@@ -116,6 +117,7 @@ def write_leaderboards(
     state_file: Path | None = None,
     datasets: tuple[str, ...] | None = None,
     methods: tuple[str, ...] | None = None,
+    store_derived: bool = True,
 ) -> list[Path]:
     """Every dataset's page (and the speed and LAMA pages) from ``results_dir``, with a progress bar over the
     pages; returns the pages written. ``data_dir`` gives the gold that kept predictions are checked against and
@@ -124,7 +126,9 @@ def write_leaderboards(
     are named in one line. With ``state_file``, a page whose inputs
     are unchanged since the build recorded there (``page_fingerprint``) is skipped. ``datasets`` and ``methods``
     (None: all) filter the dataset pages (the baseline always stays: every Δ is against it); a filtered build writes
-    no README, speed or LAMA page.
+    no README, speed or LAMA page. The numbers derived from the gold are kept in the store
+    (``knowledge_lm.report.derived``) by an unfiltered build with ``store_derived`` alone: any other writes nothing
+    outside ``out_dir``.
 
     Paper-style tables: rows are methods, one column group per train fraction, each cell the mean ± sample std over
     seeds of the task's main metric on the reported split, with n. Best mean per column in bold. A cell with no result
@@ -153,9 +157,9 @@ def write_leaderboards(
     by_dataset = results_by_dataset(chosen_files(results_dir, backbones, datasets, methods), backbones)
     pages = planned_pages(out_dir, results_dir, by_dataset, filtered)
 
-    state = json.loads(state_file.read_text()) if state_file is not None and state_file.is_file() else {}
+    state = (read_cached_json(state_file, lambda value: isinstance(value, dict)) if state_file else None) or {}
     out_dir.mkdir(parents=True, exist_ok=True)
-    with keeping_derived(results_dir) as derived:
+    with keeping_derived(results_dir, store=store_derived and not filtered) as derived:
         written = build_pages(
             pages, out_dir, state, options=(data_dir, backbones, datasets, methods), filtered=filtered
         )

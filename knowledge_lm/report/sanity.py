@@ -9,7 +9,9 @@ import random
 from dataclasses import asdict
 from pathlib import Path
 
+from knowledge_lm.core.caches import read_cached_json
 from knowledge_lm.core.io import default_cache_dir
+from knowledge_lm.core.results import write_json_atomic
 from knowledge_lm.data.generated import FACT_TEMPLATES, GeneratedData, GeneratorKnobs, generate
 from knowledge_lm.knowledge.noise import permute_relations
 
@@ -198,11 +200,11 @@ def cached_oracle_scores(knobs: dict, cache_dir: Path | None = None) -> dict[str
         ).encode()
     ).hexdigest()[:24]
     path = Path(cache_dir or default_cache_dir()) / "sanity" / f"{key}.json"
-    if path.is_file():
-        return json.loads(path.read_text())
+    cached = read_cached_json(path, lambda value: isinstance(value, dict))
+    if cached is not None:
+        return cached
     scores = oracle_scores(data)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(scores, sort_keys=True) + "\n")
+    write_json_atomic(path, scores)
     return scores
 
 

@@ -23,7 +23,7 @@ import torch
 
 from knowledge_lm.core.backbones import load_backbone
 from knowledge_lm.core.caches import notice
-from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.errors import KlmError, error_line
 from knowledge_lm.core.registry import METHODS
 from knowledge_lm.core.results import (
     FAILURE_FILE,
@@ -106,11 +106,6 @@ def die_with_parent(parent_pid: int | None):
         os._exit(1)
 
     threading.Thread(target=watch, name="klm-parent-watch", daemon=True).start()
-
-
-def error_line(error: BaseException) -> str:
-    """An error in one line: a ``KlmError``'s message, else its type and message."""
-    return str(error) if isinstance(error, KlmError) else f"{type(error).__name__}: {error}"
 
 
 def record_failure(run_dir: Path, error: BaseException):
@@ -468,9 +463,9 @@ def run_spec(spec: CellSpec, error: dict | None = None) -> int:
         return INTERRUPTED_EXIT
     except BaseException as failure:
         message = error_line(failure)
-        print(f"error: {cell.key}: {message}", file=sys.stderr)
-        if error is not None:
+        if error is not None:  # before the print, which fails where the log's disk is full
             error.update({"error": message, "traceback": traceback.format_exc()[-4000:]})
+        print(f"error: {cell.key}: {message}", file=sys.stderr)
         return 1
     return 0
 

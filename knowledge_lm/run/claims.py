@@ -1,13 +1,15 @@
 """Claims: which process trains a cell, so that a cell trains in one process at a time, whoever starts it.
 
 A claim is a file in the cell's run directory (``claim.json``: host, pid, start time, a token), created atomically
-(``O_CREAT | O_EXCL``: of processes racing for a cell, on one machine or several sharing the directory, one
-wins). Its holder touches it every ``HEARTBEAT_S`` seconds; its modification time is the heartbeat. A claim is
-stale when its heartbeat is older than ``STALE_AFTER_S``, or, on this host, when its process is gone; a stale
-claim is taken over (one taker wins). The holder releases it when the cell finishes or fails. Standard library
-only: ``klm status`` reads claims without importing torch.
+with its content (written beside it, then hard-linked to its name: of processes racing for a cell, on one machine
+or several sharing the directory, one wins; a full disk leaves no claim). Its holder touches it every
+``HEARTBEAT_S`` seconds; its modification time is the heartbeat. A claim is stale when its heartbeat is older than
+``STALE_AFTER_S``, or, on this host, when its process is gone, or at once where it is empty or unreadable (no
+process writes one so); a stale claim is taken over (one taker wins). The holder releases it when the cell
+finishes or fails. Standard library only: ``klm status`` reads claims without importing torch.
 """
 
+import errno
 import fcntl
 import json
 import os
@@ -45,24 +47,25 @@ def process_alive(pid: int) -> bool:
 
 
 def read_claim(run_dir: Path) -> dict | None:
-    """The claim on a run directory's cell, with its ``heartbeat_age`` in seconds; None where there is none. A claim
-    being written (empty still) reads as held by an unknown process, stale only by its heartbeat."""
+    """The claim on a run directory's cell, with its ``heartbeat_age`` in seconds; None where there is none. An
+    empty or unreadable claim (left by a full disk, or by a version that wrote claims in place) reads as
+    ``unreadable``, held by an unknown process."""
     path = Path(run_dir) / CLAIM_FILE
     try:
         age = time.time() - path.stat().st_mtime
-        record = json.loads(path.read_text() or "{}")
+        record = json.loads(path.read_text())
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
-        record = {}
-    if not isinstance(record, dict):
-        record = {}
+        record = None
+    if not isinstance(record, dict) or not isinstance(record.get("token"), str):
+        record = {"unreadable": True}
     return {"host": "?", "pid": None, "token": None, **record, "heartbeat_age": max(0.0, age)}
 
 
 def is_stale(claim: dict) -> bool:
-    """No heartbeat for ``STALE_AFTER_S`` seconds, or a process of this host that is gone."""
-    if claim["heartbeat_age"] > STALE_AFTER_S:
+    """Unreadable, no heartbeat for ``STALE_AFTER_S`` seconds, or a process of this host that is gone."""
+    if claim.get("unreadable") or claim["heartbeat_age"] > STALE_AFTER_S:
         return True
     return claim["host"] == socket.gethostname() and isinstance(claim["pid"], int) and not process_alive(claim["pid"])
 
@@ -122,22 +125,51 @@ def claim_cell(run_dir: Path) -> Claim:
         "token": uuid.uuid4().hex,
     }
     for _ in range(5):
+        if place_claim(path, record):
+            return Claim(path, record)
+        holder = read_claim(run_dir)
+        if holder is not None and not is_stale(holder):
+            raise CellClaimed(f"running elsewhere ({describe(holder)})")
+        if holder is not None:
+            take_over(run_dir, holder)
+    holder = read_claim(run_dir)
+    raise CellClaimed(f"running elsewhere ({describe(holder) if holder else 'claimed and released meanwhile'})")
+
+
+def place_claim(path: Path, record: dict) -> bool:
+    """Write ``record`` as the claim at ``path`` where there is none (True), in one step: written and synced beside
+    it, then hard-linked to its name (which fails where a claim is there: False). Where the write fails (a full
+    disk), an ``OSError`` naming ``path``, and nothing left behind. On a filesystem without hard links the claim
+    is created exclusively and then written (empty for that moment), removed where the write fails."""
+    staging = path.with_name(f".{path.name}.{record['token']}.tmp")
+    try:
+        write_synced(staging, record, "w")
         try:
-            handle = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            holder = read_claim(run_dir)
-            if holder is not None and not is_stale(holder):
-                raise CellClaimed(f"running elsewhere ({describe(holder)})") from None
-            if holder is not None:
-                take_over(run_dir, holder)
-            continue
-        with os.fdopen(handle, "w") as out:
+            os.link(staging, path)
+        except OSError as error:
+            if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.ENOSYS):  # FileExistsError among them
+                raise
+            write_synced(path, record, "x")
+    except FileExistsError:
+        return False
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(path)) from error
+    finally:
+        staging.unlink(missing_ok=True)
+    return True
+
+
+def write_synced(path: Path, record: dict, mode: str):
+    """``record`` as JSON at ``path`` (``mode`` "x": created only where there is none), synced; a file this call
+    created and could not fill is removed."""
+    with open(path, mode) as out:
+        try:
             json.dump(record, out)
             out.flush()
             os.fsync(out.fileno())
-        return Claim(path, record)
-    holder = read_claim(run_dir)
-    raise CellClaimed(f"running elsewhere ({describe(holder) if holder else 'claimed and released meanwhile'})")
+        except OSError:
+            Path(path).unlink(missing_ok=True)
+            raise
 
 
 def take_over(run_dir: Path, stale: dict):

@@ -17,8 +17,10 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from knowledge_lm.core.caches import damaged_file, file_record, read_cached_json, set_aside_cache
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import find_file, open_text, read_jsonl, resolve_data_dir
+from knowledge_lm.core.results import write_json_atomic
 from knowledge_lm.data.fewrel import FewRelDataModule
 from knowledge_lm.data.generated import GeneratedDataModule
 from knowledge_lm.data.redocred import LABELS, DocREDDataModule
@@ -447,7 +449,8 @@ def cached_corpus(
     min_relations: int = 4,
     sentences_per_document: int = SENTENCES_PER_DOCUMENT,
 ) -> tuple[list[dict], Path]:
-    """:func:`build_erica_corpus`, read from ``<cache_dir>/erica/<key>.jsonl`` when built before."""
+    """:func:`build_erica_corpus`, read from ``<cache_dir>/erica/<key>.jsonl`` when built before and intact (its
+    size and checksum those its ``.manifest.json`` records); a damaged one is set aside and built again."""
 
     sources = parse_sources(corpus)
     data_dir = resolve_data_dir(data_dir)
@@ -469,8 +472,12 @@ def cached_corpus(
         sort_keys=True,
     )
     path = Path(cache_dir) / "erica" / f"corpus-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsonl"
+    manifest = path.with_suffix(".manifest.json")
     if path.is_file():
-        return read_corpus(path), path
+        why = damaged_file(path, read_cached_json(manifest))
+        if why is None:
+            return read_corpus(path), path
+        set_aside_cache(path, why)
     records = build_erica_corpus(
         sources, data_dir, kg_dir, exclude_test, min_entities, min_relations, sentences_per_document
     )
@@ -478,6 +485,7 @@ def cached_corpus(
     partial = path.with_suffix(".partial")
     write_corpus(records, partial)
     partial.replace(path)
+    write_json_atomic(manifest, file_record(path))
     return records, path
 
 

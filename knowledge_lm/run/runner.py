@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from knowledge_lm.core.backbones import load_tokenizer
 from knowledge_lm.core.caches import NOTICES_ENV, take_notices
-from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.errors import KlmError, error_line
 from knowledge_lm.core.registry import DATASETS, METHODS
 from knowledge_lm.core.results import (
     FAILURE_FILE,
@@ -424,9 +424,9 @@ def record_process_failure(cell: Cell, runs_dir: Path, how: str, trace: str = ""
     except OSError:
         pass
     try:
-        write_failure(run_dir, f"{cell.key}: {how}", trace)
+        write_failure(run_dir, how, trace)
     except OSError as error:
-        console.print(f"{run_dir / FAILURE_FILE} not written ({error})", markup=False, style="red")
+        console.print(f"{run_dir / FAILURE_FILE} not written ({error_line(error)})", markup=False, style="red")
 
 
 def check_data(sweep: Sweep, data_dir) -> dict[str, int]:
@@ -853,11 +853,13 @@ def make_slots(
 
 def run_cells(slots, todo, sweep, *, overrides, data_dir, results_dir, runs_dir, reruns, counts, elsewhere):
     """Run ``todo`` on ``slots`` in its order, each taking the next waiting cell when its last one ends (``sweep``:
-    the cells' sweep, or each cell's by its key); ``counts`` and ``elsewhere`` are updated in place. Ctrl-C:
-    ``SweepInterrupted``, once the running cells have saved their checkpoints (``stop_cells``)."""
+    the cells' sweep, or each cell's by its key); ``counts`` and ``elsewhere`` are updated in place. Each cell that
+    ends is counted on a bar, or, where the console is not a terminal (which shows a bar only at its end), in a
+    line of its own (``ended_line``). Ctrl-C: ``SweepInterrupted``, once the running cells have saved their
+    checkpoints (``stop_cells``)."""
     show_cell_progress = bool(slots) and slots[0].progress
     running: dict[CellProcesses | Worker, tuple[Cell, dict]] = {}
-    waiting, first_started = list(todo), None
+    waiting, first_started, started_at, ended = list(todo), None, {}, 0
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -870,84 +872,108 @@ def run_cells(slots, todo, sweep, *, overrides, data_dir, results_dir, runs_dir,
         overall = bar.add_task("cells", total=len(todo))
         try:
             while waiting or running:
+                outcomes = []
                 for slot in [slot for slot in slots if slot not in running]:
                     if not waiting:
                         break
                     cell = waiting.pop(0)
+                    started_at[cell.key] = time.time()
                     state, detail = cell_status(cell, results_dir, runs_dir)
                     if cell.key not in reruns and state in ("done", "running"):  # another process took it meanwhile
                         elsewhere[cell.key] = detail or "finished elsewhere"
-                        bar.advance(overall)
-                        continue
-                    rerun = cell.key in reruns
-                    superseded = supersede(cell.stored_result_path(results_dir), results_dir) if rerun else {}
-                    cell.run_dir(runs_dir).mkdir(parents=True, exist_ok=True)
-                    if show_cell_progress:
-                        console.print(f"[cyan]→ {cell.key}[/]")
-                    spec = cell_spec(
-                        cell,
-                        sweep[cell.key] if isinstance(sweep, dict) else sweep,
-                        overrides=overrides,
-                        data_dir=data_dir,
-                        results_dir=results_dir,
-                        runs_dir=runs_dir,
-                        progress=show_cell_progress,
-                    )
-                    slot.start(spec)
-                    first_started = first_started or time.time()
-                    running[slot] = (cell, superseded)
+                        outcomes.append((cell, "elsewhere"))
+                    else:
+                        spec = cell_spec(
+                            cell,
+                            sweep[cell.key] if isinstance(sweep, dict) else sweep,
+                            overrides=overrides,
+                            data_dir=data_dir,
+                            results_dir=results_dir,
+                            runs_dir=runs_dir,
+                            progress=show_cell_progress,
+                        )
+                        outcomes += start_cell(slot, spec, cell.key in reruns, running, counts)
+                        first_started = first_started or time.time()
                 time.sleep(0.2)
-                for _ in ended_cells(
+                outcomes += ended_cells(
                     running, results_dir=results_dir, runs_dir=runs_dir, counts=counts, elsewhere=elsewhere
-                ):
+                )
+                for cell, outcome in outcomes:
+                    ended += 1
                     bar.advance(overall)
+                    if not console.is_terminal:
+                        console.print(ended_line(ended, len(todo), outcome, cell, started_at), markup=False)
         except KeyboardInterrupt:
             raise SweepInterrupted(stop_cells(running, results_dir, runs_dir, counts, elsewhere)) from None
     if first_started:
         record_cells(first_started, time.time())
 
 
-def ended_cells(running: dict, *, results_dir, runs_dir, counts, elsewhere) -> list[bool]:
+def start_cell(slot, spec: CellSpec, rerun: bool, running: dict, counts: dict) -> list[tuple[Cell, str]]:
+    """Start ``spec``'s cell on ``slot`` (its finished result superseded first where it is a ``rerun``), added to
+    ``running``; where its run directory or log cannot be made (a full disk), it failed at once: ``[(cell,
+    "failed")]``, the cause counted in ``counts`` and said."""
+    cell = spec.cell
+    superseded = supersede(cell.stored_result_path(spec.results_dir), spec.results_dir) if rerun else {}
+    try:
+        cell.run_dir(spec.runs_dir).mkdir(parents=True, exist_ok=True)
+        if spec.progress:
+            console.print(f"[cyan]→ {cell.key}[/]")
+        slot.start(spec)
+    except OSError as error:
+        restore(superseded)
+        cell_failed(cell, spec.runs_dir, error_line(error), counts)
+        return [(cell, "failed")]
+    running[slot] = (cell, superseded)
+    return []
+
+
+def ended_line(count: int, total: int, outcome: str, cell: Cell, started_at: dict[str, float]) -> str:
+    """A cell that ended, in one plain line: ``[3/9] finished glue/rte/baseline/minilm/f1-s1 in 42s``."""
+    return f"[{count}/{total}] {outcome} {cell.key} in {duration_text(time.time() - started_at[cell.key])}"
+
+
+def ended_cells(running: dict, *, results_dir, runs_dir, counts, elsewhere) -> list[tuple[Cell, str]]:
     """Account (``cell_ended``) for each of the ``running`` slots whose cell has ended, taking it out of ``running``;
-    for each such cell, whether it will resume (it neither finished nor failed)."""
-    resumes = []
+    each such cell with how it ended (``cell_ended``'s outcome)."""
+    outcomes = []
     for slot in list(running):
         ended = slot.ended()
         if ended is not None:
-            before = counts["finished"] + counts["failed"]
-            cell_ended(
-                slot,
-                running.pop(slot),
-                ended,
-                results_dir=results_dir,
-                runs_dir=runs_dir,
-                counts=counts,
-                elsewhere=elsewhere,
+            started = running.pop(slot)
+            outcome = cell_ended(
+                slot, started, ended, results_dir=results_dir, runs_dir=runs_dir, counts=counts, elsewhere=elsewhere
             )
-            resumes.append(counts["finished"] + counts["failed"] == before)
-    return resumes
+            outcomes.append((started[0], outcome))
+    return outcomes
 
 
 def cell_ended(slot, started: tuple[Cell, dict], ended: tuple[int, str], *, results_dir, runs_dir, counts, elsewhere):
     """Account for a cell whose slot reports it ended (``ended``: its exit status and how, in words): its
-    notices said, then finished, elsewhere, interrupted (it resumes: nothing recorded) or failed (recorded, said)."""
+    notices said, then finished, elsewhere, interrupted (it resumes: nothing recorded) or failed (recorded, said).
+    Returns which of these it was."""
     (returncode, how), (cell, superseded) = ended, started
     for line in take_notices(slot.env[NOTICES_ENV]):
         console.print(f"{cell.key}: {line}", markup=False, style="yellow")
     if returncode == 0 and cell.result_path(results_dir).is_file():
         counts["finished"] += 1
-    elif returncode == CLAIMED_EXIT:
-        restore(superseded)
+        return "finished"
+    restore(superseded)
+    if returncode == CLAIMED_EXIT:
         elsewhere[cell.key] = cell_status(cell, results_dir, runs_dir)[1] or "finished elsewhere"
-    elif returncode == INTERRUPTED_EXIT:
-        restore(superseded)
-    else:
-        counts["failed"] += 1
-        restore(superseded)
-        record_process_failure(cell, runs_dir, how, getattr(slot, "error", {}).get("traceback", ""))
-        counts.setdefault("failures", {})[cell.key] = failure_message(cell, runs_dir) or how
-        log = cell.run_dir(runs_dir) / "log.txt"
-        console.print(f"[red]✗ {cell.key}[/]: {failure_message(cell, runs_dir) or how} (log: {log})")
+        return "elsewhere"
+    if returncode == INTERRUPTED_EXIT:
+        return "interrupted"
+    record_process_failure(cell, runs_dir, how, getattr(slot, "error", {}).get("traceback", ""))
+    cell_failed(cell, runs_dir, failure_message(cell, runs_dir) or how, counts)
+    return "failed"
+
+
+def cell_failed(cell: Cell, runs_dir, reason: str, counts: dict):
+    """Count a failed cell, its ``reason`` kept for the run's end (``report_outcome``) and said now."""
+    counts["failed"] += 1
+    counts.setdefault("failures", {})[cell.key] = reason
+    console.print(f"[red]✗ {cell.key}[/]: {reason} (log: {cell.run_dir(runs_dir) / 'log.txt'})")
 
 
 def stop_cells(running: dict, results_dir, runs_dir, counts, elsewhere) -> int:
@@ -963,7 +989,10 @@ def stop_cells(running: dict, results_dir, runs_dir, counts, elsewhere) -> int:
                     slot.interrupt()
                 relayed = True
             resumable += sum(
-                ended_cells(running, results_dir=results_dir, runs_dir=runs_dir, counts=counts, elsewhere=elsewhere)
+                outcome not in ("finished", "failed")
+                for _, outcome in ended_cells(
+                    running, results_dir=results_dir, runs_dir=runs_dir, counts=counts, elsewhere=elsewhere
+                )
             )
             time.sleep(0.1)
     finally:

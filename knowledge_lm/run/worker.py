@@ -14,10 +14,12 @@ import gc
 import json
 import os
 import sys
+import traceback
 
 import torch
 
 from knowledge_lm.core.backbones import keep_backbones_loaded
+from knowledge_lm.core.errors import error_line
 from knowledge_lm.data.base import TaskDataModule
 from knowledge_lm.run.cell import die_with_parent, run_spec
 from knowledge_lm.run.claims import INTERRUPTED_EXIT
@@ -27,10 +29,25 @@ from knowledge_lm.run.spec import CellSpec
 
 def output_to(descriptor: int):
     """Send this process's stdout and stderr (its own and its libraries') to ``descriptor`` from now on."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:  # its file's disk is full: what it held is lost, the output moves on all the same
+            pass
     os.dup2(descriptor, 1)
     os.dup2(descriptor, 2)
+
+
+def run_logged(spec: CellSpec, error: dict, own_output: int) -> int:
+    """``run_spec``, its output in the cell's ``log.txt`` (on the terminal where the spec asks for progress bars)."""
+    if spec.progress:
+        return run_spec(spec, error)
+    with open(spec.cell.run_dir(spec.runs_dir) / "log.txt", "a") as log:
+        output_to(log.fileno())
+        try:
+            return run_spec(spec, error)
+        finally:
+            output_to(own_output)
 
 
 def serve(runner_pid: int):
@@ -48,15 +65,14 @@ def serve(runner_pid: int):
         spec = CellSpec.from_json(line)
         cell = spec.cell
         error = {}
-        if spec.progress:
-            status = run_spec(spec, error)
-        else:
-            with open(cell.run_dir(spec.runs_dir) / "log.txt", "a") as log:
-                output_to(log.fileno())
-                try:
-                    status = run_spec(spec, error)
-                finally:
-                    output_to(own_output)
+        try:
+            status = run_logged(spec, error, own_output)
+        except OSError as failure:  # its log unwritable (a full disk): the reply says why, where nothing else can
+            status = 1
+            if "error" not in error:
+                log = cell.run_dir(spec.runs_dir) / "log.txt"
+                failure = failure if failure.filename else OSError(failure.errno, failure.strerror, str(log))
+                error = {"error": error_line(failure), "traceback": traceback.format_exc()[-4000:]}
         gc.collect()  # the cell's model and trainer, before its successor allocates: as a process of its own would
         torch.cuda.empty_cache()  # and the GPU memory it held, for the other workers on this GPU
         replies.write(json.dumps({"key": cell.key, "status": status, **error}) + "\n")
