@@ -28,7 +28,9 @@ def test_tiny_backbone_writes_to_a_scratch_store(tmp_path, monkeypatch):
     assert args.leaderboards_dir == tmp_path / "results-scratch" / "leaderboards"
     assert args.runs_dir == tmp_path / "runs"
     named = parsed("bench", *GLUE_RTE, "--backbone", "tiny", "--results-dir", str(tmp_path / "mine"))
-    assert named.results_dir == tmp_path / "mine" and named.leaderboards_dir == tmp_path / "leaderboards"
+    assert named.results_dir == tmp_path / "mine" and named.leaderboards_dir == tmp_path / "mine" / "leaderboards"
+    committed = parsed("bench", *GLUE_RTE, "--results-dir", str(tmp_path / "results"))
+    assert committed.leaderboards_dir == tmp_path / "leaderboards"  # the project's store: the committed pages
 
 
 def test_default_backbone_writes_to_the_committed_store(tmp_path, monkeypatch):

@@ -25,7 +25,10 @@ RESULTS_HELP = (
 )
 
 
-LEADERBOARDS_HELP = "default: leaderboards/ of the project root (a scratch store's: its own leaderboards/)"
+LEADERBOARDS_HELP = (
+    "default: leaderboards/ of the project root (a scratch store's, or a --results-dir other than the project's: "
+    "its own leaderboards/)"
+)
 
 
 BENCHMARKS_HELP = (
@@ -42,8 +45,13 @@ def uses_scratch_store(backbones) -> bool:
 
 def resolve_folders(args, backbones=()):
     """The folder options left unset, from the project root (``project_path``): results (a scratch store for
-    smoke-run ``backbones``), runs, leaderboards, and ``--out`` of leaderboard and export; the folders named are
-    checked (``check_folder_option``)."""
+    smoke-run ``backbones``), runs, leaderboards (a store other than the project's: its own ``leaderboards/``), and
+    ``--out`` of leaderboard and export; the folders named are checked (``check_folder_option``)."""
+    named_store = getattr(args, "results_dir", None)
+    if named_store is not None and getattr(args, "leaderboards_dir", "") is None:
+        # Another store's pages go beside it: the committed pages come only from the committed store.
+        if Path(named_store).expanduser().resolve() != project_path("results").resolve():
+            args.leaderboards_dir = Path(named_store) / "leaderboards"
     if getattr(args, "results_dir", "") is None:
         scratch = uses_scratch_store(backbones)
         args.results_dir = project_path(SCRATCH_RESULTS if scratch else "results")
