@@ -134,11 +134,11 @@ def check_backbones_to_run(sweeps, args, only) -> None:
     """The backbones of the cells a run would train (``plan_sweep``'s), each ready (``check_backbone_ready``): a
     missing or empty model folder, unreadable weights or a hub name offline fail before any sweep starts, from the
     dry run too; the backbones of cells done already are not needed."""
-    rerun = args.rerun_without_predictions
+    rerun, overrides = args.rerun_without_predictions, parse_overrides(args.set)
     backbones = {
-        cell.backbone
+        planned.cell.backbone
         for sweep in sweeps
-        for cell, _, will_run in plan_sweep(sweep, args.results_dir, args.runs_dir, rerun, only)
+        for planned, _, will_run in plan_sweep(sweep, args.results_dir, args.runs_dir, rerun, only, overrides)
         if will_run
     }
     for backbone in sorted(backbones):
