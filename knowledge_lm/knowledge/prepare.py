@@ -40,7 +40,7 @@ PMI_TABLE = "pmi.npz"  # beside the splits' files: the PMI their pmi_pairs and p
 DEFAULT_KG = "wikidata_kg"
 SPLIT_NAMES = ("train", "dev", "test")  # the splits a dataset may have (knowledge_lm.data)
 # Options left out of the cache key at their default value: the features of configs without them keep their key.
-KEYED_WHEN_SET = ("permute_relations", "shuffle_splits")
+KEYED_WHEN_SET = ("permute_relations", "shuffle_splits", "keep_answers")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ class KnowledgeConfig:
     permute_relations: bool = False  # the KG's relation labels permuted over its edges (seeded by noise_seed)
     noise_seed: int = 0
     kg_embeddings: bool = False  # also train (once) and cache TransE embeddings of the KG
+    # A control only: the KG keeps the triples that are an evaluation example's answer (``knowledge.answers``).
+    keep_answers: bool = False
 
     def __post_init__(self):
         if isinstance(self.shuffle_splits, (list, str)):  # YAML gives a list; a tuple keeps the config hashable
@@ -111,8 +113,9 @@ def files_fingerprint(directory: Path) -> str:
 
 
 def knowledge_graph_dir(data_module, config: KnowledgeConfig, cache_dir: Path) -> Path:
-    """Where the KG for this dataset lies; the generated task's own KG is written to the cache once, and so is
-    the relations-permuted copy (``permute_relations``)."""
+    """Where the KG a method sees on this dataset lies; the generated task's own KG is written to the cache once,
+    and so are the copy without the evaluation examples' answers (``answers_removed``, unless ``keep_answers``)
+    and the relations-permuted copy (``permute_relations``)."""
     if config.kg_dir:
         path = Path(config.kg_dir).expanduser()
         if not path.is_dir():
@@ -127,7 +130,21 @@ def knowledge_graph_dir(data_module, config: KnowledgeConfig, cache_dir: Path) -
         )
     else:
         path = data_module.data_dir / DEFAULT_KG
+    if not config.keep_answers:
+        path = answers_removed(data_module, path, cache_dir)
     return relations_permuted_kg(path, config.noise_seed, cache_dir) if config.permute_relations else path
+
+
+def answers_removed(data_module, kg_dir: Path, cache_dir: Path) -> Path:
+    """The KG of ``kg_dir`` less the answers of every split's examples (the data module's ``answer_facts``),
+    copied once to the cache; ``kg_dir`` itself where the dataset's labels are no KG facts."""
+    from knowledge_lm.knowledge.answers import kg_without_answers
+
+    answer_facts = getattr(data_module, "answer_facts", None)
+    facts = answer_facts(data_module.read_labelled()) if answer_facts else []
+    if not facts:
+        return kg_dir
+    return kg_without_answers(Path(kg_dir), files_fingerprint(kg_dir), facts, data_module.name, cache_dir)
 
 
 def stored_kg(staging: Path, name: str, cache_dir: Path) -> Path:
