@@ -232,6 +232,12 @@ class KnowledgeGraph:
         """Entities sharing a triple with ``qid``, either direction."""
         return {self.qids[node] for node in self._neighbours[self._node(qid)]}
 
+    def adjacent(self, a: str, b: str) -> bool:
+        """Whether a triple joins ``a`` and ``b``, either direction; False where either is not in the KG."""
+        if a not in self.index or b not in self.index:
+            return False
+        return self.index[b] in self._neighbours[self.index[a]]
+
     def k_hop(self, qid: str, k: int) -> set[str]:
         """Entities at undirected distance 1..k from ``qid``."""
         source = self._node(qid)

@@ -598,14 +598,17 @@ def split_rows(data_module, tokenizer, split: str, records: list, knowledge: dic
     return rows
 
 
-def split_stats(records: list, linked: list, rows: list[dict]) -> dict:
-    """A split's manifest entry: its examples, the share of them linked, the mentions per example."""
+def split_stats(records: list, linked: list, rows: list[dict], kg) -> dict:
+    """A split's manifest entry: its examples, the share of them linked, the mentions per example, and what of the
+    KG reaches them (``knowledge.coverage.split_coverage``)."""
+    from knowledge_lm.knowledge.coverage import split_coverage
     from knowledge_lm.knowledge.linking import coverage
 
     return {
         "examples": len(records),
         "linked_coverage": coverage([sum(segments, []) for segments in linked]),
         "mentions_per_example": sum(len(r["links"]) for r in rows) / len(rows),
+        "coverage": split_coverage(records, linked, kg),
     }
 
 
@@ -683,7 +686,7 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
         split: split_rows(data_module, tokenizer, split, records, knowledge, progress)
         for split, records in splits.items()
     }
-    stats = {split: split_stats(records, linked[split], rows_by_split[split]) for split, records in splits.items()}
+    stats = {split: split_stats(records, linked[split], rows_by_split[split], kg) for split, records in splits.items()}
     write_features(folder, rows_by_split, pmi)
     timings["features_s"] = time.time() - clock
     manifest = {
