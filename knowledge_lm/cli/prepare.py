@@ -62,7 +62,8 @@ def command_coverage(args, sweep):
     path = args.results_dir / COVERAGE_DIR / f"{sweep.dataset}.json"
     stored = read_json(path) if path.is_file() else {}
     tasks = dict(stored.get("tasks") or {})
-    options = {k: v for k, v in sweep.variant_options(sweep.variants[0]).items() if k != "knowledge"}
+    variant = "" if "" in sweep.variants else next(iter(sweep.variants))  # the plain cells' dataset options
+    options = {k: v for k, v in sweep.variant_options(variant).items() if k != "knowledge"}
     for task in sweep.tasks:
         data = DATASETS.get(sweep.dataset)(task=task, data_dir=data_dir, cache_dir=args.cache_dir, **options)
         tasks[task] = measure_coverage(data, config, data.cache_dir, COVERAGE_SAMPLE)
