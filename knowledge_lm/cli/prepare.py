@@ -95,7 +95,12 @@ def add_parser(commands):
     add_data_dir_argument(prepare)
     add_cache_dir_argument(prepare)
     prepare.add_argument(
-        "--kg-dir", help="knowledge graph folder (default: the dataset's own, else <data-dir>/wikidata_kg)"
+        "--kg",
+        "--kg-dir",
+        dest="kg_dir",
+        help="knowledge graph: a name (wikidata_kg, wikidata5m: under --data-dir), a KG folder, a Wikidata5M folder "
+        "as distributed, or a triples TSV with a labels file beside it (default: the dataset's own, else "
+        "<data-dir>/wikidata_kg)",
     )
     prepare.add_argument(
         "--linking", choices=("auto", "gold", "alias"), help="gold links, alias-table candidates, or auto"

@@ -45,7 +45,9 @@ KEYED_WHEN_SET = ("permute_relations", "shuffle_splits", "keep_answers")
 
 @dataclass(frozen=True)
 class KnowledgeConfig:
-    kg_dir: str | None = None  # default: the dataset's own KG (generated task), else <data_dir>/wikidata_kg
+    # A KG name, folder or triples file (``kg_formats.resolve_kg``: Wikidata5M as distributed too); default: the
+    # dataset's own KG (generated task), else <data_dir>/wikidata_kg.
+    kg_dir: str | None = None
     linking: str = "auto"  # gold links where the dataset has them, else alias-table candidates
     annotator: str = "spacy"  # or "stanza" where its models are installed
     phrases: str = "noun_chunks"  # or "subtrees"
@@ -117,9 +119,9 @@ def knowledge_graph_dir(data_module, config: KnowledgeConfig, cache_dir: Path) -
     and so are the copy without the evaluation examples' answers (``answers_removed``, unless ``keep_answers``)
     and the relations-permuted copy (``permute_relations``)."""
     if config.kg_dir:
-        path = Path(config.kg_dir).expanduser()
-        if not path.is_dir():
-            raise KlmError(f"knowledge graph directory {path} does not exist")
+        from knowledge_lm.knowledge.kg_formats import resolve_kg
+
+        path = resolve_kg(config.kg_dir, data_module.data_dir, cache_dir)
     elif getattr(data_module, "knowledge_graph", None) is not None:
         staging = cache_dir / "kg" / f"{data_module.name}.tmp{os.getpid()}"
         data_module.knowledge_graph.write_kg(staging)
