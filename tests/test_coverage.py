@@ -32,13 +32,9 @@ def test_split_coverage_counts_links_triples_and_the_asked_pairs():
     plain = split_coverage([{"text_a": "a b c"}], three, kg)
     assert plain["asked"] == "linked pairs" and plain["asked_pairs"] == 3 and plain["joined"] == 2 / 3
     gold = [{"entities": [{"qid": "Q1", "start": 0, "end": 5}, {"qid": "Q9", "start": 6, "end": 9}]}]
-    alias = [[[mention(0, 5, "Q1"), mention(0, 2, "Q7"), mention(10, 12, "Q8")]]]
-    assert link_agreement(gold, alias) == {
-        "link_precision": 0.5,
-        "link_recall": 0.5,
-        "alias_mentions_at_gold": 2,
-        "gold_links": 2,
-    }
+    alias = [[[mention(0, 5, "Q1"), mention(0, 2, "Q1"), mention(6, 9, "Q8"), mention(10, 12, "Q8")]]]
+    # Strong match: only the mention at Q1's own span is right; one of four mentions, one of two gold links.
+    assert link_agreement(gold, alias) == {"link_precision": 0.25, "link_recall": 0.5, "mentions": 4, "gold_links": 2}
     assert sample_indices(5, 10) == [0, 1, 2, 3, 4] and sample_indices(100, 3) == sample_indices(100, 3)
 
 
@@ -73,6 +69,7 @@ def test_a_knowledge_verdict_below_the_gate_reads_untestable_on_the_page_and_the
     write_leaderboards(results, out)
     page, readme = (out / "glue.md").read_text(), (out / "README.md").read_text()
     assert "## Knowledge coverage" in page and "| rte | dev | 100 | 100.0% | 90.0% | 3 / 4.5 |" in page
+    assert "| linked pairs: 80 | 1.1% | — | — | below: untestable with this KG |" in page
     assert f"{MIN_JOINED:.0%} of the entity pairs" in page and "below: untestable with this KG" in page
     assert reason in page and "no difference" not in page.split("## Backbone")[1].split("kam")[1].split("\n")[0]
     assert "| KG coverage (reported split" in readme and "triple 90%, joined 1.1% (below the gate)" in readme

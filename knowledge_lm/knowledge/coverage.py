@@ -13,9 +13,11 @@ else alias-table candidates) and the KG they see (``prepare.knowledge_graph_dir`
   linked at the two marked spans; a side with no link is a pair not joined), ``gold facts`` (document-level RE:
   each fact's head and tail, linked at any of their mentions), else ``linked pairs`` (every two distinct linked
   entities of an example);
-* where the dataset has gold links (``link_agreement``), the alias-table linker against them: ``link_precision``,
-  the share of alias mentions overlapping a gold-linked span whose top candidate is that span's entity, and
-  ``link_recall``, the share of gold links that such a mention finds.
+* where the dataset has gold links (``link_agreement``), the alias-table linkers against them, matched strongly
+  (a mention is right where its span is a gold link's span and its top candidate that link's entity, as GERBIL's
+  strong annotation match): ``link_precision``, the share of the linker's mentions that are right, and
+  ``link_recall``, the share of gold links found; ``mentions=ngrams`` (every n-gram: ``EntityLinker``) and
+  ``mentions=entities`` (spaCy's entity spans: ``SpanLinker``) each.
 """
 
 import random
@@ -100,25 +102,19 @@ def gold_links(record: dict) -> list[tuple[str, int, int]]:
 
 
 def link_agreement(records: list[dict], alias_linked: list[list[list]]) -> dict:
-    """The alias-table linker's mentions of ``text_a`` (``alias_linked``: per record, per segment) against the
-    records' gold links: ``link_precision``, ``link_recall`` and the counts they are shares of."""
-    at_gold = right = found = gold_count = 0
+    """An alias-table linker's mentions of ``text_a`` (``alias_linked``: per record, per segment) against the
+    records' gold links, strongly matched: ``link_precision``, ``link_recall`` and the counts they are shares of."""
+    right = mentions = gold_count = 0
     for record, segments in zip(records, alias_linked):
-        gold = gold_links(record)
+        gold = {(start, end): qid for qid, start, end in gold_links(record)}
+        found = segments[0] if segments else []
         gold_count += len(gold)
-        mentions = segments[0] if segments else []
-        for mention in mentions:
-            spans = [qid for qid, start, end in gold if overlaps(mention, start, end)]
-            if spans:
-                at_gold += 1
-                right += mention.candidates[0][0] in spans
-        found += sum(
-            any(overlaps(m, start, end) and m.candidates[0][0] == qid for m in mentions) for qid, start, end in gold
-        )
+        mentions += len(found)
+        right += len({(m.start, m.end) for m in found if gold.get((m.start, m.end)) == m.candidates[0][0]})
     return {
-        "link_precision": right / at_gold if at_gold else None,
-        "link_recall": found / gold_count if gold_count else None,
-        "alias_mentions_at_gold": at_gold,
+        "link_precision": right / mentions if mentions else None,
+        "link_recall": right / gold_count if gold_count else None,
+        "mentions": mentions,
         "gold_links": gold_count,
     }
 
@@ -129,22 +125,43 @@ def measure_coverage(data_module, config, cache_dir, sample: int | None = COVERA
     dataset has some. Links only: no spaCy, no features."""
     from dataclasses import replace
 
+    from knowledge_lm.knowledge.annotate import Annotator
     from knowledge_lm.knowledge.kg import KnowledgeGraph
-    from knowledge_lm.knowledge.prepare import entity_linker, has_gold_links, knowledge_graph_dir, link_segments
+    from knowledge_lm.knowledge.prepare import (
+        MENTION_SOURCES,
+        entity_linker,
+        has_gold_links,
+        knowledge_graph_dir,
+        link_segments,
+        text_segments,
+    )
 
     splits = data_module.read_labelled()
     kg = KnowledgeGraph.load(knowledge_graph_dir(data_module, config, cache_dir))
     gold, linker = entity_linker(data_module, splits, kg, config)
-    alias_linker = entity_linker(data_module, splits, kg, replace(config, linking="alias"))[1]
+    alias_linkers = {
+        source: entity_linker(data_module, splits, kg, replace(config, linking="alias", mentions=source))[1]
+        for source in MENTION_SOURCES
+    }
+    annotator = None
     measured = {}
     for split, records in splits.items():
         chosen = [records[index] for index in sample_indices(len(records), sample)]
-        entry = split_coverage(chosen, link_segments(chosen, gold, linker), kg)
+        agree = has_gold_links(records)
+        annotations = None
+        if agree or getattr(linker, "needs_annotations", False):  # spaCy only where a span linker reads it
+            annotator = annotator or Annotator(backend=config.annotator, phrases=config.phrases)
+            flat = iter(annotator.annotate([text for record in chosen for _, text in text_segments(record)]))
+            annotations = [[next(flat) for _ in text_segments(record)] for record in chosen]
+        entry = split_coverage(chosen, link_segments(chosen, gold, linker, annotations=annotations), kg)
         entry.update(examples=len(records), measured=len(chosen))
-        if has_gold_links(records):
-            entry.update(link_agreement(chosen, link_segments(chosen, False, alias_linker)))
+        if agree:
+            entry["links"] = {
+                source: link_agreement(chosen, link_segments(chosen, False, alias, annotations=annotations))
+                for source, alias in alias_linkers.items()
+            }
         measured[split] = entry
-    return {"gold_links": gold, "splits": measured}
+    return {"gold_links": gold, "mentions": config.mentions, "splits": measured}
 
 
 def coverage_line(coverage: dict | None, linked: float | None = None) -> str:
@@ -157,7 +174,10 @@ def coverage_line(coverage: dict | None, linked: float | None = None) -> str:
         f"median {coverage['triples_median']:g} mean {coverage['triples_mean']:.1f}, {coverage['asked']} joined by a "
         f"KG edge {coverage['joined']:.1%} of {coverage['asked_pairs']}"
     )
-    if coverage.get("link_precision") is not None:
-        precision, recall = coverage["link_precision"], coverage["link_recall"]
-        line += f"; alias links against the gold links: precision {precision:.1%}, recall {recall:.1%}"
+    for source, agreement in (coverage.get("links") or {}).items():
+        precision, recall = agreement["link_precision"], agreement["link_recall"]
+        if precision is not None:
+            line += (
+                f"; alias links from {source} against the gold links: precision {precision:.1%}, recall {recall:.1%}"
+            )
     return line

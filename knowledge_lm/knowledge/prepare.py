@@ -35,12 +35,13 @@ if TYPE_CHECKING:
 # and argument errors import this module and answer before any of them loads (tests/test_cli_errors.py).
 
 LINKING_MODES = ("auto", "gold", "alias")
+MENTION_SOURCES = ("ngrams", "entities")  # alias linking's mentions: every n-gram, or spaCy's entity spans
 FEATURES_VERSION = 5  # part of the cache key: bump when the features written per example change
 PMI_TABLE = "pmi.npz"  # beside the splits' files: the PMI their pmi_pairs and pmi_expansion are derived from
 DEFAULT_KG = "wikidata_kg"
 SPLIT_NAMES = ("train", "dev", "test")  # the splits a dataset may have (knowledge_lm.data)
 # Options left out of the cache key at their default value: the features of configs without them keep their key.
-KEYED_WHEN_SET = ("permute_relations", "shuffle_splits", "keep_answers")
+KEYED_WHEN_SET = ("permute_relations", "shuffle_splits", "keep_answers", "mentions", "link_threshold")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,10 @@ class KnowledgeConfig:
     # dataset's own KG (generated task), else <data_dir>/wikidata_kg.
     kg_dir: str | None = None
     linking: str = "auto"  # gold links where the dataset has them, else alias-table candidates
+    # Alias linking's mentions: every n-gram (KnowBERT's candidate generator, ``EntityLinker``) or spaCy's entity
+    # spans whose top candidate's prior reaches link_threshold (``SpanLinker``: precise against TAGME's links).
+    mentions: str = "ngrams"
+    link_threshold: float = 0.6  # linking.SPAN_LINK_THRESHOLD, read with mentions=entities only
     annotator: str = "spacy"  # or "stanza" where its models are installed
     phrases: str = "noun_chunks"  # or "subtrees"
     max_candidates: int = 30
@@ -86,7 +91,9 @@ class KnowledgeConfig:
         config = cls(**checked)
         if config.linking not in LINKING_MODES:
             raise KlmError(f"knowledge linking {config.linking!r}: expected one of {', '.join(LINKING_MODES)}")
-        for option in ("link_noise", "shuffle_links"):
+        if config.mentions not in MENTION_SOURCES:
+            raise KlmError(f"knowledge mentions {config.mentions!r}: expected one of {', '.join(MENTION_SOURCES)}")
+        for option in ("link_noise", "shuffle_links", "link_threshold"):
             share = getattr(config, option)
             if not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
                 raise KlmError(f"knowledge option {option}: expected a share within [0, 1], got {share!r}")
@@ -253,17 +260,23 @@ def annotation_processes(texts: int) -> int:
 
 
 def link_segments(
-    records, gold: bool, linker, progress: bool = False, description: str = "linking"
+    records, gold: bool, linker, progress: bool = False, description: str = "linking", annotations=None
 ) -> list[list[list]]:
-    """Per record, per text segment: its mentions (gold links or alias-table candidates)."""
+    """Per record, per text segment: its mentions (gold links or alias-table candidates); ``annotations`` (per
+    record, per segment: ``annotated_splits``') for a linker that reads them (``SpanLinker``)."""
     from knowledge_lm.knowledge.annotate import progress_bar
     from knowledge_lm.knowledge.linking import gold_mentions
 
     linked = []
-    for record in progress_bar(records, len(records), description) if progress and not gold else records:
+    for number, record in enumerate(
+        progress_bar(records, len(records), description) if progress and not gold else records
+    ):
         if gold:
             links = [(e["qid"], e["start"], e["end"]) for e in record.get("entities") or [] if e.get("qid")]
             linked.append([gold_mentions(record["text_a"], links)] + ([[]] if record.get("text_b") is not None else []))
+        elif getattr(linker, "needs_annotations", False):
+            segments = zip(text_segments(record), annotations[number])
+            linked.append([linker.link(text, annotation) for (_, text), annotation in segments])
         else:
             linked.append([linker.link(text) for _, text in text_segments(record)])
     return linked
@@ -521,7 +534,7 @@ def cached_manifest(data_module, splits: dict, folder: Path, config: KnowledgeCo
 
 def entity_linker(data_module, splits: dict, kg, config: KnowledgeConfig):
     """``(gold, linker)``: whether the records' own gold links are used, else the alias-table linker over ``kg``."""
-    from knowledge_lm.knowledge.linking import AliasTable, EntityLinker
+    from knowledge_lm.knowledge.linking import AliasTable, EntityLinker, SpanLinker
 
     gold = config.linking == "gold" or (config.linking == "auto" and has_gold_links(splits["train"]))
     if config.linking == "gold" and not has_gold_links(splits["train"]):
@@ -529,10 +542,13 @@ def entity_linker(data_module, splits: dict, kg, config: KnowledgeConfig):
     if gold:
         return gold, None
     entities = ((e.qid, e.label, e.surface_forms) for e in kg.entities.values())
-    return gold, EntityLinker(AliasTable.from_entities(entities, max_candidates=config.max_candidates))
+    table = AliasTable.from_entities(entities, max_candidates=config.max_candidates)
+    return gold, SpanLinker(table, config.link_threshold) if config.mentions == "entities" else EntityLinker(table)
 
 
-def linked_splits(splits: dict, gold: bool, linker, kg, config: KnowledgeConfig, progress: bool) -> dict:
+def linked_splits(
+    splits: dict, gold: bool, linker, kg, config: KnowledgeConfig, progress: bool, annotations: dict | None = None
+) -> dict:
     """Each split's entity links per record and text segment, after the link controls.
 
     Two controls corrupt the links before any feature is computed (``knowledge.noise``, each split on its own
@@ -543,7 +559,10 @@ def linked_splits(splits: dict, gold: bool, linker, kg, config: KnowledgeConfig,
     ``shuffle_splits`` restricts both to some splits (``[test]``: a model trained and selected with correct
     links, evaluated with shuffled ones)."""
     linked = {
-        split: link_segments(records, gold, linker, progress, f"linking {split}") for split, records in splits.items()
+        split: link_segments(
+            records, gold, linker, progress, f"linking {split}", annotations[split] if annotations else None
+        )
+        for split, records in splits.items()
     }
     if config.shuffle_links:
         shuffle_links(linked, kg, config)
@@ -552,17 +571,14 @@ def linked_splits(splits: dict, gold: bool, linker, kg, config: KnowledgeConfig,
     return linked
 
 
-def annotated_splits(splits: dict, annotator, config: KnowledgeConfig, progress: bool) -> dict:
-    """Each split's annotations (NER spans, phrases) per record and text segment. ``shuffle_links`` also moves
-    the same share of the NER spans (KAM's entity map) to other words of their text (``noise.relocate_spans``):
-    the map's blocks then miss the entity mentions, as shuffled links give KnowBERT the wrong entities."""
+def annotated_splits(splits: dict, annotator, progress: bool) -> dict:
+    """Each split's annotations (NER spans, phrases) per record and text segment, as the annotator gives them
+    (``prepare`` relocates NER spans for ``shuffle_links`` after linking: ``relocate_named_entities``)."""
     annotations = {}
     for split, records in splits.items():
         texts = [text for record in records for _, text in text_segments(record)]
         flat = iter(annotator.annotate(texts, progress=progress, description=f"annotating {split}"))
         annotations[split] = [[next(flat) for _ in text_segments(record)] for record in records]
-    if config.shuffle_links:
-        relocate_named_entities(annotations, config)
     return annotations
 
 
@@ -640,7 +656,7 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
     derives ``pmi_pairs`` and ``pmi_expansion`` from them (``PmiFeatures``), the same values computing them per
     example from the corpus statistics gives, so the folder holds each pair's PMI once, not once per example.
 
-    Three controls (``linked_splits``, ``annotated_splits``, ``relations_permuted_kg``) corrupt the knowledge
+    Three controls (``linked_splits``, ``relocate_named_entities``, ``relations_permuted_kg``) corrupt the knowledge
     before any feature is computed.
 
     The cache key hashes the split's records, the tokenizer, ``max_length``, the knowledge config and the
@@ -664,14 +680,16 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
     timings["load_s"] = time.time() - clock
 
     clock = time.time()
-    linked = linked_splits(splits, gold, linker, kg, config, progress)
-    timings["linking_s"] = time.time() - clock
-    df = document_frequency([{top_entity(m) for segment in example for m in segment} for example in linked["train"]])
-
-    clock = time.time()
-    annotations = annotated_splits(splits, annotator, config, progress)
+    annotations = annotated_splits(splits, annotator, progress)
     timings["annotation_s"] = time.time() - clock
     timings["annotated_texts"] = sum(len(a) for examples in annotations.values() for a in examples)
+
+    clock = time.time()
+    linked = linked_splits(splits, gold, linker, kg, config, progress, annotations)
+    timings["linking_s"] = time.time() - clock
+    if config.shuffle_links:  # KAM's entity map moved as the links were shuffled; the span linker read them first
+        relocate_named_entities(annotations, config)
+    df = document_frequency([{top_entity(m) for segment in example for m in segment} for example in linked["train"]])
 
     clock = time.time()
     pmi = pmi_statistics(config, splits["train"])

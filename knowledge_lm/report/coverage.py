@@ -128,12 +128,13 @@ def coverage_section(coverage: dict | None) -> list[str]:
         f"answers {coverage.get('answers', '?')}; {coverage.get('sample', 'every example')}). Linked: examples with "
         "≥ 1 linked entity; triple: examples whose linked entities touch ≥ 1 KG triple; asked pairs: the two marked "
         "entities (relation classification), each gold fact's entities (document-level RE), else every two linked "
-        "entities of an example; joined: the share of them a KG edge joins. Link precision / recall: the alias "
-        "linker's top candidate against the dataset's gold links (precision over the alias mentions at a gold "
-        "span). " + gate_text(),
+        "entities of an example; joined: the share of them a KG edge joins. Links, precision / recall: the "
+        "alias-table linker against the dataset's gold links (OpenEntity's: TAGME's), a mention right where its "
+        "span is a gold link's and its top candidate that link's entity; its mentions from every n-gram (the "
+        "default, knowledge option mentions=ngrams) or from spaCy's entity spans (mentions=entities). " + gate_text(),
         "",
         "| task | split | examples | linked | with a triple | triples per example (median / mean) | asked pairs "
-        "| joined | link precision | link recall | gate |",
+        "| joined | links from n-grams | links from entity spans | gate |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for task, measured in sorted(coverage["tasks"].items()):
@@ -146,10 +147,18 @@ def coverage_section(coverage: dict | None) -> list[str]:
             lines.append(
                 f"| {task} | {split} | {examples} | {percent(row['linked'])} | {percent(row['with_triple'])} | "
                 f"{row['triples_median']:g} / {row['triples_mean']:.1f} | {row['asked']}: {row['asked_pairs']:,} | "
-                f"{percent(row['joined'])} | {percent(row.get('link_precision'))} | "
-                f"{percent(row.get('link_recall'))} | {gate if reported(measured)[0] == split else ''} |"
+                f"{percent(row['joined'])} | {links_text(row, 'ngrams')} | {links_text(row, 'entities')} | "
+                f"{gate if reported(measured)[0] == split else ''} |"
             )
     return lines + [""]
+
+
+def links_text(row: dict, source: str) -> str:
+    """A linker's precision / recall against the gold links, "—" where the dataset has none."""
+    agreement = (row.get("links") or {}).get(source)
+    if not agreement or agreement.get("link_precision") is None:
+        return "—"
+    return f"{percent(agreement['link_precision'])} / {percent(agreement['link_recall'])}"
 
 
 def glance_coverage(coverage: dict | None) -> str:
