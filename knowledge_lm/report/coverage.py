@@ -83,9 +83,14 @@ def dataset_untestable(coverage: dict | None) -> str | None:
     reasons = {task: task_untestable(measured) for task, measured in sorted(tasks.items())}
     if not reasons or not all(reasons.values()):
         return None
-    if len(reasons) == 1:
+    if len(set(reasons.values())) == 1:  # one task, or tasks reading the same examples (FewRel's two)
         return next(iter(reasons.values()))
-    return f"{UNTESTABLE} (coverage on all {len(reasons)} tasks below the gate)"
+    best = max(tasks, key=lambda task: reported(tasks[task])[1]["joined"])
+    split, measured = reported(tasks[best])
+    return (
+        f"{UNTESTABLE} (coverage on all {len(reasons)} tasks below the gate; the most joined, {best} on {split}: "
+        f"{coverage_words(measured)})"
+    )
 
 
 def untestable_reason(results_dir: Path, dataset: str) -> str | None:
