@@ -213,3 +213,23 @@ def test_missing_entity_file(tmp_path):
     bad.write_text('{"qid": "Q1"}\n{oops\n')
     with pytest.raises(KlmError, match="entities.jsonl:2"):
         AliasTable.from_entities_file(bad)
+
+
+def test_span_linker_links_entity_spans_above_the_threshold_only():
+    from knowledge_lm.knowledge.annotate import Annotation
+    from knowledge_lm.knowledge.linking import SpanLinker
+
+    table = AliasTable.from_entities(
+        [("Q1", "Paris", []), ("Q2", "Paris Hilton", []), ("Q3", "Texas", ["Paris"]), ("Q4", "film", [])]
+    )
+    text = "The Paris Hilton film was shot in Paris , Texas by Russians ."
+    # "The" trimmed, "Paris" inside "Paris Hilton" gives way to it, NORP left out, "film" is no entity span.
+    ner = Annotation(ner=[(0, 16, "PERSON"), (4, 9, "PERSON"), (34, 39, "GPE"), (42, 47, "GPE"), (51, 59, "NORP")])
+    linked = SpanLinker(table, threshold=0.6).link(text, ner)
+    assert [(m.surface, m.candidates[0][0]) for m in linked] == [
+        ("Paris Hilton", "Q2"),
+        ("Paris", "Q1"),
+        ("Texas", "Q3"),
+    ]
+    # "Paris": Q1 by its label (2/3), Q3 by an alias (1/3): below 0.7, left out.
+    assert [m.surface for m in SpanLinker(table, threshold=0.7).link(text, ner)] == ["Paris Hilton", "Texas"]

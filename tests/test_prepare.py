@@ -306,3 +306,20 @@ def test_derived_pmi_features_of_repeated_unknown_and_neighbour_words(tokenizer)
         assert row["pmi_pairs"] == pairs and row["pmi_expansion"] == expansion and row["pmi_neighbours"] == neighbours
         assert "pmi_words" not in row
     assert any(value == 1.0 for word in expansion for _, value in word["pmi"])  # "a", a neighbour and a word
+
+
+def test_entity_span_mentions_lie_within_ner_spans_and_have_their_own_features(tmp_path, tokenizer):
+    data = GeneratedDataModule(tokenizer=tokenizer, cache_dir=tmp_path, max_length=48, **SIZES)
+    spans, ngrams = KnowledgeConfig(linking="alias", mentions="entities"), KnowledgeConfig(linking="alias")
+    prepare(data, tokenizer, spans, tmp_path, progress=False)
+    assert split_keys(data, tokenizer, spans, tmp_path)[2] != split_keys(data, tokenizer, ngrams, tmp_path)[2]
+    linked = 0
+    for rows in load_prepared(data, tokenizer, spans, tmp_path).values():
+        for row in rows:
+            ner = [(span["start"], span["end"]) for span in row["ner"] if span["segment"] == 0]
+            for link in row["links"]:
+                linked += 1
+                assert any(start <= link["start"] < link["end"] <= end for start, end in ner)
+    assert linked
+    with pytest.raises(KlmError, match="knowledge mentions 'words'"):
+        KnowledgeConfig.from_dict({"mentions": "words"})

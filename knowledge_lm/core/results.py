@@ -247,8 +247,9 @@ PRETRAINING_DIR = "pretraining"  # the manifests of `klm pretrain` runs, whose c
 LOGS_DIR = "logs"  # the cells' training logs (Cell.log_dir)
 GOLD_DIR = "gold"  # the reported splits' gold of the kept predictions, by sha256 (write_gold)
 DERIVED_DIR = "derived"  # numbers the pages derive from that gold (knowledge_lm.report.derived)
+COVERAGE_DIR = "coverage"  # <dataset>.json: what of the KG reaches the methods (`klm prepare --coverage`)
 # These live beside the cells.
-NOT_CELLS = (PROBES_DIR, "speed", SUPERSEDED_DIR, PRETRAINING_DIR, LOGS_DIR, GOLD_DIR, DERIVED_DIR)
+NOT_CELLS = (PROBES_DIR, "speed", SUPERSEDED_DIR, PRETRAINING_DIR, LOGS_DIR, GOLD_DIR, DERIVED_DIR, COVERAGE_DIR)
 
 
 def supersede(result_path: Path, results_dir: Path) -> dict[Path, Path]:

@@ -24,6 +24,7 @@ from knowledge_lm.core.caches import set_aside_cache
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import default_cache_dir, resolve_data_dir
 from knowledge_lm.core.subsets import check_fraction, fraction_subset, subset_hash
+from knowledge_lm.knowledge.answers import AnswerFact
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared
 from knowledge_lm.tasks.base import TASK_KINDS
 from knowledge_lm.tasks.padding import as_columns
@@ -141,6 +142,8 @@ class TaskDataModule(pl.LightningDataModule):
     # Why no example of the dataset can carry knowledge features, in one line
     # (``knowledge_lm.core.registry.cannot_run``); None where they can.
     no_knowledge: ClassVar[str | None] = None
+    # Whether the labels are KG facts (``answer_facts``): a knowledge method's result then records keep_answers.
+    labels_are_kg_facts: ClassVar[bool] = False
     # Whether the reported split's examples fall in groups scored apart (``example_groups``).
     has_example_groups: ClassVar[bool] = False
     # The encodings a sweep worker keeps (``keep_encodings``), by their disk cache path (dataset, task, records,
@@ -241,6 +244,11 @@ class TaskDataModule(pl.LightningDataModule):
             if not records:
                 raise KlmError(f"{self.name}/{self.task}: the {split} split is empty")
         return splits
+
+    def answer_facts(self, splits: dict[str, list[dict]]) -> list[AnswerFact]:
+        """The KG facts that are the answers of ``splits``' examples, kept out of the KG a knowledge method sees
+        (``knowledge.answers``); none where the labels are no KG facts."""
+        return []
 
     @property
     def eval_split_names(self) -> list[str]:

@@ -15,6 +15,7 @@ from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import find_file, read_json
 from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
+from knowledge_lm.knowledge.answers import AnswerFact
 from knowledge_lm.tasks.relation import RelationTasks
 
 # The relations of val_wiki.json with their names in FewRel's pid2name.json.
@@ -99,6 +100,7 @@ class FewRelDataModule(RelationTasks, TaskDataModule):
         "test": "20 % of each relation's val_wiki instances (seed 0)",
     }
     relation_spec = SPEC
+    labels_are_kg_facts = True
 
     def read_splits(self) -> dict[str, list[dict]]:
         path = self.find_file()
@@ -117,6 +119,15 @@ class FewRelDataModule(RelationTasks, TaskDataModule):
                     for index in indices
                 ]
         return splits
+
+    def answer_facts(self, splits: dict[str, list[dict]]) -> list[AnswerFact]:
+        """Each example's relation between its head and tail QIDs: the label, a Wikidata fact."""
+        return [
+            AnswerFact((head["qid"],), RELATIONS[record["label"]], (tail["qid"],))
+            for records in splits.values()
+            for record in records
+            for head, tail in [record["entities"]]
+        ]
 
     def find_file(self):
         if self.data_dir is not None:

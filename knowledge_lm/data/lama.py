@@ -17,6 +17,7 @@ from pathlib import Path
 
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import find_file, read_jsonl
+from knowledge_lm.knowledge.answers import AnswerFact
 
 MASK = "[MASK]"
 GOOGLE_RE_TEMPLATES = {
@@ -25,6 +26,8 @@ GOOGLE_RE_TEMPLATES = {
     "place_of_death": "[X] died in [Y] .",
 }
 SQUAD_RELATION = "squad"
+# Google-RE's relations as Wikidata properties (its date of birth is a literal, no KG entity).
+GOOGLE_RE_PIDS = {"place_of_birth": "P19", "place_of_death": "P20"}
 
 
 @dataclass
@@ -126,3 +129,20 @@ def load_lama(folder: Path, relations: list[str] | None = None) -> list[Relation
         facts = read_masked_sentences(path) if template is None else read_templated(path, template)
         loaded.append(Relation(name, corpus, template, facts))
     return loaded
+
+
+def lama_answer_facts(folder: Path) -> list[AnswerFact]:
+    """The facts LAMA probes, as KG facts: T-REx's (sub_uri, predicate_id, obj_uri) by QID, Google-RE's places of
+    birth and death by their labels (its ids are Freebase's). A KG used beside a LAMA probe must not hold them
+    (``knowledge.answers``); SQuAD's hand-written facts have no relation."""
+    facts = []
+    for name, (corpus, _, path) in available_relations(Path(folder)).items():
+        if corpus == "T-REx":
+            for line, row in read_jsonl(path):
+                subject, obj = required(row, ("sub_uri", "obj_uri"), f"{path}:{line}")
+                facts.append(AnswerFact((subject,), name, (obj,)))
+        elif name in GOOGLE_RE_PIDS:
+            for line, row in read_jsonl(path):
+                subject, obj = required(row, ("sub_label", "obj_label"), f"{path}:{line}")
+                facts.append(AnswerFact((subject,), GOOGLE_RE_PIDS[name], (obj,), by_name=True))
+    return facts

@@ -9,6 +9,7 @@ from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import find_file, read_json
 from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
+from knowledge_lm.knowledge.answers import AnswerFact
 
 RELATIONS = (
     "P6",
@@ -207,6 +208,7 @@ class DocREDDataModule(TaskDataModule):
     }
     tasks = ("revised", "docred")
     default_tasks = ("revised",)
+    labels_are_kg_facts = True
 
     @classmethod
     def spec(cls, task: str) -> TaskSpec:
@@ -233,6 +235,19 @@ class DocREDDataModule(TaskDataModule):
             "dev": mark_in_train(dev, train_keys),
             "test": mark_in_train(self.read_file(second), fact_keys(train_annotated)),
         }
+
+    def answer_facts(self, splits: dict[str, list[dict]]) -> list[AnswerFact]:
+        """Each document's gold facts, its entities known by their mention names (DocRED has no QIDs)."""
+
+        def names(entity: dict) -> tuple[str, ...]:
+            return tuple(sorted({mention["name"] for mention in entity["mentions"]}))
+
+        return [
+            AnswerFact(names(record["entities"][head]), LABELS[relation], names(record["entities"][tail]), by_name=True)
+            for records in splits.values()
+            for record in records
+            for head, tail, relation in record["label"]
+        ]
 
     # -- finding the files ------------------------------------------------------------------
     def find_files(self):

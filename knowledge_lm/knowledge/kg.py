@@ -54,8 +54,9 @@ class KnowledgeGraph:
         (a JSON list of ``{"id", "name", ...}``). A relation without a name is named by its pid.
 
     This is the layout of the shared ``wikidata_kg`` folder and of the generated dataset's graph
-    (``knowledge_lm.data.generated``, ``write_kg``). To bring Wikidata5M, ConceptNet or your own graph,
-    write its facts as ``triples.tsv`` and, if you have them, its names as ``entities.jsonl``.
+    (``knowledge_lm.data.generated``, ``write_kg``). Wikidata5M as distributed, or a triples TSV with a labels
+    file, is converted into it by ``knowledge_lm.knowledge.kg_formats`` (``--kg``); for ConceptNet or your own
+    graph, write its facts as ``triples.tsv`` and, if you have them, its names as ``entities.jsonl``.
 
     Entity types: the record's ``type`` where given; else the class of the entity's "instance of" (P31)
     triples, as the class's id (the class most frequent in the whole graph where it has several); else None.
@@ -231,6 +232,12 @@ class KnowledgeGraph:
     def neighbours(self, qid: str) -> set[str]:
         """Entities sharing a triple with ``qid``, either direction."""
         return {self.qids[node] for node in self._neighbours[self._node(qid)]}
+
+    def adjacent(self, a: str, b: str) -> bool:
+        """Whether a triple joins ``a`` and ``b``, either direction; False where either is not in the KG."""
+        if a not in self.index or b not in self.index:
+            return False
+        return self.index[b] in self._neighbours[self.index[a]]
 
     def k_hop(self, qid: str, k: int) -> set[str]:
         """Entities at undirected distance 1..k from ``qid``."""

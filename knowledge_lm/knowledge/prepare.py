@@ -35,18 +35,25 @@ if TYPE_CHECKING:
 # and argument errors import this module and answer before any of them loads (tests/test_cli_errors.py).
 
 LINKING_MODES = ("auto", "gold", "alias")
+MENTION_SOURCES = ("ngrams", "entities")  # alias linking's mentions: every n-gram, or spaCy's entity spans
 FEATURES_VERSION = 5  # part of the cache key: bump when the features written per example change
 PMI_TABLE = "pmi.npz"  # beside the splits' files: the PMI their pmi_pairs and pmi_expansion are derived from
 DEFAULT_KG = "wikidata_kg"
 SPLIT_NAMES = ("train", "dev", "test")  # the splits a dataset may have (knowledge_lm.data)
 # Options left out of the cache key at their default value: the features of configs without them keep their key.
-KEYED_WHEN_SET = ("permute_relations", "shuffle_splits")
+KEYED_WHEN_SET = ("permute_relations", "shuffle_splits", "keep_answers", "mentions", "link_threshold")
 
 
 @dataclass(frozen=True)
 class KnowledgeConfig:
-    kg_dir: str | None = None  # default: the dataset's own KG (generated task), else <data_dir>/wikidata_kg
+    # A KG name, folder or triples file (``kg_formats.resolve_kg``: Wikidata5M as distributed too); default: the
+    # dataset's own KG (generated task), else <data_dir>/wikidata_kg.
+    kg_dir: str | None = None
     linking: str = "auto"  # gold links where the dataset has them, else alias-table candidates
+    # Alias linking's mentions: every n-gram (KnowBERT's candidate generator, ``EntityLinker``) or spaCy's entity
+    # spans whose top candidate's prior reaches link_threshold (``SpanLinker``: precise against TAGME's links).
+    mentions: str = "ngrams"
+    link_threshold: float = 0.6  # linking.SPAN_LINK_THRESHOLD, read with mentions=entities only
     annotator: str = "spacy"  # or "stanza" where its models are installed
     phrases: str = "noun_chunks"  # or "subtrees"
     max_candidates: int = 30
@@ -61,6 +68,8 @@ class KnowledgeConfig:
     permute_relations: bool = False  # the KG's relation labels permuted over its edges (seeded by noise_seed)
     noise_seed: int = 0
     kg_embeddings: bool = False  # also train (once) and cache TransE embeddings of the KG
+    # A control only: the KG keeps the triples that are an evaluation example's answer (``knowledge.answers``).
+    keep_answers: bool = False
 
     def __post_init__(self):
         if isinstance(self.shuffle_splits, (list, str)):  # YAML gives a list; a tuple keeps the config hashable
@@ -85,7 +94,9 @@ class KnowledgeConfig:
         for option in ("max_candidates", "pmi_min_count", "pmi_top_k", "k_hop", "noise_seed"):
             if getattr(config, option) < 0:
                 raise KlmError(f"knowledge option {option}={getattr(config, option)}: expected a whole number ≥ 0")
-        for option in ("link_noise", "shuffle_links"):
+        if config.mentions not in MENTION_SOURCES:
+            raise KlmError(f"knowledge mentions {config.mentions!r}: expected one of {', '.join(MENTION_SOURCES)}")
+        for option in ("link_noise", "shuffle_links", "link_threshold"):
             share = getattr(config, option)
             if not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
                 raise KlmError(f"knowledge option {option}: expected a share within [0, 1], got {share!r}")
@@ -143,12 +154,13 @@ def damaged_kg(folder: Path, expected: dict[str, dict]) -> str | None:
 
 
 def knowledge_graph_dir(data_module, config: KnowledgeConfig, cache_dir: Path) -> Path:
-    """Where the KG for this dataset lies; the generated task's own KG is written to the cache once, and so is
-    the relations-permuted copy (``permute_relations``)."""
+    """Where the KG a method sees on this dataset lies; the generated task's own KG is written to the cache once,
+    and so are the copy without the evaluation examples' answers (``answers_removed``, unless ``keep_answers``)
+    and the relations-permuted copy (``permute_relations``)."""
     if config.kg_dir:
-        path = Path(config.kg_dir).expanduser()
-        if not path.is_dir():
-            raise KlmError(f"knowledge graph directory {path} does not exist")
+        from knowledge_lm.knowledge.kg_formats import resolve_kg
+
+        path = resolve_kg(config.kg_dir, data_module.data_dir, cache_dir)
     elif getattr(data_module, "knowledge_graph", None) is not None:
         staging = cache_dir / "kg" / f"{data_module.name}.tmp{os.getpid()}"
         data_module.knowledge_graph.write_kg(staging)
@@ -159,7 +171,21 @@ def knowledge_graph_dir(data_module, config: KnowledgeConfig, cache_dir: Path) -
         )
     else:
         path = data_module.data_dir / DEFAULT_KG
+    if not config.keep_answers:
+        path = answers_removed(data_module, path, cache_dir)
     return relations_permuted_kg(path, config.noise_seed, cache_dir) if config.permute_relations else path
+
+
+def answers_removed(data_module, kg_dir: Path, cache_dir: Path) -> Path:
+    """The KG of ``kg_dir`` less the answers of every split's examples (the data module's ``answer_facts``),
+    copied once to the cache; ``kg_dir`` itself where the dataset's labels are no KG facts."""
+    from knowledge_lm.knowledge.answers import kg_without_answers
+
+    answer_facts = getattr(data_module, "answer_facts", None)
+    facts = answer_facts(data_module.read_labelled()) if answer_facts else []
+    if not facts:
+        return kg_dir
+    return kg_without_answers(Path(kg_dir), files_fingerprint(kg_dir), facts, data_module.name, cache_dir)
 
 
 def stored_kg(staging: Path, name: str, cache_dir: Path) -> Path:
@@ -279,17 +305,23 @@ def annotation_processes(texts: int) -> int:
 
 
 def link_segments(
-    records, gold: bool, linker, progress: bool = False, description: str = "linking"
+    records, gold: bool, linker, progress: bool = False, description: str = "linking", annotations=None
 ) -> list[list[list]]:
-    """Per record, per text segment: its mentions (gold links or alias-table candidates)."""
+    """Per record, per text segment: its mentions (gold links or alias-table candidates); ``annotations`` (per
+    record, per segment: ``annotated_splits``') for a linker that reads them (``SpanLinker``)."""
     from knowledge_lm.knowledge.annotate import progress_bar
     from knowledge_lm.knowledge.linking import gold_mentions
 
     linked = []
-    for record in progress_bar(records, len(records), description) if progress and not gold else records:
+    for number, record in enumerate(
+        progress_bar(records, len(records), description) if progress and not gold else records
+    ):
         if gold:
             links = [(e["qid"], e["start"], e["end"]) for e in record.get("entities") or [] if e.get("qid")]
             linked.append([gold_mentions(record["text_a"], links)] + ([[]] if record.get("text_b") is not None else []))
+        elif getattr(linker, "needs_annotations", False):
+            segments = zip(text_segments(record), annotations[number])
+            linked.append([linker.link(text, annotation) for (_, text), annotation in segments])
         else:
             linked.append([linker.link(text) for _, text in text_segments(record)])
     return linked
@@ -547,7 +579,7 @@ def cached_manifest(data_module, splits: dict, folder: Path, config: KnowledgeCo
 
 def entity_linker(data_module, splits: dict, kg, config: KnowledgeConfig):
     """``(gold, linker)``: whether the records' own gold links are used, else the alias-table linker over ``kg``."""
-    from knowledge_lm.knowledge.linking import AliasTable, EntityLinker
+    from knowledge_lm.knowledge.linking import AliasTable, EntityLinker, SpanLinker
 
     gold = config.linking == "gold" or (config.linking == "auto" and has_gold_links(splits["train"]))
     if config.linking == "gold" and not has_gold_links(splits["train"]):
@@ -555,10 +587,13 @@ def entity_linker(data_module, splits: dict, kg, config: KnowledgeConfig):
     if gold:
         return gold, None
     entities = ((e.qid, e.label, e.surface_forms) for e in kg.entities.values())
-    return gold, EntityLinker(AliasTable.from_entities(entities, max_candidates=config.max_candidates))
+    table = AliasTable.from_entities(entities, max_candidates=config.max_candidates)
+    return gold, SpanLinker(table, config.link_threshold) if config.mentions == "entities" else EntityLinker(table)
 
 
-def linked_splits(splits: dict, gold: bool, linker, kg, config: KnowledgeConfig, progress: bool) -> dict:
+def linked_splits(
+    splits: dict, gold: bool, linker, kg, config: KnowledgeConfig, progress: bool, annotations: dict | None = None
+) -> dict:
     """Each split's entity links per record and text segment, after the link controls.
 
     Two controls corrupt the links before any feature is computed (``knowledge.noise``, each split on its own
@@ -569,7 +604,10 @@ def linked_splits(splits: dict, gold: bool, linker, kg, config: KnowledgeConfig,
     ``shuffle_splits`` restricts both to some splits (``[test]``: a model trained and selected with correct
     links, evaluated with shuffled ones)."""
     linked = {
-        split: link_segments(records, gold, linker, progress, f"linking {split}") for split, records in splits.items()
+        split: link_segments(
+            records, gold, linker, progress, f"linking {split}", annotations[split] if annotations else None
+        )
+        for split, records in splits.items()
     }
     if config.shuffle_links:
         shuffle_links(linked, kg, config)
@@ -578,17 +616,14 @@ def linked_splits(splits: dict, gold: bool, linker, kg, config: KnowledgeConfig,
     return linked
 
 
-def annotated_splits(splits: dict, annotator, config: KnowledgeConfig, progress: bool) -> dict:
-    """Each split's annotations (NER spans, phrases) per record and text segment. ``shuffle_links`` also moves
-    the same share of the NER spans (KAM's entity map) to other words of their text (``noise.relocate_spans``):
-    the map's blocks then miss the entity mentions, as shuffled links give KnowBERT the wrong entities."""
+def annotated_splits(splits: dict, annotator, progress: bool) -> dict:
+    """Each split's annotations (NER spans, phrases) per record and text segment, as the annotator gives them
+    (``prepare`` relocates NER spans for ``shuffle_links`` after linking: ``relocate_named_entities``)."""
     annotations = {}
     for split, records in splits.items():
         texts = [text for record in records for _, text in text_segments(record)]
         flat = iter(annotator.annotate(texts, progress=progress, description=f"annotating {split}"))
         annotations[split] = [[next(flat) for _ in text_segments(record)] for record in records]
-    if config.shuffle_links:
-        relocate_named_entities(annotations, config)
     return annotations
 
 
@@ -626,14 +661,17 @@ def split_rows(data_module, tokenizer, split: str, records: list, knowledge: dic
     return rows
 
 
-def split_stats(records: list, linked: list, rows: list[dict]) -> dict:
-    """A split's manifest entry: its examples, the share of them linked, the mentions per example."""
+def split_stats(records: list, linked: list, rows: list[dict], kg) -> dict:
+    """A split's manifest entry: its examples, the share of them linked, the mentions per example, and what of the
+    KG reaches them (``knowledge.coverage.split_coverage``)."""
+    from knowledge_lm.knowledge.coverage import split_coverage
     from knowledge_lm.knowledge.linking import coverage
 
     return {
         "examples": len(records),
         "linked_coverage": coverage([sum(segments, []) for segments in linked]),
         "mentions_per_example": sum(len(r["links"]) for r in rows) / len(rows),
+        "coverage": split_coverage(records, linked, kg),
     }
 
 
@@ -663,7 +701,7 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
     derives ``pmi_pairs`` and ``pmi_expansion`` from them (``PmiFeatures``), the same values computing them per
     example from the corpus statistics gives, so the folder holds each pair's PMI once, not once per example.
 
-    Three controls (``linked_splits``, ``annotated_splits``, ``relations_permuted_kg``) corrupt the knowledge
+    Three controls (``linked_splits``, ``relocate_named_entities``, ``relations_permuted_kg``) corrupt the knowledge
     before any feature is computed.
 
     The cache key hashes the split's records, the tokenizer, ``max_length``, the knowledge config and the
@@ -687,14 +725,16 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
     timings["load_s"] = time.time() - clock
 
     clock = time.time()
-    linked = linked_splits(splits, gold, linker, kg, config, progress)
-    timings["linking_s"] = time.time() - clock
-    df = document_frequency([{top_entity(m) for segment in example for m in segment} for example in linked["train"]])
-
-    clock = time.time()
-    annotations = annotated_splits(splits, annotator, config, progress)
+    annotations = annotated_splits(splits, annotator, progress)
     timings["annotation_s"] = time.time() - clock
     timings["annotated_texts"] = sum(len(a) for examples in annotations.values() for a in examples)
+
+    clock = time.time()
+    linked = linked_splits(splits, gold, linker, kg, config, progress, annotations)
+    timings["linking_s"] = time.time() - clock
+    if config.shuffle_links:  # KAM's entity map moved as the links were shuffled; the span linker read them first
+        relocate_named_entities(annotations, config)
+    df = document_frequency([{top_entity(m) for segment in example for m in segment} for example in linked["train"]])
 
     clock = time.time()
     pmi = pmi_statistics(config, splits["train"])
@@ -711,7 +751,7 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
         split: split_rows(data_module, tokenizer, split, records, knowledge, progress)
         for split, records in splits.items()
     }
-    stats = {split: split_stats(records, linked[split], rows_by_split[split]) for split, records in splits.items()}
+    stats = {split: split_stats(records, linked[split], rows_by_split[split], kg) for split, records in splits.items()}
     write_features(folder, rows_by_split, pmi)
     timings["features_s"] = time.time() - clock
     manifest = {

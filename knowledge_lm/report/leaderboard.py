@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from knowledge_lm.core.caches import read_cached_json
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.results import PRETRAINING_DIR, PROBES_DIR, predictions_path, result_files, write_json_atomic
+from knowledge_lm.report.coverage import all_coverage, coverage_files, read_coverage
 from knowledge_lm.report.derived import keeping_derived
 from knowledge_lm.report.frame import (
     degenerate_reason,
@@ -161,7 +162,12 @@ def write_leaderboards(
     out_dir.mkdir(parents=True, exist_ok=True)
     with keeping_derived(results_dir, store=store_derived and not filtered) as derived:
         written = build_pages(
-            pages, out_dir, state, options=(data_dir, backbones, datasets, methods), filtered=filtered
+            pages,
+            out_dir,
+            state,
+            options=(data_dir, backbones, datasets, methods),
+            filtered=filtered,
+            results_dir=results_dir,
         )
         # A dataset whose page was rendered again, beside the README, used every number of it still current: the
         # others are stale. (A page skipped as unchanged looked none up: its dataset's numbers stay.)
@@ -174,10 +180,13 @@ def write_leaderboards(
     return written
 
 
-def build_pages(pages: dict[Path, tuple], out_dir: Path, state: dict, *, options: tuple, filtered: bool) -> list[Path]:
+def build_pages(
+    pages: dict[Path, tuple], out_dir: Path, state: dict, *, options: tuple, filtered: bool, results_dir=None
+) -> list[Path]:
     """Render each of ``pages`` (``planned_pages``) whose fingerprint is not the one ``state`` recorded, with a
     progress bar; records the new fingerprints in ``state``. Returns the pages written (an unchanged one is
-    skipped). ``options``: the build's data directory, backbones, datasets and methods."""
+    skipped). ``options``: the build's data directory, backbones, datasets and methods; ``results_dir``: where the
+    measured knowledge coverage lies (``knowledge_lm.report.coverage``)."""
     data_dir, backbones = options[:2]
     written = []
     with Progress(
@@ -188,13 +197,15 @@ def build_pages(pages: dict[Path, tuple], out_dir: Path, state: dict, *, options
             bar.update(overall, description=f"leaderboards: {page.name}")
             paths = [path for path, _ in inputs] if kind in ("dataset", "glance") else inputs
             inputs_read = page_inputs(name, paths)
+            if results_dir is not None and kind in ("dataset", "glance"):
+                inputs_read += coverage_files(results_dir, name if kind == "dataset" else None)
             fingerprint = page_fingerprint(page, inputs_read, options if filtered else (data_dir, backbones))
             key = str(page.resolve())
             if state.get(key) != fingerprint:
                 if kind == "dataset":  # its figures are all drawn again: none it no longer makes stays behind
                     for figure in (out_dir / "figures").glob(f"{name}-*.png"):
                         figure.unlink()
-                text = render_page(kind, name, inputs, out_dir, data_dir)
+                text = render_page(kind, name, inputs, out_dir, data_dir, results_dir)
                 if text is not None:
                     page.write_text(text)
                     written.append(page)
@@ -222,10 +233,10 @@ def page_frame(inputs: list, data_dir) -> tuple[pd.DataFrame, dict[str, list], d
     return results_frame([result for _, result in inputs], predictions, groups, degenerate), golds, groupings
 
 
-def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir) -> str | None:
+def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir, results_dir=None) -> str | None:
     """The text of one page of ``kind``: ``speed`` from its records, ``lama`` from its probes, ``dataset`` (``name``'s
     page) or ``glance`` (the README over every dataset) from its ``(path, result)`` files (None where they hold no
-    metric)."""
+    metric), with the knowledge coverage measured in ``results_dir``."""
     if kind == "speed":
         from knowledge_lm.report.speed import render_speed
 
@@ -245,5 +256,6 @@ def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir) -> 
     if frame.empty:
         return None
     if kind == "glance":
-        return render_glance(frame, golds, groupings)
-    return render_dataset(name, frame, out_dir / "figures", golds, groupings)
+        return render_glance(frame, golds, groupings, all_coverage(results_dir) if results_dir else None)
+    coverage = read_coverage(results_dir, name) if results_dir else None
+    return render_dataset(name, frame, out_dir / "figures", golds, groupings, coverage)

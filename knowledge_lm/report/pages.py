@@ -47,6 +47,7 @@ from knowledge_lm.report.comparisons import (
     variant_table,
     verdict,
 )
+from knowledge_lm.report.coverage import coverage_section, dataset_untestable, gated, task_untestable
 from knowledge_lm.report.figures import bucket_bars, fraction_curves, spectrum_curves, variant_curves
 from knowledge_lm.report.frame import (
     CELL_COLUMNS,
@@ -207,12 +208,18 @@ def detail_table(frame: pd.DataFrame, task: str) -> list[str]:
 
 
 def comparison_table(
-    frame: pd.DataFrame, task: str, metric: str, golds: dict[str, list], comparisons: dict[tuple, dict]
+    frame: pd.DataFrame,
+    task: str,
+    metric: str,
+    golds: dict[str, list],
+    comparisons: dict[tuple, dict],
+    untestable: str | None = None,
 ) -> list[str]:
     """Each method against the baseline per fraction (``comparisons``: ``page_comparisons``): Δ (mean ± std over
     paired seeds) with its 95 % interval, n, the pairs left out as degenerate, the paired t-test's raw p and its
     Benjamini–Hochberg q, the paired bootstrap's 95 % interval of Δ and (raw, one-sided) p over the test examples
-    (where predictions were kept), and the verdict."""
+    (where predictions were kept), and the verdict (a knowledge method's "no difference" reads ``untestable``, the
+    coverage gate's reason, where there is one)."""
     lines = [
         commits_text(frame[frame.task == task]),
         "",
@@ -245,7 +252,7 @@ def comparison_table(
             lines.append(
                 f"| {method} | {fraction_label(fraction)} | {found['delta']:+.1f}{spread} | {seeds_interval} | "
                 f"{found['n']} | {found['excluded']} | {p_text(found['p'])} | {p_text(found['q'])} | {interval} | "
-                f"{p_boot} | {verdict(found)}{cards_note(found)} |"
+                f"{p_boot} | {gated(verdict(found), method, untestable)}{cards_note(found)} |"
             )
     return lines if len(lines) > 4 else []
 
@@ -502,9 +509,10 @@ def knowledge_used_table(
     return lines if len(lines) > 2 else []
 
 
-def overall_table(tests: PageTests, backbone: str, dataset: str) -> list[str]:
+def overall_table(tests: PageTests, backbone: str, dataset: str, untestable: str | None = None) -> list[str]:
     """Each method against the baseline at 100 %, averaged over the page's tasks per seed (the answer at a glance
-    reads it from here); nothing on a page of one task, where the glance reads the task's own comparison."""
+    reads it from here); nothing on a page of one task, where the glance reads the task's own comparison. A knowledge
+    method's "no difference" reads ``untestable`` (the coverage gate's reason for the dataset) where there is one."""
     found_by_method = {method: found for (b, method), found in sorted(tests.overall.items()) if b == backbone}
     if not found_by_method:
         return []
@@ -520,8 +528,8 @@ def overall_table(tests: PageTests, backbone: str, dataset: str) -> list[str]:
         interval = MISSING if found["interval"] is None else interval_text(found["interval"])
         lines.append(
             f"| {method} | {', '.join(found['tasks'])} | {found['delta']:+.1f}{significance_mark(found)} | "
-            f"{interval} | {found['n']} | {p_text(found['p'])} | {p_text(found['q'])} | {verdict(found)}"
-            f"{cards_note(found)} |"
+            f"{interval} | {found['n']} | {p_text(found['p'])} | {p_text(found['q'])} | "
+            f"{gated(verdict(found), method, untestable)}{cards_note(found)} |"
         )
     return lines + [""]
 
@@ -651,6 +659,14 @@ class DatasetPage:
     references: list[dict]
     tests: PageTests
     families: dict[tuple[str, str], list[str]]
+    coverage: dict | None = None  # results/coverage/<dataset>.json (``knowledge_lm.report.coverage``)
+
+    def untestable(self, task: str | None = None) -> str | None:
+        """The coverage gate's reason for the dataset (or ``task``), None where it passes or was not measured."""
+        if task is None:
+            return dataset_untestable(self.coverage)
+        measured = ((self.coverage or {}).get("tasks") or {}).get(task)
+        return task_untestable(measured) if measured else None
 
 
 @dataclass
@@ -666,8 +682,9 @@ class TaskCells:
     varied: pd.DataFrame
 
 
-def dataset_page(dataset, frame, figures_dir, golds, groupings) -> DatasetPage:
-    """The page's cells of the current protocol and the tests they take part in."""
+def dataset_page(dataset, frame, figures_dir, golds, groupings, coverage=None) -> DatasetPage:
+    """The page's cells of the current protocol and the tests they take part in; ``coverage``: the dataset's
+    measured knowledge coverage, where there is one."""
     frame, older = current_protocol(frame)
     dataset_class = DATASETS.get(dataset)
     tasks = [task for task in dataset_class.tasks if task in set(frame["task"])]
@@ -700,6 +717,7 @@ def dataset_page(dataset, frame, figures_dir, golds, groupings) -> DatasetPage:
         load_references(dataset),
         tests,
         families,
+        coverage,
     )
 
 
@@ -724,6 +742,11 @@ def header_section(page: DatasetPage) -> list[str]:
         *dropped_cells(frame),
         *pretraining_runs(frame),
     ]
+
+
+def coverage_page_section(page: DatasetPage) -> list[str]:
+    """What of the KG reached the knowledge methods on each task, and the gate their verdicts pass or not."""
+    return coverage_section(page.coverage)
 
 
 def family_sections(page: DatasetPage) -> list[str]:
@@ -757,7 +780,7 @@ def main_tables(page: DatasetPage, backbone: str, plain: pd.DataFrame) -> list[s
     shown = paper_only_tasks(page.dataset_class, page.tasks, plain, page.references)
     out = main_table(plain, page.tasks + shown, page.main_metric, page.references, page.tests.baseline)
     out.append("")
-    out += overall_table(page.tests, backbone, page.dataset)
+    out += overall_table(page.tests, backbone, page.dataset, page.untestable())
     if shown:
         out += [
             f"Columns of {', '.join(shown)} hold only the papers' numbers: we have no results on that task "
@@ -865,7 +888,9 @@ def baseline_section(page: DatasetPage, cells: TaskCells) -> list[str]:
     """Each method against the baseline, paired by seed."""
     if not (cells.plain.task == cells.task).any():
         return []
-    compared = comparison_table(cells.plain, cells.task, cells.metric, page.golds, page.tests.baseline)
+    compared = comparison_table(
+        cells.plain, cells.task, cells.metric, page.golds, page.tests.baseline, page.untestable(cells.task)
+    )
     if not compared:
         return []
     return [f"### {cells.task}: against the baseline ({cells.metric}, paired by seed)", ""] + compared + [""]
@@ -908,7 +933,14 @@ TASK_SECTIONS = (
     all_metrics_section,
 )
 # A dataset page's sections, in order.
-PAGE_SECTIONS = (header_section, family_sections, notes_section, backbone_sections, provenance_section)
+PAGE_SECTIONS = (
+    header_section,
+    coverage_page_section,
+    family_sections,
+    notes_section,
+    backbone_sections,
+    provenance_section,
+)
 
 
 def render_dataset(
@@ -917,11 +949,12 @@ def render_dataset(
     figures_dir: Path | None = None,
     golds: dict[str, list] | None = None,
     groupings: dict[str, list[str]] | None = None,
+    coverage: dict | None = None,
 ) -> str:
     """``dataset``'s page, its sections (``PAGE_SECTIONS``) in order; ``golds``: the gold answers of the kept
     predictions in ``frame``, by their sha256; ``groupings``: their examples' groups (``kept_groups``), by their
-    sha256."""
-    page = dataset_page(dataset, frame, figures_dir, golds or {}, groupings or {})
+    sha256; ``coverage``: its measured knowledge coverage (``knowledge_lm.report.coverage``)."""
+    page = dataset_page(dataset, frame, figures_dir, golds or {}, groupings or {}, coverage)
     return "\n".join(line for section in PAGE_SECTIONS for line in section(page))
 
 

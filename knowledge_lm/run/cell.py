@@ -332,7 +332,7 @@ def train_cell(
         data_dir=data_dir,
         dataset_options=dataset_options,
     )
-    dataset_options = method_dataset_options(cell.method, dataset_options)
+    dataset_options = method_dataset_options(cell.method, dataset_options, cell.dataset)
 
     precision = resolve_precision(train.precision)
     trainer = cell_trainer(cell, train, budget, precision, run_dir=run_dir, results_dir=results_dir, progress=progress)

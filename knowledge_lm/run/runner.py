@@ -36,6 +36,7 @@ from knowledge_lm.core.results import (
     supersede,
     write_failure,
 )
+from knowledge_lm.knowledge.coverage import coverage_line
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.run.claims import CLAIMED_EXIT, INTERRUPTED_EXIT, describe, is_stale, read_claim
 from knowledge_lm.run.config import Sweep
@@ -482,15 +483,13 @@ def prepare_knowledge(
                     **dataset_options,
                 )
                 manifest = prepare(data, tokenizer, config, data.cache_dir, progress=progress)
-                coverage = ", ".join(
-                    f"{split} {stats['linked_coverage']:.1%}" for split, stats in manifest["splits"].items()
-                )
                 console.print(
                     f"{sweep.dataset}/{task}{f' [{variant}]' if variant else ''}: knowledge features in "
                     f"{time.time() - started:.1f} s (first build {manifest['total_s']:.1f} s); "
-                    f"{'gold' if manifest['gold_links'] else 'alias-table'} links, "
-                    f"examples with ≥1 linked entity: {coverage}"
+                    f"{'gold' if manifest['gold_links'] else 'alias-table'} links"
                 )
+                for split, stats in manifest["splits"].items():
+                    console.print(f"  {split}: {coverage_line(stats.get('coverage'), stats['linked_coverage'])}")
 
 
 @dataclass

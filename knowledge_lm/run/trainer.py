@@ -133,12 +133,16 @@ def training_logger(name: str, log_dir: Path, run_name: str):
     return None
 
 
-def method_dataset_options(method: str, dataset_options: dict | None) -> dict:
+def method_dataset_options(method: str, dataset_options: dict | None, dataset: str | None = None) -> dict:
     """The data module's options for ``method``: a knowledge method's data joins the prepared features (those of
-    the default knowledge options unless ``dataset_options`` names others)."""
+    the default knowledge options unless ``dataset_options`` names others). On a dataset whose labels are KG facts
+    the knowledge options name ``keep_answers`` (False by default), so a result records whether its KG held the
+    answers (results from before the answers were removed record no such option)."""
     options = dict(dataset_options or {})
     if getattr(METHODS.get(method), "needs_knowledge", False):
-        options.setdefault("knowledge", {})
+        options["knowledge"] = dict(options.get("knowledge") or {})
+        if dataset is not None and getattr(DATASETS.get(dataset), "labels_are_kg_facts", False):
+            options["knowledge"].setdefault("keep_answers", False)
     return options
 
 
@@ -180,7 +184,7 @@ def build_model_and_data(
     (default: the budget's) and compiled where ``train`` says, and ``train`` as resolved for this cell
     (``compile="auto"`` made concrete)."""
     method_class = METHODS.get(method)
-    options = method_dataset_options(method, dataset_options)
+    options = method_dataset_options(method, dataset_options, dataset)
     data = DATASETS.get(dataset)(
         task=task,
         tokenizer=tokenizer,
