@@ -27,7 +27,9 @@ from knowledge_lm.run.config import EXECUTION_SETTINGS, Sweep, TrainConfig
 
 # Defaults that results stored before cells recorded their identity were trained under, where today's differ:
 # setting (as an identity key) → the value such a result had without naming it.
-DEFAULTS_BEFORE_IDENTITY: dict[str, object] = {}
+DEFAULTS_BEFORE_IDENTITY: dict[str, object] = {
+    "knowledge.keep_answers": True,  # the KG held the evaluation examples' answers until they were removed
+}
 DATA_PREFIX = "data."
 
 
@@ -79,6 +81,8 @@ def dataset_identity(dataset: str, method: str, options: dict) -> dict:
     identity = {f"dataset.{name}": value for name, value in _RESOLVED[key].items()}
     if METHODS.class_attribute(method, "needs_knowledge"):
         resolved = dataclasses.asdict(KnowledgeConfig.from_dict(knowledge))
+        if not DATASETS.class_attribute(dataset, "labels_are_kg_facts"):
+            del resolved["keep_answers"]  # no answers to keep: its KG is the same either way
         identity.update({f"knowledge.{name}": value for name, value in resolved.items()})
     return identity
 
