@@ -18,6 +18,7 @@ from knowledge_lm.cli.arguments import (
     print_written_leaderboards,
     sweeps_from_args,
 )
+from knowledge_lm.core.backbones import BUILT_IN
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.run.config import (
     check_data_dir,
@@ -135,7 +136,7 @@ def check_backbone_weights(name: str) -> None:
     """A local backbone's weights readable: the header of a ``model.safetensors``, the archive of a
     ``pytorch_model.bin``; else a one-line error before any cell starts (the packaged and hub backbones are checked
     as they load)."""
-    if name in ("tiny", "minilm"):
+    if name in BUILT_IN:
         return
     folder = Path(name).expanduser()
     if not folder.is_dir():

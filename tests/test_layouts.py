@@ -1,0 +1,121 @@
+"""Every method on the common encoder layouts: a tiny random BERT, MPNet and RoBERTa (``core.backbones``'
+``TINY_BACKBONES``) each train two steps of every method; ERICA pretrains two steps (and its MLM-only control)."""
+
+import json
+
+import pytest
+import torch
+
+from knowledge_lm.core.backbones import TINY_BACKBONES, load_backbone
+from knowledge_lm.core.errors import KlmError
+from knowledge_lm.data.generated import GeneratedDataModule
+from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
+
+SIZES = {"train_size": 16, "dev_size": 4, "test_size": 4}
+TINY = tuple(TINY_BACKBONES)  # tiny (BERT), tiny-mpnet, tiny-roberta
+
+
+@pytest.fixture(scope="module")
+def prepared_cache(tmp_path_factory, tokenizer):
+    cache = tmp_path_factory.mktemp("layouts-cache")
+    data = GeneratedDataModule(tokenizer=tokenizer, cache_dir=cache, max_length=32, **SIZES)
+    prepare(data, tokenizer, KnowledgeConfig(kg_embeddings=True), cache, progress=False)
+    return cache
+
+
+@pytest.mark.parametrize("backbone", TINY)
+def test_the_tiny_backbones_are_their_families(backbone):
+    encoder, _, info = load_backbone(backbone, seed=0)
+    assert encoder.config.model_type == TINY_BACKBONES[backbone] and info.name == backbone
+    assert not any("pooler" in name for name, _ in encoder.named_parameters())  # unused: DDP refuses it
+
+
+@pytest.mark.parametrize("backbone", TINY)
+@pytest.mark.parametrize("expansion_k", [0, 2])
+def test_kam_at_alpha_zero_without_skip_is_the_backbone_exactly(backbone, expansion_k, tokenizer):
+    """On every layout (MPNet: its relative position bias and output projection kept), α = 0 without the skip
+    gives the backbone's states; with expansion words, text 0 attends to its own and text 1 (none) is unmoved."""
+    from test_kam import batch
+
+    from knowledge_lm.methods.kam import Kam
+
+    encoder, _, _ = load_backbone(backbone, attn_implementation="eager", seed=0)
+    inputs = batch(tokenizer)
+    with torch.no_grad():
+        plain = encoder.eval()(**{k: v for k, v in inputs.items() if k != "knowledge"}).last_hidden_state
+        model = Kam(encoder, GeneratedDataModule.spec("facts"), alpha=0.0, skip=False, expansion_k=expansion_k)
+        states = model.eval().encode(inputs)
+    torch.testing.assert_close(states[1], plain[1], atol=1e-5, rtol=0)
+    assert (states[0] - plain[0]).abs().max() > 1e-4 if expansion_k else torch.equal(states, plain)
+
+
+METHODS = [
+    ("baseline", {}),
+    ("kg-text", {}),
+    ("bert+sr", {}),
+    ("kam", {"expansion_k": 2}),
+    ("kam+si", {}),
+    ("knowbert", {"kar_layer": 0}),
+    ("knowbert+si+sr", {"kar_layer": 0}),
+]
+
+
+@pytest.mark.parametrize("backbone", TINY)
+@pytest.mark.parametrize("method, options", METHODS, ids=[method for method, _ in METHODS])
+def test_every_method_trains_two_steps_on_every_layout(method, options, backbone, prepared_cache, tmp_path):
+    from knowledge_lm.core.results import Cell
+    from knowledge_lm.run.cell import run_cell
+    from knowledge_lm.run.config import TrainConfig
+
+    train = TrainConfig(batch_size=8, max_steps=2, evaluations=1, max_length=32, method_options=options)
+    result = run_cell(
+        Cell(method, "generated", "facts", 1.0, 1, backbone),
+        train,
+        results_dir=tmp_path / "r",
+        runs_dir=tmp_path / "runs",
+        dataset_options={**SIZES, "cache_dir": str(prepared_cache), "knowledge": {"kg_embeddings": True}},
+        progress=False,
+    )
+    assert result["backbone"]["name"] == backbone and "accuracy" in result["metrics"]["test"]
+
+
+@pytest.mark.parametrize("backbone", TINY)
+def test_erica_pretrains_two_steps_with_its_mlm_only_control_and_fine_tunes(backbone, prepared_cache, tmp_path):
+    """ERICA's pretraining (its own MLM head, as for MiniLM, which has none) and its MLM-only control, two steps
+    each from one corpus; the ERICA checkpoint then trains a cell two steps."""
+    from test_erica import TRIPLES, toy_document
+
+    from knowledge_lm.core.results import Cell
+    from knowledge_lm.methods.erica import build_corpus
+    from knowledge_lm.run.cell import run_cell
+    from knowledge_lm.run.config import TrainConfig
+    from knowledge_lm.run.pretraining import pretrain_erica
+
+    corpus = build_corpus([toy_document(f"d{i}") for i in range(4)], TRIPLES, relation_names={"P17": "country"})
+    for objectives, losses in (("erica", {"ed", "rd", "mlm"}), ("erica-mlm-only", {"mlm"})):
+        model, tokenizer, _ = load_backbone(backbone, seed=0)
+        out = tmp_path / objectives
+        pretrain_erica(corpus, model, tokenizer, steps=2, output_dir=out, batch_size=4, objectives=objectives)
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["steps"] == 2 and set(manifest["final_losses"]) == losses
+    train = TrainConfig(batch_size=8, max_steps=2, evaluations=1, max_length=32)
+    result = run_cell(
+        Cell("erica", "generated", "facts", 1.0, 1, str(tmp_path / "erica")),
+        train,
+        results_dir=tmp_path / "r",
+        runs_dir=tmp_path / "runs",
+        dataset_options={**SIZES, "cache_dir": str(prepared_cache)},
+        progress=False,
+    )
+    assert "accuracy" in result["metrics"]["test"]
+
+
+def test_a_layout_kam_cannot_replace_fails_in_one_line_naming_it():
+    from transformers import DistilBertConfig, DistilBertModel
+
+    from knowledge_lm.methods.kam import Kam
+
+    config = DistilBertConfig(vocab_size=64, dim=32, n_layers=1, n_heads=2, hidden_dim=64, attn_implementation="eager")
+    encoder = DistilBertModel(config)
+    with pytest.raises(KlmError, match="kam: the 'distilbert' encoder layout is not supported"):
+        Kam(encoder, GeneratedDataModule.spec("facts"))
