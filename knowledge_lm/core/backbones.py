@@ -291,9 +291,10 @@ def resolve_backbone(name: str) -> tuple[str | Path, str | None, str]:
         path = packaged_path(name)
         checksum = weights_checksum(path)
         if checksum != PACKAGED_CHECKSUMS[name]:
+            assembled = " (remove the folder to assemble it again)" if name == "mpnet-base" else ""
             raise KlmError(
                 f"backbone {name!r} at {path}: weights checksum {checksum} differs from the packaged "
-                f"{PACKAGED_CHECKSUMS[name]}"
+                f"{PACKAGED_CHECKSUMS[name]}{assembled}"
             )
         return path, checksum, name
     if Path(name).expanduser().is_dir():
