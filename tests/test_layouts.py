@@ -23,11 +23,15 @@ def prepared_cache(tmp_path_factory, tokenizer):
     return cache
 
 
-@pytest.mark.parametrize("backbone", TINY)
-def test_the_tiny_backbones_are_their_families(backbone):
+@pytest.mark.parametrize("backbone, first_position", [("tiny", 0), ("tiny-mpnet", 2), ("tiny-roberta", 1)])
+def test_the_tiny_backbones_are_their_families(backbone, first_position):
+    from knowledge_lm.core.backbones import token_positions
+
     encoder, _, info = load_backbone(backbone, seed=0)
     assert encoder.config.model_type == TINY_BACKBONES[backbone] and info.name == backbone
     assert not any("pooler" in name for name, _ in encoder.named_parameters())  # unused: DDP refuses it
+    # RoBERTa's and MPNet's position tables start after their padding row (tiny-roberta pads with id 0)
+    assert token_positions(encoder).start == first_position and token_positions(encoder).stop in (512, 514)
 
 
 @pytest.mark.parametrize("backbone", TINY)

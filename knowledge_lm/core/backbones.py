@@ -307,7 +307,7 @@ def resolve_backbone(name: str) -> tuple[str | Path, str | None, str]:
     if offline():
         raise KlmError(
             f"backbone {name!r} is neither a local directory nor loadable offline; "
-            "use --backbone minilm (packaged), tiny, or a local model directory"
+            "use --backbone minilm or mpnet-base (packaged), tiny, or a local model directory"
         )
     return name, None, name
 
@@ -398,7 +398,7 @@ def read_backbone(name: str, attn_implementation: str | None, seed: int):
         except (OSError, ValueError) as error:
             raise KlmError(
                 f"cannot load backbone {name!r} ({str(error).splitlines()[0]}); offline, use --backbone "
-                "minilm (packaged), tiny, or a local model directory"
+                "minilm or mpnet-base (packaged), tiny, or a local model directory"
             ) from None
         info = BackboneInfo(label, str(path), checksum, pretrained_from=pretrained_from(path))
     model.float()
@@ -471,6 +471,14 @@ def encoder_layout(encoder, method: str) -> EncoderLayout:
     if family not in LAYOUTS:
         raise KlmError(f"{method}: the {family!r} encoder layout is not supported (supported: {', '.join(LAYOUTS)})")
     return LAYOUTS[family]
+
+
+def token_positions(encoder) -> range | None:
+    """The position ids ``encoder`` embeds tokens at: RoBERTa's and MPNet's tables start after their padding
+    row, BERT's at 0; None where the config names no table size."""
+    size = getattr(encoder.config, "max_position_embeddings", None)
+    padding_idx = getattr(getattr(encoder, "embeddings", None), "padding_idx", None)
+    return None if size is None else range(0 if padding_idx is None else padding_idx + 1, size)
 
 
 def encoder_layers(encoder):

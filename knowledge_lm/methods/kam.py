@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from knowledge_lm.core.backbones import LAYOUTS, EncoderLayout, encoder_layers, encoder_layout
+from knowledge_lm.core.backbones import LAYOUTS, EncoderLayout, encoder_layers, encoder_layout, token_positions
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.registry import register_method
 from knowledge_lm.knowledge.kg import KnowledgeGraph
@@ -729,11 +729,9 @@ class Kam(TaskModel):
             return None
         device = real.device
         embeddings = self.encoder.embeddings
-        # Right after each example's last real token; RoBERTa-style tables start counting after padding_idx.
-        padding_idx = getattr(embeddings, "padding_idx", None)
-        first = 0 if padding_idx is None else padding_idx + 1
-        positions = (real.sum(1, keepdim=True) + torch.arange(width, device=device) + first).clamp(
-            max=self.encoder.config.max_position_embeddings - 1
+        table = token_positions(self.encoder)  # right after each example's last real token
+        positions = (real.sum(1, keepdim=True) + torch.arange(width, device=device) + table.start).clamp(
+            max=table.stop - 1
         )
         return embeddings(input_ids=padded, token_type_ids=torch.zeros_like(padded), position_ids=positions)
 
