@@ -114,6 +114,27 @@ def test_erica_pretrains_two_steps_with_its_mlm_only_control_and_fine_tunes(back
     assert "accuracy" in result["metrics"]["test"]
 
 
+@pytest.mark.parametrize("backbone", TINY)
+def test_knowbert_pretrains_two_steps_on_every_layout(backbone, prepared_cache, tmp_path):
+    """KnowBERT's knowledge pretraining (MLM through the KAR hook, and the linking loss), with its own MLM head."""
+    from knowledge_lm.run.pretraining import knowbert_checkpoint
+
+    out = knowbert_checkpoint(
+        "generated",
+        tmp_path / "knowbert",
+        backbone=backbone,
+        steps=2,
+        batch_size=8,
+        max_length=32,
+        cache_dir=prepared_cache,
+        dataset_options=SIZES,
+        progress=False,
+        kar_layer=0,
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["steps"] == 2 and set(manifest["final_losses"]) == {"mlm", "linking"}
+
+
 def test_a_layout_kam_cannot_replace_fails_in_one_line_naming_it():
     from transformers import DistilBertConfig, DistilBertModel
 
