@@ -1,5 +1,6 @@
 """Every method on the common encoder layouts: a tiny random BERT, MPNet and RoBERTa (``core.backbones``'
-``TINY_BACKBONES``) each train two steps of every method; ERICA pretrains two steps (and its MLM-only control)."""
+``TINY_BACKBONES``) each train two steps of every method; ERICA (and its MLM-only control) and KnowBERT pretrain
+two steps. And ``mpnet-base``: joined from its five PyPI parts, planned without them."""
 
 import json
 
