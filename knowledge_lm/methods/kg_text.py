@@ -18,6 +18,7 @@ from typing import Iterable, Iterator
 import torch
 from torch.nn import functional as F
 
+from knowledge_lm.core.backbones import token_positions
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.registry import register_method
 from knowledge_lm.knowledge.kg import INSTANCE_OF, Entity, KnowledgeGraph
@@ -379,7 +380,8 @@ class KgText(TaskModel):
                 "kg-text: the tokenizer pads on the left; the facts are written after the text, which "
                 "needs padding on the right"
             )
-        positions = getattr(self.encoder.config, "max_position_embeddings", None)
+        table = token_positions(self.encoder)
+        positions = None if table is None else len(table)
         if positions is not None and data.max_length + self.fact_tokens + 1 > positions:
             raise KlmError(
                 f"kg-text: max_length {data.max_length} + fact_tokens {self.fact_tokens} + [SEP] exceed the "

@@ -7,7 +7,7 @@ import math
 import typing
 from pathlib import Path
 
-from knowledge_lm.core.backbones import WEIGHT_FILES, check_backbone
+from knowledge_lm.core.backbones import BUILT_IN, WEIGHT_FILES, check_backbone
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.options import coerce_option, option_kinds
 from knowledge_lm.core.registry import DATASETS
@@ -108,7 +108,7 @@ def check_backbone_ready(name: str) -> None:
     import zipfile
 
     check_backbone(name)
-    if name in ("tiny", "minilm"):
+    if name in BUILT_IN:
         return
     folder = Path(name).expanduser()
     if not folder.is_dir():

@@ -190,8 +190,10 @@ def render_attention(
         kam.load_kg(KnowledgeGraph.load(Path(kg_dir).expanduser()))
     inputs = dict(tokenizer(text, truncation=True, max_length=max_length, return_tensors="pt"))
     encoder_inputs = {name: inputs[name] for name in ENCODER_INPUTS if name in inputs}
+    self_attention = getattr(encoder_layers(baseline)[layer].attention, kam.kam_layers[layer].layout.self_attention)
+    # MPNet's self-attention returns its probabilities only when asked
     plain = layer_attention(
-        lambda batch: baseline(**batch), encoder_layers(baseline)[layer].attention.self, encoder_inputs, layer, head
+        lambda batch: baseline(**batch, output_attentions=True), self_attention, encoder_inputs, layer, head
     )
     knowledgeable = layer_attention(
         kam.encode, kam.kam_layers[layer], {**encoder_inputs, "knowledge": [features]}, layer, head

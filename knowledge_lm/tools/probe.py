@@ -19,7 +19,7 @@ import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 from transformers.utils import logging as transformers_logging
 
-from knowledge_lm.core.backbones import resolve_backbone
+from knowledge_lm.core.backbones import TINY_BACKBONES, resolve_backbone
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import resolve_data_dir
 from knowledge_lm.data.lama import MASK, load_lama
@@ -33,7 +33,7 @@ NO_MLM_HEAD = (
 def load_masked_lm(backbone_name: str):
     """``(model, tokenizer, where)`` of a checkpoint with a trained masked-LM head, in eval mode."""
 
-    if backbone_name == "tiny":  # randomly initialised, encoder only
+    if backbone_name in TINY_BACKBONES:  # randomly initialised, encoder only
         raise KlmError(NO_MLM_HEAD.format(name=backbone_name))
     path, checksum, label = resolve_backbone(backbone_name)
     transformers_logging.set_verbosity_error()
