@@ -34,6 +34,7 @@ from knowledge_lm.report.frame import (
     kept_run,
     p_text,
     page_rows,
+    rows_where,
     seed_cells,
 )
 from knowledge_lm.report.protocol import comparable, recipe_cells
@@ -225,7 +226,7 @@ def page_comparisons(frame: pd.DataFrame, metrics: dict[str, str], correct: bool
     found = {}
     plain = frame[frame.variant == ""]
     for (backbone, method, fraction, task), _ in plain.groupby(["backbone", "method", "fraction", "task"]):
-        compared = paired_comparison(plain[plain.backbone == backbone], method, fraction, task, metrics[task])
+        compared = paired_comparison(rows_where(plain, backbone=backbone), method, fraction, task, metrics[task])
         if compared is not None:
             found[backbone, method, fraction, task] = compared
     if correct:
