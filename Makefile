@@ -50,11 +50,14 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The suite over every core (pytest-xdist); a test file's tests stay on one worker (module fixtures start once).
+TEST_ARGS := -n auto --dist loadfile
+
 test: lint
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q $(TEST_ARGS) -m "not slow"
 
 test-all: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(TEST_ARGS)
 
 clean:
 	rm -rf runs .cache
