@@ -343,6 +343,11 @@ def rows_where(frame: pd.DataFrame, **equal) -> pd.DataFrame:
     return frame_memo(frame, ("rows", columns, values), lambda: frame.iloc[positions])
 
 
+def cell_rows(cells: pd.DataFrame) -> list[tuple]:
+    """``cells``' rows as named tuples (``DataFrame.itertuples``), made once per frame (``frame_memo``)."""
+    return frame_memo(cells, ("itertuples",), lambda: list(cells.itertuples()))
+
+
 FRAME_MEMOS: dict[int, dict] = {}  # id(frame) → what was made of it (``frame_memo``)
 
 
