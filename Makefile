@@ -71,11 +71,14 @@ lint: install ## ruff check and ruff format --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The suite over every core (pytest-xdist); a test file's tests stay on one worker (module fixtures start once).
+TEST_ARGS := -n auto --dist loadfile
+
 test: lint ## lint, then the tests (those marked slow left out): what CI runs
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q $(TEST_ARGS) -m "not slow"
 
 test-all: lint ## lint, then every test, the slow ones too
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(TEST_ARGS)
 
 clean: ## remove runs/ and .cache/ (the results store stays)
 	rm -rf runs .cache

@@ -1,4 +1,5 @@
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,20 @@ def tokenizer():
 def isolated_cache(tmp_path_factory, monkeypatch):
     """Every test session tokenizes into its own cache, never the user's."""
     monkeypatch.setenv("KLM_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "klm-cache"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def own_temporary_folder(tmp_path_factory):
+    """The session (each pytest-xdist worker its own) keeps its temporary files in a folder of its own, as do the
+    processes it starts: a `klm serve` one worker's test starts listens there (``socket_path``), unseen by the klm
+    commands of another worker's tests, which would hand their work to it."""
+    folder = tmp_path_factory.mktemp("tmp")
+    previous = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    yield folder
+    if previous is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = previous
+    tempfile.tempdir = None

@@ -91,6 +91,7 @@ def test_fused_sdpa_step_runs_a_kernel_vmap_batches(script):
     assert losses.shape == (2,) and torch.isfinite(losses).all()
 
 
+@pytest.mark.slow  # about 25 s on 2 cores: two spawned processes import torch (the fused path is tested above)
 def test_packed_seeds_run_as_processes_at_once(script, monkeypatch):
     monkeypatch.syspath_prepend(str(SCRIPT.parent))  # a spawned process imports the script by its module name
     args = script.parse_args(["--tiny", "--seeds", "2", "--warmup", "1", "--steps", "1", "--packed", "--device", "cpu"])
@@ -100,6 +101,7 @@ def test_packed_seeds_run_as_processes_at_once(script, monkeypatch):
         script.parse_args(["--tiny", "--mps"])
 
 
+@pytest.mark.slow  # about 20 s on 2 cores: two spawned processes import torch, then fail
 def test_a_crashed_packed_seed_fails_the_run_instead_of_hanging(script, monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(SCRIPT.parent))
     args = script.parse_args(["--tiny", "--seeds", "2", "--warmup", "1", "--steps", "1", "--packed", "--device", "cpu"])

@@ -477,6 +477,7 @@ def test_kam_si_collated_batches_train_as_per_example_features(tokenizer):
     assert torch.equal(*states)
 
 
+@pytest.mark.slow  # about 20 s on 2 cores: inductor builds C++ kernels; the eager KAM is tested above
 def test_compiled_kam_matches_eager(tokenizer):
     """``compile=true``: the mix is one compiled function for every layer (the layers' shared state stays outside
     it) and the parts after the attention compile as plain modules; the states match the eager ones."""

@@ -28,6 +28,7 @@ def small_sweep(**train):
     )
 
 
+@pytest.mark.slow  # about 50 s on 2 cores: a cell process killed, two cells run; test_interrupts resumes in-process
 def test_killed_cell_resumes_and_nothing_runs_twice(tmp_path):
     results, runs = tmp_path / "results", tmp_path / "runs"
     sweep = small_sweep(epochs=8, checkpoint_every_steps=7)

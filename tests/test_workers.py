@@ -97,6 +97,7 @@ def test_a_failing_cell_and_a_killed_worker_are_recorded_and_the_sweep_goes_on(t
     assert cell_state(last, results, runs) == "done"  # on the worker started again
 
 
+@pytest.mark.slow  # about 25 s on 2 cores: a worker process imports torch and trains two sweeps' cells
 def test_sweeps_sharing_a_pool_run_in_its_workers_which_outlive_each_sweep(tmp_path):
     """A ``--table``'s configs share one set of workers: the second sweep's cell runs in the worker that ran the
     first's, which imported once."""

@@ -30,10 +30,12 @@ from knowledge_lm.report.frame import (
     MISSING,
     by_seed,
     cards_note,
+    cell_rows,
     interval_text,
     kept_run,
     p_text,
     page_rows,
+    rows_where,
     seed_cells,
 )
 from knowledge_lm.report.protocol import comparable, recipe_cells
@@ -225,7 +227,7 @@ def page_comparisons(frame: pd.DataFrame, metrics: dict[str, str], correct: bool
     found = {}
     plain = frame[frame.variant == ""]
     for (backbone, method, fraction, task), _ in plain.groupby(["backbone", "method", "fraction", "task"]):
-        compared = paired_comparison(plain[plain.backbone == backbone], method, fraction, task, metrics[task])
+        compared = paired_comparison(rows_where(plain, backbone=backbone), method, fraction, task, metrics[task])
         if compared is not None:
             found[backbone, method, fraction, task] = compared
     if correct:
@@ -476,7 +478,7 @@ def family_score(
     the same draw for every seed (``knowledge_lm.report.bootstrap.bootstrap_interval``), and for accuracy
     ``chance``: the share of the group's most frequent gold label. None where a seed has neither."""
     values = []
-    for cell in cells.itertuples():
+    for cell in cell_rows(cells):
         if isinstance(cell.by_group, dict) and metric in cell.by_group.get(group, {}):
             values.append(cell.by_group[group][metric])
         elif cell.predictions and cell.groups_sha256 and group in groupings[cell.groups_sha256]:
@@ -531,7 +533,7 @@ def seed_score(
 def seed_scores(cells: pd.DataFrame, groups, **scoring) -> pd.Series | None:
     """``seed_score`` of each of ``cells`` (``scoring``: its keyword arguments), indexed by seed; None where a cell
     has none."""
-    values = [seed_score(cell, groups, **scoring) for cell in cells.itertuples()]
+    values = [seed_score(cell, groups, **scoring) for cell in cell_rows(cells)]
     if any(value is None for value in values):
         return None
     return pd.Series(values, index=list(cells["seed"]), dtype=float)
@@ -540,7 +542,7 @@ def seed_scores(cells: pd.DataFrame, groups, **scoring) -> pd.Series | None:
 def family_chance(cells: pd.DataFrame, group: str, golds: dict[str, list], groupings: dict[str, list[str]]):
     """The share of ``group``'s most frequent gold label (× 100), from the first of ``cells`` that kept predictions
     and groups; None where none did."""
-    for cell in cells.itertuples():
+    for cell in cell_rows(cells):
         if cell.predictions and cell.groups_sha256 and group in groupings[cell.groups_sha256]:
             gold, members = golds[cell.gold_sha256], members_of(groupings[cell.groups_sha256], {group})
             labels = Counter(json.dumps(gold[i], sort_keys=True) for i in members)
@@ -700,12 +702,15 @@ def knowledge_test(
     if not seeds:
         return None
     scoring = {"dataset": dataset, "task": task, "metric": metric, "golds": golds, "groupings": groupings}
-    mine, theirs = (
-        seed_scores(cells.set_index("seed").loc[seeds].reset_index(), groups, **scoring) for cells in (ours, control)
-    )
+    mine, theirs = (seed_scores(at_seeds(cells, seeds), groups, **scoring) for cells in (ours, control))
     if mine is None or theirs is None:
         return None
     return {**delta_test(mine - theirs), "cards": seed_cards(pd.concat([ours, control]), seeds)}
+
+
+def at_seeds(cells: pd.DataFrame, seeds: list) -> pd.DataFrame:
+    """``cells`` (one row per seed) at ``seeds``, in their order: ``cells`` itself where those are its seeds."""
+    return cells if list(cells["seed"]) == list(seeds) else cells.set_index("seed").loc[seeds].reset_index()
 
 
 def knowledge_verdict(found: dict) -> str:

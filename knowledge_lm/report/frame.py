@@ -8,7 +8,8 @@ is at chance while the baseline solves it (``DEGENERATE_RULE``, ``family_at_chan
 method, fraction, task, metric and seed, and ordered for a page: each method followed by its sweep variants.
 """
 
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -311,18 +312,56 @@ def by_seed(
     frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, *, column: str = "value"
 ) -> pd.Series:
     """``column`` of one method's cells at a fraction, task and metric, indexed by seed."""
-    rows = frame[
-        (frame.method == method) & (frame.fraction == fraction) & (frame.task == task) & (frame.metric == metric)
-    ]
-    return rows.set_index("seed")[column]
+    return frame_memo(
+        frame,
+        ("by_seed", method, fraction, task, metric, column),
+        lambda: rows_where(frame, method=method, fraction=fraction, task=task, metric=metric).set_index("seed")[column],
+    )
 
 
 def seed_cells(frame: pd.DataFrame, method: str, variant: str, fraction: float, metric: str) -> pd.DataFrame:
     """``method``'s cells of sweep ``variant`` ("" for none) at ``fraction`` with their ``metric``, one row per seed."""
-    rows = frame[
-        (frame.method == method) & (frame.variant == variant) & (frame.fraction == fraction) & (frame.metric == metric)
-    ]
-    return rows.sort_values("seed").drop_duplicates("seed")
+    rows = rows_where(frame, method=method, variant=variant, fraction=fraction, metric=metric)
+    if rows["seed"].is_monotonic_increasing and rows["seed"].is_unique:
+        return rows  # already one row per seed in order (as every empty set of rows is)
+    key = ("seed_cells", method, variant, fraction, metric)
+    return frame_memo(frame, key, lambda: rows.sort_values("seed").drop_duplicates("seed"))
+
+
+def rows_where(frame: pd.DataFrame, **equal) -> pd.DataFrame:
+    """``frame``'s rows whose columns hold ``equal``'s values, in ``frame``'s order: ``frame[(frame.a == a) & ...]``,
+    found in an index of ``frame`` by those columns (``frame_memo``)."""
+    columns, values = tuple(equal), tuple(equal.values())
+
+    def index() -> dict[tuple, list[int]]:
+        found = frame.groupby(list(columns), sort=False).indices  # keyed by the value itself for one column
+        return {key if len(columns) > 1 else (key,): positions for key, positions in found.items()}
+
+    positions = frame_memo(frame, ("index", columns), index).get(values)
+    if positions is None:
+        return frame_memo(frame, ("no rows",), lambda: frame.iloc[:0])
+    return frame_memo(frame, ("rows", columns, values), lambda: frame.iloc[positions])
+
+
+def cell_rows(cells: pd.DataFrame) -> list[tuple]:
+    """``cells``' rows as named tuples (``DataFrame.itertuples``), made once per frame (``frame_memo``)."""
+    return frame_memo(cells, ("itertuples",), lambda: list(cells.itertuples()))
+
+
+FRAME_MEMOS: dict[int, dict] = {}  # id(frame) → what was made of it (``frame_memo``)
+
+
+def frame_memo(frame: pd.DataFrame, key: tuple, make: Callable):
+    """``make()``: what ``key`` names of ``frame`` (some of its rows, an index of them), made at the first call and
+    kept while ``frame`` lives, since a page asks one frame for the same cells thousands of times. The frames a page
+    reads are not modified once read, nor is what this returns."""
+    memo = FRAME_MEMOS.get(id(frame))
+    if memo is None:
+        memo = FRAME_MEMOS[id(frame)] = {}
+        weakref.finalize(frame, FRAME_MEMOS.pop, id(frame), None)
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
 
 
 def variant_key(name: str):

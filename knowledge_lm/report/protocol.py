@@ -18,6 +18,7 @@ from knowledge_lm.report.frame import (
     FIRST_EVALUATION,
     ONE_CLASS,
     fraction_label,
+    frame_memo,
     row_label,
 )
 
@@ -82,8 +83,8 @@ def recipe_cells(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def comparable(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` without its degenerate cells: what every comparison uses."""
-    return frame[frame["degenerate"] == ""]
+    """``frame`` without its degenerate cells: what every comparison uses (one frame for each ``frame``)."""
+    return frame_memo(frame, ("comparable",), lambda: frame[frame["degenerate"] == ""])
 
 
 def summarised(cells: pd.DataFrame) -> tuple[pd.DataFrame, int]:
