@@ -1,0 +1,164 @@
+"""``klm bench --executor slurm`` against a running SLURM (``make test-slurm``: ``.ci/slurm.sh`` starts a one-node
+cluster with a CPU-only partition and no accounting). Each test is skipped, with the reason, where no SLURM
+answers; each waits a bounded time."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from test_cell_claims import tiny_sweep_config
+
+from knowledge_lm.run.claims import CLAIMED_EXIT
+from knowledge_lm.run.config import validate_sweep
+from knowledge_lm.run.runner import cell_status, sweep_cells
+from knowledge_lm.run.submit import run_command
+
+pytestmark = pytest.mark.slurm
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT_S = 300  # a klm bench of these tests' tiny cells; a hang ends here
+
+
+def slurm_missing() -> str:
+    """Why the tests cannot reach a SLURM here, or "" where they can."""
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        return "submitit is not installed (pip install 'knowledge-lm[slurm]')"
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        return "no SLURM here (no sbatch/sinfo on PATH); make test-slurm starts one"
+    try:
+        listed = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        return "sinfo did not answer in 10 s"
+    if listed.returncode != 0 or not {"idle", "mix", "alloc"} & set(listed.stdout.split()):
+        return f"no SLURM node up: sinfo: {(listed.stderr or listed.stdout).strip().splitlines()[-1:]}"
+    return ""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slurm():
+    reason = slurm_missing()
+    if reason:
+        pytest.skip(f"SLURM tests not run: {reason}")
+
+
+def bench(tmp_path: Path, config: Path, *args: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "knowledge_lm.cli", "bench", "--config", str(config), "--no-leaderboard"]
+    return subprocess.Popen(
+        [*command, "--results-dir", str(tmp_path / "results"), "--runs-dir", str(tmp_path / "runs")]
+        + ["--executor", "slurm", *args],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def finish(runner: subprocess.Popen, limit_s: float = LIMIT_S) -> str:
+    """The output of ``runner`` once it ended; a runner still going after ``limit_s`` is a hang: killed, failed."""
+    try:
+        return runner.communicate(timeout=limit_s)[0]
+    except subprocess.TimeoutExpired:
+        runner.kill()
+        pytest.fail(f"klm bench hung (> {limit_s} s):\n{runner.communicate()[0]}")
+
+
+def cells(config: Path):
+    return sweep_cells(validate_sweep(yaml.safe_load(config.read_text()), str(config)))
+
+
+def queue(job_state: str = "") -> list[str]:
+    """The ids of the jobs in the queue (of ``job_state``, where given)."""
+    state = ["-t", job_state] if job_state else []
+    listed = subprocess.run(["squeue", "-h", "-r", "-o", "%i", *state], capture_output=True, text=True, timeout=10)
+    return listed.stdout.split()
+
+
+def wait_for(condition, limit_s: float, what: str):
+    deadline = time.time() + limit_s
+    while not condition():
+        if time.time() > deadline:
+            pytest.fail(f"waited {limit_s} s for {what}")
+        time.sleep(0.2)
+
+
+def test_a_sweep_runs_as_a_job_array_on_a_cpu_partition_and_a_rerun_submits_nothing(tmp_path):
+    config = tiny_sweep_config(tmp_path, seeds=[1, 2], steps=2)
+    output = finish(bench(tmp_path, config))
+    assert "finished 2, failed 0" in output and "no cell ran" not in output, output  # no gres asked on a CPU node
+    assert "_[0-1]" in output, output  # the job id and array range
+    assert all(cell.result_path(tmp_path / "results").is_file() for cell in cells(config))
+    assert not [cell for cell in cells(config) if cell.run_dir(tmp_path / "runs").exists()]  # nothing left behind
+    again = bench(tmp_path, config)
+    output = finish(again)
+    assert again.returncode == 0 and "submitted" not in output, output
+
+
+def test_a_ddp_cell_runs_as_two_gloo_processes(tmp_path):
+    config = tiny_sweep_config(tmp_path, seeds=[1], steps=2)
+    runner = bench(tmp_path, config, "--set", "devices=2")
+    output = finish(runner)
+    assert runner.returncode == 0 and "finished 1, failed 0" in output, output  # task 0's result, not results()
+    [cell] = cells(config)
+    assert cell.result_path(tmp_path / "results").is_file()
+    errors = sorted(path.name for path in (tmp_path / "runs" / "submitit").glob("*_log.err"))
+    assert len(errors) == 2, errors  # two tasks: rank 0 and rank 1
+    rank0 = next((tmp_path / "runs" / "submitit").glob("*_0_log.err")).read_text()
+    assert "distributed_backend=gloo" in rank0 or "GLOBAL_RANK: 0" in rank0, rank0[-2000:]
+
+
+def test_a_job_whose_cell_finished_while_it_waited_exits_before_its_run_folder(tmp_path):
+    result, log = tmp_path / "results" / "c.json", tmp_path / "runs" / "c" / "log.txt"
+    result.parent.mkdir()
+    result.write_text("{}")
+    assert run_command([sys.executable, "-c", "raise SystemExit(1)"], str(log), {}, str(result)) == CLAIMED_EXIT
+    assert not log.parent.exists()
+
+
+def test_two_simultaneous_submissions_and_two_shards_share_the_cells(tmp_path):
+    config = tiny_sweep_config(tmp_path, seeds=[1, 2], steps=2)
+    runners = [bench(tmp_path, config), bench(tmp_path, config), bench(tmp_path, config, "--shard", "1/2")]
+    outputs = [finish(runner) for runner in runners]
+    assert [runner.returncode for runner in runners] == [0, 0, 0], outputs
+    finished = [int(output.split("finished ")[-1].split(",")[0]) for output in outputs]
+    assert sum(finished) == 2, outputs  # a cell two jobs trained would count twice
+    shard = bench(tmp_path, config, "--shard", "2/2")
+    output = finish(shard)
+    assert shard.returncode == 0 and "submitted" not in output, output
+
+
+def test_a_job_cancelled_while_pending_is_reported_and_klm_status_shows_it_queued(tmp_path):
+    config = tiny_sweep_config(tmp_path, seeds=[1], steps=2)
+    runner = bench(tmp_path, config, "--executor-option", "slurm_additional_parameters={begin: now+3600}")
+    wait_for(lambda: queue("PENDING"), 60, "the job to be queued")
+    [job] = queue("PENDING")
+    [cell] = cells(config)
+    wait_for(lambda: (cell.run_dir(tmp_path / "runs") / "queued.json").is_file(), 30, "the queued mark")
+    assert cell_status(cell, tmp_path / "results", tmp_path / "runs") == ("queued", f"job {job}")
+    subprocess.run(["scancel", job], check=True, timeout=10)
+    output = finish(runner, 120)  # without accounting, a cancelled pending job once left klm waiting for ever
+    assert runner.returncode == 1 and f"job {job} CANCELLED before it started" in output, output
+    assert cell_status(cell, tmp_path / "results", tmp_path / "runs")[0] == "missing"
+
+
+def test_scancel_then_a_rerun_resumes_from_the_checkpoint(tmp_path):
+    config = tiny_sweep_config(tmp_path, seeds=[1], steps=400, checkpoint_every=5)
+    [cell] = cells(config)
+    run_dir, results = cell.run_dir(tmp_path / "runs"), tmp_path / "results"
+    runner = bench(tmp_path, config)
+    wait_for(lambda: (run_dir / "last.ckpt").is_file() or runner.poll() is not None, LIMIT_S, "a checkpoint")
+    [job] = queue()
+    subprocess.run(["scancel", job], check=True, timeout=10)
+    output = finish(runner, 120)
+    assert runner.returncode == 1 and f"job {job} CANCELLED" in output, output
+    again = bench(tmp_path, config)
+    output = finish(again)
+    assert again.returncode == 0 and "finished 1" in output, output
+    assert json.loads(cell.result_path(results).read_text())["resumed_from_checkpoint"] is True
