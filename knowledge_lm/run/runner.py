@@ -1061,9 +1061,7 @@ def run_on_executor(executor, todo, sweep, *, overrides, data_dir, results_dir, 
             else:
                 counts["failed"] += 1
                 restore(superseded.get(cell.key, {}))
-                reason = failure_message(cell, runs_dir) or (
-                    outcome if isinstance(outcome, str) else f"job {job.job_id}: exit code {outcome}"
-                )
+                reason = failure_message(cell, runs_dir) or str(outcome)
                 log = cell.run_dir(runs_dir) / "log.txt"
                 log = log if log.is_file() else job_log(job)
                 reason += f" (log: {log})" if log.is_file() else ""
@@ -1099,6 +1097,9 @@ def ended_jobs(submitted: dict, watch_queue: bool, poll_s: float = 2.0, grace_s:
                     last_live[cell] = time.time()
                 if task.paths.result_pickle.exists() or (states is None and job.done()):
                     outcome = task_outcome(task, state)
+                    if outcome not in (0, CLAIMED_EXIT) and isinstance(outcome, int):
+                        stopped = " (interrupted: a rerun resumes it)" if outcome == INTERRUPTED_EXIT else ""
+                        outcome = f"job {job.job_id}{' ' + state if state else ''}: exit code {outcome}{stopped}"
                 elif states is not None and state not in LIVE_STATES:
                     if time.time() - last_live.setdefault(cell, time.time()) < grace_s:
                         continue  # its result may be on its way (a shared file system)
