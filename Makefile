@@ -1,5 +1,6 @@
 # make bench   — create .venv, install, run the default benchmark (baseline on the generated task), write leaderboards/
 # make test    — install, lint (ruff), run the test suite (tests marked slow excluded; make test-all runs them too)
+# make test-slurm — as root: start a one-node SLURM (.ci/slurm.sh), run the tests marked slurm against it, stop it
 PYTHON ?= python3
 VENV ?= .venv
 METHOD ?=
@@ -20,7 +21,7 @@ SWEEP_ARGS := $(if $(CONFIG),--config $(CONFIG),--dataset $(DATASET)) $(if $(MET
 	$(if $(BACKBONE),--backbone $(BACKBONE))
 BENCH_ARGS := $(SWEEP_ARGS) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) --jobs $(JOBS) $(foreach s,$(SET),--set $(s))
 
-.PHONY: install bench bench-paper status leaderboard lint test test-all clean
+.PHONY: install bench bench-paper status leaderboard lint test test-all test-slurm clean
 
 install: $(BIN)/.installed
 
@@ -51,10 +52,18 @@ lint: install
 	$(BIN)/ruff format --check .
 
 test: lint
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow and not slurm"
 
 test-all: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slurm"
+
+$(BIN)/.slurm-installed: $(BIN)/.installed
+	$(BIN)/pip install -q -e '.[slurm]'
+	touch $@
+
+# Each test is bounded (a hang fails it); SLURM_TESTS_RUN=1 fails on a skip: the SLURM that started must answer.
+test-slurm: $(BIN)/.slurm-installed
+	.ci/slurm.sh run env SLURM_TESTS_RUN=1 $(BIN)/python -m pytest -q -m slurm -p no:cacheprovider
 
 clean:
 	rm -rf runs .cache

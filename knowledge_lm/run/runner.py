@@ -51,6 +51,7 @@ from knowledge_lm.run.submit import (
     array_line,
     cancel_hint,
     ended_reason,
+    error_line,
     job_log,
     queue_states,
     run_command,
@@ -1117,6 +1118,7 @@ def task_outcome(task, state: str | None):
     """The return value of a submitit job (``task``) that ended, or a line saying why it failed."""
     try:
         return task.result()
-    except Exception as error:  # the scheduler's: a job killed, timed out or never started
+    except Exception as error:  # the scheduler's or submitit's: a job killed, timed out or never started
         lines = str(error).strip().splitlines()
-        return f"job {task.job_id}{' ' + state if state else ''}: {lines[-1] if lines else repr(error)}"
+        why = error_line(task) or (lines[0] if lines else repr(error))
+        return f"job {task.job_id}{' ' + state if state else ''}: {why}"

@@ -8,6 +8,7 @@ runner waits for them all, reading from the queue (``squeue``, no accounting nee
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def run_command(command: list[str], log: str, env: dict[str, str], result: str =
     """A job's body: ``command`` (a cell's process) with ``env`` over the job's environment, its output appended
     to ``log``; returns its exit code. Where the cell's ``result`` is stored already, or another live process holds
     the cell's claim (both while the job waited in the queue), it returns ``CLAIMED_EXIT`` at once, leaving the run
-    folder as it is (a finished cell's is gone)."""
+    folder as it is (a finished cell's is gone). SLURM's warning of the time limit stops the cell as Ctrl-C does."""
     run_dir = Path(log).parent
     claim = read_claim(run_dir)
     if (result and Path(result).is_file()) or (claim is not None and not is_stale(claim)):
@@ -33,7 +34,18 @@ def run_command(command: list[str], log: str, env: dict[str, str], result: str =
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / QUEUED_FILE).unlink(missing_ok=True)
     with open(log, "a") as handle:
-        return subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, **env}).returncode
+        # SLURM's warning of the time limit (submitit's --signal USR2, 90 s before it; sent to every process of the
+        # job, the cell's ignores it): the cell saves a checkpoint and stops as on Ctrl-C (INTERRUPTED_EXIT), for a
+        # rerun to resume, instead of submitit failing the job.
+        process = subprocess.Popen(
+            command,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            preexec_fn=lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN),
+        )
+        signal.signal(signal.SIGUSR2, lambda *_: process.send_signal(signal.SIGINT))
+        return process.wait()
 
 
 def partition_has_gpus(partition: str | None) -> bool:
@@ -90,15 +102,24 @@ def queue_states() -> dict[str, str] | None:
 
 def ended_reason(job, state: str | None) -> str:
     """Why ``job`` (a submitit job) ended without a result: SLURM's ``state`` (``left the queue`` where it knows the
-    job no more) and the last line of its task 0's error stream, where it wrote one."""
+    job no more) and the telling line of its task 0's error stream (``error_line``), where it wrote one."""
     words = f"job {job.job_id} {state or 'left the queue'}"
-    task = job.task(0) if job.num_tasks > 1 else job
-    try:
-        lines = [line.strip() for line in Path(task.paths.stderr).read_text(errors="replace").splitlines()]
-    except OSError:
+    if not job_log(job).is_file():
         return f"{words} before it started (no output)" if state in (None, "CANCELLED") else words
-    lines = [line for line in lines if line]
-    return f"{words}: {lines[-1][:300]}" if lines else words
+    line = error_line(job)
+    return f"{words}: {line}" if line else words
+
+
+def error_line(job) -> str:
+    """The line of ``job``'s error stream (its task 0's) that says why it stopped: SLURM's ``*** JOB ... ***``
+    notice, else the last exception's line (``...Error: ...``), else its last line; "" where it has none."""
+    try:
+        lines = [line.strip() for line in job_log(job).read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    telling = [line for line in lines if line.startswith("slurmstepd") and "***" in line]
+    telling = telling or [line for line in lines if "Error: " in line and not line.startswith(("File ", "^"))]
+    return (telling or lines or [""])[-1][:300]
 
 
 def job_log(job) -> Path:
