@@ -6,6 +6,7 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -140,14 +141,24 @@ def test_two_simultaneous_submissions_and_two_shards_share_the_cells(tmp_path):
     assert sum(finished) == 2, outputs  # a cell two jobs trained would count twice
 
 
-def test_a_job_cancelled_while_pending_is_reported_and_klm_status_shows_it_queued(tmp_path):
+def test_ctrl_c_leaves_a_queued_job_and_a_job_cancelled_while_pending_is_reported(tmp_path):
     config = tiny_sweep_config(tmp_path, seeds=[1], steps=2)
-    runner = bench(tmp_path, config, "--executor-option", "slurm_additional_parameters={begin: now+3600}")
+    [cell] = cells(config)
+    later = ["--executor-option", "slurm_additional_parameters={begin: now+3600}"]  # pending for an hour
+    runner = bench(tmp_path, config, *later)
     wait_for(lambda: queue("PENDING"), 60, "the job to be queued")
     [job] = queue("PENDING")
-    [cell] = cells(config)
     wait_for(lambda: (cell.run_dir(tmp_path / "runs") / "queued.json").is_file(), 30, "the queued mark")
     assert cell_status(cell, tmp_path / "results", tmp_path / "runs") == ("queued", f"job {job}")
+    runner.send_signal(signal.SIGINT)
+    output = " ".join(finish(runner, 60).split())
+    assert runner.returncode == 130 and f"`scancel {job.split('_')[0]}` cancels them" in output, output
+    assert queue("PENDING") == [job]  # it keeps its place in the queue
+    subprocess.run(["scancel", job], check=True, timeout=10)
+
+    runner = bench(tmp_path, config, *later)
+    wait_for(lambda: queue("PENDING"), 60, "the job to be queued")
+    [job] = queue("PENDING")
     subprocess.run(["scancel", job], check=True, timeout=10)
     output = finish(runner, 120)  # without accounting, a cancelled pending job once left klm waiting for ever
     assert runner.returncode == 1 and f"job {job} CANCELLED before it started" in output, output

@@ -1042,7 +1042,7 @@ def run_on_executor(executor, todo, sweep, *, overrides, data_dir, results_dir, 
             submitted[cell] = executor.submit(run_command, command, log, {"TOKENIZERS_PARALLELISM": "false"}, result)
     job_ids = [job.job_id for job in submitted.values()]
     for cell, job in submitted.items():
-        if cell.run_dir(runs_dir).is_dir():  # its job may have started, or even ended, already
+        if cell.run_dir(runs_dir).is_dir():  # else its job ran already and its cell finished (any left goes below)
             write_json_atomic(cell.run_dir(runs_dir) / QUEUED_FILE, {"job": job.job_id})
     console.print(f"submitted {len(submitted)} cells as {array_line(job_ids)} (job files: {executor.folder})")
     started = time.time()
