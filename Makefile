@@ -1,5 +1,6 @@
 # make bench   — create .venv, install, run the default benchmark (baseline on the generated task), write leaderboards/
 # make test    — install, lint (ruff), run the test suite (tests marked slow excluded; make test-all runs them too)
+# make test-slurm — as root: start a one-node SLURM (.ci/slurm.sh), run the tests marked slurm against it, stop it
 # make help    — every variable and target, one line each (from the `##` comments below)
 # A variable's `##` follows its value without a space: make would keep the space in the value.
 PYTHON ?= python3## the Python that creates the virtual environment
@@ -33,7 +34,7 @@ BENCH_ARGS := $(SWEEP_ARGS) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) --jobs $(JO
 	$(if $(DRY),--dry-run)
 
 .DEFAULT_GOAL := install
-.PHONY: help install bench bench-paper status leaderboard lint test test-all clean
+.PHONY: help install bench bench-paper status leaderboard lint test test-all test-slurm clean
 
 help: ## this list: the variables (make bench DATASET=glue JOBS=4) and the targets
 	@echo "variables (make TARGET NAME=value; default after =):"
@@ -74,11 +75,19 @@ lint: install ## ruff check and ruff format --check
 # The suite over every core (pytest-xdist); a test file's tests stay on one worker (module fixtures start once).
 TEST_ARGS := -n auto --dist loadfile
 
-test: lint ## lint, then the tests (those marked slow left out): what CI runs
-	$(BIN)/python -m pytest -q $(TEST_ARGS) -m "not slow"
+test: lint ## lint, then the tests (those marked slow or slurm left out): what CI runs
+	$(BIN)/python -m pytest -q $(TEST_ARGS) -m "not slow and not slurm"
 
-test-all: lint ## lint, then every test, the slow ones too
-	$(BIN)/python -m pytest -q $(TEST_ARGS)
+$(BIN)/.slurm-installed: $(BIN)/.installed
+	$(BIN)/pip install -q -e '.[slurm]'
+	touch $@
+
+# Each test is bounded (a hang fails it); SLURM_TESTS_RUN=1 fails on a skip: the SLURM that started must answer.
+test-slurm: $(BIN)/.slurm-installed ## as root: the tests marked slurm against a one-node SLURM that it starts and stops
+	.ci/slurm.sh run env SLURM_TESTS_RUN=1 $(BIN)/python -m pytest -q -m slurm -p no:cacheprovider
+
+test-all: lint ## lint, then every test, the slow ones too (not the SLURM ones: make test-slurm)
+	$(BIN)/python -m pytest -q $(TEST_ARGS) -m "not slurm"
 
 clean: ## remove runs/ and .cache/ (the results store stays)
 	rm -rf runs .cache

@@ -71,9 +71,13 @@ def test_plan_line_estimates_the_cells_to_run(tmp_path):
 def test_outcome_names_each_failed_cell_and_its_log(tmp_path, capsys):
     from knowledge_lm.run.runner import report_outcome
 
-    counts = {"done_before": 0, "finished": 1, "failed": 1, "elsewhere": 0, "failures": {"glue/rte/x": "boom"}}
+    (tmp_path / "glue/rte/x").mkdir(parents=True)
+    (tmp_path / "glue/rte/x/log.txt").write_text("boom\n")
+    failures = {"glue/rte/x": "boom", "glue/rte/y": "never started"}
+    counts = {"done_before": 0, "finished": 1, "failed": 2, "elsewhere": 0, "failures": failures}
     report_outcome(counts, tmp_path)
-    err = capsys.readouterr().err
-    assert "finished 1, failed 1, elsewhere 0" in err
-    assert f"failed: glue/rte/x: boom (log: {tmp_path}/glue/rte/x/log.txt)" in err.replace("\n", "")
+    err = capsys.readouterr().err.replace("\n", "")
+    assert "finished 1, failed 2, elsewhere 0" in err
+    assert f"failed: glue/rte/x: boom (log: {tmp_path}/glue/rte/x/log.txt)" in err
+    assert "failed: glue/rte/y: never started" in err and "y/log.txt" not in err  # no pointer to a log not there
     assert "failures" not in counts

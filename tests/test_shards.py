@@ -2,14 +2,17 @@
 submitit job (tested through submitit's local executor)."""
 
 import json
+import sys
 
 import pytest
 
 from knowledge_lm.cli import main
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.run import runner
+from knowledge_lm.run.claims import CLAIMED_EXIT, claim_cell
 from knowledge_lm.run.config import validate_sweep
 from knowledge_lm.run.runner import parse_shard, run_sweep, shard_keys, sweep_cells
+from knowledge_lm.run.submit import run_command
 
 
 def small_sweep(seeds=(1, 2, 3, 4, 5)):
@@ -92,3 +95,14 @@ def test_cells_run_as_submitit_jobs(tmp_path):
     assert counts == {"done_before": 0, "finished": 1, "failed": 0, "elsewhere": 0}
     [done] = [cell for cell in sweep_cells(sweep) if cell.key in only]
     assert json.loads(done.result_path(results).read_text())["cell"]["seed"] == 1
+
+
+def test_a_job_whose_cell_finished_or_is_claimed_exits_before_its_run_folder(tmp_path):
+    result, log = tmp_path / "results" / "c.json", tmp_path / "runs" / "c" / "log.txt"
+    result.parent.mkdir()
+    result.write_text("{}")
+    assert run_command([sys.executable, "-c", "raise SystemExit(1)"], str(log), {}, str(result)) == CLAIMED_EXIT
+    assert not log.parent.exists()
+    with claim_cell(log.parent):  # a cell another live process holds: left to it, its log untouched
+        assert run_command([sys.executable, "-c", "raise SystemExit(1)"], str(log), {}, "") == CLAIMED_EXIT
+        assert not log.exists()

@@ -100,7 +100,8 @@ def command_status(args):
 def add_parser(commands):
     status = commands.add_parser(
         "status",
-        help="list done / running (by whom) / partial / failed / corrupt / misfiled / missing cells of a sweep, "
+        help="list done / running (by whom) / queued (SLURM job id) / partial / failed / corrupt / misfiled / missing "
+        "cells of a sweep, "
         "and the cell- and GPU-minutes of those done",
     )
     add_sweep_arguments(status)

@@ -35,6 +35,7 @@ from knowledge_lm.core.results import (
     set_aside,
     supersede,
     write_failure,
+    write_json_atomic,
 )
 from knowledge_lm.knowledge.coverage import coverage_line
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
@@ -45,6 +46,17 @@ from knowledge_lm.run.inputs import check_backbone_ready, check_dataset_options,
 from knowledge_lm.run.serve import spawn
 from knowledge_lm.run.spec import CellSpec
 from knowledge_lm.run.startup import record_cells
+from knowledge_lm.run.submit import (
+    LIVE_STATES,
+    QUEUED_FILE,
+    array_line,
+    cancel_hint,
+    ended_reason,
+    error_line,
+    job_log,
+    queue_states,
+    run_command,
+)
 
 console = Console(stderr=True)
 # Ctrl-C: how long the runner waits for its running cells to save their checkpoints, and after how long it passes
@@ -92,8 +104,8 @@ def shard_keys(cells: list[Cell], shard: tuple[int, int]) -> set[str]:
 
 def cell_status(cell: Cell, results_dir: Path, runs_dir: Path) -> tuple[str, str]:
     """``(state, detail)``: done; corrupt or misfiled (a result file ``read_result`` refuses; detail: why); running
-    (claimed by a live process; detail: which); failed (detail: its error); partial (a checkpoint to resume from);
-    or missing."""
+    (claimed by a live process; detail: which); failed (detail: its error); queued (a SLURM job waiting to start;
+    detail: its id); partial (a checkpoint to resume from); or missing."""
     path = cell.stored_result_path(results_dir)
     if path.is_file():
         try:
@@ -105,11 +117,25 @@ def cell_status(cell: Cell, results_dir: Path, runs_dir: Path) -> tuple[str, str
     claim = read_claim(run_dir)
     if claim is not None and not is_stale(claim):
         return "running", describe(claim)
+    queued = queued_job(run_dir)
+    if queued:
+        return "queued", f"job {queued}"
     if (run_dir / FAILURE_FILE).is_file():
         return "failed", failure_message(cell, runs_dir)
     if (run_dir / LAST_CHECKPOINT).is_file():
         return "partial", ""
     return "missing", ""
+
+
+def queued_job(run_dir: Path) -> str:
+    """The id of the SLURM job submitted for the cell of ``run_dir`` and waiting in the queue (``klm bench
+    --executor slurm`` marks it), or ""; a mark whose job the queue no longer holds (cancelled) is no job."""
+    try:
+        job = json.loads((run_dir / QUEUED_FILE).read_text())["job"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    states = queue_states()
+    return job if states is None or states.get(job) in LIVE_STATES else ""
 
 
 def planned_cells(
@@ -793,7 +819,9 @@ def report_outcome(counts: dict, runs_dir) -> None:
     it) with its error and log."""
     console.print(f"finished {counts['finished']}, failed {counts['failed']}, elsewhere {counts['elsewhere']}")
     for key, error in counts.pop("failures", {}).items():
-        console.print(f"[red]failed: {key}[/]: {error} (log: {Path(runs_dir) / key / 'log.txt'})")
+        log = Path(runs_dir).resolve() / key / "log.txt"
+        pointer = f" (log: {log})" if log.is_file() and str(log) not in error else ""  # a log that is there
+        console.print(f"[red]failed: {key}[/]: {error}{pointer}")
 
 
 def remove_new_folders(folders: list[Path]):
@@ -1007,11 +1035,8 @@ def report_elsewhere(elsewhere: dict[str, str]):
 
 def run_on_executor(executor, todo, sweep, *, overrides, data_dir, results_dir, runs_dir, reruns, counts) -> dict:
     """``todo``'s cells submitted as one job array of a submitit ``executor``, each job the cell's own process
-    (paths made absolute: a job may start elsewhere), waited for; ``counts`` completed and returned."""
-    import submitit  # here only when an executor was made, which checked it is installed
-
-    from knowledge_lm.run.submit import run_command
-
+    (paths made absolute: a job may start elsewhere), waited for; ``counts`` completed and returned. Ctrl-C stops
+    the waiting only: the jobs keep running (and say how to cancel them)."""
     results_dir, runs_dir = Path(results_dir).resolve(), Path(runs_dir).resolve()
     data_dir = Path(data_dir).resolve() if data_dir else None
     superseded, submitted = {}, {}
@@ -1032,30 +1057,87 @@ def run_on_executor(executor, todo, sweep, *, overrides, data_dir, results_dir, 
             )
             command = spec_command(spec)
             log = str(cell.run_dir(runs_dir) / "log.txt")
-            submitted[cell] = executor.submit(run_command, command, log, {"TOKENIZERS_PARALLELISM": "false"})
-    by_job = {id(job): cell for cell, job in submitted.items()}
-    console.print(f"submitted {len(submitted)} jobs (job files: {executor.folder})")
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-    ) as bar:
-        overall = bar.add_task("jobs", total=len(submitted))
-        for job in submitit.helpers.as_completed(list(submitted.values()), poll_frequency=2):
-            cell = by_job[id(job)]
+            result = str(cell.result_path(results_dir))
+            submitted[cell] = executor.submit(run_command, command, log, {"TOKENIZERS_PARALLELISM": "false"}, result)
+    job_ids = [job.job_id for job in submitted.values()]
+    for cell, job in submitted.items():
+        if cell.run_dir(runs_dir).is_dir():  # else its job ran already and its cell finished (any left goes below)
+            write_json_atomic(cell.run_dir(runs_dir) / QUEUED_FILE, {"job": job.job_id})
+    console.print(f"submitted {len(submitted)} cells as {array_line(job_ids)} (job files: {executor.folder})")
+    started = time.time()
+    try:
+        for cell, job, outcome in ended_jobs(submitted, watch_queue=getattr(executor, "cluster", "") == "slurm"):
+            (cell.run_dir(runs_dir) / QUEUED_FILE).unlink(missing_ok=True)
             try:
-                code = job.result()
-            except Exception as error:  # the scheduler's: a job killed, timed out or never started
-                code = f"job {job.job_id}: {str(error).strip().splitlines()[-1] if str(error).strip() else error!r}"
-            if code == 0 and cell.result_path(results_dir).is_file():
+                cell.run_dir(runs_dir).rmdir()  # a finished cell's, emptied by its job but for the marker
+            except OSError:
+                pass
+            if outcome == 0 and cell.result_path(results_dir).is_file():
                 counts["finished"] += 1
-            elif code == CLAIMED_EXIT:
+                record_cells(started, time.time())
+            elif outcome == CLAIMED_EXIT:
                 restore(superseded.get(cell.key, {}))
                 counts["elsewhere"] += 1
             else:
                 counts["failed"] += 1
                 restore(superseded.get(cell.key, {}))
-                reason = failure_message(cell, runs_dir) or (code if isinstance(code, str) else f"exit code {code}")
+                reason = failure_message(cell, runs_dir) or str(outcome)
+                log = cell.run_dir(runs_dir) / "log.txt"
+                log = log if log.is_file() else job_log(job)
+                reason += f" (log: {log})" if log.is_file() else ""
                 counts.setdefault("failures", {})[cell.key] = reason
-                console.print(f"[red]✗ {cell.key}[/]: {reason} (log: {cell.run_dir(runs_dir) / 'log.txt'})")
-            bar.advance(overall)
+                console.print(f"[red]✗ {cell.key}[/]: {reason}")
+    except KeyboardInterrupt:
+        console.print(
+            f"stopped waiting: the submitted jobs ({array_line(job_ids)}) keep running and store their results; "
+            f"`{cancel_hint(job_ids)}` cancels them, and running this command again picks up what they left"
+        )
+        raise
     report_outcome(counts, runs_dir)
     return counts
+
+
+def ended_jobs(submitted: dict, watch_queue: bool, poll_s: float = 2.0, grace_s: float = 6.0):
+    """``(cell, job, outcome)`` of each of the ``submitted`` jobs (cell → submitit job) as it ends, under a progress
+    bar. ``outcome``: the job's function's return value (task 0's, for a job of several tasks), else why it failed
+    (a line). With ``watch_queue`` (SLURM), a job that ended without a result (cancelled, timed out, killed; before
+    it started or after) is noticed from the queue's states, with or without accounting; a job SLURM forgets
+    without a result (``grace_s`` after it was last seen live) is reported as gone."""
+    pending, last_live = dict(submitted), {}
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
+        overall = bar.add_task("jobs", total=len(submitted))
+        while pending:
+            states = queue_states() if watch_queue else None
+            for cell, job in list(pending.items()):
+                task = job.task(0) if job.num_tasks > 1 else job  # rank 0 writes the result
+                state = (states or {}).get(job.job_id)
+                if state in LIVE_STATES:
+                    last_live[cell] = time.time()
+                if task.paths.result_pickle.exists() or (states is None and job.done()):
+                    outcome = task_outcome(task, state)
+                    if outcome not in (0, CLAIMED_EXIT) and isinstance(outcome, int):
+                        stopped = " (interrupted: a rerun resumes it)" if outcome == INTERRUPTED_EXIT else ""
+                        outcome = f"job {job.job_id}{' ' + state if state else ''}: exit code {outcome}{stopped}"
+                elif states is not None and state not in LIVE_STATES:
+                    if time.time() - last_live.setdefault(cell, time.time()) < grace_s:
+                        continue  # its result may be on its way (a shared file system)
+                    outcome = ended_reason(job, state)
+                else:
+                    continue
+                del pending[cell]
+                bar.advance(overall)
+                yield cell, job, outcome
+            if pending:
+                time.sleep(poll_s)
+
+
+def task_outcome(task, state: str | None):
+    """The return value of a submitit job (``task``) that ended, or a line saying why it failed."""
+    try:
+        return task.result()
+    except Exception as error:  # the scheduler's or submitit's: a job killed, timed out or never started
+        lines = str(error).strip().splitlines()
+        why = error_line(task) or (lines[0] if lines else repr(error))
+        return f"job {task.job_id}{' ' + state if state else ''}: {why}"
