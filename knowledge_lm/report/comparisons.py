@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import pandas as pd
 from scipy.stats import false_discovery_control, ttest_1samp
+from scipy.stats import t as t_distribution
 
 from knowledge_lm.report.bootstrap import LEVEL, bootstrap_interval, paired_bootstrap, task_scorer
 from knowledge_lm.report.derived import recall
@@ -145,9 +146,11 @@ def above_chance_test(values: pd.Series, chance: float) -> dict:
     return {**found, "p": float(ttest_1samp(values - chance, 0.0, alternative="greater").pvalue)}
 
 
-def seed_deltas(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str) -> pd.Series:
-    """The method minus the baseline per seed both ran, indexed by seed."""
-    ours, baseline = (by_seed(frame, name, fraction, task, metric) for name in (method, "baseline"))
+def seed_deltas(
+    frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, against: str = "baseline"
+) -> pd.Series:
+    """The method minus ``against`` (the baseline) per seed both ran, indexed by seed."""
+    ours, baseline = (by_seed(frame, name, fraction, task, metric) for name in (method, against))
     seeds = sorted(set(ours.index) & set(baseline.index))
     return pd.Series([ours[s] - baseline[s] for s in seeds], index=seeds, dtype=float)
 
@@ -209,6 +212,20 @@ def verdict(found: dict) -> str:
         return "not significant after correction"
     low, high = found["interval"]
     return "no difference" if -NO_DIFFERENCE <= low and high <= NO_DIFFERENCE else "too few seeds to tell"
+
+
+def seeds_to_settle(found: dict, most: int = 100) -> int | None:
+    """The fewest seed pairs above its n at which a comparison's observed mean Δ and spread (``delta_test``) would give
+    an interval that excludes 0 or lies within ±``NO_DIFFERENCE``: what would settle an inconclusive one (before any correction);
+    None where no count up to ``most`` would, or where there is no spread to judge (n < 2)."""
+    if found["std"] is None:
+        return None
+    delta = abs(found["delta"])
+    for n in range(max(found["n"] + 1, 2), most + 1):
+        half = float(t_distribution.ppf(0.5 + LEVEL / 2, n - 1)) * found["std"] / n**0.5
+        if half < delta or delta + half <= NO_DIFFERENCE:
+            return n
+    return None
 
 
 def significance_mark(found: dict | None) -> str:
