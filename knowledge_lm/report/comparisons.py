@@ -215,9 +215,9 @@ def verdict(found: dict) -> str:
 
 
 def seeds_to_settle(found: dict, most: int = 100) -> int | None:
-    """The fewest seed pairs above its n at which a comparison's observed mean Δ and spread (``delta_test``) would give
-    an interval that excludes 0 or lies within ±``NO_DIFFERENCE``: what would settle an inconclusive one (before any correction);
-    None where no count up to ``most`` would, or where there is no spread to judge (n < 2)."""
+    """The fewest seed pairs above its n at which a comparison's observed mean Δ and spread (``delta_test``) would
+    give an interval that excludes 0 or lies within ±``NO_DIFFERENCE``: what would settle an inconclusive one
+    (before any correction); None where no count up to ``most`` would, or where there is no spread (n < 2)."""
     if found["std"] is None:
         return None
     delta = abs(found["delta"])
