@@ -25,7 +25,7 @@ from knowledge_lm.report.comparisons import (
     delta_test,
     seed_cards,
     seed_deltas,
-    seeds_to_settle,
+    settle_text,
 )
 from knowledge_lm.report.frame import MISSING, cards_note, fraction_label, interval_text
 from knowledge_lm.report.protocol import TASK_RECIPES, comparable
@@ -384,20 +384,15 @@ def judged_claims(frame: pd.DataFrame, results_dir: Path, claims: list[Claim] | 
         elif entry.verdict == NOT_RUN:
             entry.reason = not_run_reason(entry.claim, entry.found)
         elif entry.verdict == INCONCLUSIVE:
-            entry.reason = settle_text(entry.found, len([e for e in judged if e.found is not None]))
+            entry.reason = inconclusive_reason(entry.found, len([e for e in judged if e.found is not None]))
     return judged
 
 
-def settle_text(found: dict, tests: int) -> str:
-    """What would settle an inconclusive comparison (one of ``tests`` corrected together), as a row says it."""
-    if found["std"] is None:
-        return f"n={found['n']}: no spread to judge from"
-    if found["p"] < SIGNIFICANCE:
+def inconclusive_reason(found: dict, tests: int) -> str:
+    """Why a claim's comparison (one of ``tests`` corrected together) is inconclusive and what would settle it."""
+    if found["p"] is not None and found["p"] < SIGNIFICANCE:
         return f"its interval excludes 0 (p={found['p']:.3f}), but not after the correction over {tests} tests"
-    needed = seeds_to_settle(found)
-    if needed is None:
-        return "the observed spread says more than 100 seed pairs would be needed"
-    return f"about {needed} seed pairs would settle it (the observed spread)"
+    return settle_text(found)
 
 
 def verdict_counts(judged: list[Judged]) -> dict[str, int]:
@@ -459,10 +454,21 @@ def claim_rows(judged: list[Judged]) -> list[str]:
     ]
 
 
+def claims_of_table(judged: list[Judged], paper: str, name: str) -> list[Judged]:
+    """The claims resting on ``paper``'s table or figure ``name`` ("Figure 5" holds "Figure 5(c)"); a claim of a
+    paper that prints its numbers in another's table ("Table 1 of paper 000") stands on that table too."""
+    found = []
+    for entry in judged:
+        table, _, other = entry.claim.table.partition(" of paper ")
+        if (other or entry.claim.paper) == paper and (table == name or table.startswith(f"{name}(")):
+            found.append(entry)
+    return found
+
+
 def counts_text(judged: list[Judged]) -> str:
-    """``n reproduce, …`` over the claims."""
+    """``reproduces: n, …`` over the claims (the verdicts no claim got left out)."""
     counts = verdict_counts(judged)
-    return ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count)
+    return ", ".join(f"{verdict}: {count}" for verdict, count in counts.items() if count)
 
 
 def render_claims(judged: list[Judged]) -> str:

@@ -201,7 +201,8 @@ def corrected(comparisons: list[dict]):
 def verdict(found: dict) -> str:
     """What a comparison says (``corrected`` first): better / worse where q < ``SIGNIFICANCE``; "not significant
     after correction" where only the raw p is; else "no difference" where the interval of Δ lies within
-    ±``NO_DIFFERENCE``, "too few seeds to tell" where it is wider."""
+    ±``NO_DIFFERENCE``; where it is wider, "too few seeds to tell" under ``MIN_SEEDS`` seed pairs, else
+    "inconclusive" with the seed pairs that would settle it (``settle_text``)."""
     if not found["n"]:
         return "every pair degenerate"
     if found["p"] is None:
@@ -211,7 +212,9 @@ def verdict(found: dict) -> str:
     if found["p"] < SIGNIFICANCE:
         return "not significant after correction"
     low, high = found["interval"]
-    return "no difference" if -NO_DIFFERENCE <= low and high <= NO_DIFFERENCE else "too few seeds to tell"
+    if -NO_DIFFERENCE <= low and high <= NO_DIFFERENCE:
+        return "no difference"
+    return "too few seeds to tell" if found["n"] < MIN_SEEDS else f"inconclusive: {settle_text(found)}"
 
 
 def seeds_to_settle(found: dict, most: int = 100) -> int | None:
@@ -226,6 +229,16 @@ def seeds_to_settle(found: dict, most: int = 100) -> int | None:
         if half < delta or delta + half <= NO_DIFFERENCE:
             return n
     return None
+
+
+def settle_text(found: dict) -> str:
+    """What would settle a comparison whose interval is wide and across 0 (``seeds_to_settle``), in words."""
+    if found["std"] is None:
+        return f"n={found['n']}, no spread to judge from"
+    needed = seeds_to_settle(found)
+    if needed is None:
+        return "over 100 seed pairs would be needed"
+    return f"about {needed} seed pairs would settle it"
 
 
 def significance_mark(found: dict | None) -> str:

@@ -18,6 +18,7 @@ import yaml
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.results import predictions_path
+from knowledge_lm.report.claims import Judged, claim_rows, claims_of_table
 from knowledge_lm.report.frame import (
     MISSING,
     degenerate_reason,
@@ -816,12 +817,31 @@ def table_lines(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def render_paper_table(table: PaperTable, frame: pd.DataFrame, references: list[dict]) -> tuple[str, set[int]]:
-    """``table``'s page and the indices of the reference rows it renders."""
+def claims_lines(table: PaperTable, judged: list[Judged]) -> list[str]:
+    """The rows of leaderboards/claims.md of the claims that rest on ``table`` (none: nothing)."""
+    mine = claims_of_table(judged, table.paper, table.name)
+    if not mine:
+        return []
+    return [
+        "## The paper's claims on this table, tested",
+        "",
+        *claim_rows(mine),
+        "",
+        "Verdicts and their rule: [claims.md](../claims.md), where every claim is corrected together.",
+        "",
+    ]
+
+
+def render_paper_table(
+    table: PaperTable, frame: pd.DataFrame, references: list[dict], judged: list[Judged] = ()
+) -> tuple[str, set[int]]:
+    """``table``'s page, opening with its claims' rows (``judged``), and the indices of the reference rows it
+    renders."""
     chosen = page_references(table, references)
     lines = [
         f"# {table.name} of {PAPERS[table.paper]}",
         "",
+        *claims_lines(table, list(judged)),
         f"*{table.caption}.* Status: **{table.status}** ({table.why}).",
         "",
         f"Our backbone: {BACKBONE}{backbone_parameters(frame)}; the paper's rows are marked †, copied from "
@@ -981,14 +1001,16 @@ def kept_spectrum(path: Path) -> list[float] | None:
         return None
 
 
-def render_papers(files: list[tuple[Path, dict]]) -> tuple[dict[str, str], set[int]]:
-    """Every paper page's text by file name (``README.md`` among them) and the indices of the reference rows
-    they render."""
-    frame = papers_frame(files)
+def render_papers(
+    files: list[tuple[Path, dict]], judged: list[Judged] = (), frame: pd.DataFrame | None = None
+) -> tuple[dict[str, str], set[int]]:
+    """Every paper page's text by file name (``README.md`` among them), each opening with its claims (``judged``),
+    and the indices of the reference rows they render; ``frame``: ``papers_frame(files)`` where already made."""
+    frame = papers_frame(files) if frame is None else frame
     references = load_all_references()
     texts, used = {}, set()
     for table in PAPER_TABLES:
-        texts[f"{table.slug}.md"], page_used = render_paper_table(table, frame, references)
+        texts[f"{table.slug}.md"], page_used = render_paper_table(table, frame, references, judged)
         used |= page_used
     texts["README.md"] = render_readme({table.slug: table for table in PAPER_TABLES})
     return texts, used
@@ -1004,10 +1026,17 @@ def unrendered_references(files: list[tuple[Path, dict]] = ()) -> list[str]:
     ]
 
 
-def write_papers(files: list[tuple[Path, dict]], out_dir: Path) -> list[Path]:
-    """Write ``out_dir``/``<slug>.md`` and its README; returns the pages whose text changed."""
+def report_split_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """``papers_frame``'s cells on the report split alone (MNLI's mismatched rows aside): what a claim compares."""
+    return frame[~frame.split.isin(OTHER_SPLITS)] if len(frame) else frame
+
+
+def write_papers(
+    files: list[tuple[Path, dict]], out_dir: Path, judged: list[Judged] = (), frame: pd.DataFrame | None = None
+) -> list[Path]:
+    """Write ``out_dir``/``<slug>.md`` and its README (``render_papers``); returns the pages whose text changed."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    texts, _ = render_papers(files)
+    texts, _ = render_papers(files, judged, frame)
     written = []
     for name, text in texts.items():
         path = out_dir / name
