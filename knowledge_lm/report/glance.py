@@ -1,11 +1,16 @@
 """The answer at a glance, ``leaderboards/README.md``: does knowledge injection help, and by how much?
 
-The backbone named with its size, and what the papers' numbers can be compared with. Then one row per main method
+It opens with the answer (``answer_lines``): at most six generated sentences (the papers' claims by verdict, from
+``knowledge_lm.report.claims``; the largest real-data effect of any method; what the synthetic task's controls
+show) and a forest plot of each main method's Δ against the baseline per dataset. Then the table: the backbone
+named with its size, and what the papers' numbers can be compared with. Then one row per main method
 (``MAIN_METHODS``), one column per dataset (``MAIN_DATASETS`` and any other with results, linking to its page). A cell
 is the method's mean at 100 % train with n (a dataset of several tasks, GLUE's included: the mean of its tasks'
 means), and its Δ against the baseline as the dataset's page tests it (``comparisons.page_tests``, corrected with
 every other mark of that page): on a page of one task, the task's own comparison; on a page of several, the per-seed
-Δ averaged over the tasks both ran; its verdict; and "cards: … mixed" where its cells ran on several GPU models.
+Δ averaged over the tasks both ran; its verdict; and a footnote mark where its cells ran on several GPU models
+(``Footnotes``: a text that would repeat across cells, a card note or the reason a method cannot run, is said once
+under the table).
 Where the method has counterfactual controls, the cell adds its knowledge used, the page's seed-level test too. A
 cell without results gives ``registry.cannot_run``'s reason, or says it has not run yet: no cell is left blank.
 The README computes no test of its own, so it and the page give the same verdict for the same comparison; so too

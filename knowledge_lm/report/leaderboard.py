@@ -4,6 +4,7 @@
 The stages, one module each: ``knowledge_lm.report.frame`` (results → frame, kept predictions and groups, degenerate
 cells), ``knowledge_lm.report.papers`` (the papers' tables and figures, ``leaderboards/papers/``),
 ``knowledge_lm.report.protocol`` (versions, commits, selection and degenerate cells as the pages say them),
+``knowledge_lm.report.claims`` (the papers' claims judged from the store, ``leaderboards/claims.md``),
 ``knowledge_lm.report.comparisons`` (t-tests, bootstrap comparisons, per-family scores, knowledge used against the
 controls, frequency buckets), ``knowledge_lm.report.references`` (the † rows) and ``knowledge_lm.report.pages`` (the
 markdown and figures) and ``knowledge_lm.report.glance`` (the README).
