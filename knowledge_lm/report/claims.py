@@ -482,7 +482,9 @@ def render_claims(judged: list[Judged]) -> str:
         "method A minus B paired by seed (same seeds and train subsets, degenerate cells left out), averaged over "
         "the named tasks per seed, with its 95 % interval over seed pairs and n = seed pairs; every claim's p "
         f"corrected together by Benjamini–Hochberg over this page's {sum(e.found is not None for e in judged)} "
-        "tests. The paper's effect is A minus B in its own rows (benchmarks/references.yaml), in points. Ours run on "
+        "tests (a comparison against the baseline can therefore read otherwise on its dataset page, whose correction "
+        "holds that page's tests instead). The paper's effect is A minus B in its own rows "
+        "(benchmarks/references.yaml), in points. Ours run on "
         "MiniLM-L6 (6 layers, hidden 384: its size is on the [README](README.md)), the papers on BERT-base (BERT-Large "
         "for KAM's Tables 2 and 3): what compares is the direction and rough size of each Δ; where our setting is "
         'farther from the paper\'s in a way that bears on the claim, the verdict cell says how ("setting").',
