@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import pandas as pd
 from scipy.stats import false_discovery_control, ttest_1samp
+from scipy.stats import t as t_distribution
 
 from knowledge_lm.report.bootstrap import LEVEL, bootstrap_interval, paired_bootstrap, task_scorer
 from knowledge_lm.report.derived import recall
@@ -147,9 +148,11 @@ def above_chance_test(values: pd.Series, chance: float) -> dict:
     return {**found, "p": float(ttest_1samp(values - chance, 0.0, alternative="greater").pvalue)}
 
 
-def seed_deltas(frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str) -> pd.Series:
-    """The method minus the baseline per seed both ran, indexed by seed."""
-    ours, baseline = (by_seed(frame, name, fraction, task, metric) for name in (method, "baseline"))
+def seed_deltas(
+    frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, against: str = "baseline"
+) -> pd.Series:
+    """The method minus ``against`` (the baseline) per seed both ran, indexed by seed."""
+    ours, baseline = (by_seed(frame, name, fraction, task, metric) for name in (method, against))
     seeds = sorted(set(ours.index) & set(baseline.index))
     return pd.Series([ours[s] - baseline[s] for s in seeds], index=seeds, dtype=float)
 
@@ -200,7 +203,8 @@ def corrected(comparisons: list[dict]):
 def verdict(found: dict) -> str:
     """What a comparison says (``corrected`` first): better / worse where q < ``SIGNIFICANCE``; "not significant
     after correction" where only the raw p is; else "no difference" where the interval of Δ lies within
-    ±``NO_DIFFERENCE``, "too few seeds to tell" where it is wider."""
+    ±``NO_DIFFERENCE``; where it is wider, "too few seeds to tell" under ``MIN_SEEDS`` seed pairs, else
+    "inconclusive" with the seed pairs that would settle it (``settle_text``)."""
     if not found["n"]:
         return "every pair degenerate"
     if found["p"] is None:
@@ -210,7 +214,33 @@ def verdict(found: dict) -> str:
     if found["p"] < SIGNIFICANCE:
         return "not significant after correction"
     low, high = found["interval"]
-    return "no difference" if -NO_DIFFERENCE <= low and high <= NO_DIFFERENCE else "too few seeds to tell"
+    if -NO_DIFFERENCE <= low and high <= NO_DIFFERENCE:
+        return "no difference"
+    return "too few seeds to tell" if found["n"] < MIN_SEEDS else f"inconclusive: {settle_text(found)}"
+
+
+def seeds_to_settle(found: dict, most: int = 100) -> int | None:
+    """The fewest seed pairs above its n at which a comparison's observed mean Δ and spread (``delta_test``) would
+    give an interval that excludes 0 or lies within ±``NO_DIFFERENCE``: what would settle an inconclusive one
+    (before any correction); None where no count up to ``most`` would, or where there is no spread (n < 2)."""
+    if found["std"] is None:
+        return None
+    delta = abs(found["delta"])
+    for n in range(max(found["n"] + 1, 2), most + 1):
+        half = float(t_distribution.ppf(0.5 + LEVEL / 2, n - 1)) * found["std"] / n**0.5
+        if half < delta or delta + half <= NO_DIFFERENCE:
+            return n
+    return None
+
+
+def settle_text(found: dict) -> str:
+    """What would settle a comparison whose interval is wide and across 0 (``seeds_to_settle``), in words."""
+    if found["std"] is None:
+        return f"n={found['n']}, no spread to judge from"
+    needed = seeds_to_settle(found)
+    if needed is None:
+        return "over 100 seed pairs would be needed"
+    return f"about {needed} seed pairs would settle it"
 
 
 def significance_mark(found: dict | None) -> str:

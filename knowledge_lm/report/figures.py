@@ -137,3 +137,26 @@ def bucket_bars(
     axes.set_title(title, fontsize=10)
     axes.legend(fontsize=7)
     return _save(figure, path)
+
+
+def forest_plot(rows: list[tuple[str, str, float, list[float] | None]], title: str, path: Path) -> Path | None:
+    """Each ``(dataset, method, Δ, 95 % interval)`` as a point with its interval on one row, rows grouped by dataset
+    (one colour each), a line at 0: each method's Δ against the baseline at a glance. None without rows."""
+    if not rows:
+        return None
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(6.4, 1.0 + 0.2 * len(rows)), dpi=110)
+    axes = figure.add_subplot()
+    datasets = list(dict.fromkeys(dataset for dataset, *_ in rows))
+    colours = {dataset: f"C{index % 10}" for index, dataset in enumerate(datasets)}
+    for y, (dataset, method, delta, interval) in enumerate(reversed(rows)):
+        low, high = interval if interval is not None else (delta, delta)
+        axes.plot([low, high], [y, y], color=colours[dataset], linewidth=1.5)
+        axes.plot([delta], [y], marker="o", markersize=4, color=colours[dataset])
+    axes.axvline(0.0, color="grey", linewidth=0.8, linestyle="--")
+    axes.set_yticks(range(len(rows)), [f"{method} · {dataset}" for dataset, method, *_ in reversed(rows)], fontsize=7)
+    axes.set_ylim(-0.7, len(rows) - 0.3)
+    axes.set_xlabel("Δ against the baseline (points), 95 % interval over seeds")
+    axes.set_title(title, fontsize=10)
+    return _save(figure, path)

@@ -1,11 +1,16 @@
 """The answer at a glance, ``leaderboards/README.md``: does knowledge injection help, and by how much?
 
-The backbone named with its size, and what the papers' numbers can be compared with. Then one row per main method
+It opens with the answer (``answer_lines``): at most six generated sentences (the papers' claims by verdict, from
+``knowledge_lm.report.claims``; the largest real-data effect of any method; what the synthetic task's controls
+show) and a forest plot of each main method's Δ against the baseline per dataset. Then the table: the backbone
+named with its size, and what the papers' numbers can be compared with. Then one row per main method
 (``MAIN_METHODS``), one column per dataset (``MAIN_DATASETS`` and any other with results, linking to its page). A cell
 is the method's mean at 100 % train with n (a dataset of several tasks, GLUE's included: the mean of its tasks'
 means), and its Δ against the baseline as the dataset's page tests it (``comparisons.page_tests``, corrected with
 every other mark of that page): on a page of one task, the task's own comparison; on a page of several, the per-seed
-Δ averaged over the tasks both ran; its verdict; and "cards: … mixed" where its cells ran on several GPU models.
+Δ averaged over the tasks both ran; its verdict; and a footnote mark where its cells ran on several GPU models
+(``Footnotes``: a text that would repeat across cells, a card note or the reason a method cannot run, is said once
+under the table).
 Where the method has counterfactual controls, the cell adds its knowledge used, the page's seed-level test too. A
 cell without results gives ``registry.cannot_run``'s reason, or says it has not run yet: no cell is left blank.
 The README computes no test of its own, so it and the page give the same verdict for the same comparison; so too
@@ -14,9 +19,13 @@ Degenerate cells and older split or scorer versions are left out as on the pages
 (ablations, extensions, controls) get the same cells in a second table.
 """
 
+from pathlib import Path
+from typing import NamedTuple
+
 import pandas as pd
 
 from knowledge_lm.core.registry import DATASETS, METHODS, cannot_run
+from knowledge_lm.report.claims import Judged, counts_text
 from knowledge_lm.report.comparisons import (
     FRACTION,
     MIN_SEEDS,
@@ -29,10 +38,12 @@ from knowledge_lm.report.comparisons import (
     page_tests,
     relational_verdicts,
     significance_mark,
+    significant,
     verdict,
 )
 from knowledge_lm.report.coverage import dataset_untestable, gate_text, gated, glance_coverage
-from knowledge_lm.report.frame import cards_note, interval_text
+from knowledge_lm.report.figures import forest_plot
+from knowledge_lm.report.frame import cards_text, interval_text
 from knowledge_lm.report.protocol import (
     DEGENERATE_MARK,
     current_protocol,
@@ -76,6 +87,31 @@ MAIN_DATASETS = ("cosmosqa", "fewrel", "generated", "glue", "openentity", "redoc
 BACKBONE_NAMES = {"minilm": "MiniLM-L6"}  # a backbone as the papers would name it
 BERT_BASE_PARAMETERS = 110e6
 NOT_RUN = "not run yet"
+SYNTHETIC = ("generated",)  # datasets whose examples are synthetic: their column is marked so
+FOREST = "glance-forest.png"  # the README's forest plot, under leaderboards/figures/
+
+
+class Footnotes:
+    """Texts that would repeat across the README's cells (a reason a method cannot run, the cards of a
+    comparison), each said once under the table and marked ``[^k]`` where it applies."""
+
+    def __init__(self):
+        self.texts: dict[str, int] = {}
+
+    def mark(self, text: str) -> str:
+        """The marker of ``text``'s footnote (made on its first use)."""
+        number = self.texts.setdefault(text, len(self.texts) + 1)
+        return f"[^{number}]"
+
+    def cards(self, found: dict | None) -> str:
+        """The marker of the cards' footnote of a comparison whose cells ran on several card models; "" on one."""
+        cards = (found or {}).get("cards") or ()
+        if len(cards) < 2:
+            return ""
+        return self.mark(f"cards: {cards_text(cards)}: the comparison's cells ran on more than one GPU model")
+
+    def lines(self) -> list[str]:
+        return [f"[^{number}]: {text}" for text, number in self.texts.items()]
 
 
 def backbone_text(frame: pd.DataFrame) -> str:
@@ -171,14 +207,16 @@ def glance_cell_text(
     dataset: str,
     metrics,
     found: dict | None,
+    notes: Footnotes,
     untestable: str | None = None,
 ) -> str:
     """One README cell: the 100 % mean (n) and its Δ against the baseline with the page's verdict (a knowledge
     method's "no difference" reads ``untestable``, the dataset's coverage gate, where there is one); else the
-    one-line reason the method cannot run on the dataset, or that it has not run there (yet, or at 100 %)."""
+    one-line reason the method cannot run on the dataset (a footnote of ``notes``), or that it has not run there
+    (yet, or at 100 %)."""
     reason = reason_not_run(method, dataset)
     if reason:
-        return reason
+        return f"cannot run{notes.mark(reason)}"
     ran = page is not None and not page[(page.backbone == backbone) & (page.method == label)].empty
     means = method_means(page, backbone, label, metrics) if ran else None
     if means is None:
@@ -192,7 +230,7 @@ def glance_cell_text(
         text += f", {means['tasks']} of {page[page.method == 'baseline']['task'].nunique()} tasks"
     if method == "baseline":
         return text
-    compared = delta_text(found, method, untestable) if found is not None else "no baseline cell to compare with"
+    compared = delta_text(found, notes, method, untestable) if found is not None else "no baseline cell to compare with"
     return text + "<br>" + compared
 
 
@@ -210,15 +248,21 @@ def reading_lines(frame: pd.DataFrame, degenerate: int, left_out: int) -> list[s
         "seeds, n = seed pairs and the dataset page's verdict: ↑ / ↓ = significant (q < "
         f"{SIGNIFICANCE}) after the Benjamini–Hochberg correction of the dataset's own page, which holds every test "
         "that page marks: the README reads each verdict from its page and gives the same one. "
-        f'"no difference": an interval within ±{NO_DIFFERENCE:g} point; "too few seeds to tell": a wider one across '
-        "0. Below it, where the method ran beside a counterfactual control (its knowledge shuffled, zeroed or its "
+        f'"no difference": an interval within ±{NO_DIFFERENCE:g} point; a wider one across 0 is "too few seeds to '
+        f'tell" under {MIN_SEEDS} seed pairs and "inconclusive" from {MIN_SEEDS} on, with the seed pairs that the '
+        'observed mean and spread say would settle it. Why an interval that excludes 0 can still read "not '
+        'significant after correction": the interval is of that comparison alone, while q corrects its p for '
+        "every other test of its page (Benjamini–Hochberg), so a p just under "
+        f"{SIGNIFICANCE} among many tests does not survive. "
+        "Below it, where the method ran beside a counterfactual control (its knowledge shuffled, zeroed or its "
         "relations permuted, its test links shuffled, or ERICA's MLM-only checkpoint): knowledge used, the method "
         "minus its control paired by seed, with its 95 % interval over seeds, n and the page's verdict (✓: above 0 "
         f"after the page's correction; a verdict needs n ≥ {MIN_SEEDS}): a gain over the baseline without knowledge "
-        'used does not come from the knowledge. "cards: H100 + H200 mixed" beside a comparison: its cells ran on '
-        f"more than one GPU model. A cell without results says why: the one-line reason the method cannot run on "
-        f'the dataset (the one `klm bench` gives when asked for it), "{NOT_RUN}", or "{NOT_RUN} at {FRACTION:.0%} '
-        'train" where it ran only other fractions or variants. '
+        "used does not come from the knowledge. A footnote number after a comparison or a cell: a note said once "
+        "under the tables (the cards a comparison ran on where they mix GPU models; the one-line reason a method "
+        "cannot run on a dataset, the one `klm bench` gives when asked for it). "
+        f'A cell without results says why: "cannot run" with its reason\'s footnote, "{NOT_RUN}", or "{NOT_RUN} at '
+        f'{FRACTION:.0%} train" where it ran only other fractions or variants. '
         + "".join(
             f"On {dataset}: {recipe_text(dataset)}, the recipe every method ran there. "
             for dataset in sorted(set(frame["dataset"]))
@@ -236,18 +280,26 @@ def reading_lines(frame: pd.DataFrame, degenerate: int, left_out: int) -> list[s
     ]
 
 
-def render_glance(
-    frame: pd.DataFrame, golds: dict[str, list], groupings: dict[str, list[str]], coverage: dict | None = None
-) -> str:
-    """``leaderboards/README.md`` from every dataset's cells in ``frame``; ``coverage``: each dataset's measured
-    knowledge coverage (``knowledge_lm.report.coverage``), shown in a row of its own and gating the verdicts."""
-    coverage = coverage or {}
+class GlanceResults(NamedTuple):
+    """What the README reads from every dataset's page: the pages' cells of the current protocol, each main
+    metric, the comparisons against the baseline (``glance_cells``) and the relational verdicts, and how many cells
+    were left out (degenerate, of an older split or scorer version)."""
+
+    pages: dict[str, pd.DataFrame]
+    metrics: dict[str, dict[str, str]]
+    cells: dict[tuple[str, str, str], dict]
+    relational: dict[str, dict[tuple, str]]
+    degenerate: int
+    left_out: int
+
+
+def glance_results(frame: pd.DataFrame, golds: dict[str, list], groupings: dict[str, list[str]]) -> GlanceResults:
+    """``GlanceResults`` of ``frame``: each dataset's page tests (``page_tests``), read as the pages read them."""
     pages, left_out, degenerate = {}, 0, 0
     for dataset, group in frame.groupby("dataset"):
         pages[dataset], older = current_protocol(group)
         left_out += older
         degenerate += len(degenerate_cells(pages[dataset]))
-    backbones = sorted(frame["backbone"].unique())
     cells: dict[tuple[str, str, str], dict] = {}
     relational: dict[str, dict[tuple, str]] = {}
     metrics: dict[str, dict[str, str]] = {}
@@ -257,12 +309,109 @@ def render_glance(
         for (backbone, method), found in glance_cells(page, tests).items():
             cells[backbone, method, dataset] = found
         relational[dataset] = relational_verdicts(page, tests)
-    datasets = sorted(set(pages) | set(MAIN_DATASETS))
+    return GlanceResults(pages, metrics, cells, relational, degenerate, left_out)
+
+
+def largest_effect(results: GlanceResults, rows: list[tuple[str, str, str]]) -> str:
+    """The sentence naming the largest real-data Δ against the baseline of any of ``rows``' methods at
+    ``FRACTION`` (the significant ones first), with the page's verdict."""
+    found = [
+        (significant(test), abs(test["delta"]), label, dataset, test)
+        for (backbone, label, dataset), test in results.cells.items()
+        if dataset not in SYNTHETIC and test["n"] and any(row[:2] == (backbone, label) for row in rows)
+    ]
+    if not found:
+        return "No method has a comparison with the baseline on a real dataset yet."
+    is_significant, _, label, dataset, test = max(found, key=lambda item: (item[0], item[1], item[2], item[3]))
+    interval = "" if test["interval"] is None else f" {interval_text(test['interval'])}"
+    said = f"{label} on {dataset}, Δ {test['delta']:+.1f}{interval} (n={test['n']}), {verdict(test)}"
+    if is_significant:
+        return f"The largest real-data effect of any method against the baseline at {FRACTION:.0%} train: {said}."
+    return (
+        f"No method differs from the baseline on a real dataset at {FRACTION:.0%} train after correction; the "
+        f"largest Δ: {said}."
+    )
+
+
+def controls_sentence(results: GlanceResults) -> str | None:
+    """What the synthetic task's counterfactual controls show, per relational verdict, in one sentence; None where
+    no synthetic page gives one."""
+    by_verdict: dict[str, list[str]] = {}
+    for dataset in SYNTHETIC:
+        for (_, _, method, world), said in sorted(results.relational.get(dataset, {}).items()):
+            if world == "":
+                by_verdict.setdefault(said, []).append(method)
+    if not by_verdict:
+        return None
+    parts = "; ".join(f"{said}: {', '.join(sorted(set(methods)))}" for said, methods in sorted(by_verdict.items()))
+    return (
+        "On the synthetic generated task, each method against its counterfactual controls (does it use the "
+        f"relational facts, its links alone, or nothing?): {parts}."
+    )
+
+
+def answer_lines(results: GlanceResults, rows: list, judged: list[Judged], figure: str | None) -> list[str]:
+    """The README's opening: at most six generated sentences (the claims' verdicts, the largest real-data effect,
+    what the synthetic task's controls show), then the forest plot ``figure``."""
+    sentences = []
+    if judged:
+        sentences.append(
+            f"Of the seed papers' {len(judged)} headline claims tested here ([claims.md](claims.md)): "
+            f"{counts_text(judged)}."
+        )
+    sentences.append(largest_effect(results, rows))
+    controls = controls_sentence(results)
+    if controls:
+        sentences.append(controls)
+    lines = ["## The answer", "", " ".join(sentences), ""]
+    if figure:
+        lines += [
+            f"![Each main method's Δ against the baseline per dataset, 95 % interval over seeds](figures/{figure})",
+            "",
+            f"Each main method's Δ against the baseline at {FRACTION:.0%} train per dataset, with its 95 % interval "
+            "over seeds (a dataset of several tasks: the per-seed Δ averaged over them), as the table below gives it.",
+            "",
+        ]
+    return lines
+
+
+def forest_rows(results: GlanceResults, rows: list[tuple[str, str, str]]) -> list[tuple]:
+    """``(dataset, method, Δ, interval)`` of each of ``rows``' comparisons against the baseline, by dataset."""
+    return [
+        (dataset + (" (synthetic)" if dataset in SYNTHETIC else ""), label, test["delta"], test["interval"])
+        for dataset in sorted(results.pages)
+        for backbone, label, method in rows
+        if method != "baseline" and (test := results.cells.get((backbone, label, dataset))) is not None and test["n"]
+    ]
+
+
+def render_glance(
+    frame: pd.DataFrame,
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+    coverage: dict | None = None,
+    *,
+    judged: list[Judged] = (),
+    figures: Path | None = None,
+) -> str:
+    """``leaderboards/README.md`` from every dataset's cells in ``frame``: the answer (``answer_lines``, the claims'
+    verdicts ``judged``; the forest plot drawn under ``figures`` where given), then the tables; ``coverage``: each
+    dataset's measured knowledge coverage (``knowledge_lm.report.coverage``), shown in a row of its own and gating
+    the verdicts."""
+    coverage = coverage or {}
+    results = glance_results(frame, golds, groupings)
+    backbones = sorted(frame["backbone"].unique())
+    datasets = sorted(set(results.pages) | set(MAIN_DATASETS))
     main_rows, other_checkpoints = primary_rows(glance_rows(frame, MAIN_METHODS), frame)
     others = other_checkpoints + glance_rows(frame, sorted(set(frame["cell_method"]) - set(MAIN_METHODS)))
+    notes = Footnotes()
 
     def table(rows: list[tuple[str, str, str]]) -> list[str]:
-        header = " | ".join(f"[{dataset}]({dataset}.md)" if dataset in pages else dataset for dataset in datasets)
+        header = " | ".join(
+            (f"[{dataset}]({dataset}.md)" if dataset in results.pages else dataset)
+            + (" (synthetic)" if dataset in SYNTHETIC else "")
+            for dataset in datasets
+        )
         lines = [f"| method | {header} |", "|---|" + "---|" * len(datasets)]
         if coverage:
             lines.append(
@@ -273,13 +422,14 @@ def render_glance(
         for backbone, label, method in rows:
             texts = [
                 glance_cell_text(
-                    pages.get(dataset),
+                    results.pages.get(dataset),
                     backbone,
                     label,
                     method=method,
                     dataset=dataset,
-                    metrics=metrics.get(dataset, {}),
-                    found=cells.get((backbone, label, dataset)),
+                    metrics=results.metrics.get(dataset, {}),
+                    found=results.cells.get((backbone, label, dataset)),
+                    notes=notes,
                     untestable=dataset_untestable(coverage.get(dataset)),
                 )
                 for dataset in datasets
@@ -288,12 +438,18 @@ def render_glance(
             lines.append(f"| {name} | " + " | ".join(texts) + " |")
         return lines
 
+    drawn = None
+    if figures is not None:
+        drawn = forest_plot(forest_rows(results, main_rows), "Δ against the baseline", Path(figures) / FOREST)
     lines = [
         "# At a glance: does knowledge injection help, and by how much?",
         "",
         "Generated by `klm leaderboard` from `results/`; do not edit by hand.",
         "",
-        *reading_lines(frame, degenerate, left_out),
+        *answer_lines(results, main_rows, list(judged), drawn.name if drawn else None),
+        "## The table",
+        "",
+        *reading_lines(frame, results.degenerate, results.left_out),
         *(
             [
                 "KG coverage: what of the knowledge graph reached the knowledge methods (each page has the table). "
@@ -314,8 +470,9 @@ def render_glance(
             "",
             *table(others),
         ]
-    for dataset in sorted(pages):
-        lines += relational_section(dataset, relational[dataset], len(backbones) > 1)
+    lines += ["", *notes.lines()] if notes.texts else []
+    for dataset in sorted(results.pages):
+        lines += relational_section(dataset, results.relational[dataset], len(backbones) > 1)
     return "\n".join(lines) + "\n"
 
 
@@ -373,13 +530,13 @@ def relational_section(dataset: str, verdicts: dict[tuple, str], by_backbone: bo
     ]
 
 
-def used_text(found: dict) -> str:
+def used_text(found: dict, notes: Footnotes) -> str:
     """A knowledge-used test as the README says it: Δ, its interval over seeds, n and the page's verdict."""
     interval = "" if found["interval"] is None else f" {interval_text(found['interval'])}"
-    return f"{found['delta']:+.1f}{interval} (n={found['n']}) {knowledge_verdict(found)}{cards_note(found)}"
+    return f"{found['delta']:+.1f}{interval} (n={found['n']}) {knowledge_verdict(found)}{notes.cards(found)}"
 
 
-def delta_text(found: dict, method: str = "", untestable: str | None = None) -> str:
+def delta_text(found: dict, notes: Footnotes, method: str = "", untestable: str | None = None) -> str:
     """The Δ against the baseline as the README says it: Δ, its interval over seeds, n, the page's mark and verdict
     (``method``'s "no difference" gated by ``untestable``: ``report.coverage.gated``), the cards where they mix, and
     knowledge used against each control below."""
@@ -387,13 +544,13 @@ def delta_text(found: dict, method: str = "", untestable: str | None = None) -> 
     if found["interval"] is not None:
         text += f" {interval_text(found['interval'])}"
     text += (
-        f" (n={found['n']}){significance_mark(found)} {gated(verdict(found), method, untestable)}{cards_note(found)}"
+        f" (n={found['n']}){significance_mark(found)} {gated(verdict(found), method, untestable)}{notes.cards(found)}"
     )
     if len(found["tasks"]) < found["all_tasks"]:
         text += f", {len(found['tasks'])} of {found['all_tasks']} tasks"
     several = len(found["tasks"]) > 1
     used = [
-        f"{task + ': ' if several else ''}{control}: {used_text(test)}"
+        f"{task + ': ' if several else ''}{control}: {used_text(test, notes)}"
         for (task, control), test in found["used"].items()
     ]
     return text + (f"<br>knowledge used: {'<br>'.join(used)}" if used else "")

@@ -4,6 +4,7 @@
 The stages, one module each: ``knowledge_lm.report.frame`` (results → frame, kept predictions and groups, degenerate
 cells), ``knowledge_lm.report.papers`` (the papers' tables and figures, ``leaderboards/papers/``),
 ``knowledge_lm.report.protocol`` (versions, commits, selection and degenerate cells as the pages say them),
+``knowledge_lm.report.claims`` (the papers' claims judged from the store, ``leaderboards/claims.md``),
 ``knowledge_lm.report.comparisons`` (t-tests, bootstrap comparisons, per-family scores, knowledge used against the
 controls, frequency buckets), ``knowledge_lm.report.references`` (the † rows) and ``knowledge_lm.report.pages`` (the
 markdown and figures) and ``knowledge_lm.report.glance`` (the README).
@@ -20,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from knowledge_lm.core.caches import read_cached_json
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.results import PRETRAINING_DIR, PROBES_DIR, predictions_path, result_files, write_json_atomic
+from knowledge_lm.report.claims import claims_path, judged_claims, render_claims
 from knowledge_lm.report.coverage import all_coverage, coverage_files, read_coverage
 from knowledge_lm.report.derived import keeping_derived
 from knowledge_lm.report.frame import (
@@ -33,7 +35,7 @@ from knowledge_lm.report.frame import (
 from knowledge_lm.report.glance import render_glance
 from knowledge_lm.report.gold import stored_gold
 from knowledge_lm.report.pages import dataset_notes, render_dataset, render_probes
-from knowledge_lm.report.papers import write_papers
+from knowledge_lm.report.papers import papers_frame, report_split_cells, write_papers
 from knowledge_lm.report.pretraining import render_pretraining
 
 # The backbones whose results the committed leaderboards show: a smoke run on another (tiny, a local directory)
@@ -106,6 +108,7 @@ def page_inputs(name: str, paths: list[Path]) -> list[Path]:
     """The files a page is made of (``page_fingerprint``): the report's code, the references, the page's notes,
     its results and their predictions."""
     inputs = REPORT_CODE + [benchmarks_dir() / "references.yaml", benchmarks_dir() / "notes" / f"{name}.md"]
+    inputs += [claims_path()] if name == "README" else []
     return inputs + paths + [predictions_path(path) for path in paths]
 
 
@@ -160,6 +163,9 @@ def write_leaderboards(
 
     state = (read_cached_json(state_file, lambda value: isinstance(value, dict)) if state_file else None) or {}
     out_dir.mkdir(parents=True, exist_ok=True)
+    every_file = [file for chosen in by_dataset.values() for file in chosen]
+    frame = papers_frame(every_file) if by_dataset and not filtered else None
+    judged = judged_claims(report_split_cells(frame), results_dir) if frame is not None else []
     with keeping_derived(results_dir, store=store_derived and not filtered) as derived:
         written = build_pages(
             pages,
@@ -168,25 +174,43 @@ def write_leaderboards(
             options=(data_dir, backbones, datasets, methods),
             filtered=filtered,
             results_dir=results_dir,
+            judged=judged,
         )
         # A dataset whose page was rendered again, beside the README, used every number of it still current: the
         # others are stale. (A page skipped as unchanged looked none up: its dataset's numbers stay.)
         if not filtered and out_dir / "README.md" in written:
             derived.prune = {pages[page][1] for page in written if pages[page][0] == "dataset"}
-        if by_dataset and not filtered:  # a filtered build writes the chosen dataset pages alone
-            written += write_papers([file for chosen in by_dataset.values() for file in chosen], out_dir / "papers")
+        if frame is not None:  # a filtered build writes the chosen dataset pages alone
+            written += write_papers(every_file, out_dir / "papers", judged, frame)
+            written += write_if_changed(out_dir / "claims.md", render_claims(judged))
     if state_file is not None:
         write_json_atomic(state_file, state)
     return written
 
 
+def write_if_changed(path: Path, text: str) -> list[Path]:
+    """Write ``text`` to ``path`` where it differs from what is there; ``[path]`` where it did."""
+    if path.is_file() and path.read_text() == text:
+        return []
+    path.write_text(text)
+    return [path]
+
+
 def build_pages(
-    pages: dict[Path, tuple], out_dir: Path, state: dict, *, options: tuple, filtered: bool, results_dir=None
+    pages: dict[Path, tuple],
+    out_dir: Path,
+    state: dict,
+    *,
+    options: tuple,
+    filtered: bool,
+    results_dir=None,
+    judged: list = (),
 ) -> list[Path]:
     """Render each of ``pages`` (``planned_pages``) whose fingerprint is not the one ``state`` recorded, with a
     progress bar; records the new fingerprints in ``state``. Returns the pages written (an unchanged one is
     skipped). ``options``: the build's data directory, backbones, datasets and methods; ``results_dir``: where the
-    measured knowledge coverage lies (``knowledge_lm.report.coverage``)."""
+    measured knowledge coverage lies (``knowledge_lm.report.coverage``); ``judged``: the claims' verdicts
+    (``claims.judged_claims``) the README opens with."""
     data_dir, backbones = options[:2]
     written = []
     with Progress(
@@ -205,7 +229,7 @@ def build_pages(
                 if kind == "dataset":  # its figures are all drawn again: none it no longer makes stays behind
                     for figure in (out_dir / "figures").glob(f"{name}-*.png"):
                         figure.unlink()
-                text = render_page(kind, name, inputs, out_dir, data_dir, results_dir)
+                text = render_page(kind, name, inputs, out_dir, data_dir, results_dir, judged)
                 if text is not None:
                     page.write_text(text)
                     written.append(page)
@@ -233,7 +257,9 @@ def page_frame(inputs: list, data_dir) -> tuple[pd.DataFrame, dict[str, list], d
     return results_frame([result for _, result in inputs], predictions, groups, degenerate), golds, groupings
 
 
-def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir, results_dir=None) -> str | None:
+def render_page(
+    kind: str, name: str, inputs: list, out_dir: Path, data_dir, results_dir=None, judged: list = ()
+) -> str | None:
     """The text of one page of ``kind``: ``speed`` from its records, ``lama`` from its probes, ``dataset`` (``name``'s
     page) or ``glance`` (the README over every dataset) from its ``(path, result)`` files (None where they hold no
     metric), with the knowledge coverage measured in ``results_dir``."""
@@ -256,6 +282,7 @@ def render_page(kind: str, name: str, inputs: list, out_dir: Path, data_dir, res
     if frame.empty:
         return None
     if kind == "glance":
-        return render_glance(frame, golds, groupings, all_coverage(results_dir) if results_dir else None)
+        coverage = all_coverage(results_dir) if results_dir else None
+        return render_glance(frame, golds, groupings, coverage, judged=list(judged), figures=out_dir / "figures")
     coverage = read_coverage(results_dir, name) if results_dir else None
     return render_dataset(name, frame, out_dir / "figures", golds, groupings, coverage)

@@ -635,7 +635,8 @@ def reading_text(tests: PageTests, degenerate: str) -> str:
         "replicates; its p one-sided and uncorrected) where both kept predictions. Verdicts: better / worse "
         f"(q < {SIGNIFICANCE}); not significant after correction (p < {SIGNIFICANCE} ≤ q); no difference (the "
         f"interval of Δ over seeds lies within ±{NO_DIFFERENCE:g} point); too few seeds to tell (a wider interval "
-        "that does not exclude 0 after correction). "
+        f"that does not exclude 0 after correction, n < {MIN_SEEDS}); inconclusive (the same at n ≥ {MIN_SEEDS}, "
+        "with the seed pairs that the observed mean and spread say would settle it). "
         + (degenerate + " " if degenerate else "")
         + "† = the paper's own number, for reference only (different backbone and protocol: not comparable one to "
         "one)."

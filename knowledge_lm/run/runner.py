@@ -52,7 +52,7 @@ from knowledge_lm.run.submit import (
     array_line,
     cancel_hint,
     ended_reason,
-    error_line,
+    job_error_line,
     job_log,
     queue_states,
     run_command,
@@ -1139,5 +1139,5 @@ def task_outcome(task, state: str | None):
         return task.result()
     except Exception as error:  # the scheduler's or submitit's: a job killed, timed out or never started
         lines = str(error).strip().splitlines()
-        why = error_line(task) or (lines[0] if lines else repr(error))
+        why = job_error_line(task) or (lines[0] if lines else repr(error))
         return f"job {task.job_id}{' ' + state if state else ''}: {why}"

@@ -102,15 +102,15 @@ def queue_states() -> dict[str, str] | None:
 
 def ended_reason(job, state: str | None) -> str:
     """Why ``job`` (a submitit job) ended without a result: SLURM's ``state`` (``left the queue`` where it knows the
-    job no more) and the telling line of its task 0's error stream (``error_line``), where it wrote one."""
+    job no more) and the telling line of its task 0's error stream (``job_error_line``), where it wrote one."""
     words = f"job {job.job_id} {state or 'left the queue'}"
     if not job_log(job).is_file():
         return f"{words} before it started (no output)" if state in (None, "CANCELLED") else words
-    line = error_line(job)
+    line = job_error_line(job)
     return f"{words}: {line}" if line else words
 
 
-def error_line(job) -> str:
+def job_error_line(job) -> str:
     """The line of ``job``'s error stream (its task 0's) that says why it stopped: SLURM's ``*** JOB ... ***``
     notice, else the last exception's line (``...Error: ...``), else its last line; "" where it has none."""
     try:
