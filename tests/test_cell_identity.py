@@ -64,15 +64,25 @@ def test_a_tiny_generated_world_is_not_the_committed_one(capsys, tmp_path):
     assert "dataset.train_size 2000 → 160" in why and "epochs " in why
 
 
+# Cells the store still holds from before a deliberate change of a default, rerun pending, and why (the dataset's
+# page note says which): they plan as cells of their own, by exactly these differences and no others.
+PENDING_RERUNS = {
+    "redocred": {"knowledge.keep_answers"},  # trained with the KG's answers in it: benchmarks/notes/redocred.md
+}
+
+
 def test_no_committed_config_renames_a_stored_cell():
-    """Every committed config's cells are the stored cells of their names (where stored): the store plans nothing
-    new for them. (Leaves out the records, which the run compares: that needs the data.)"""
+    """Every committed config's cells are the stored cells of their names (where stored), but for the reruns
+    ``PENDING_RERUNS`` names: the store plans nothing else new for them. (Leaves out the records, which the run
+    compares: that needs the data.)"""
     for config in sorted((REPO / "benchmarks").glob("*.yaml")):
         raw = yaml.safe_load(config.read_text())
         if not isinstance(raw, dict) or "dataset" not in raw:
             continue
-        renamed = [p for p in planned_cells(load_sweep(config), {}, REPO / "results") if p.found]
-        assert not renamed, f"{config.name}: {renamed[0].asked.key}: {[str(d) for d in renamed[0].found]}"
+        for planned in planned_cells(load_sweep(config), {}, REPO / "results"):
+            pending = PENDING_RERUNS.get(planned.asked.dataset, set())
+            unexpected = [str(d) for d in planned.found if d.name not in pending]
+            assert not unexpected, f"{config.name}: {planned.asked.key}: {unexpected}"
 
 
 def baseline_sweep(**raw):
