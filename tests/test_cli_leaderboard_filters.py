@@ -15,7 +15,7 @@ def test_filters_choose_pages_and_rows(tmp_path, capsys, monkeypatch):
             write_json_atomic(cell.result_path(results), stored_result(cell))
     rendered = {}
 
-    def render_page(kind, name, inputs, out_dir, data_dir, judged=()):
+    def render_page(kind, name, inputs, out_dir, data_dir, **options):
         rendered[name] = sorted({result["cell"]["method"] for _, result in inputs})
         return f"{name}\n"
 

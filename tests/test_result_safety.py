@@ -169,7 +169,7 @@ def test_leaderboard_warns_per_bad_file_and_renders_the_rest(tmp_path, capsys):
 
     written = write_leaderboards(results, tmp_path / "leaderboards")
     warnings = capsys.readouterr().err
-    assert [path.name for path in written if path.parent.name != "papers"] == ["generated.md", "README.md"]
+    assert [path.name for path in written if path.parent.name != "papers"] == ["generated.md", "README.md", "claims.md"]
     for bad in ("tiny/f1-s1.json: corrupt", "tiny/f1-s2.json: corrupt", "tiny/f1-s3.json: misfiled"):
         assert bad in warnings
     assert f"{truncated}: corrupt predictions file" in warnings

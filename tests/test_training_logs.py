@@ -5,6 +5,7 @@ import csv
 import importlib.util
 
 import pytest
+import yaml
 
 from knowledge_lm.cli import main
 from knowledge_lm.core.errors import KlmError
@@ -44,10 +45,10 @@ def test_a_cell_logs_loss_learning_rate_and_dev_metric_per_evaluation(tmp_path, 
     assert [path for path, _ in result_files(results)] == [cell.result_path(results)]  # logs are no result
 
     monkeypatch.setenv("COLUMNS", "400")  # the status table's paths on one line each
-    code = main(
-        ["status", "--dataset", "generated", "--method", "baseline", "--fractions", "1", "--seeds", "1",
-         "--backbone", "tiny", "--results-dir", str(results), "--runs-dir", str(tmp_path / "runs")]
-    )  # fmt: skip
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump(SWEEP))  # the cell's own settings: status finds it done, with its log
+    runs = str(tmp_path / "runs")
+    code = main(["status", "--config", str(config), "--results-dir", str(results), "--runs-dir", runs])
     assert code == 0 and str(cell.log_dir(results) / "version_0") in capsys.readouterr().out
 
 

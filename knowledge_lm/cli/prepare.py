@@ -57,7 +57,8 @@ def command_coverage(args, sweep):
     beside the tasks measured before."""
     from knowledge_lm.core.io import read_json
     from knowledge_lm.core.registry import DATASETS
-    from knowledge_lm.knowledge.coverage import COVERAGE_SAMPLE, coverage_line, measure_coverage
+    from knowledge_lm.knowledge.coverage import COVERAGE_SAMPLE, coverage_line
+    from knowledge_lm.knowledge.measure import measure_coverage
     from knowledge_lm.knowledge.prepare import KnowledgeConfig
 
     data_dir = check_data_dir(args.data_dir)

@@ -1,23 +1,13 @@
-"""Coverage: how much of the KG reaches a knowledge method on a dataset, per split.
+"""Coverage: how much of the KG reaches a knowledge method on a dataset, per split (``split_coverage``).
 
-Measured on the links the methods receive (``prepare.entity_linker``: the dataset's gold links where it has them,
-else alias-table candidates) and the KG they see (``prepare.knowledge_graph_dir``: answers removed). Per split
-(``split_coverage``):
-
-* ``linked``: share of examples with ≥ 1 linked entity (a mention's top candidate);
-* ``in_kg``: share of the linked entities (distinct per example) that are KG entities (gold links may not be);
-* ``with_triple``: share of examples whose linked entities touch ≥ 1 KG triple; ``triples_median``,
-  ``triples_mean``: the distinct triples touching an example's linked entities;
-* ``asked_pairs``, ``joined``: the entity pairs the task asks about and the share of them joined by a KG edge
-  (either direction). ``asked`` says which pairs: ``head and tail`` (relation classification: the entities
-  linked at the two marked spans; a side with no link is a pair not joined), ``gold facts`` (document-level RE:
-  each fact's head and tail, linked at any of their mentions), else ``linked pairs`` (every two distinct linked
-  entities of an example);
-* where the dataset has gold links (``link_agreement``), the alias-table linkers against them, matched strongly
-  (a mention is right where its span is a gold link's span and its top candidate that link's entity, as GERBIL's
-  strong annotation match): ``link_precision``, the share of the linker's mentions that are right, and
-  ``link_recall``, the share of gold links found; ``mentions=ngrams`` (every n-gram: ``EntityLinker``) and
-  ``mentions=entities`` (spaCy's entity spans: ``SpanLinker``) each.
+Measured on the links the methods receive (``prepare.entity_linker``) and the KG they see
+(``prepare.knowledge_graph_dir``: answers removed): ``linked``, the share of examples with ≥ 1 linked entity;
+``in_kg``, the share of linked entities that are KG entities; ``with_triple``, the share of examples whose linked
+entities touch ≥ 1 KG triple (``triples_median``, ``triples_mean``: how many); ``asked_pairs`` and ``joined``, the
+entity pairs the task asks about (``asked``: the head and tail of relation classification, the gold facts of
+document-level RE, else every two linked entities) and the share joined by a KG edge. Where the dataset has gold
+links (``link_agreement``), each alias-table linker against them, matched strongly as GERBIL does:
+``link_precision`` and ``link_recall``. ``knowledge.measure`` runs it on a dataset.
 """
 
 import random
@@ -117,51 +107,6 @@ def link_agreement(records: list[dict], alias_linked: list[list[list]]) -> dict:
         "mentions": mentions,
         "gold_links": gold_count,
     }
-
-
-def measure_coverage(data_module, config, cache_dir, sample: int | None = COVERAGE_SAMPLE) -> dict:
-    """The coverage of every split of ``data_module``'s task with the knowledge ``config`` (a ``KnowledgeConfig``),
-    ``sample`` examples per split at most; with the alias linker's agreement with the gold links where the
-    dataset has some. Links only: no spaCy, no features."""
-    from dataclasses import replace
-
-    from knowledge_lm.knowledge.annotate import Annotator
-    from knowledge_lm.knowledge.kg import KnowledgeGraph
-    from knowledge_lm.knowledge.prepare import (
-        MENTION_SOURCES,
-        entity_linker,
-        has_gold_links,
-        knowledge_graph_dir,
-        link_segments,
-        text_segments,
-    )
-
-    splits = data_module.read_labelled()
-    kg = KnowledgeGraph.load(knowledge_graph_dir(data_module, config, cache_dir))
-    gold, linker = entity_linker(data_module, splits, kg, config)
-    alias_linkers = {
-        source: entity_linker(data_module, splits, kg, replace(config, linking="alias", mentions=source))[1]
-        for source in MENTION_SOURCES
-    }
-    annotator = None
-    measured = {}
-    for split, records in splits.items():
-        chosen = [records[index] for index in sample_indices(len(records), sample)]
-        agree = has_gold_links(records)
-        annotations = None
-        if agree or getattr(linker, "needs_annotations", False):  # spaCy only where a span linker reads it
-            annotator = annotator or Annotator(backend=config.annotator, phrases=config.phrases)
-            flat = iter(annotator.annotate([text for record in chosen for _, text in text_segments(record)]))
-            annotations = [[next(flat) for _ in text_segments(record)] for record in chosen]
-        entry = split_coverage(chosen, link_segments(chosen, gold, linker, annotations=annotations), kg)
-        entry.update(examples=len(records), measured=len(chosen))
-        if agree:
-            entry["links"] = {
-                source: link_agreement(chosen, link_segments(chosen, False, alias, annotations=annotations))
-                for source, alias in alias_linkers.items()
-            }
-        measured[split] = entry
-    return {"gold_links": gold, "mentions": config.mentions, "splits": measured}
 
 
 def coverage_line(coverage: dict | None, linked: float | None = None) -> str:

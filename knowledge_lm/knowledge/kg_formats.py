@@ -1,23 +1,13 @@
 """The KG a user names (``--kg PATH|NAME``, knowledge option ``kg_dir``), as a folder of the suite's KG layout.
 
-Accepted:
-
-* a name: ``wikidata_kg`` (the shared small KG, the default of every dataset without its own) or ``wikidata5m``,
-  looked up as ``<data_dir>/<name>/``;
-* a folder of the suite's layout (``triples.tsv``, optional ``entities.jsonl`` and relation names:
-  ``kg.KnowledgeGraph``);
-* a folder of Wikidata5M as distributed (Wang et al., 2021; https://deepgraphlearning.github.io/project/wikidata5m):
-  its triples ``wikidata5m_all_triplet.txt``, else the transductive (or inductive) ``train``/``valid``/``test``
-  splits, each ``head<TAB>relation<TAB>tail``; its entity aliases ``wikidata5m_entity.txt`` (``Q<TAB>alias<TAB>…``,
-  the first alias taken as the label) and relation aliases ``wikidata5m_relation.txt`` (``P<TAB>alias<TAB>…``);
-  each possibly ``.gz``;
-* a TSV file of ``head<TAB>relation<TAB>tail`` triples, its names in a labels file beside it: ``entities.jsonl``,
-  ``labels.tsv`` or ``wikidata5m_entity.txt`` (``Q<TAB>label<TAB>alias…``), relation names in ``relations.tsv``
-  or ``wikidata5m_relation.txt``.
-
-The last two are converted once into ``<cache_dir>/kg/<name>-<fingerprint of the files' names, sizes and times>/``;
-linking (the alias table from the labels and aliases), TransE, KAM's KG map and kg-text then read that folder as
-they read the shared KG.
+Accepted: a name (``wikidata_kg``, the shared small KG, or ``wikidata5m``, under ``<data_dir>/<name>/``); a folder of
+the suite's layout (``triples.tsv``, optional ``entities.jsonl`` and relation names: ``kg.KnowledgeGraph``); a
+folder of Wikidata5M as distributed (Wang et al., 2021: ``wikidata5m_all_triplet.txt`` or its
+``train``/``valid``/``test`` splits, ``wikidata5m_entity.txt`` and ``wikidata5m_relation.txt`` for the names, each
+possibly ``.gz``); or a TSV file of ``head<TAB>relation<TAB>tail`` triples with a labels file beside it
+(``entities.jsonl``, ``labels.tsv`` or ``wikidata5m_entity.txt``; relation names in ``relations.tsv`` or
+``wikidata5m_relation.txt``). The last two are converted once into ``<cache_dir>/kg/<name>-<fingerprint>/``, which
+linking, TransE, KAM's KG map and kg-text then read as they read the shared KG.
 """
 
 import hashlib

@@ -149,7 +149,7 @@ def above_chance_test(values: pd.Series, chance: float) -> dict:
 
 
 def seed_deltas(
-    frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, against: str = "baseline"
+    frame: pd.DataFrame, method: str, fraction: float, task: str, metric: str, *, against: str = "baseline"
 ) -> pd.Series:
     """The method minus ``against`` (the baseline) per seed both ran, indexed by seed."""
     ours, baseline = (by_seed(frame, name, fraction, task, metric) for name in (method, against))

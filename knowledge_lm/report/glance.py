@@ -1,22 +1,14 @@
 """The answer at a glance, ``leaderboards/README.md``: does knowledge injection help, and by how much?
 
-It opens with the answer (``answer_lines``): at most six generated sentences (the papers' claims by verdict, from
-``knowledge_lm.report.claims``; the largest real-data effect of any method; what the synthetic task's controls
-show) and a forest plot of each main method's Δ against the baseline per dataset. Then the table: the backbone
-named with its size, and what the papers' numbers can be compared with. Then one row per main method
-(``MAIN_METHODS``), one column per dataset (``MAIN_DATASETS`` and any other with results, linking to its page). A cell
-is the method's mean at 100 % train with n (a dataset of several tasks, GLUE's included: the mean of its tasks'
-means), and its Δ against the baseline as the dataset's page tests it (``comparisons.page_tests``, corrected with
-every other mark of that page): on a page of one task, the task's own comparison; on a page of several, the per-seed
-Δ averaged over the tasks both ran; its verdict; and a footnote mark where its cells ran on several GPU models
-(``Footnotes``: a text that would repeat across cells, a card note or the reason a method cannot run, is said once
-under the table).
-Where the method has counterfactual controls, the cell adds its knowledge used, the page's seed-level test too. A
-cell without results gives ``registry.cannot_run``'s reason, or says it has not run yet: no cell is left blank.
-The README computes no test of its own, so it and the page give the same verdict for the same comparison; so too
-for its section "Does a method use relational facts?", each verdict read from the generated page's tests.
-Degenerate cells and older split or scorer versions are left out as on the pages. Other methods with results
-(ablations, extensions, controls) get the same cells in a second table.
+It opens with the answer (``answer_lines``: at most six generated sentences, the claims' verdicts from
+``report.claims``, the largest real-data effect, what the synthetic task's controls show; a forest plot of each main
+method's Δ per dataset). Then one row per main method (``MAIN_METHODS``), one column per dataset: the method's
+mean at 100 % train with n, its Δ against the baseline as the dataset's page tests it (``comparisons.page_tests``,
+corrected with that page) and its verdict (gated by the dataset's knowledge coverage), knowledge used against its
+controls; a text that would repeat across cells (a card note, a reason a method cannot run) is a footnote
+(``Footnotes``). It computes no test of its own, so it and the pages agree, the section "Does a method use
+relational facts?" included. Degenerate cells and older split or scorer versions are left out as on the pages;
+other methods with results get the same cells in a second table.
 """
 
 from pathlib import Path
@@ -385,6 +377,49 @@ def forest_rows(results: GlanceResults, rows: list[tuple[str, str, str]]) -> lis
     ]
 
 
+def glance_table(
+    results: GlanceResults,
+    rows: list[tuple[str, str, str]],
+    datasets: list[str],
+    coverage: dict,
+    notes: Footnotes,
+    *,
+    by_backbone: bool,
+) -> list[str]:
+    """The README's table of ``rows`` (backbone, label, method) over ``datasets``: a KG coverage row where
+    ``coverage`` holds some, then a row per method (``glance_cell_text``), repeated texts as footnotes of ``notes``."""
+    header = " | ".join(
+        (f"[{dataset}]({dataset}.md)" if dataset in results.pages else dataset)
+        + (" (synthetic)" if dataset in SYNTHETIC else "")
+        for dataset in datasets
+    )
+    lines = [f"| method | {header} |", "|---|" + "---|" * len(datasets)]
+    if coverage:
+        lines.append(
+            "| KG coverage (reported split: examples with a triple, asked pairs joined) | "
+            + " | ".join(glance_coverage(coverage.get(dataset)) for dataset in datasets)
+            + " |"
+        )
+    for backbone, label, method in rows:
+        texts = [
+            glance_cell_text(
+                results.pages.get(dataset),
+                backbone,
+                label,
+                method=method,
+                dataset=dataset,
+                metrics=results.metrics.get(dataset, {}),
+                found=results.cells.get((backbone, label, dataset)),
+                notes=notes,
+                untestable=dataset_untestable(coverage.get(dataset)),
+            )
+            for dataset in datasets
+        ]
+        name = f"{label} ({backbone})" if by_backbone else label
+        lines.append(f"| {name} | " + " | ".join(texts) + " |")
+    return lines
+
+
 def render_glance(
     frame: pd.DataFrame,
     golds: dict[str, list],
@@ -407,36 +442,7 @@ def render_glance(
     notes = Footnotes()
 
     def table(rows: list[tuple[str, str, str]]) -> list[str]:
-        header = " | ".join(
-            (f"[{dataset}]({dataset}.md)" if dataset in results.pages else dataset)
-            + (" (synthetic)" if dataset in SYNTHETIC else "")
-            for dataset in datasets
-        )
-        lines = [f"| method | {header} |", "|---|" + "---|" * len(datasets)]
-        if coverage:
-            lines.append(
-                "| KG coverage (reported split: examples with a triple, asked pairs joined) | "
-                + " | ".join(glance_coverage(coverage.get(dataset)) for dataset in datasets)
-                + " |"
-            )
-        for backbone, label, method in rows:
-            texts = [
-                glance_cell_text(
-                    results.pages.get(dataset),
-                    backbone,
-                    label,
-                    method=method,
-                    dataset=dataset,
-                    metrics=results.metrics.get(dataset, {}),
-                    found=results.cells.get((backbone, label, dataset)),
-                    notes=notes,
-                    untestable=dataset_untestable(coverage.get(dataset)),
-                )
-                for dataset in datasets
-            ]
-            name = label if len(backbones) == 1 else f"{label} ({backbone})"
-            lines.append(f"| {name} | " + " | ".join(texts) + " |")
-        return lines
+        return glance_table(results, rows, datasets, coverage, notes, by_backbone=len(backbones) > 1)
 
     drawn = None
     if figures is not None:

@@ -229,7 +229,7 @@ def build_pages(
                 if kind == "dataset":  # its figures are all drawn again: none it no longer makes stays behind
                     for figure in (out_dir / "figures").glob(f"{name}-*.png"):
                         figure.unlink()
-                text = render_page(kind, name, inputs, out_dir, data_dir, results_dir, judged)
+                text = render_page(kind, name, inputs, out_dir, data_dir, results_dir=results_dir, judged=judged)
                 if text is not None:
                     page.write_text(text)
                     written.append(page)
@@ -258,7 +258,7 @@ def page_frame(inputs: list, data_dir) -> tuple[pd.DataFrame, dict[str, list], d
 
 
 def render_page(
-    kind: str, name: str, inputs: list, out_dir: Path, data_dir, results_dir=None, judged: list = ()
+    kind: str, name: str, inputs: list, out_dir: Path, data_dir, *, results_dir=None, judged: list = ()
 ) -> str | None:
     """The text of one page of ``kind``: ``speed`` from its records, ``lama`` from its probes, ``dataset`` (``name``'s
     page) or ``glance`` (the README over every dataset) from its ``(path, result)`` files (None where they hold no
@@ -285,4 +285,4 @@ def render_page(
         coverage = all_coverage(results_dir) if results_dir else None
         return render_glance(frame, golds, groupings, coverage, judged=list(judged), figures=out_dir / "figures")
     coverage = read_coverage(results_dir, name) if results_dir else None
-    return render_dataset(name, frame, out_dir / "figures", golds, groupings, coverage)
+    return render_dataset(name, frame, out_dir / "figures", golds, groupings, coverage=coverage)

@@ -213,6 +213,7 @@ def comparison_table(
     metric: str,
     golds: dict[str, list],
     comparisons: dict[tuple, dict],
+    *,
     untestable: str | None = None,
 ) -> list[str]:
     """Each method against the baseline per fraction (``comparisons``: ``page_comparisons``): Δ (mean ± std over
@@ -683,7 +684,7 @@ class TaskCells:
     varied: pd.DataFrame
 
 
-def dataset_page(dataset, frame, figures_dir, golds, groupings, coverage=None) -> DatasetPage:
+def dataset_page(dataset, frame, figures_dir, golds, groupings, *, coverage=None) -> DatasetPage:
     """The page's cells of the current protocol and the tests they take part in; ``coverage``: the dataset's
     measured knowledge coverage, where there is one."""
     frame, older = current_protocol(frame)
@@ -890,7 +891,7 @@ def baseline_section(page: DatasetPage, cells: TaskCells) -> list[str]:
     if not (cells.plain.task == cells.task).any():
         return []
     compared = comparison_table(
-        cells.plain, cells.task, cells.metric, page.golds, page.tests.baseline, page.untestable(cells.task)
+        cells.plain, cells.task, cells.metric, page.golds, page.tests.baseline, untestable=page.untestable(cells.task)
     )
     if not compared:
         return []
@@ -950,12 +951,13 @@ def render_dataset(
     figures_dir: Path | None = None,
     golds: dict[str, list] | None = None,
     groupings: dict[str, list[str]] | None = None,
+    *,
     coverage: dict | None = None,
 ) -> str:
     """``dataset``'s page, its sections (``PAGE_SECTIONS``) in order; ``golds``: the gold answers of the kept
     predictions in ``frame``, by their sha256; ``groupings``: their examples' groups (``kept_groups``), by their
     sha256; ``coverage``: its measured knowledge coverage (``knowledge_lm.report.coverage``)."""
-    page = dataset_page(dataset, frame, figures_dir, golds or {}, groupings or {}, coverage)
+    page = dataset_page(dataset, frame, figures_dir, golds or {}, groupings or {}, coverage=coverage)
     return "\n".join(line for section in PAGE_SECTIONS for line in section(page))
 
 
