@@ -61,19 +61,16 @@ def parse_jobs(value: str | None) -> int:
     return jobs
 
 
-def print_plan(
-    sweeps, results_dir: Path, runs_dir: Path, *, jobs: int, rerun_without_predictions: bool, only=None, overrides=None
-):
-    """``klm bench --dry-run``: each sweep's cells under the keys a run takes them (a stored namesake trained with
-    other settings makes a cell of its own, and the plan says how they differ), what a run would do with them (run,
-    or leave: done, running elsewhere) and the expected wall time of each to run (``estimated_seconds``: the median
-    of stored cells of its dataset, task, method and fraction, of the variants nearest its own, on its backbone
-    where there are some; else unknown); then the totals, in sentences."""
+def print_plan(sweeps, plans: list, results_dir: Path, *, jobs: int):
+    """``klm bench --dry-run``: each sweep's cells (``plans``: its ``plan_sweep``) under the keys a run takes them (a
+    stored namesake trained with other settings makes a cell of its own, and the plan says how they differ), what a
+    run would do with them (run, or leave: done, running elsewhere) and the expected wall time of each to run
+    (``estimated_seconds``: the median of stored cells of its dataset, task, method and fraction, of the variants
+    nearest its own, on its backbone where there are some; else unknown); then the totals, in sentences."""
     wall_times = stored_wall_times(results_dir)
     total = {"cells": 0, "done": 0, "elsewhere": 0, "run": 0, "unknown": 0, "seconds": 0.0}
-    for sweep in sweeps:
+    for sweep, planned in zip(sweeps, plans):
         print(f"{sweep.name}:")
-        planned = plan_sweep(sweep, results_dir, runs_dir, rerun_without_predictions, only, overrides)
         for chosen, state, will_run in planned:
             cell = chosen.cell
             total["cells"] += 1
@@ -131,22 +128,16 @@ def check_devices(sweeps, overrides: dict, executor: str):
             )
 
 
-def check_backbones_to_run(sweeps, args, only) -> None:
-    """The backbones of the cells a run would train (``plan_sweep``'s), each ready (``check_backbone_ready``): a
-    missing or empty model folder, unreadable weights or a hub name offline fail before any sweep starts, from the
-    dry run too; the backbones of cells done already are not needed."""
-    rerun, overrides = args.rerun_without_predictions, parse_overrides(args.set)
-    backbones = {
-        planned.cell.backbone
-        for sweep in sweeps
-        for planned, _, will_run in plan_sweep(sweep, args.results_dir, args.runs_dir, rerun, only, overrides)
-        if will_run
-    }
+def check_backbones_to_run(plans: list, dry_run: bool) -> None:
+    """The backbones of the cells a run would train (``plans``: each sweep's ``plan_sweep``), each ready
+    (``check_backbone_ready``): a missing or empty model folder, unreadable weights or a hub name offline fail before
+    any sweep starts, from the dry run too; the backbones of cells done already are not needed."""
+    backbones = {planned.cell.backbone for plan in plans for planned, _, will_run in plan if will_run}
     for backbone in sorted(backbones):
         try:
             check_backbone_ready(backbone)
         except KlmError as error:
-            if not (args.dry_run and backbone in PACKAGED_CHECKSUMS):
+            if not (dry_run and backbone in PACKAGED_CHECKSUMS):
                 raise
             # a packaged backbone not installed yet plans (as on a fresh clone offline); the run needs it
             print(f"note: {error}", file=sys.stderr)
@@ -172,17 +163,11 @@ def command_bench(args):
         check_writable_folder(folder)
     check_cache_folder(None)
     only = shard_keys([cell for sweep in sweeps for cell in sweep_cells(sweep)], shard) if shard else None
-    check_backbones_to_run(sweeps, args, only)
+    rerun = args.rerun_without_predictions
+    plans = [plan_sweep(sweep, args.results_dir, args.runs_dir, rerun, only, overrides) for sweep in sweeps]
+    check_backbones_to_run(plans, args.dry_run)
     if args.dry_run:
-        print_plan(
-            sweeps,
-            args.results_dir,
-            args.runs_dir,
-            jobs=jobs,
-            rerun_without_predictions=args.rerun_without_predictions,
-            only=only,
-            overrides=overrides,
-        )
+        print_plan(sweeps, plans, args.results_dir, jobs=jobs)
         return 0
     executor = None
     if args.executor != "local":

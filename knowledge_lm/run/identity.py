@@ -38,10 +38,12 @@ def plain(value):
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
-def train_defaults() -> dict:
+def field_defaults(cls) -> dict:
+    """A dataclass's fields set on construction, by name, at their defaults."""
     return {
         f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        for f in dataclasses.fields(TrainConfig)
+        for f in dataclasses.fields(cls)
+        if f.init
     }
 
 
@@ -49,22 +51,13 @@ def train_identity(train: dict, method: str) -> dict:
     """The settings of ``train`` (``TrainConfig``'s fields; absent ones at their defaults) that change what a cell
     of ``method`` learns, its method options among them as ``method_options.<name>`` (less the options the method
     declares it has no use for, its ``inert_options``)."""
-    defaults = train_defaults()
+    defaults = field_defaults(TrainConfig)
     values = {**defaults, **{name: value for name, value in train.items() if name in defaults}}
     identity = {name: value for name, value in values.items() if name not in EXECUTION_SETTINGS}
     inert = METHODS.class_attribute(method, "inert_options") or ()
-    options = {**method_option_defaults(method), **(identity.pop("method_options") or {})}
+    options = {**field_defaults(METHODS.get(method).options_class), **(identity.pop("method_options") or {})}
     identity.update({f"method_options.{name}": value for name, value in options.items() if name not in inert})
     return identity
-
-
-def method_option_defaults(method: str) -> dict:
-    """The defaults of ``method``'s options (its ``options_class``; imports the method)."""
-    return {
-        option.name: option.default if option.default is not dataclasses.MISSING else option.default_factory()
-        for option in dataclasses.fields(METHODS.get(method).options_class)
-        if option.init
-    }
 
 
 _RESOLVED: dict[str, dict] = {}
