@@ -20,9 +20,9 @@ DAEMONS="slurmd slurmctld slurmdbd mariadbd munged"  # the order they stop in
 fail() { echo "slurm.sh: $*" >&2; stop; exit 1; }
 
 install_packages() {
-    local packages="slurm-wlm munge" commands="slurmctld slurmd munged" missing=""
-    [ -n "$ACCOUNTING" ] && packages="$packages slurmdbd mariadb-server" commands="$commands slurmdbd mariadbd"
-    for command in $commands; do command -v "$command" >/dev/null || missing=1; done
+    local packages="slurm-wlm munge" programs="slurmctld slurmd munged" program missing=""
+    [ -n "$ACCOUNTING" ] && packages="$packages slurmdbd mariadb-server" programs="$programs slurmdbd mariadbd"
+    for program in $programs; do command -v "$program" >/dev/null || missing=1; done
     [ -z "$missing" ] && return 0
     [ "$(id -u)" = 0 ] || { echo "slurm.sh: $packages are not all installed, and installing them needs root" >&2; return 1; }
     command -v apt-get >/dev/null || { echo "slurm.sh: $packages are not all installed, and there is no apt-get" >&2; return 1; }
@@ -169,10 +169,10 @@ stop() {
     return 0
 }
 
-command=${1:-}
+action=${1:-}
 shift
-[ "${1:-}" = --accounting ] && [ "$command" != stop ] && { ACCOUNTING=1; shift; }
-case "$command" in
+[ "${1:-}" = --accounting ] && [ "$action" != stop ] && { ACCOUNTING=1; shift; }
+case "$action" in
     start) start ;;
     stop) stop ;;
     run)
