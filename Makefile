@@ -1,6 +1,7 @@
 # make bench   — create .venv, install, run the default benchmark (baseline on the generated task), write leaderboards/
 # make test    — install, lint (ruff), run the test suite (tests marked slow excluded; make test-all runs them too)
-# make test-slurm — as root: start a one-node SLURM (.ci/slurm.sh), run the tests marked slurm against it, stop it
+# make test-slurm — as root: start a one-node SLURM (.ci/slurm.sh), run the tests marked slurm against it, stop it;
+#                   then the same with accounting (slurmdbd, mariadb) for those marked slurm_accounting
 # make help    — every variable and target, one line each (from the `##` comments below)
 # A variable's `##` follows its value without a space: make would keep the space in the value.
 PYTHON ?= python3## the Python that creates the virtual environment
@@ -83,8 +84,9 @@ $(BIN)/.slurm-installed: $(BIN)/.installed
 	touch $@
 
 # Each test is bounded (a hang fails it); SLURM_TESTS_RUN=1 fails on a skip: the SLURM that started must answer.
-test-slurm: $(BIN)/.slurm-installed ## as root: the tests marked slurm against a one-node SLURM that it starts and stops
-	.ci/slurm.sh run env SLURM_TESTS_RUN=1 $(BIN)/python -m pytest -q -m slurm -p no:cacheprovider
+test-slurm: $(BIN)/.slurm-installed ## as root: the tests marked slurm against a one-node SLURM it starts and stops (then with accounting)
+	.ci/slurm.sh run env SLURM_TESTS_RUN=1 $(BIN)/python -m pytest -q -m "slurm and not slurm_accounting" -p no:cacheprovider
+	.ci/slurm.sh run --accounting env SLURM_TESTS_RUN=1 $(BIN)/python -m pytest -q -m slurm_accounting -p no:cacheprovider
 
 test-all: lint ## lint, then every test, the slow ones too (not the SLURM ones: make test-slurm)
 	$(BIN)/python -m pytest -q $(TEST_ARGS) -m "not slurm"

@@ -12,7 +12,7 @@ from knowledge_lm.run import runner
 from knowledge_lm.run.claims import CLAIMED_EXIT, claim_cell
 from knowledge_lm.run.config import validate_sweep
 from knowledge_lm.run.runner import parse_shard, run_sweep, shard_keys, sweep_cells
-from knowledge_lm.run.submit import run_command
+from knowledge_lm.run.submit import array_tasks, run_command
 
 
 def small_sweep(seeds=(1, 2, 3, 4, 5)):
@@ -106,3 +106,11 @@ def test_a_job_whose_cell_finished_or_is_claimed_exits_before_its_run_folder(tmp
     with claim_cell(log.parent):  # a cell another live process holds: left to it, its log untouched
         assert run_command([sys.executable, "-c", "raise SystemExit(1)"], str(log), {}, "") == CLAIMED_EXIT
         assert not log.exists()
+
+
+@pytest.mark.parametrize(
+    ("record", "job_ids"),
+    [("123_[0,2-3%4]", ["123_0", "123_2", "123_3"]), ("123_4", ["123_4"]), ("123", ["123"])],
+)
+def test_a_sacct_record_names_the_jobs_it_stands_for(record, job_ids):
+    assert array_tasks(record) == job_ids

@@ -1,6 +1,6 @@
 """``klm bench --executor slurm`` against a running SLURM (``make test-slurm``: ``.ci/slurm.sh`` starts a one-node
-cluster with a CPU-only partition and no accounting). Each test is skipped, with the reason, where no SLURM
-answers; each waits a bounded time."""
+cluster with a CPU-only partition, first without accounting, then with it for the tests marked ``slurm_accounting``).
+Each test is skipped, with the reason, where no SLURM answers; each waits a bounded time."""
 
 import json
 import os
@@ -50,6 +50,18 @@ def slurm():
         pytest.skip(f"SLURM tests not run: {reason}")
 
 
+@pytest.fixture
+def accounting():
+    """SLURM's accounting (``sacct`` answers): a test that needs it fails where ``make test-slurm`` started SLURM
+    with it and it does not answer, and is skipped elsewhere."""
+    listed = subprocess.run(["sacct", "-n", "-X", "-o", "JobID"], capture_output=True, text=True, timeout=10)
+    if listed.returncode != 0:
+        reason = f"no SLURM accounting: sacct: {' '.join(listed.stderr.strip().splitlines()[-1:])}"
+        if os.environ.get("SLURM_TESTS_RUN"):
+            pytest.fail(f"SLURM started for the tests marked slurm_accounting, but {reason}")
+        pytest.skip(f"{reason} (.ci/slurm.sh start --accounting starts SLURM with it)")
+
+
 def bench(tmp_path: Path, config: Path, *args: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "knowledge_lm.cli", "bench", "--config", str(config), "--no-leaderboard"]
     return subprocess.Popen(
@@ -77,7 +89,8 @@ def cells(config: Path):
 
 
 def queue(job_state: str = "") -> list[str]:
-    """The ids of the jobs in the queue (of ``job_state``, where given)."""
+    """The ids of the jobs in the queue (of ``job_state``, where given: ``all`` lists the ended jobs it remembers
+    too)."""
     state = ["-t", job_state] if job_state else []
     listed = subprocess.run(["squeue", "-h", "-r", "-o", "%i", *state], capture_output=True, text=True, timeout=10)
     return listed.stdout.split()
@@ -152,6 +165,27 @@ def test_ctrl_c_leaves_a_queued_job_and_a_job_cancelled_while_pending_is_reporte
     subprocess.run(["scancel", job], check=True, timeout=10)
     output = finish(runner, 120)  # without accounting, a cancelled pending job once left klm waiting for ever
     assert runner.returncode == 1 and f"job {job} CANCELLED before it started" in output, output
+    assert cell_status(cell, tmp_path / "results", tmp_path / "runs")[0] == "missing"
+
+
+@pytest.mark.slurm_accounting
+def test_a_job_cancelled_while_pending_is_reported_from_the_accounting_once_the_queue_forgot_it(tmp_path, accounting):
+    config = tiny_sweep_config(tmp_path, seeds=[1], steps=2)
+    [cell] = cells(config)
+    runner = bench(tmp_path, config, "--executor-option", "slurm_additional_parameters={begin: now+3600}")
+    wait_for(lambda: queue("PENDING"), 60, "the job to be queued")
+    [job] = queue("PENDING")
+    wait_for(lambda: (cell.run_dir(tmp_path / "runs") / "queued.json").is_file(), 30, "the queued mark")
+    # The runner looks away (a suspended login session) while the job is cancelled and the queue forgets it
+    # (MinJobAge: 10-20 s here): only the accounting still knows how it ended.
+    runner.send_signal(signal.SIGSTOP)
+    try:
+        subprocess.run(["scancel", job], check=True, timeout=10)
+        wait_for(lambda: job not in queue("all"), 60, "the queue to forget the cancelled job")
+    finally:
+        runner.send_signal(signal.SIGCONT)
+    output = " ".join(finish(runner, 120).split())  # rich folds long lines
+    assert runner.returncode == 1 and f"job {job} CANCELLED before it started" in output, output  # not "left the queue"
     assert cell_status(cell, tmp_path / "results", tmp_path / "runs")[0] == "missing"
 
 

@@ -49,6 +49,7 @@ from knowledge_lm.run.startup import record_cells
 from knowledge_lm.run.submit import (
     LIVE_STATES,
     QUEUED_FILE,
+    accounted_states,
     array_line,
     cancel_hint,
     ended_reason,
@@ -1101,8 +1102,9 @@ def ended_jobs(submitted: dict, watch_queue: bool, poll_s: float = 2.0, grace_s:
     """``(cell, job, outcome)`` of each of the ``submitted`` jobs (cell → submitit job) as it ends, under a progress
     bar. ``outcome``: the job's function's return value (task 0's, for a job of several tasks), else why it failed
     (a line). With ``watch_queue`` (SLURM), a job that ended without a result (cancelled, timed out, killed; before
-    it started or after) is noticed from the queue's states, with or without accounting; a job SLURM forgets
-    without a result (``grace_s`` after it was last seen live) is reported as gone."""
+    it started or after) is noticed from the queue's states, with or without accounting; one the queue forgot, from
+    the accounting's (``sacct``) where the cluster keeps it; a job neither knows (``grace_s`` after it was last seen
+    live) is reported as gone."""
     pending, last_live = dict(submitted), {}
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
@@ -1110,6 +1112,9 @@ def ended_jobs(submitted: dict, watch_queue: bool, poll_s: float = 2.0, grace_s:
         overall = bar.add_task("jobs", total=len(submitted))
         while pending:
             states = queue_states() if watch_queue else None
+            if states is not None:  # the queue's word first: the accounting's lags behind it
+                forgotten = [job.job_id for job in pending.values() if job.job_id not in states]
+                states = {**accounted_states(forgotten), **states}
             for cell, job in list(pending.items()):
                 task = job.task(0) if job.num_tasks > 1 else job  # rank 0 writes the result
                 state = (states or {}).get(job.job_id)

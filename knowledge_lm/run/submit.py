@@ -3,7 +3,8 @@
 Each cell is one job running the same process the local runner starts (``python -m knowledge_lm.run.cell``), with
 ``devices`` tasks on one node (and as many GPUs where the partition has GPUs): under SLURM, Lightning reads each
 task's rank from the scheduler, and global rank 0 writes the result. The jobs of a sweep go in as one job array; the
-runner waits for them all, reading from the queue (``squeue``, no accounting needed) which jobs ended and how.
+runner waits for them all, reading from the queue (``squeue``, no accounting needed) which jobs ended and how, and
+from SLURM's accounting (``sacct``, where the cluster keeps one) how those ended that the queue has forgotten.
 """
 
 import os
@@ -98,6 +99,43 @@ def queue_states() -> dict[str, str] | None:
     if listed.returncode != 0:
         return None
     return dict(line.split("|", 1) for line in listed.stdout.splitlines() if "|" in line)
+
+
+def accounted_states(job_ids: list[str]) -> dict[str, str]:
+    """SLURM's accounting's state of each job of ``job_ids`` it holds (``"<array>_<task>"`` or ``"<job>"`` →
+    ``CANCELLED``, ``TIMEOUT``, ...: ``sacct``), for jobs the queue forgot (``MinJobAge`` after they ended); {} where
+    the cluster keeps no accounting or ``sacct`` does not answer. A task cancelled while the rest of its array
+    waits leaves no record here either."""
+    if not job_ids or shutil.which("sacct") is None:
+        return {}
+    arrays = sorted({str(job_id).split("_")[0] for job_id in job_ids})
+    command = ["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(arrays)]
+    try:
+        listed = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if listed.returncode != 0:  # "Slurm accounting storage is disabled"
+        return {}
+    states = {}
+    for line in listed.stdout.splitlines():
+        record, _, state = line.partition("|")
+        for job_id in array_tasks(record):
+            states[job_id] = (state.split() or [""])[0]  # "CANCELLED by 0" → CANCELLED
+    return states
+
+
+def array_tasks(record: str) -> list[str]:
+    """The job ids of one ``sacct`` record: ``123_[0,2-3%4]`` (an array's tasks that share it, ``%`` the limit of
+    tasks running at once) → ``123_0``, ``123_2``, ``123_3``; ``123_4`` or ``123`` → itself."""
+    array, _, tasks = record.partition("_[")
+    if not tasks:
+        return [record]
+    ids = []
+    for part in tasks.rstrip("]").split("%")[0].split(","):
+        first, _, last = part.partition("-")
+        if first.isdigit() and (last or first).isdigit():
+            ids.extend(f"{array}_{task}" for task in range(int(first), int(last or first) + 1))
+    return ids
 
 
 def ended_reason(job, state: str | None) -> str:
