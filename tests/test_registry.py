@@ -18,30 +18,40 @@ from knowledge_lm.core.registry import DATASETS, METHODS, TASK_KINDS, Registry
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_every_method_entry_names_its_class_and_its_options():
+def check_method_entry(name: str, entry) -> None:
+    """The class ``entry`` names is a method whose options and use of knowledge are those the entry gives."""
     from knowledge_lm.methods.task_model import TaskModel
 
+    method = METHODS.get(name)
+    assert issubclass(method, TaskModel), name
+    assert entry.options == tuple(f.name for f in dataclasses.fields(method.options_class) if f.init), name
+    # A method that reads knowledge features turns a batch's rows into its tensors.
+    assert entry.needs_knowledge == (method.knowledge_collate is not TaskModel.knowledge_collate), name
+    assert entry.description and "\n" not in entry.description and len(entry.description) <= DESCRIPTION_CHARS
+
+
+def check_dataset_entry(name: str, entry) -> None:
+    """The class ``entry`` names is the data module of dataset ``name``, with the tasks and facts the entry gives."""
+    from knowledge_lm.data.base import TaskDataModule
+
+    dataset = DATASETS.get(name)
+    assert issubclass(dataset, TaskDataModule) and dataset.name == name, name
+    assert entry.tasks == tuple(dataset.tasks) and set(entry.default_tasks) <= set(entry.tasks), name
+    assert entry.labels_are_kg_facts == (dataset.answer_facts is not TaskDataModule.answer_facts), name
+    kinds = {dataset.spec(task).kind for task in entry.tasks}
+    assert kinds <= set(TASK_KINDS.names()), name
+    assert bool(entry.no_knowledge) == ("multiple_choice" in kinds), name
+    assert entry.description and "\n" not in entry.description and len(entry.description) <= DESCRIPTION_CHARS
+
+
+def test_every_method_entry_names_its_class_and_its_options():
     for name, entry in METHODS.items():
-        method = METHODS.get(name)
-        assert issubclass(method, TaskModel), name
-        assert entry.options == tuple(f.name for f in dataclasses.fields(method.options_class) if f.init), name
-        # A method that reads knowledge features turns a batch's rows into its tensors.
-        assert entry.needs_knowledge == (method.knowledge_collate is not TaskModel.knowledge_collate), name
-        assert entry.description and "\n" not in entry.description and len(entry.description) <= DESCRIPTION_CHARS
+        check_method_entry(name, entry)
 
 
 def test_every_dataset_entry_names_its_class_and_its_tasks():
-    from knowledge_lm.data.base import TaskDataModule
-
     for name, entry in DATASETS.items():
-        dataset = DATASETS.get(name)
-        assert issubclass(dataset, TaskDataModule) and dataset.name == name, name
-        assert entry.tasks == tuple(dataset.tasks) and set(entry.default_tasks) <= set(entry.tasks), name
-        assert entry.labels_are_kg_facts == (dataset.answer_facts is not TaskDataModule.answer_facts), name
-        kinds = {dataset.spec(task).kind for task in entry.tasks}
-        assert kinds <= set(TASK_KINDS.names()), name
-        assert bool(entry.no_knowledge) == ("multiple_choice" in kinds), name
-        assert entry.description and "\n" not in entry.description and len(entry.description) <= DESCRIPTION_CHARS
+        check_dataset_entry(name, entry)
 
 
 def test_every_task_kind_entry_names_a_task_kind():
