@@ -46,7 +46,7 @@ def declared() -> dict[str, set[str]]:
 
 def imported(folder: str) -> set[str]:
     """The top-level names of the modules the Python files under ``folder`` import (function-local imports too),
-    less the standard library, the project's and the folder's own modules (a test importing a test's helpers)."""
+    less the standard library, the project's and the folder's own modules (a test importing a test's helpers, tests/examples)."""
     names = set()
     for path in (ROOT / folder).rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -54,7 +54,9 @@ def imported(folder: str) -> set[str]:
                 names |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.add(node.module.split(".")[0])
-    own = {path.stem for path in (ROOT / folder).glob("*.py")}
+    own = {path.stem for path in (ROOT / folder).glob("*.py")} | {
+        path.parent.name for path in (ROOT / folder).glob("*/__init__.py")
+    }
     return {name for name in names if name not in sys.stdlib_module_names | FIRST_PARTY | own}
 
 
