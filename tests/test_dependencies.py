@@ -46,7 +46,7 @@ def declared() -> dict[str, set[str]]:
 
 def imported(folder: str) -> set[str]:
     """The top-level names of the modules the Python files under ``folder`` import (function-local imports too),
-    less the standard library, the project's and the folder's own modules (a test importing a test's helpers, tests/examples)."""
+    less the standard library, the project's and the folder's own modules (a test's helpers, tests/examples)."""
     names = set()
     for path in (ROOT / folder).rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
