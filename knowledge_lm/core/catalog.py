@@ -2,7 +2,7 @@
 
 An entry names its class as ``"module:Class"`` and says what the suite needs to know of it before importing it
 (``klm list``, a sweep's checks, the pages' empty cells): nothing here imports a method or a dataset, nor torch.
-Adding a method or a dataset is one module and one line here (docs/adding-a-method.md, docs/adding-a-dataset.md);
+Adding a method or a dataset is one module and one entry here (docs/adding-a-method.md, docs/adding-a-dataset.md);
 tests/test_registry.py imports every target and checks that the entry says what its class does.
 """
 
