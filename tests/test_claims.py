@@ -33,7 +33,7 @@ def test_the_registry_names_methods_datasets_and_references_that_exist():
         if claim.ours is not None:
             assert {claim.ours.a, claim.ours.b} <= set(METHODS.names()), claim.id
             assert claim.ours.dataset in DATASETS.names(), claim.id
-            assert set(claim.ours.tasks) <= set(DATASETS.class_attribute(claim.ours.dataset, "tasks")), claim.id
+            assert set(claim.ours.tasks) <= set(DATASETS.entry(claim.ours.dataset).tasks), claim.id
         else:
             assert claim.not_run, claim.id
 

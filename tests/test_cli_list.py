@@ -1,4 +1,4 @@
-"""``klm --version`` and ``klm list``: answered from the source, without importing the methods (nor torch)."""
+"""``klm --version`` and ``klm list``: answered from the registries' entries, importing no method (nor torch)."""
 
 import json
 

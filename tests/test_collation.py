@@ -10,10 +10,11 @@ from test_qa import MC_RECORDS, QA_SPEC, qa_record
 from test_relation import TRICKY as RELATION_RECORDS
 from transformers import DataCollatorWithPadding
 
+from knowledge_lm.core.registry import TASK_KINDS
 from knowledge_lm.data.base import ColumnBatches, StaticPadding, TaskSpec
 from knowledge_lm.data.cosmosqa import SPEC as COSMOS_SPEC
 from knowledge_lm.data.semeval import SemEvalDataModule
-from knowledge_lm.tasks.base import ENCODER_INPUTS, TASK_KINDS
+from knowledge_lm.tasks.base import ENCODER_INPUTS
 from knowledge_lm.tasks.extractive_qa import NOT_CONTEXT
 from knowledge_lm.tasks.padding import as_columns, pad
 

@@ -103,9 +103,7 @@ def costly_smoke(path) -> bool:
         return True
     if sweep.dataset == "redocred":
         return True  # each smoke cell evaluates on all of Re-DocRED's dev and test documents (~2 min on 2 cores)
-    return sweep.dataset != "generated" and any(
-        getattr(METHODS.get(m), "needs_knowledge", False) for m in sweep.methods
-    )
+    return sweep.dataset != "generated" and any(METHODS.entry(m).needs_knowledge for m in sweep.methods)
 
 
 SMOKE = [pytest.param(path, id=path.stem, marks=[pytest.mark.slow] if costly_smoke(path) else []) for path in CONFIGS]
@@ -141,7 +139,7 @@ def test_config_smoke_runs(path, tmp_path, tmp_path_factory, shared_data, smoke_
             train = sweep.train_config(task, {"max_steps": 2, "evaluations": 1, "batch_size": 4}, variant)
             key = smoke_key(cell, train, options)
             if key not in smoke_results:
-                if getattr(METHODS.get(method), "needs_knowledge", False):
+                if METHODS.entry(method).needs_knowledge:
                     prepare_knowledge(options, sweep.dataset, task, train, shared_data)
                 smoke_results[key] = run_cell(
                     cell,

@@ -110,7 +110,7 @@ def test_registered_with_97_labels():
     assert SPEC.kind == "docre" and SPEC.labels[0] == "NA" and len(SPEC.labels) == 97
     assert SPEC.metrics == ("f1", "ign_f1") and SPEC.main_metric == "f1"
     assert list(RELATIONS) == sorted(RELATIONS, key=lambda pid: int(pid[1:]))
-    assert DocREDDataModule.default_tasks == ("revised",)
+    assert DATASETS.entry("redocred").default_tasks == ("revised",)
 
 
 def test_mention_spans_round_trip_to_names():

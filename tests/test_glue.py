@@ -59,7 +59,7 @@ def train_file(splits: dict[str, list[dict]]) -> list[dict]:
 
 def test_registered_with_specs():
     assert DATASETS.get("glue") is GlueDataModule
-    assert set(GlueDataModule.default_tasks) <= set(GlueDataModule.tasks)
+    assert set(DATASETS.entry("glue").default_tasks) <= set(GlueDataModule.tasks)
     assert GlueDataModule.spec("cola").main_metric == "matthews"
     assert GlueDataModule.spec("stsb").kind == "regression" and GlueDataModule.spec("stsb").num_labels == 1
     assert GlueDataModule.spec("mnli").num_labels == 3

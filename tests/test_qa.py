@@ -11,12 +11,11 @@ from helpers import SHARED, needs_shared, write
 from torch import nn
 
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.registry import DATASETS
+from knowledge_lm.core.registry import DATASETS, TASK_KINDS
 from knowledge_lm.data.cosmosqa import SPEC as COSMOS_SPEC
 from knowledge_lm.data.cosmosqa import CosmosQADataModule
 from knowledge_lm.data.squad import SquadFormatDataModule
 from knowledge_lm.methods.baseline import Baseline
-from knowledge_lm.tasks.base import TASK_KINDS
 from knowledge_lm.tasks.extractive_qa import (
     ExtractiveQATask,
     best_span,

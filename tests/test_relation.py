@@ -12,7 +12,7 @@ from helpers import SHARED, needs_shared
 from sklearn.metrics import f1_score
 
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.registry import DATASETS
+from knowledge_lm.core.registry import DATASETS, TASK_KINDS
 from knowledge_lm.data.base import TaskSpec
 from knowledge_lm.data.fewrel import RELATIONS as FEWREL_RELATIONS
 from knowledge_lm.data.fewrel import FewRelDataModule, split_instances
@@ -20,7 +20,6 @@ from knowledge_lm.data.semeval import RELATION_LABELS as SEMEVAL_LABELS
 from knowledge_lm.data.semeval import SemEvalDataModule
 from knowledge_lm.data.tacred import RELATION_LABELS as TACRED_LABELS
 from knowledge_lm.data.tacred import TacredDataModule
-from knowledge_lm.tasks.base import TASK_KINDS
 from knowledge_lm.tasks.relation import (
     MarkerRelationTask,
     MeanPoolRelationTask,

@@ -8,12 +8,11 @@ import pytest
 import torch
 
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.registry import DATASETS
+from knowledge_lm.core.registry import DATASETS, TASK_KINDS
 from knowledge_lm.core.subsets import fraction_subset
 from knowledge_lm.data.base import TaskSpec
 from knowledge_lm.data.figer import FigerDataModule
 from knowledge_lm.data.openentity import ENTITY_TYPES, OpenEntityDataModule
-from knowledge_lm.tasks.base import TASK_KINDS
 from knowledge_lm.tasks.typing import (
     MentionHead,
     TypingTask,

@@ -1,30 +1,29 @@
-"""``klm list``: the registered methods and datasets, read from the source."""
+"""``klm list``: the registered methods and datasets, from the registries' entries."""
 
 import json
 
-from knowledge_lm.core.registry import DATASETS, METHODS, class_description, option_fields, static_flag
+from knowledge_lm.core.registry import DATASETS, METHODS
 
 
 def list_entries() -> dict:
-    """``klm list``'s content, read from the source (nothing imported): each method's one-line description, options
+    """``klm list``'s content, from the entries (nothing imported): each method's one-line description, options
     and whether it needs ``klm prepare``; each dataset's description, tasks and default tasks."""
     methods = {
         name: {
-            "description": class_description(METHODS, name),
-            "options": option_fields(METHODS, name),
-            "needs_prepare": static_flag(METHODS, name, "needs_knowledge"),
+            "description": entry.description,
+            "options": list(entry.options),
+            "needs_prepare": entry.needs_knowledge,
         }
-        for name in METHODS.names()
+        for name, entry in METHODS.items()
     }
-    datasets = {}
-    for name in DATASETS.names():
-        tasks = list(DATASETS.class_attribute(name, "tasks"))
-        default_tasks = list(DATASETS.class_attribute(name, "default_tasks") or tasks)
-        datasets[name] = {
-            "description": class_description(DATASETS, name),
-            "tasks": tasks,
-            "default_tasks": default_tasks,
+    datasets = {
+        name: {
+            "description": entry.description,
+            "tasks": list(entry.tasks),
+            "default_tasks": list(entry.default_tasks or entry.tasks),
         }
+        for name, entry in DATASETS.items()
+    }
     return {"methods": methods, "datasets": datasets}
 
 

@@ -1,1 +1,1 @@
-"""One module per dataset; each registers its data module with ``@register_dataset``."""
+"""One module per dataset; each named in ``knowledge_lm.core.catalog``'s ``DATASET_ENTRIES``."""

@@ -23,10 +23,10 @@ from knowledge_lm.core.backbones import tokenizer_fingerprint
 from knowledge_lm.core.caches import set_aside_cache
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import default_cache_dir, resolve_data_dir
+from knowledge_lm.core.registry import TASK_KINDS
 from knowledge_lm.core.subsets import check_fraction, fraction_subset, subset_hash
 from knowledge_lm.knowledge.answers import AnswerFact
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, load_prepared
-from knowledge_lm.tasks.base import TASK_KINDS
 from knowledge_lm.tasks.padding import as_columns
 
 SELECTION_SPLIT = "dev"
@@ -137,13 +137,7 @@ class TaskDataModule(pl.LightningDataModule):
 
     name: ClassVar[str]
     tasks: ClassVar[tuple[str, ...]]
-    default_tasks: ClassVar[tuple[str, ...]] = ()
     split_origins: ClassVar[dict[str, str]] = {}  # split → what it is, as the pages' protocol line names it
-    # Why no example of the dataset can carry knowledge features, in one line
-    # (``knowledge_lm.core.registry.cannot_run``); None where they can.
-    no_knowledge: ClassVar[str | None] = None
-    # Whether the labels are KG facts (``answer_facts``): a knowledge method's result then records keep_answers.
-    labels_are_kg_facts: ClassVar[bool] = False
     # Whether the reported split's examples fall in groups scored apart (``example_groups``).
     has_example_groups: ClassVar[bool] = False
     # The encodings a sweep worker keeps (``keep_encodings``), by their disk cache path (dataset, task, records,

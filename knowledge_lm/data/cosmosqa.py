@@ -17,9 +17,7 @@ import random
 
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import find_file, open_text
-from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
-from knowledge_lm.tasks.multiple_choice import NO_KNOWLEDGE
 
 SPEC = TaskSpec("main", "multiple_choice", ("0", "1", "2", "3"), ("accuracy",), "accuracy")
 COLUMNS = ("id", "context", "question", "answer0", "answer1", "answer2", "answer3", "label")
@@ -83,7 +81,6 @@ def split_by_paragraph(records: list[dict], seed: int = SPLIT_SEED) -> dict[str,
     return splits
 
 
-@register_dataset("cosmosqa")
 class CosmosQADataModule(TaskDataModule):
     name = "cosmosqa"
     split_origins = {
@@ -91,7 +88,6 @@ class CosmosQADataModule(TaskDataModule):
         "test": "other paragraphs of Cosmos QA's labelled dev set",
     }
     tasks = ("main",)
-    no_knowledge = NO_KNOWLEDGE
 
     @classmethod
     def spec(cls, task: str) -> TaskSpec:

@@ -13,7 +13,6 @@ import random
 
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import find_file, read_json
-from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
 from knowledge_lm.knowledge.answers import AnswerFact
 from knowledge_lm.tasks.relation import RelationTasks
@@ -80,7 +79,6 @@ def token_span(entity, tokens: list[str], starts: list[int], role: str, where: s
     return {"start": start, "end": end, "mention": " ".join(tokens[first : last + 1]), "role": role, "qid": entity[1]}
 
 
-@register_dataset("fewrel")
 class FewRelDataModule(RelationTasks, TaskDataModule):
     """FewRel's validation file as train/dev/test of one relation-classification dataset.
 
@@ -100,7 +98,6 @@ class FewRelDataModule(RelationTasks, TaskDataModule):
         "test": "20 % of each relation's val_wiki instances (seed 0)",
     }
     relation_spec = SPEC
-    labels_are_kg_facts = True
 
     def read_splits(self) -> dict[str, list[dict]]:
         path = self.find_file()

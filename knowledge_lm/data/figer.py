@@ -16,7 +16,6 @@ loose micro-F1; main metric strict accuracy.
 
 import dataclasses
 
-from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskSpec
 from knowledge_lm.data.openentity import ErnieTypingDataModule, check_item
 
@@ -29,7 +28,6 @@ SCORING = TaskSpec(
 )
 
 
-@register_dataset("figer")
 class FigerDataModule(ErnieTypingDataModule):
     name = "figer"
     split_origins = {"dev": "ERNIE's dev.json", "test": "ERNIE's test.json"}

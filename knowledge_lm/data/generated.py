@@ -20,7 +20,6 @@ from pathlib import Path
 
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import find_file, read_json, read_jsonl
-from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
 from knowledge_lm.knowledge.kg import Entity, KnowledgeGraph
 from knowledge_lm.knowledge.noise import replace_by_other_types
@@ -780,7 +779,6 @@ def read_record(record: dict, spec: TaskSpec, where: str) -> dict:
 # -- the data module --------------------------------------------------------------------------
 
 
-@register_dataset("generated")
 class GeneratedDataModule(TaskDataModule):
     """The generated facts: read from ``<data_dir>/generated/`` where a frozen version lies, else generated.
 
@@ -800,7 +798,6 @@ class GeneratedDataModule(TaskDataModule):
         "test": "the generator's test statements (about test entities, never a subject in train)",
     }
     tasks = ("facts",)
-    default_tasks = ("facts",)
 
     def __init__(
         self,

@@ -6,7 +6,6 @@ The splits and where the files are looked for: ``GlueDataModule``.
 from knowledge_lm.core.backbones import offline
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import column_index, find_file, read_json, read_jsonl, read_tsv
-from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
 
 BINARY = ("0", "1")
@@ -84,7 +83,6 @@ HELD_OUT_ROWS = 1000
 HELD_OUT_SEED = 0
 
 
-@register_dataset("glue")
 class GlueDataModule(TaskDataModule):
     """The nine GLUE tasks as one dataset, each task its own splits.
 
@@ -112,7 +110,6 @@ class GlueDataModule(TaskDataModule):
         "test_mismatched": "GLUE's MNLI dev mismatched",
     }
     tasks = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
-    default_tasks = ("rte", "mrpc", "cola", "stsb", "sst2")
 
     @classmethod
     def spec(cls, task: str) -> TaskSpec:

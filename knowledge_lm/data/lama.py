@@ -8,7 +8,7 @@ Read from ``<data_dir>/lama/`` (LAMA's ``data.zip`` layout, files plain or gzip-
   for its three relations (its run_experiments.py; they are not in relations.jsonl);
 - SQuAD: ``Squad/test.jsonl``, one relation "squad" of hand-written ``masked_sentences``.
 
-This is zero-shot probing, not a training dataset: nothing here registers with ``register_dataset``.
+This is zero-shot probing, not a training dataset: it has no entry in ``knowledge_lm.core.catalog``.
 Sentences carry ``MASK`` where the object goes; the prober swaps in its tokenizer's mask token.
 """
 

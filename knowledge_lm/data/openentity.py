@@ -18,7 +18,6 @@ from typing import ClassVar
 
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import find_split_files, read_json
-from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
 
 ENTITY_TYPES = ("entity", "event", "group", "location", "object", "organization", "person", "place", "time")
@@ -112,7 +111,6 @@ def check_item(item, where: str):
         raise KlmError(f"{where}: 'ents' must be a list of [qid, start, end, score]")
 
 
-@register_dataset("openentity")
 class OpenEntityDataModule(ErnieTypingDataModule):
     name = "openentity"
     split_origins = {"dev": "ERNIE's dev.json", "test": "ERNIE's test.json"}

@@ -7,7 +7,6 @@ import random
 
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import find_file, read_json
-from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
 from knowledge_lm.knowledge.answers import AnswerFact
 
@@ -173,7 +172,6 @@ def document_text(sentences: list[list[str]]) -> tuple[str, list[list[int]]]:
     return " ".join(token for sentence in sentences for token in sentence), offsets
 
 
-@register_dataset("redocred")
 class DocREDDataModule(TaskDataModule):
     """Re-DocRED (task ``revised``) and DocRED (task ``docred``) as document-level relation extraction.
 
@@ -207,8 +205,6 @@ class DocREDDataModule(TaskDataModule):
         "test": "Re-DocRED documents never trained on (revised) or DocRED dev (docred)",
     }
     tasks = ("revised", "docred")
-    default_tasks = ("revised",)
-    labels_are_kg_facts = True
 
     @classmethod
     def spec(cls, task: str) -> TaskSpec:

@@ -14,7 +14,6 @@ import re
 
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import find_file, open_text
-from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec, hold_out
 from knowledge_lm.tasks.relation import RelationTasks
 
@@ -112,7 +111,6 @@ def strip_entity_tags(tagged: str, where: str) -> tuple[str, list[dict]]:
     return text, entities
 
 
-@register_dataset("semeval2010")
 class SemEvalDataModule(RelationTasks, TaskDataModule):
     """SemEval-2010 Task 8 with a dev set held out of its train file.
 

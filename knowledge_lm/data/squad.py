@@ -11,7 +11,6 @@ occurrence); one not found there keeps its text for scoring but trains towards "
 
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import find_file, read_json
-from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
 
 TASKS = ("searchqa", "quasart", "squad")
@@ -68,7 +67,6 @@ def read_squad_json(path, task: str, split: str) -> list[dict]:
     return records
 
 
-@register_dataset("squad_format")
 class SquadFormatDataModule(TaskDataModule):
     name = "squad_format"
     split_origins = {"dev": "the task's dev.json", "test": "the task's test.json"}

@@ -14,7 +14,6 @@ TACRED's official micro P/R/F1 over the relations other than no_relation (main: 
 
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import find_split_files, read_json
-from knowledge_lm.core.registry import register_dataset
 from knowledge_lm.data.base import TaskDataModule, TaskSpec
 from knowledge_lm.tasks.relation import RelationTasks
 
@@ -70,7 +69,6 @@ REQUIRED_KEYS = ("id", "token", "subj_start", "subj_end", "obj_start", "obj_end"
 PTB_BRACKETS = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}"}
 
 
-@register_dataset("tacred")
 class TacredDataModule(RelationTasks, TaskDataModule):
     name = "tacred"
     split_origins = {"dev": "TACRED dev", "test": "TACRED test"}

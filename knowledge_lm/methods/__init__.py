@@ -1,1 +1,1 @@
-"""One module per method; each registers its classes with ``@register_method``."""
+"""One module per method; each named in ``knowledge_lm.core.catalog``'s ``METHOD_ENTRIES``."""

@@ -4,11 +4,9 @@ Nothing is added to :class:`~knowledge_lm.methods.task_model.TaskModel`: [CLS] f
 the task loss, AdamW with warm-up and linear decay.
 """
 
-from knowledge_lm.core.registry import register_method
 from knowledge_lm.methods.task_model import TaskModel
 
 
-@register_method("baseline", "bert")
 class Baseline(TaskModel):
     """Fine-tuned encoder without knowledge."""
 

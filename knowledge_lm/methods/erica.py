@@ -26,7 +26,6 @@ import torch
 from torch.nn import functional as F
 
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.registry import register_method
 from knowledge_lm.methods.baseline import Baseline
 from knowledge_lm.methods.optim import adamw_with_warmup
 from knowledge_lm.methods.task_model import logs_this_step, trainer_of
@@ -748,7 +747,6 @@ def checkpoint_objectives(directory: Path) -> str | None:
         return None
 
 
-@register_method("erica")
 class EricaFineTuning(Baseline):
     """Downstream ERICA = the baseline fine-tuned from an ERICA checkpoint: ``--method erica --backbone DIR``
     where DIR is what :meth:`EricaPretraining.save_checkpoint` wrote (refused otherwise, so a result
@@ -776,35 +774,30 @@ class EricaFineTuning(Baseline):
         super().__init__(encoder, spec, **options)
 
 
-@register_method("erica-mlm-only")
 class EricaMLMOnlyFineTuning(EricaFineTuning):
     """Ablation: fine-tuned from a checkpoint further pretrained with MLM only (Table 6 "-NSP")."""
 
     objectives = "erica-mlm-only"
 
 
-@register_method("erica-ed")
 class EricaEDFineTuning(EricaFineTuning):
     """Ablation: from a checkpoint pretrained with MLM + ED."""
 
     objectives = "erica-ed"
 
 
-@register_method("erica-rd")
 class EricaRDFineTuning(EricaFineTuning):
     """Ablation: from a checkpoint pretrained with MLM + RD (all four terms)."""
 
     objectives = "erica-rd"
 
 
-@register_method("erica-rd-intra")
 class EricaRDIntraFineTuning(EricaFineTuning):
     """Ablation: from a checkpoint pretrained with MLM + RD over intra-sentence pairs only (L_RD^{Ts,Ts})."""
 
     objectives = "erica-rd-intra"
 
 
-@register_method("erica-rd-cross")
 class EricaRDCrossFineTuning(EricaFineTuning):
     """Ablation: from a checkpoint pretrained with MLM + RD over cross-sentence pairs only (L_RD^{Tc,Tc})."""
 

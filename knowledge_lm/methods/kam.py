@@ -19,7 +19,6 @@ from torch.nn import functional as F
 
 from knowledge_lm.core.backbones import LAYOUTS, EncoderLayout, encoder_layers, encoder_layout, token_positions
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.registry import register_method
 from knowledge_lm.knowledge.kg import KnowledgeGraph
 from knowledge_lm.methods.knowbert import prepared_kg_dir
 from knowledge_lm.methods.sisr import SelectiveInjection, SelectiveInjectionOptions, SelectivelyInjected
@@ -590,7 +589,6 @@ class KamOptions(MethodOptions):
             raise KlmError("PMI expansion (expansion_k > 0) needs the pmi map")
 
 
-@register_method("kam")
 class Kam(TaskModel):
     """The backbone with every layer's self-attention replaced by ``KamSelfAttention``.
 
@@ -606,7 +604,6 @@ class Kam(TaskModel):
     """
 
     options_class = KamOptions
-    needs_knowledge = True
     attn_implementation = "eager"
     selective_injection: SelectiveInjection | None = None
 
@@ -745,7 +742,6 @@ class KamSIOptions(SelectiveInjectionOptions, KamOptions):
     )
 
 
-@register_method("kam+si")
 class KamSI(SelectivelyInjected, Kam):
     """KAM-BERT whose training batches keep only the linked mentions selective injection draws (Eq. 4), on the
     host (options: ``SelectiveInjectionOptions``).
@@ -767,7 +763,6 @@ class KamNoPmiOptions(KamOptions):
     maps: tuple[str, ...] = ("entity", "phrase")
 
 
-@register_method("kam-no-pmi")
 class KamNoPmi(Kam):
     options_class = KamNoPmiOptions
 
@@ -777,7 +772,6 @@ class KamNoPhraseOptions(KamOptions):
     maps: tuple[str, ...] = ("entity", "pmi")
 
 
-@register_method("kam-no-phrase")
 class KamNoPhrase(Kam):
     options_class = KamNoPhraseOptions
 
@@ -787,7 +781,6 @@ class KamNoEntityOptions(KamOptions):
     maps: tuple[str, ...] = ("phrase", "pmi")
 
 
-@register_method("kam-no-entity")
 class KamNoEntity(Kam):
     options_class = KamNoEntityOptions
 
@@ -797,7 +790,6 @@ class KamNoConvOptions(KamOptions):
     use_conv: bool = False
 
 
-@register_method("kam-no-conv")
 class KamNoConv(Kam):
     options_class = KamNoConvOptions
 
@@ -807,6 +799,5 @@ class KamKgOptions(KamOptions):
     maps: tuple[str, ...] = DEFAULT_MAPS + ("kg",)  # Eq. 8
 
 
-@register_method("kam+kg")
 class KamKg(Kam):
     options_class = KamKgOptions

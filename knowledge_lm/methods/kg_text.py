@@ -20,7 +20,6 @@ from torch.nn import functional as F
 
 from knowledge_lm.core.backbones import token_positions
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.registry import register_method
 from knowledge_lm.knowledge.kg import INSTANCE_OF, Entity, KnowledgeGraph
 from knowledge_lm.knowledge.prepare import text_segments
 from knowledge_lm.methods.knowbert import prepared_kg_dir
@@ -340,7 +339,6 @@ class KgTextOptions(MethodOptions):
             raise KlmError(f"fact_tokens {self.fact_tokens!r}: expected a positive whole number of sub-word tokens")
 
 
-@register_method("kg-text")
 class KgText(TaskModel):
     """The plain encoder reading the linked entities' verbalised KG facts after the text.
 
@@ -358,7 +356,6 @@ class KgText(TaskModel):
     """
 
     options_class = KgTextOptions
-    needs_knowledge = True
 
     def __init__(self, encoder, spec, **options):
         super().__init__(encoder, spec, **options)

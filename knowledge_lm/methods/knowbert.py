@@ -22,7 +22,6 @@ from torch.nn import functional as F
 
 from knowledge_lm.core.backbones import encoder_layers
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.registry import register_method
 from knowledge_lm.knowledge.kg import KnowledgeGraph
 from knowledge_lm.knowledge.kg_embeddings import EntityEmbeddings, cached_transe
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, knowledge_graph_dir
@@ -517,7 +516,6 @@ class KnowBertOptions(MethodOptions):
     entity_scale: float | None = None
 
 
-@register_method("knowbert")
 class KnowBert(TaskModel):
     """The backbone with KAR after layer ``kar_layer`` and the entity-linking loss on gold links. Started from
     a ``klm pretrain --method knowbert`` checkpoint (``--backbone DIR``), KAR's weights, shape and entity
@@ -528,7 +526,6 @@ class KnowBert(TaskModel):
     """
 
     options_class = KnowBertOptions
-    needs_knowledge = True
     attn_implementation = None
     cuda_graphs = True
     selective_injection: SelectiveInjection | None = None
@@ -599,7 +596,6 @@ class KnowBertSIOptions(SelectiveInjectionOptions, KnowBertOptions):
     """KnowBERT's options and SI's."""
 
 
-@register_method("knowbert+si")
 class KnowBertSI(SelectivelyInjected, KnowBert):
     """KnowBERT whose training batches keep only the links selective injection draws (Eq. 4), on the device
     (options: ``SelectiveInjectionOptions``)."""
@@ -612,7 +608,6 @@ class KnowBertSISROptions(SpectralRegularizationOptions, KnowBertSIOptions):
     """KnowBERT's options, SI's and SR's."""
 
 
-@register_method("knowbert+si+sr")
 class KnowBertSISR(KnowBertSI):
     """KnowBERT + SI + spectral regularization of the head's batch features (Eq. 5)."""
 

@@ -17,7 +17,6 @@ from typing import Literal
 import torch
 
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.registry import register_method
 from knowledge_lm.methods.task_model import MethodOptions, TaskModel
 
 
@@ -299,7 +298,6 @@ class SpectralRegularizationOptions(MethodOptions):
     sr_k: int = 1
 
 
-@register_method("bert+sr")
 class SpectralRegularized(TaskModel):
     """The plain fine-tuned encoder with spectral regularization of its head's batch features."""
 

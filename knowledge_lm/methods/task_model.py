@@ -17,9 +17,10 @@ from lightning_utilities.core.apply_func import apply_to_collection
 from knowledge_lm.core.backbones import encoder_layers
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.options import coerce_fields, option_kinds
+from knowledge_lm.core.registry import TASK_KINDS
 from knowledge_lm.data.base import SELECTION_SPLIT
 from knowledge_lm.methods.optim import adamw_with_warmup
-from knowledge_lm.tasks.base import ENCODER_INPUTS, TASK_KINDS
+from knowledge_lm.tasks.base import ENCODER_INPUTS
 
 
 def to_host(data):
@@ -89,9 +90,6 @@ class TaskModel(pl.LightningModule):
     the class's ``options_class``)."""
 
     options_class: type[MethodOptions] = MethodOptions
-    # Whether the method reads a data module's knowledge features (``klm prepare``): it cannot run on a dataset
-    # whose examples carry none (``knowledge_lm.core.registry.cannot_run``).
-    needs_knowledge: bool = False
     # Whether training setting compile=auto replays this method's layers as CUDA graphs on a GPU: true only for
     # methods measured equal in metrics and faster that way (leaderboards/speed.md).
     cuda_graphs: bool = False

@@ -19,8 +19,7 @@ METHOD_VERSION = 3  # part of the cache key: a change to how replicates are scor
 
 
 def task_kind(dataset: str, task: str):
-    from knowledge_lm.core.registry import DATASETS
-    from knowledge_lm.tasks.base import TASK_KINDS
+    from knowledge_lm.core.registry import DATASETS, TASK_KINDS
 
     spec = DATASETS.get(dataset).spec(task)
     return TASK_KINDS.get(spec.kind)(spec)

@@ -197,7 +197,7 @@ def parsed_comparison(ours) -> Comparison | None:
             raise KlmError(f"ours.{side}: no method {ours[side]!r} is registered")
     if ours["dataset"] not in DATASETS.names():
         raise KlmError(f"ours.dataset: no dataset {ours['dataset']!r} is registered")
-    tasks = DATASETS.class_attribute(ours["dataset"], "tasks")
+    tasks = DATASETS.entry(ours["dataset"]).tasks
     if not ours["tasks"] or any(task not in tasks for task in ours["tasks"]):
         raise KlmError(f"ours.tasks: {ours['tasks']} are not tasks of {ours['dataset']} ({', '.join(tasks)})")
     fraction = ours["fraction"]
@@ -345,7 +345,7 @@ def not_run_reason(claim: Claim, found: dict | None) -> str:
 
 
 def uses_knowledge(comparison: Comparison) -> bool:
-    return any(METHODS.class_attribute(method, "needs_knowledge") for method in (comparison.a, comparison.b))
+    return any(METHODS.entry(method).needs_knowledge for method in (comparison.a, comparison.b))
 
 
 @dataclass

@@ -101,7 +101,7 @@ def untestable_reason(results_dir: Path, dataset: str) -> str | None:
 
 def is_knowledge_method(method: str) -> bool:
     """Whether ``method`` (a registered name) reads knowledge features; False for a name no class registers."""
-    return method in METHODS.names() and bool(METHODS.class_attribute(method, "needs_knowledge"))
+    return method in METHODS.names() and METHODS.entry(method).needs_knowledge
 
 
 def gated(said: str, method: str, reason: str | None) -> str:

@@ -444,15 +444,13 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
             raise KlmError(f"{where}: missing key {required!r}")
     if not isinstance(raw["dataset"], str):
         raise KlmError(f"{where}: dataset must be a name, e.g. dataset: glue; got {raw['dataset']!r}")
-    # Names and tasks are checked from the registries' reading of the source: no method or dataset module
-    # (nor torch) is imported to validate a sweep.
-    known_tasks = DATASETS.class_attribute(raw["dataset"], "tasks")
+    # Names and tasks are checked against the registries' entries (knowledge_lm.core.catalog): no method or dataset
+    # module (nor torch) is imported to validate a sweep.
+    known_tasks = DATASETS.entry(raw["dataset"]).tasks
     methods = checked_methods(raw, where)
     tasks = list(
         dict.fromkeys(
-            listed(raw, "tasks", where, "[rte, mrpc]")
-            or DATASETS.class_attribute(raw["dataset"], "default_tasks")
-            or known_tasks
+            listed(raw, "tasks", where, "[rte, mrpc]") or DATASETS.entry(raw["dataset"]).default_tasks or known_tasks
         )
     )
     for task in tasks:

@@ -54,7 +54,7 @@ def train_identity(train: dict, method: str) -> dict:
     defaults = field_defaults(TrainConfig)
     values = {**defaults, **{name: value for name, value in train.items() if name in defaults}}
     identity = {name: value for name, value in values.items() if name not in EXECUTION_SETTINGS}
-    inert = METHODS.class_attribute(method, "inert_options") or ()
+    inert = METHODS.get(method).inert_options
     options = {**field_defaults(METHODS.get(method).options_class), **(identity.pop("method_options") or {})}
     identity.update({f"method_options.{name}": value for name, value in options.items() if name not in inert})
     return identity
@@ -72,9 +72,9 @@ def dataset_identity(dataset: str, method: str, options: dict) -> dict:
     if key not in _RESOLVED:
         _RESOLVED[key] = DATASETS.get(dataset).resolved_options(options)
     identity = {f"dataset.{name}": value for name, value in _RESOLVED[key].items()}
-    if METHODS.class_attribute(method, "needs_knowledge"):
+    if METHODS.entry(method).needs_knowledge:
         resolved = dataclasses.asdict(KnowledgeConfig.from_dict(knowledge))
-        if not DATASETS.class_attribute(dataset, "labels_are_kg_facts"):
+        if not DATASETS.entry(dataset).labels_are_kg_facts:
             del resolved["keep_answers"]  # no answers to keep: its KG is the same either way
         identity.update({f"knowledge.{name}": value for name, value in resolved.items()})
     return identity

@@ -472,7 +472,7 @@ def check_data(sweep: Sweep, data_dir) -> dict[str, int]:
 
 def knowledge_methods(sweep: Sweep) -> list[str]:
     """The sweep's methods that train on prepared knowledge features (imports their modules)."""
-    return [method for method in sweep.methods if getattr(METHODS.get(method), "needs_knowledge", False)]
+    return [method for method in sweep.methods if METHODS.entry(method).needs_knowledge]
 
 
 def prepare_knowledge(

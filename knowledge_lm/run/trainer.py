@@ -139,9 +139,9 @@ def method_dataset_options(method: str, dataset_options: dict | None, dataset: s
     the knowledge options name ``keep_answers`` (False by default), so a result records whether its KG held the
     answers (results from before the answers were removed record no such option)."""
     options = dict(dataset_options or {})
-    if getattr(METHODS.get(method), "needs_knowledge", False):
+    if METHODS.entry(method).needs_knowledge:
         options["knowledge"] = dict(options.get("knowledge") or {})
-        if dataset is not None and getattr(DATASETS.get(dataset), "labels_are_kg_facts", False):
+        if dataset is not None and DATASETS.entry(dataset).labels_are_kg_facts:
             options["knowledge"].setdefault("keep_answers", False)
     return options
 

@@ -8,10 +8,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.registry import Registry
-
-TASK_KINDS = Registry("task kind", "knowledge_lm.tasks")
-register_task_kind = TASK_KINDS.register
 
 ENCODER_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 

@@ -10,7 +10,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from knowledge_lm.tasks import statistics
-from knowledge_lm.tasks.base import ENCODER_INPUTS, TaskKind, register_task_kind, tokenize_with_offsets
+from knowledge_lm.tasks.base import ENCODER_INPUTS, TaskKind, tokenize_with_offsets
 from knowledge_lm.tasks.heads import mean_pool_spans
 from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
 
@@ -105,7 +105,6 @@ def token_span(offsets: list[tuple[int, int]], start: int, end: int) -> tuple[in
     return (inside[0], inside[-1] + 1) if inside else None
 
 
-@register_task_kind("docre")
 class DocumentRelationTask(TaskKind):
     """Task kind ``docre``: every ordered entity pair of a document, multi-label.
 

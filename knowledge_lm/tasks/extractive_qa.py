@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from knowledge_lm.tasks.base import TaskKind, register_task_kind, tokenize_with_offsets
+from knowledge_lm.tasks.base import TaskKind, tokenize_with_offsets
 from knowledge_lm.tasks.padding import as_columns, pad, pad_encoder_inputs
 
 MAX_ANSWER_TOKENS = 30
@@ -92,7 +92,6 @@ class SpanHead(nn.Module):
         return self.qa_outputs(hidden_states), hidden_states[:, 0]
 
 
-@register_task_kind("extractive_qa")
 class ExtractiveQATask(TaskKind):
     """Task kind of extractive QA: the best span of the context answers.
 

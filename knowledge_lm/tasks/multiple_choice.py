@@ -14,15 +14,14 @@ per example, while a multiple-choice example is ``c`` sequences, so ``texts`` re
 import torch
 from torch import nn
 
+from knowledge_lm.core.catalog import NO_KNOWLEDGE_MULTIPLE_CHOICE
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.tasks import metrics
-from knowledge_lm.tasks.base import TaskKind, register_task_kind
+from knowledge_lm.tasks.base import TaskKind
 from knowledge_lm.tasks.heads import ClassifierHead
 from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
 
 TOKEN_COLUMNS = ("input_ids", "token_type_ids", "attention_mask")
-# Why a knowledge method cannot run on a multiple-choice dataset, as `klm bench` refuses it and the README says it.
-NO_KNOWLEDGE = "multiple choice: no knowledge features (one token sequence per choice; klm prepare aligns one)"
 
 
 class ChoiceHead(nn.Module):
@@ -58,10 +57,9 @@ def encode_pairs(tokenizer, contexts: list[str], endings: list[str], max_length:
     return encoded
 
 
-@register_task_kind("multiple_choice")
 class MultipleChoiceTask(TaskKind):
     def texts(self, records):
-        raise KlmError(NO_KNOWLEDGE)
+        raise KlmError(NO_KNOWLEDGE_MULTIPLE_CHOICE)
 
     def encode(self, records, tokenizer, max_length):
         num_choices = {len(record["choices"]) for record in records}

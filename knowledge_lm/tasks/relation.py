@@ -15,7 +15,7 @@ from torch import nn
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.knowledge.annotate import align_char_spans
 from knowledge_lm.tasks import statistics
-from knowledge_lm.tasks.base import TaskKind, register_task_kind, tokenize_with_offsets
+from knowledge_lm.tasks.base import TaskKind, tokenize_with_offsets
 from knowledge_lm.tasks.heads import ClassifierHead, mean_pool_spans
 from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
 
@@ -34,7 +34,6 @@ class RelationTasks:
     mean-pooled entities: ``mean_pool``), both on the dataset's ``relation_spec``."""
 
     tasks = tuple(RELATION_TASKS)
-    default_tasks = ("main",)
 
     @classmethod
     def spec(cls, task: str):
@@ -282,7 +281,6 @@ class RelationTask(TaskKind):
         return None
 
 
-@register_task_kind("relation")
 class MarkerRelationTask(RelationTask):
     def layout(self, record):
         marked = insert_markers(record["text_a"], *head_and_tail(record))
@@ -293,7 +291,6 @@ class MarkerRelationTask(RelationTask):
         return [marked.span(start, end) for start, end in spans]
 
 
-@register_task_kind("relation_mean")
 class MeanPoolRelationTask(RelationTask):
     def layout(self, record):
         head, tail = head_and_tail(record)

@@ -9,7 +9,7 @@ from torch.nn import functional as F
 
 from knowledge_lm.core.subsets import quantile_bins
 from knowledge_lm.tasks import metrics, statistics
-from knowledge_lm.tasks.base import TaskKind, register_task_kind
+from knowledge_lm.tasks.base import TaskKind
 from knowledge_lm.tasks.heads import ClassifierHead
 from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
 
@@ -24,7 +24,6 @@ class ClsHead(nn.Module):
         return self.classifier(features), features
 
 
-@register_task_kind("classification", "regression")
 class SequenceTask(TaskKind):
     def encode(self, records, tokenizer, max_length):
         first, second = self.texts(records)

@@ -9,7 +9,7 @@ from torch.nn import functional as F
 
 from knowledge_lm.knowledge.annotate import align_char_spans
 from knowledge_lm.tasks import statistics
-from knowledge_lm.tasks.base import ENCODER_INPUTS, TaskKind, register_task_kind, tokenize_with_offsets
+from knowledge_lm.tasks.base import ENCODER_INPUTS, TaskKind, tokenize_with_offsets
 from knowledge_lm.tasks.heads import ClassifierHead, mean_pool_spans
 from knowledge_lm.tasks.padding import as_columns, pad_encoder_inputs
 
@@ -107,7 +107,6 @@ class MentionHead(nn.Module):
         return self.classifier(features), features
 
 
-@register_task_kind("typing", "typing_at_least_one")
 class TypingTask(TaskKind):
     """Records: ``text_a``, ``mention`` ({"start", "end"}: character offsets, end exclusive) and
     ``label``, the list of type ids (possibly empty).

@@ -21,14 +21,14 @@ from matplotlib.figure import Figure
 
 from knowledge_lm.core.backbones import encoder_layers, load_backbone
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.registry import METHODS
+from knowledge_lm.core.registry import METHODS, TASK_KINDS
 from knowledge_lm.data.base import TaskSpec
 from knowledge_lm.knowledge.annotate import Annotator
 from knowledge_lm.knowledge.kg import KnowledgeGraph
 from knowledge_lm.knowledge.linking import AliasTable, EntityLinker
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, example_features, pmi_statistics, with_pmi_features
 from knowledge_lm.methods.kam import Kam
-from knowledge_lm.tasks.base import ENCODER_INPUTS, TASK_KINDS, tokenize_with_offsets
+from knowledge_lm.tasks.base import ENCODER_INPUTS, tokenize_with_offsets
 
 
 def sentence_features(
