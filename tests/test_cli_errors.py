@@ -204,7 +204,6 @@ def store_results(results_dir: Path, cells_and_wall_times) -> None:
 def test_bench_dry_run_lists_the_plan_without_torch_or_training(tmp_path):
     """The cells to run with their wall time estimated from stored cells of the same method, task and fraction (the
     median), those already done, and the totals; nothing runs, nothing is written, no torch is imported."""
-    import time
 
     from knowledge_lm.core.results import Cell
 
@@ -213,13 +212,11 @@ def test_bench_dry_run_lists_the_plan_without_torch_or_training(tmp_path):
 
     stored = [(cell(1.0, 1), 100.0), (cell(1.0, 3), 140.0), (cell(0.1, 1, "kam"), 30.0)]
     store_results(tmp_path / "results-scratch", stored)  # tiny-backbone cells' store
-    started = time.time()
     code, imported, err, out = run_in_fresh_process(
         ["bench", "--dataset", "glue", "--tasks", "rte", "--fractions", "0.1,1", "--seeds", "1,2,3"]
         + ["--backbone", "tiny", "--jobs", "2", "--dry-run"],
         tmp_path,
     )
-    assert time.time() - started < 10  # about 1 s on 2 cores, interpreter start included
     assert code == 0 and err == [] and imported == []
     lines = out.splitlines()
     assert lines[0] == "glue:"
