@@ -9,8 +9,8 @@ import yaml
 
 from knowledge_lm.core.backbones import backbone_label
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.io import read_yaml
 from knowledge_lm.core.paths import SCRATCH_BACKBONES, SCRATCH_RESULTS, benchmarks_dir, project_path
+from knowledge_lm.report.paper_tables import sweep_groups
 from knowledge_lm.run.config import (
     dataset_defaults,
     parse_fractions,
@@ -182,10 +182,9 @@ def add_sweep_arguments(parser):
 
 
 def table_configs(name: str) -> list[Path]:
-    """The sweep configs that fill a paper table (``benchmarks/tables.yaml``)."""
-    tables = read_yaml(benchmarks_dir() / "tables.yaml")
-    if not isinstance(tables, dict):
-        raise KlmError(f"{benchmarks_dir() / 'tables.yaml'}: expected a mapping of table names to config lists")
+    """The sweep configs that fill a paper table (its ``sweeps``, ``benchmarks/tables/``) or a named group of them
+    (``benchmarks/tables.yaml``)."""
+    tables = sweep_groups()
     if name not in tables:
         raise KlmError(f"unknown table {name!r}; known: {', '.join(tables)}")
     return [benchmarks_dir() / f"{config}.yaml" for config in tables[name]]
@@ -193,7 +192,9 @@ def table_configs(name: str) -> list[Path]:
 
 def add_table_argument(parser):
     parser.add_argument(
-        "--table", help="a paper table's sweeps (benchmarks/tables.yaml), e.g. kam-table6; all: the full grid"
+        "--table",
+        help="a paper table's sweeps (benchmarks/tables/) or a group of them (benchmarks/tables.yaml), e.g. "
+        "kam-table6; all: the full grid",
     )
 
 

@@ -1,15 +1,14 @@
 """The papers' tables and figures as pages, ``leaderboards/papers/<slug>.md``, and their status, ``README.md``.
 
-One page per table or figure of the seed papers (``PAPER_TABLES``), in the paper's layout: the paper's columns
-(dataset, metric, train fraction), our methods' rows (mean ± sample std over seeds, from the results store only)
-beside the paper's own rows, marked †, from ``benchmarks/references.yaml``. A column the suite cannot fill (a
-dataset that is not here, the GLUE test server) still shows the paper's numbers; our cells there are "—". A page
-whose table needs data or compute the suite lacks lists the paper's rows, says what is missing and gives the
-command that would run it with the user's data. Every reference row renders on some page
+One page per table or figure of the seed papers (``benchmarks/tables/``, read by ``paper_tables``), in the paper's
+layout: the paper's columns (dataset, metric, train fraction), our methods' rows (mean ± sample std over seeds, from
+the results store only) beside the paper's own rows, marked †, from ``benchmarks/references.yaml``. A column the
+suite cannot fill (a dataset that is not here, the GLUE test server) still shows the paper's numbers; our cells
+there are "—". A page whose table needs data or compute the suite lacks lists the paper's rows, says what is missing
+and gives the command that would run it with the user's data. Every reference row renders on some page
 (``unrendered_references``). Output is deterministic: the same results give the same bytes.
 """
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -29,22 +28,20 @@ from knowledge_lm.report.frame import (
     table_backbone,
 )
 from knowledge_lm.report.pages import seeds_text
-from knowledge_lm.report.protocol import TASK_RECIPES, current_protocol
-
-PAPERS = {
-    "000": "SI+SR: Drop Redundant, Shrink Irrelevant",
-    "001": "KAM-BERT: Knowledge-Assisted Attention Maps",
-    "003": "ERICA: Entity and Relation Understanding via Contrastive Learning",
-}
-BACKBONE = "MiniLM-L6 (nreimers/MiniLM-L6-H384-uncased: 6 layers, hidden 384)"
-COVERED, PARTIAL, NOT_RUNNABLE, NOT_COVERED, NO_NUMBERS, NOT_RUN = (
-    "covered",
-    "partial",
-    "not runnable here",
-    "not covered",
-    "no numbers",
-    "not run",
+from knowledge_lm.report.paper_tables import (
+    COVERED,
+    NOT_RUN,
+    NOT_RUNNABLE,
+    PARTIAL,
+    Column,
+    PaperTable,
+    Row,
+    Section,
+    paper_tables,
 )
+from knowledge_lm.report.protocol import current_protocol
+
+BACKBONE = "MiniLM-L6 (nreimers/MiniLM-L6-H384-uncased: 6 layers, hidden 384)"
 # Why a paper's dataset has no column of ours, by the paper's dataset name (``Column.paper``).
 ABSENT_DATASETS = {
     "tacred": "TACRED is LDC-licensed (needs the user's data)",
@@ -55,677 +52,13 @@ ABSENT_DATASETS = {
 }
 ABSENT_METHOD = "no such method in the suite"  # a paper row (ERNIE, MTB, …) with no method of ours beside it
 ABSENT_METHODS = ("ERNIE",)  # a paper row named so is of a method the suite lacks, whatever its backbone
-# The paper's rows that references.yaml does not record (no method of ours stands beside them), by page.
-UNRECORDED_ROWS = {
-    "erica-table1": ("CNN", "BiLSTM", "HINBERT", "CorefBERT", "SpanBERT", "ERNIE", "MTB", "CP"),
-    "erica-table2": ("MTB", "CP"),
-}
+FRACTIONS = (0.01, 0.1, 1.0)  # the train fractions a spectrum is drawn at (the SI+SR paper's fine-tuning ratios)
 
 
-@dataclass(frozen=True)
-class Column:
-    """One column of a paper's table: the paper's ``(dataset, task, metric)`` at ``fraction``, and ours
-    (None where the suite has no such data) in ``variant`` ("" for none); ``split``: an evaluation split other than
-    the report split (MNLI's ``test_mismatched``: the paper's number under the reference's ``metrics_by_split``),
-    "" for the report split."""
-
-    label: str
-    fraction: float
-    paper: tuple[str, str, str] | None
-    ours: tuple[str, str, str] | None = None
-    variant: str = ""
-    split: str = ""
-
-
-@dataclass(frozen=True)
-class Row:
-    """One of our rows: ``method`` (each of its pretraining checkpoints a row of its own) in ``variant``; None
-    (the default): each column's variant."""
-
-    method: str
-    variant: str | None = None
-    label: str = ""
-
-
-@dataclass(frozen=True)
-class Section:
-    title: str
-    columns: tuple[Column, ...]
-    rows: tuple[Row, ...] = ()
-    average: bool = False  # GLUE's Avg column: the mean over the section's columns, where a row has them all
-    params: bool = False  # GLUE's #Params column
-
-
-@dataclass(frozen=True)
-class PaperTable:
-    """A table or figure of a seed paper, its page and its status. ``sources``: the prefixes of the reference rows'
-    ``source`` it shows, all rows of the first, of the others only those of a method the page runs."""
-
-    slug: str
-    paper: str
-    name: str
-    caption: str
-    status: str
-    why: str
-    sources: tuple[str, ...] = ()
-    sections: tuple[Section, ...] = ()
-    differs: str = ""
-    command: str = ""
-    spectra: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (dataset, task, methods) whose spectra it shows
-
-
-def glue_columns(
-    tasks: list[tuple[str, ...]], fraction: float = 1.0, variants: dict[str, str] | None = None
-) -> tuple[Column, ...]:
-    """GLUE's columns from ``(label, task, metric[, split])``; ``variants``: a task's sweep variant where its cells
-    have one (MRPC's ``balanced`` recipe in the method × dataset matrix)."""
-    variants = variants or {}
-    return tuple(
-        Column(label, fraction, ("glue", task, metric), ("glue", task, metric), variants.get(task, ""), *split)
-        for label, task, metric, *split in tasks
-    )
-
-
-# The matrix's GLUE cells (benchmarks/matrix_glue.yaml, matrix_mrpc.yaml, erica_glue.yaml): MRPC under its own recipe.
-MATRIX_GLUE_VARIANTS = {task: variant for (dataset, task), (variant, _) in TASK_RECIPES.items() if dataset == "glue"}
-
-
-MISMATCHED = "test_mismatched"  # MNLI's mismatched evaluation split: every MNLI cell scores it beside ``test``
-KAM_GLUE = [
-    ("CoLA", "cola", "matthews"),
-    ("SST-2", "sst2", "accuracy"),
-    ("MRPC F1", "mrpc", "f1"),
-    ("MRPC acc", "mrpc", "accuracy"),
-    ("STS-B P", "stsb", "pearson"),
-    ("STS-B S", "stsb", "spearman"),
-    ("QQP F1", "qqp", "f1"),
-    ("QQP acc", "qqp", "accuracy"),
-    ("MNLI-m", "mnli", "accuracy"),
-    ("MNLI-mm", "mnli", "accuracy", MISMATCHED),
-    ("QNLI", "qnli", "accuracy"),
-    ("RTE", "rte", "accuracy"),
-]
-ERICA_GLUE = [
-    ("MNLI-m", "mnli", "accuracy"),
-    ("MNLI-mm", "mnli", "accuracy", MISMATCHED),
-    ("QQP", "qqp", "f1"),
-    ("QNLI", "qnli", "accuracy"),
-    ("SST-2", "sst2", "accuracy"),
-    ("CoLA", "cola", "matthews"),
-    ("STS-B S", "stsb", "spearman"),
-    ("MRPC", "mrpc", "f1"),
-    ("RTE", "rte", "accuracy"),
-]
-# SI+SR's Table 2 (no reference rows: garbled): one MNLI column, STS-B in Pearson as the README gives it.
-SISR_GLUE = [
-    ("STS-B P", "stsb", "pearson") if column[1] == "stsb" else column for column in ERICA_GLUE if column[0] != "MNLI-mm"
-]
-FRACTIONS = (0.01, 0.1, 1.0)
-SISR_METHODS = tuple(Row(m) for m in ("baseline", "knowbert", "knowbert+si", "knowbert+si+sr"))
-ERICA_ABLATIONS = tuple(
-    Row(m) for m in ("baseline", "erica-mlm-only", "erica-ed", "erica-rd-cross", "erica-rd-intra", "erica-rd", "erica")
-)
-NOISE_LEVELS = ("noise0", "noise10", "noise20", "noise30", "noise40", "noise50")
-SR_K = ("k1", "k2", "k4", "k8", "k16")
-ERICA_PRETRAINING = (
-    "ERICA pretrained on our corpus (Re-DocRED, FewRel, LAMA, generated: ~4k documents, batch 8, 800 steps) "
-    "instead of ~1M Wikipedia documents at batch 2,048 for 2,500 steps; BERT-base in the paper."
-)
-REDOCRED_SAMPLE = (
-    " Re-DocRED sub-sampled to 700 train / 200 test documents (its dev and test sets: 1 % of train = 7 documents), "
-    "against DocRED's 3,053 train documents in the paper."
-)
-SISR_DIFFERS = (
-    "KnowBERT-KAR on MiniLM with our Wikidata-derived KG and linker, not the paper's RoBERTa-initialised "
-    "ERNIE/KnowBERT pretrained with Wikidata; the paper does not say dev or test."
-)
-
-
-def noise_section(dataset: str, task: str, metric: str, label: str) -> Section:
-    return Section(
-        f"{label}: {metric} at 100% by share of wrong links "
-        "(the baseline reads no links: its 100% cells at every level)",
-        tuple(Column(level, 1.0, None, (dataset, task, metric), level) for level in NOISE_LEVELS),
-        (Row("baseline", ""), Row("knowbert", None), Row("knowbert+si+sr", None)),
-    )
-
-
-def k_section(dataset: str, task: str, metric: str, label: str) -> Section:
-    return Section(
-        f"{label}: {metric} of knowbert+si+sr by k, the number of smallest singular values penalised",
-        tuple(
-            Column(f"{fraction_label(f)} {k}", f, None, (dataset, task, metric), k) for f in (0.1, 1.0) for k in SR_K
-        ),
-        (Row("knowbert+si+sr", None),),
-    )
-
-
-PAPER_TABLES = (
-    # The SI+SR paper
-    PaperTable(
-        "sisr-table1",
-        "000",
-        "Table 1",
-        "Results on OpenEntity, TACRED, SearchQA and Quasar-T",
-        PARTIAL,
-        "OpenEntity is run; TACRED, SearchQA and Quasar-T need the user's data",
-        ("SI+SR, Table 1",),
-        (
-            Section(
-                "Table 1 (100% of train)",
-                (
-                    Column(
-                        "OpenEntity P",
-                        1.0,
-                        ("openentity", "main", "micro_precision"),
-                        ("openentity", "main", "micro_precision"),
-                    ),
-                    Column(
-                        "OpenEntity Ma-F1 (= R)",
-                        1.0,
-                        ("openentity", "main", "micro_recall"),
-                        ("openentity", "main", "micro_recall"),
-                    ),
-                    Column(
-                        "OpenEntity Mi-F1", 1.0, ("openentity", "main", "micro_f1"), ("openentity", "main", "micro_f1")
-                    ),
-                    Column("TACRED P", 1.0, ("tacred", "main", "micro_precision")),
-                    Column("TACRED R", 1.0, ("tacred", "main", "micro_recall")),
-                    Column("TACRED F1", 1.0, ("tacred", "main", "micro_f1")),
-                    Column("SearchQA EM", 1.0, ("squad_format", "searchqa", "exact_match")),
-                    Column("SearchQA F1", 1.0, ("squad_format", "searchqa", "f1")),
-                    Column("Quasar-T EM", 1.0, ("squad_format", "quasart", "exact_match")),
-                    Column("Quasar-T F1", 1.0, ("squad_format", "quasart", "f1")),
-                ),
-                SISR_METHODS,
-            ),
-        ),
-        SISR_DIFFERS
-        + " The paper's 'Ma-F1' column is ERNIE's micro recall (Mi-F1 is the harmonic mean of P and it); ours is "
-        "micro recall.",
-        "klm bench --table sisr-table1; TACRED: klm bench --dataset tacred --method "
-        "baseline,knowbert,knowbert+si,knowbert+si+sr --data-dir DIR; SearchQA / Quasar-T: klm bench --dataset "
-        "squad_format --tasks searchqa,quasart "
-        "--method baseline,knowbert,knowbert+si,knowbert+si+sr --data-dir DIR",
-    ),
-    PaperTable(
-        "sisr-table2",
-        "000",
-        "Table 2",
-        "Results on GLUE dev",
-        PARTIAL,
-        "our GLUE tasks are run for knowbert±SI±SR by the matrix configs (MRPC under its balanced recipe); the "
-        "extraction of the paper's table is garbled, so it has no reference rows",
-        ("SI+SR, Table 2",),
-        (
-            Section(
-                "GLUE dev (100%)",
-                glue_columns(SISR_GLUE, variants=MATRIX_GLUE_VARIANTS),
-                SISR_METHODS,
-                average=True,
-                params=True,
-            ),
-        ),
-        SISR_DIFFERS + " Our GLUE runs use the tasks and splits of benchmarks/matrix_glue.yaml.",
-        "klm bench --config benchmarks/matrix_glue.yaml --method baseline,knowbert,knowbert+si,knowbert+si+sr; "
-        "the same with benchmarks/matrix_mrpc.yaml",
-    ),
-    PaperTable(
-        "sisr-fig1",
-        "000",
-        "Figure 1",
-        "Negative knowledge infusion: (a) F1 by entity frequency, (b) influence of irrelevant knowledge",
-        PARTIAL,
-        "a figure (no numbers in the text); (a) is the frequency-bucket table of the dataset pages, (b) the noise "
-        "curve of sisr-fig5",
-        command="klm bench --table sisr-fig5d",
-    ),
-    PaperTable(
-        "sisr-fig2",
-        "000",
-        "Figure 2",
-        "Cosine of the corresponding angles between the fine-tuned and pretrained weights",
-        NOT_COVERED,
-        "the suite does not measure principal angles between weight matrices",
-    ),
-    PaperTable(
-        "sisr-fig3",
-        "000",
-        "Figure 3",
-        "Singular values of the feature matrices at different fine-tuning ratios",
-        PARTIAL,
-        "a figure; drawn here as a table of the singular values that the cells kept with their predictions, "
-        "per train fraction (cells run before spectra were kept have none)",
-        differs=SISR_DIFFERS + " Features: the task head's input on the reported split, not the paper's layer.",
-        command="klm bench --table sisr-table1",
-        spectra=(
-            ("openentity", "main", ("baseline", "knowbert", "knowbert+si", "knowbert+si+sr")),
-            ("semeval2010", "main", ("baseline", "knowbert", "knowbert+si", "knowbert+si+sr")),
-        ),
-    ),
-    PaperTable(
-        "sisr-fig4",
-        "000",
-        "Figure 4",
-        "Knowledge infusion with selective injection and spectral regularisation (a diagram)",
-        NO_NUMBERS,
-        "an illustration of the method",
-    ),
-    PaperTable(
-        "sisr-fig5",
-        "000",
-        "Figure 5",
-        "(a) selective injection by frequency, (b) singular values with / without SR, (c) sensitivity to k, "
-        "(d) noise tolerance",
-        PARTIAL,
-        "a figure (no numbers in the text): (c) and (d) as tables below, (a) and (b) on the dataset pages",
-        (),
-        (
-            k_section("openentity", "main", "micro_f1", "(c) OpenEntity"),
-            k_section("semeval2010", "main", "semeval_macro_f1", "(c) SemEval-2010"),
-            noise_section("generated", "facts", "accuracy", "(d) generated"),
-            noise_section("openentity", "main", "micro_f1", "(d) OpenEntity"),
-        ),
-        SISR_DIFFERS + " Noise: a wrong linker's top candidate of another type (link_noise), not the paper's "
-        "replaced entities.",
-        "klm bench --table sisr-fig5c; klm bench --table sisr-fig5d",
-    ),
-    # The KAM-BERT paper
-    PaperTable(
-        "kam-fig1",
-        "001",
-        "Figure 1",
-        "BERT's attention map for a query-ad case",
-        NO_NUMBERS,
-        "an illustration on proprietary ad data",
-    ),
-    PaperTable(
-        "kam-fig2",
-        "001",
-        "Figure 2",
-        "KAM-BERT's calculation flow (a diagram)",
-        NO_NUMBERS,
-        "an illustration of the method",
-    ),
-    PaperTable(
-        "kam-table1",
-        "001",
-        "Table 1",
-        "Comparison of model backbones on GLUE",
-        PARTIAL,
-        "the paper reports the GLUE test server, which is not reachable here; ours are on our GLUE evaluation "
-        "split, and only the tasks benchmarks/glue.yaml runs",
-        ("KAM-BERT, Table 1",),
-        (
-            Section(
-                "GLUE (100%)",
-                glue_columns(KAM_GLUE, variants=MATRIX_GLUE_VARIANTS),
-                (Row("baseline"), Row("kam")),
-                average=True,
-                params=True,
-            ),
-        ),
-        "Our split, not GLUE test (MNLI-m and MNLI-mm: GLUE's matched and mismatched dev sets); WNLI is not a task "
-        "here. MRPC under its balanced recipe (benchmarks/matrix_mrpc.yaml), as on the README and the GLUE page.",
-        "klm bench --table kam-table1",
-    ),
-    PaperTable(
-        "kam-table2",
-        "001",
-        "Table 2",
-        "Results for question answering (SearchQA, Quasar-T, CosmosQA)",
-        PARTIAL,
-        "CosmosQA is run; SearchQA and Quasar-T need the user's data",
-        ("KAM-BERT, Table 2",),
-        (
-            Section(
-                "Table 2 (100%)",
-                (
-                    Column("SearchQA EM", 1.0, ("squad_format", "searchqa", "exact_match")),
-                    Column("SearchQA F1", 1.0, ("squad_format", "searchqa", "f1")),
-                    Column("Quasar-T EM", 1.0, ("squad_format", "quasart", "exact_match")),
-                    Column("Quasar-T F1", 1.0, ("squad_format", "quasart", "f1")),
-                    Column("CosmosQA", 1.0, ("cosmosqa", "main", "accuracy"), ("cosmosqa", "main", "accuracy")),
-                ),
-                (Row("baseline"), Row("kam")),
-            ),
-        ),
-        "BERT-Large / RoBERTa-Large in the paper. The paper's SearchQA and Quasar-T cells are not shown as † cells: "
-        "they are printed as unlabelled pairs 'a/b' whose metrics (EM / F1 presumably) the paper does not name.",
-        "klm bench --config benchmarks/cosmosqa.yaml --method baseline,kam; SearchQA / Quasar-T: klm bench "
-        "--dataset squad_format --tasks searchqa,quasart --method baseline,kam --data-dir DIR",
-    ),
-    PaperTable(
-        "kam-table3",
-        "001",
-        "Table 3",
-        "LAMA knowledge probing",
-        NOT_RUN,
-        "no LAMA probe of ours is recorded (`klm probe` writes leaderboards/lama.md where one is); the paper probes a "
-        "KAM-BERT-Large masked LM, and KAM here is fine-tuned per task, with no masked-LM head to probe",
-        ("KAM-BERT, Table 3",),
-        (
-            Section(
-                "LAMA (precision@1)",
-                tuple(
-                    Column(label, 1.0, ("lama", task, "precision_at_1"))
-                    for label, task in (
-                        ("SQuAD", "squad"),
-                        ("Google-RE", "google_re"),
-                        ("T-REx", "trex"),
-                        ("ConceptNet", "conceptnet"),
-                    )
-                ),
-            ),
-        ),
-        "BERT-Large / RoBERTa-Large in the paper; our probes are of the masked-LM checkpoints we have.",
-        "klm probe --backbone DIR",
-    ),
-    PaperTable(
-        "kam-table4",
-        "001",
-        "Table 4",
-        "The α sweep (caption misprinted as 'Results for Ad Relevance')",
-        PARTIAL,
-        "CoLA is run per α; SearchQA needs the user's data, Google-RE is a LAMA probe",
-        ("KAM-BERT, Table 4",),
-        (
-            Section(
-                "α sweep (100%)",
-                (
-                    Column("CoLA", 1.0, ("glue", "cola", "matthews"), ("glue", "cola", "matthews")),
-                    Column("Google-RE", 1.0, ("lama", "google_re", "precision_at_1")),
-                ),
-                tuple(Row("kam", f"alpha{a}", f"kam α={a}") for a in ("0", "0.1", "0.2", "0.4")),
-            ),
-        ),
-        "The paper's SearchQA column is not recorded as reference rows.",
-        "klm bench --table kam-table4",
-    ),
-    PaperTable(
-        "kam-table5",
-        "001",
-        "Table 5",
-        "Query-ad relevance AUC, #Params and #FLOPs",
-        NOT_RUNNABLE,
-        "proprietary ad relevance data",
-    ),
-    PaperTable(
-        "kam-table6",
-        "001",
-        "Table 6",
-        "Ablation study on GLUE",
-        PARTIAL,
-        "the ablations are run on our GLUE tasks and split (the paper's split is not stated)",
-        ("KAM-BERT, Table 6", "KAM-BERT, Table 1"),
-        (
-            Section(
-                "GLUE (100%)",
-                glue_columns(KAM_GLUE),
-                tuple(
-                    Row(m) for m in ("baseline", "kam", "kam-no-pmi", "kam-no-phrase", "kam-no-entity", "kam-no-conv")
-                ),
-                average=True,
-            ),
-        ),
-        "BERT-Base in the paper. MRPC under the shared GLUE recipe, the only one the ablations ran: its baseline "
-        "and kam cells are not those of the README and kam-table1 (MRPC's balanced recipe there).",
-        "klm bench --table kam-table6",
-    ),
-    PaperTable(
-        "kam-fig3",
-        "001",
-        "Figure 3",
-        "Attention maps of BERT and KAM-BERT",
-        NO_NUMBERS,
-        "a qualitative figure; `klm attention-maps` draws ours",
-    ),
-    # The ERICA paper
-    *(
-        PaperTable(f"erica-fig{n}", "003", f"Figure {n}", caption, NO_NUMBERS, "an illustration")
-        for n, caption in (
-            (1, "An example document and its relational graph"),
-            (2, "The entity discrimination task"),
-            (3, "The relation discrimination task"),
-        )
-    ),
-    PaperTable(
-        "erica-table1",
-        "003",
-        "Table 1",
-        "Document-level RE (DocRED) at 1 / 10 / 100%",
-        PARTIAL,
-        "run on Re-DocRED (the revised DocRED); the paper's DocRED test server is not reachable",
-        ("ERICA, Table 1",),
-        (
-            Section(
-                "DocRED (paper) / Re-DocRED revised (ours)",
-                tuple(
-                    Column(
-                        f"{fraction_label(f)} {label}",
-                        f,
-                        ("redocred", "docred", metric),
-                        ("redocred", "revised", metric),
-                    )
-                    for f in FRACTIONS
-                    for label, metric in (("F1", "f1"), ("IgF1", "ign_f1"))
-                ),
-                (Row("baseline"), Row("erica")),
-            ),
-        ),
-        ERICA_PRETRAINING + REDOCRED_SAMPLE + " Ours: Re-DocRED's revised test split.",
-        "klm bench --table erica-table1",
-    ),
-    PaperTable(
-        "erica-table2",
-        "003",
-        "Table 2",
-        "Sentence-level RE (TACRED, SemEval-2010 Task 8) at 1 / 10 / 100%",
-        PARTIAL,
-        "SemEval-2010 is run; TACRED needs the user's data (LDC)",
-        ("ERICA, Table 2",),
-        (
-            Section(
-                "Test F1",
-                tuple(Column(f"TACRED {fraction_label(f)}", f, ("tacred", "main", "micro_f1")) for f in FRACTIONS)
-                + tuple(
-                    Column(
-                        f"SemEval {fraction_label(f)}",
-                        f,
-                        ("semeval2010", "mean_pool", "semeval_macro_f1"),
-                        ("semeval2010", "mean_pool", "semeval_macro_f1"),
-                    )
-                    for f in FRACTIONS
-                ),
-                (Row("baseline"), Row("erica")),
-            ),
-        ),
-        ERICA_PRETRAINING,
-        "klm bench --table erica-table2; TACRED: klm bench --dataset tacred --tasks mean_pool --method erica "
-        "--backbone checkpoints/erica-minilm --data-dir DIR",
-    ),
-    PaperTable(
-        "erica-table3",
-        "003",
-        "Table 3",
-        "Entity typing (FIGER)",
-        NOT_RUNNABLE,
-        "FIGER needs the user's data; OpenEntity stands in on leaderboards/openentity.md",
-        ("ERICA, Table 3",),
-        (
-            Section(
-                "FIGER test (100%)",
-                (
-                    Column("Ma-F1", 1.0, ("figer", "main", "loose_macro_f1")),
-                    Column("Mi-F1", 1.0, ("figer", "main", "loose_micro_f1")),
-                    Column("OpenEntity Mi-F1 (ours, stand-in)", 1.0, None, ("openentity", "main", "micro_f1")),
-                ),
-                (Row("baseline"), Row("erica")),
-            ),
-        ),
-        ERICA_PRETRAINING,
-        "klm bench --dataset figer --method erica --backbone checkpoints/erica-minilm --data-dir DIR",
-    ),
-    PaperTable(
-        "erica-table4",
-        "003",
-        "Table 4",
-        "WikiHop (standard and masked) at 1 / 10 / 100%",
-        NOT_RUNNABLE,
-        "WikiHop is not a dataset of the suite",
-    ),
-    PaperTable(
-        "erica-table5",
-        "003",
-        "Table 5",
-        "Extractive QA (SQuAD, TriviaQA, NaturalQA) at 10 / 100%",
-        NOT_RUNNABLE,
-        "SQuAD / TriviaQA / NQ in the paper's MRQA form need the user's data",
-        command="klm bench --dataset squad_format --tasks squad --method erica --backbone checkpoints/erica-minilm "
-        "--data-dir DIR",
-    ),
-    PaperTable(
-        "erica-table6",
-        "003",
-        "Table 6",
-        "Ablation study (DocRED 10%, FIGER, WikiHop masked 10%)",
-        PARTIAL,
-        "DocRED as Re-DocRED at 10%, FIGER as OpenEntity; WikiHop is not here",
-        ("ERICA, Table 6",),
-        (
-            Section(
-                "Ablations",
-                (
-                    Column("DocRED 10% IgF1", 0.1, ("redocred", "docred", "ign_f1"), ("redocred", "revised", "ign_f1")),
-                    Column("FIGER Mi-F1", 1.0, ("figer", "main", "loose_micro_f1")),
-                    Column("OpenEntity 10% Mi-F1 (ours, stand-in)", 0.1, None, ("openentity", "main", "micro_f1")),
-                    Column("WikiHop (m) 10%", 0.1, ("wikihop_masked", "main", "accuracy")),
-                ),
-                ERICA_ABLATIONS,
-            ),
-        ),
-        ERICA_PRETRAINING + REDOCRED_SAMPLE,
-        "klm bench --table erica-table6",
-    ),
-    PaperTable(
-        "erica-table7",
-        "003",
-        "Table 7",
-        "Effects of the pretraining data's entity distribution",
-        NOT_COVERED,
-        "needs ERICA pretraining on entity-shifted corpora",
-    ),
-    PaperTable(
-        "erica-fig4",
-        "003",
-        "Figure 4",
-        "Impacts of relation distribution shifting",
-        NOT_COVERED,
-        "needs ERICA pretraining on relation-shifted corpora",
-    ),
-    PaperTable(
-        "erica-fig5",
-        "003",
-        "Figure 5",
-        "Impacts of the pretraining data's size",
-        NOT_COVERED,
-        "needs ERICA pretraining on shares of the corpus",
-    ),
-    PaperTable(
-        "erica-table8",
-        "003",
-        "Table 8",
-        "Entity encoding strategies",
-        NOT_COVERED,
-        "the suite has one entity encoding per task (mean-pooled mentions)",
-    ),
-    PaperTable(
-        "erica-fig6",
-        "003",
-        "Figure 6",
-        "t-SNE of entity and relation embeddings",
-        NO_NUMBERS,
-        "a qualitative figure",
-    ),
-    PaperTable(
-        "erica-table9",
-        "003",
-        "Table 9",
-        "GLUE dev",
-        PARTIAL,
-        "our GLUE evaluation splits (MNLI, QNLI and QQP from samples) and MRPC under the matrix's balanced recipe",
-        ("ERICA, Table 9",),
-        (
-            Section(
-                "GLUE dev (100%)",
-                glue_columns(ERICA_GLUE, variants=MATRIX_GLUE_VARIANTS),
-                (Row("baseline"), Row("erica")),
-                average=True,
-                params=True,
-            ),
-        ),
-        ERICA_PRETRAINING + " The paper's CoLA column (BERT 57.2, ERICA_BERT 57.9) is not shown as † cells: its "
-        "caption calls it accuracy, which the values do not look like (CoLA is scored in Matthews correlation), so "
-        "its metric is unclear. STS-B in Spearman, as the paper reports it (Pearson on the README).",
-        "klm bench --config benchmarks/erica_glue.yaml; klm bench --config benchmarks/matrix_mrpc.yaml --method erica",
-    ),
-    PaperTable(
-        "erica-table10",
-        "003",
-        "Table 10",
-        "Full ablation study at 1 / 10 / 100%",
-        PARTIAL,
-        "DocRED as Re-DocRED, FIGER as OpenEntity; WikiHop is not here",
-        ("ERICA, Table 10", "ERICA, Table 6", "ERICA, Table 1"),
-        (
-            Section(
-                "Ablations",
-                tuple(
-                    Column(
-                        f"DocRED {fraction_label(f)}",
-                        f,
-                        ("redocred", "docred", "ign_f1"),
-                        ("redocred", "revised", "ign_f1"),
-                    )
-                    for f in FRACTIONS
-                )
-                + tuple(
-                    Column(f"WikiHop (m) {fraction_label(f)}", f, ("wikihop_masked", "main", "accuracy"))
-                    for f in FRACTIONS
-                )
-                + (
-                    Column("FIGER 100%", 1.0, ("figer", "main", "loose_micro_f1")),
-                    Column("OpenEntity 100% (ours, stand-in)", 1.0, None, ("openentity", "main", "micro_f1")),
-                ),
-                ERICA_ABLATIONS,
-            ),
-        ),
-        ERICA_PRETRAINING + REDOCRED_SAMPLE,
-        "klm bench --table erica-table10",
-    ),
-    PaperTable(
-        "erica-table11",
-        "003",
-        "Table 11",
-        "Extractive QA at 1%",
-        NOT_RUNNABLE,
-        "SQuAD / TriviaQA / NQ need the user's data",
-        command="klm bench --dataset squad_format --tasks squad --fractions 0.01 --method baseline,erica "
-        "--backbone checkpoints/erica-minilm --data-dir DIR",
-    ),
-    PaperTable(
-        "erica-table12",
-        "003",
-        "Table 12",
-        "Joint NER and RE (CoNLL04, ADE) with SpERT",
-        NOT_RUNNABLE,
-        "CoNLL04 / ADE and a SpERT head are not in the suite",
-    ),
-)
-
-
-# The evaluation splits other than the report split that some column shows (their cells are rows of their own).
-OTHER_SPLITS = frozenset(c.split for t in PAPER_TABLES for section in t.sections for c in section.columns if c.split)
+def other_splits() -> frozenset[str]:
+    """The evaluation splits other than the report split that some column shows (their cells are rows of their
+    own)."""
+    return frozenset(c.split for t in paper_tables() for section in t.sections for c in section.columns if c.split)
 
 
 def load_all_references() -> list[dict]:
@@ -816,7 +149,7 @@ def column_cells(frame: pd.DataFrame, name: str, row: Row, column: Column) -> pd
         return frame.iloc[:0]
     dataset, task, metric = column.ours
     variant = column.variant if row.variant is None else row.variant
-    split = frame.split == column.split if column.split else ~frame.split.isin(OTHER_SPLITS)
+    split = frame.split == column.split if column.split else ~frame.split.isin(other_splits())
     return frame[
         split
         & (frame.method == name)
@@ -919,11 +252,11 @@ def table_status(table: PaperTable, frame: pd.DataFrame, references: list[dict])
 
 def unmatched_rows(table: PaperTable, references: list[dict]) -> list[str]:
     """The paper's rows on ``table``'s page with no row of ours beside them, with why: another backbone than the
-    paper's BERT-base (ours is one backbone), or no such method in the suite (``UNRECORDED_ROWS`` too: rows
+    paper's BERT-base (ours is one backbone), or no such method in the suite (``unrecorded_rows`` too: rows
     references.yaml does not record). A row name that stands beside ours in another column (KAM's α) is none."""
     chosen = [ref for _, ref in page_references(table, references)]
     matched = {str(ref["row"]) for ref in chosen if ref.get("method")}
-    other_backbone, no_method = set(), set(UNRECORDED_ROWS.get(table.slug, ()))
+    other_backbone, no_method = set(), set(table.unrecorded_rows)
     for ref in chosen:
         if not ref.get("method") and str(ref["row"]) not in matched:
             lacking = str(ref["row"]).startswith(ABSENT_METHODS) or ref["backbone"] == "bert-base"
@@ -957,7 +290,7 @@ def render_paper_table(
     chosen = page_references(table, references)
     status, missing = table_status(table, frame, references)
     lines = [
-        f"# {table.name} of {PAPERS[table.paper]}",
+        f"# {table.name} of {table.paper_title}",
         "",
         *claims_lines(table, list(judged)),
         f"*{table.caption}.* Status: **{status}** ({table.why}).",
@@ -1084,7 +417,7 @@ def papers_frame(files: list[tuple[Path, dict]]) -> pd.DataFrame:
     others = [
         ({**result, "report_split": split}, reason)
         for result, reason in zip(results, degenerate)
-        for split in sorted(OTHER_SPLITS)
+        for split in sorted(other_splits())
         if split in result["metrics"]
     ]
     frame = results_frame(
@@ -1096,7 +429,7 @@ def papers_frame(files: list[tuple[Path, dict]]) -> pd.DataFrame:
     frame["parameters"] = [
         counts.get((cell_method, backbone)) for cell_method, backbone in zip(frame["cell_method"], frame["backbone"])
     ]
-    wanted = {(dataset, task) for table in PAPER_TABLES for dataset, task, _ in table.spectra}
+    wanted = {(dataset, task) for table in paper_tables() for dataset, task, _ in table.spectra}
     spectra = {
         cell_key(result): kept_spectrum(path)
         for path, result in files
@@ -1139,11 +472,11 @@ def render_papers(
     frame = papers_frame(files) if frame is None else frame
     references = load_all_references()
     texts, used = {}, set()
-    for table in PAPER_TABLES:
+    for table in paper_tables():
         texts[f"{table.slug}.md"], page_used = render_paper_table(table, frame, references, judged)
         used |= page_used
-    statuses = {table.slug: table_status(table, frame, references) for table in PAPER_TABLES}
-    texts["README.md"] = render_readme({table.slug: table for table in PAPER_TABLES}, statuses)
+    statuses = {table.slug: table_status(table, frame, references) for table in paper_tables()}
+    texts["README.md"] = render_readme({table.slug: table for table in paper_tables()}, statuses)
     return texts, used
 
 
@@ -1159,7 +492,7 @@ def unrendered_references(files: list[tuple[Path, dict]] = ()) -> list[str]:
 
 def report_split_cells(frame: pd.DataFrame) -> pd.DataFrame:
     """``papers_frame``'s cells on the report split alone (MNLI's mismatched rows aside): what a claim compares."""
-    return frame[~frame.split.isin(OTHER_SPLITS)] if len(frame) else frame
+    return frame[~frame.split.isin(other_splits())] if len(frame) else frame
 
 
 def write_papers(
