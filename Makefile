@@ -16,7 +16,7 @@ BACKBONE ?=## a backbone name or folder (default: the config's)
 DATA_DIR ?=## the data directory (default: DATA_DIR of the environment, else ../shared/data)
 JOBS ?= 1## cells run side by side
 SET ?=## training overrides, space-separated key=value (quote them: SET="lr=3e-5 epochs=5")
-TABLE ?=## bench-paper: a table of benchmarks/tables.yaml, or all
+TABLE ?=## bench-paper: a paper table (benchmarks/tables/*.yaml) or a group of benchmarks/tables.yaml, or all
 DRY ?=## bench, bench-paper: any value (DRY=1) prints the plan and runs nothing (--dry-run)
 
 # A variable set on the command line that none of the above is: an error, not silently ignored. Settings of klm's
@@ -55,9 +55,9 @@ $(BIN)/.installed: pyproject.toml
 bench: install ## run a benchmark sweep (DATASET, CONFIG, METHOD, ...), then write leaderboards/
 	$(BIN)/klm bench $(BENCH_ARGS)
 
-# make bench-paper TABLE=kam-table6: the sweeps of one paper table (benchmarks/tables.yaml; TABLE=all: everything)
-bench-paper: install ## the sweeps of one paper table: TABLE=kam-table6 (benchmarks/tables.yaml; all)
-	$(if $(TABLE),,$(error name a table: make bench-paper TABLE=kam-table6 (see benchmarks/tables.yaml)))
+# make bench-paper TABLE=kam-table6: the sweeps of one paper table (benchmarks/tables/*.yaml; groups in benchmarks/tables.yaml; TABLE=all: everything)
+bench-paper: install ## the sweeps of one paper table: TABLE=kam-table6 (benchmarks/tables/; all)
+	$(if $(TABLE),,$(error name a table: make bench-paper TABLE=kam-table6 (see benchmarks/tables/)))
 	$(BIN)/klm bench --table $(TABLE) $(if $(FRACTIONS),--fractions $(FRACTIONS)) $(if $(SEEDS),--seeds $(SEEDS)) \
 		$(if $(BACKBONE),--backbone $(BACKBONE)) $(if $(DATA_DIR),--data-dir $(DATA_DIR)) --jobs $(JOBS) $(foreach s,$(SET),--set $(s)) \
 		$(if $(DRY),--dry-run)
