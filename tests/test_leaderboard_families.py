@@ -116,7 +116,8 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
         == "zeroed: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0]"
     )  # a variant's control: <variant>-zeroed
     assert table_row(lines, "kam [t20k-zeroed]")[7:] == ["(control)"] * 2 + ["(control) |"]
-    assert table_row(lines, "kam [t20k]")[9] == "links only |"  # knowledge used against zeroed: its linked entities
+    # Knowledge used against zeroed, and no shuffle ran to tell its entities' types from the entities themselves.
+    assert table_row(lines, "kam [t20k]")[9] == "linked knowledge (no shuffle run) |"
     assert any(line.startswith("Knowledge used = the method's accuracy minus") for line in lines)
     assert table_row(lines, "erica")[9] == "pretraining only |"  # its one control, MLM-only: no relational verdict
 

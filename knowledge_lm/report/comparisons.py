@@ -118,6 +118,10 @@ RELATION_BLIND = ("kam", "kam+kg")  # their maps read no relation label: the rel
 # Knowledge used against these: the method uses its linked entities' knowledge (zeroed: any of it; the shuffled
 # controls keep each entity's type, so only zeroed shows a method that reads types alone).
 LINK_CONTROLS = ("shuffled", "test-shuffled", "zeroed")
+SHUFFLE_CONTROLS = ("shuffled", "test-shuffled")  # re-link each entity to one of its type: they keep the types
+# What beating the link controls shows (``relational_verdict``): the linked entities beyond their types (a shuffle ✓),
+# their types alone (zeroed ✓ but no shuffle), or knowledge of some kind where no shuffle ran to tell which.
+LINKS_ONLY, TYPES_ONLY, UNTOLD = "links only", "entity types only", "linked knowledge (no shuffle run)"
 RELATION_CONTROL = "relations-permuted"  # knowledge used against it: the method uses the relation labels
 # Knowledge used against it: the method's knowledge pretraining helps (ERICA); no control of it isolates relations.
 PRETRAINING_CONTROL = "mlm-only"
@@ -819,11 +823,12 @@ def relational_verdict(tests: PageTests, row: tuple, cell_method: str) -> str:
     """Whether a method uses relational facts, from the page's corrected tests (``tests``) of its row ``row`` =
     ``(backbone, task, method, variant, fraction)``: "relational facts" where knowledge used against the
     relations-permuted control on one_hop and two_hop pooled (``RELATIONAL``) is ✓ and one_hop or two_hop is above
-    chance; "links only" where not, but knowledge used against one of ``LINK_CONTROLS`` is ✓ (also for a method
-    relation-blind by construction, ``RELATION_BLIND``); for a method whose only control is its MLM-only
-    pretraining (``PRETRAINING_CONTROL``, ERICA): "pretraining only" where knowledge used against it is ✓; "too
-    few seeds" where a test that decides has fewer than ``MIN_SEEDS`` seed pairs; "no" otherwise; — where none of
-    those controls ran."""
+    chance; where not (also for a method relation-blind by construction, ``RELATION_BLIND``): ``LINKS_ONLY`` where
+    knowledge used against a type-preserving shuffle (``SHUFFLE_CONTROLS``) is ✓, ``TYPES_ONLY`` where only against
+    zeroed knowledge, though a shuffle ran, ``UNTOLD`` where zeroed is ✓ and no shuffle ran; for a method whose
+    only control is its MLM-only pretraining (``PRETRAINING_CONTROL``, ERICA): "pretraining only" where knowledge
+    used against it is ✓; "too few seeds" where a test that decides has fewer than ``MIN_SEEDS`` seed pairs; "no"
+    otherwise; — where none of those controls ran."""
     blind = cell_method in RELATION_BLIND
     relations = None if blind else tests.used.get((*row, RELATION_CONTROL, RELATIONAL))
     links = [found for name in LINK_CONTROLS if (found := tests.used.get((*row, name, GRAPH))) is not None]
@@ -844,11 +849,15 @@ def relational_verdict(tests: PageTests, row: tuple, cell_method: str) -> str:
     # Too few seeds against the relations-permuted control: relational use can be neither shown nor ruled out.
     if relations is not None and knowledge_verdict(relations) == "too few seeds":
         return "too few seeds"
-    if any(knowledge_verdict(found) == used for found in links):
-        return "links only"
-    if any(knowledge_verdict(found) == "too few seeds" for found in links):
+    said = {name: knowledge_verdict(found) for name in LINK_CONTROLS if (found := tests.used.get((*row, name, GRAPH)))}
+    shuffles = [said[name] for name in SHUFFLE_CONTROLS if name in said]
+    if used in shuffles:
+        return LINKS_ONLY
+    if "too few seeds" in shuffles:
         return "too few seeds"
-    return "no"
+    if said.get("zeroed") == used:
+        return TYPES_ONLY if shuffles else UNTOLD
+    return "too few seeds" if said.get("zeroed") == "too few seeds" else "no"
 
 
 def relational_verdicts(frame: pd.DataFrame, tests: PageTests) -> dict[tuple[str, str, str, str], str]:

@@ -20,9 +20,12 @@ from knowledge_lm.core.registry import DATASETS, METHODS, cannot_run
 from knowledge_lm.report.claims import Judged, counts_text
 from knowledge_lm.report.comparisons import (
     FRACTION,
+    LINKS_ONLY,
     MIN_SEEDS,
     NO_DIFFERENCE,
     SIGNIFICANCE,
+    TYPES_ONLY,
+    UNTOLD,
     WHOLE,
     WORLDS,
     PageTests,
@@ -518,10 +521,12 @@ def relational_section(dataset: str, verdicts: dict[tuple, str], by_backbone: bo
         '"uses relational facts", read from that page\'s tests (seed level, corrected with the page): '
         '"relational facts" = knowledge used against the relations-permuted control (the same edges, relation labels '
         "permuted) is ✓ on one_hop and two_hop pooled (not on the type family: permuting the labels also retrains "
-        'TransE, which can blur the entities\' types) and one_hop or two_hop is above chance; "links only" = '
-        "knowledge used against shuffled or test-shuffled links, or against zeroed knowledge, is ✓ (the method uses "
-        "its linked entities, e.g. their types) but not against relations-permuted (or the method reads no "
-        'relation label); "pretraining only" = a method whose control is its MLM-only checkpoint (ERICA) is ✓ against '
+        "TransE, which can blur the entities' types) and one_hop or two_hop is above chance; where not (or the "
+        f'method reads no relation label): "{LINKS_ONLY}" = knowledge used against shuffled or test-shuffled links '
+        "(each entity re-linked to one of its type) is ✓: it uses which entity is linked, beyond its type; "
+        f'"{TYPES_ONLY}" = only against zeroed knowledge is ✓, though a shuffle ran: what it uses, the shuffles keep; '
+        f'"{UNTOLD}" = zeroed is ✓ and no shuffle ran; '
+        '"pretraining only" = a method whose control is its MLM-only checkpoint (ERICA) is ✓ against '
         'it (no control of it isolates relations); "too few seeds" = a deciding test has n < '
         f'{MIN_SEEDS}; "no" otherwise; "not run": the method has no cells of that world.',
         "",

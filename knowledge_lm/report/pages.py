@@ -23,14 +23,17 @@ from knowledge_lm.report.comparisons import (
     HOP_GROUPS,
     KNOWLEDGE_CONTROLS,
     KNOWLEDGE_FREE_GROUPS,
-    LINK_CONTROLS,
+    LINKS_ONLY,
     MAIN,
     MIN_SEEDS,
     NO_DIFFERENCE,
     RELATION_BLIND,
     RELATION_CONTROL,
+    SHUFFLE_CONTROLS,
     SIGNIFICANCE,
     TUNING,
+    TYPES_ONLY,
+    UNTOLD,
     VARIANT_TABLES,
     PageTests,
     bootstrap_comparison,
@@ -403,10 +406,11 @@ def relational_text() -> str:
         '"uses relational facts", per world: "relational facts" where knowledge used against '
         f"{RELATION_CONTROL} on {' and '.join(HOP_GROUPS)} pooled is ✓ (not on the type family: permuting the labels "
         f"also retrains TransE, which can blur the entities' types) and {' or '.join(HOP_GROUPS)} is above "
-        'chance; "links only" where not, but knowledge used against '
-        f"{' or '.join(LINK_CONTROLS)} is ✓ (the method uses its linked entities, e.g. their types), whether or not "
-        "it reads relation labels "
-        f'({", ".join(RELATION_BLIND)}: relation-blind by construction, {RELATION_CONTROL} not run); "too few '
+        f"chance; where not, whether or not it reads relation labels ({', '.join(RELATION_BLIND)}: relation-blind by "
+        f'construction, {RELATION_CONTROL} not run): "{LINKS_ONLY}" where knowledge used against '
+        f"{' or '.join(SHUFFLE_CONTROLS)} (each link re-linked to an entity of the same type) is ✓: the method uses "
+        f'which entity is linked, beyond its type; "{TYPES_ONLY}" where only against zeroed knowledge is ✓ though a '
+        f'shuffle ran: what it uses, the shuffles keep; "{UNTOLD}" where zeroed is ✓ and no shuffle ran; "too few '
         f'seeds" where a test that decides has fewer than {MIN_SEEDS} seed pairs; "no" otherwise; — where none of '
         "those controls ran. Every test is the page's own, corrected with it."
     )
