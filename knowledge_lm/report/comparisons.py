@@ -39,6 +39,7 @@ from knowledge_lm.report.frame import (
     rows_where,
     seed_cells,
 )
+from knowledge_lm.report.pretraining import own_run_label
 from knowledge_lm.report.protocol import comparable, recipe_cells
 from knowledge_lm.report.sanity import CONFIRM_SEED
 
@@ -87,7 +88,9 @@ KNOWLEDGE_CONTROLS = {
         "test-shuffled", None, "trained and selected with the right links, evaluated with every test link shuffled"
     ),
     "mlm-only": Control(
-        "", {"erica": "erica-mlm-only"}, "for ERICA, its MLM-only checkpoint pretrained on the same corpus"
+        "",
+        {"erica": "erica-mlm-only"},
+        "for ERICA, the MLM-only checkpoint of its own pretraining run (same corpus, steps, batch size and commit)",
     ),
 }
 
@@ -676,8 +679,8 @@ def control_cells(
             cells = seed_cells(frame, method, paired, fraction, metric)
         else:
             other = control.methods.get(ours["cell_method"].iloc[0])
-            labels = sorted(frame[frame.cell_method == other]["method"].unique()) if other else []
-            cells = seed_cells(frame, labels[0], paired, fraction, metric) if labels else ours.iloc[:0]
+            label = own_run_label(frame, other, ours) if other else None
+            cells = seed_cells(frame, label, paired, fraction, metric) if label else ours.iloc[:0]
         if not cells.empty:
             found.append((name, cells))
     return found
