@@ -121,7 +121,7 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
     page = dataset_page(results, tmp_path / "leaderboards")
     lines = page.read_text().splitlines()
     knowbert = table_row(lines, "knowbert")
-    assert knowbert[7] == "shuffled: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0]"
+    assert knowbert[7] == "shuffled: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0] p=0.000"
     whole = 100 - accuracy_on({"text"})
     assert knowbert[8].startswith(f"shuffled: {whole:+.1f} [") and "(n=5, q=0.000) ✓; examples [" in knowbert[8]
     assert table_row(lines, "knowbert [shuffled]")[7:] == ["(control)"] * 2 + ["(control) |"]
@@ -129,7 +129,7 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
     assert table_row(lines, "kam")[7:] == ["—", "—", "— |"]  # no control cells
     assert (
         table_row(lines, "kam [t20k]")[7]
-        == "zeroed: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0]"
+        == "zeroed: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0] p=0.000"
     )  # a variant's control: <variant>-zeroed
     assert table_row(lines, "kam [t20k-zeroed]")[7:] == ["(control)"] * 2 + ["(control) |"]
     # Knowledge used against zeroed, and no shuffle ran to tell its entities' types from the entities themselves.
@@ -171,7 +171,7 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
     lines = page.read_text().splitlines()
     assert "### rte: knowledge used (accuracy, against each method's control)" in lines
     assert (
-        "| erica ⟨erica-minilm⟩ | 100% | mlm-only: +3.0 [+3.0, +3.0] (n=2, q=0.000) too few seeds; "
+        "| erica ⟨erica-minilm⟩ | 100% | mlm-only: +3.0 [+3.0, +3.0] (n=2, q=—) too few seeds; "
         "no kept predictions |" in lines
-    )  # seed level: a verdict needs 5 seed pairs
+    )  # a verdict needs 5 seed pairs, and kept predictions to test over the examples (no q without them)
     assert not any(line.startswith("| erica-mlm-only ⟨erica-mlm-only-minilm⟩ | 100% | mlm-only") for line in lines)

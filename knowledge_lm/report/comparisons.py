@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 from scipy.stats import false_discovery_control, ttest_1samp
 from scipy.stats import t as t_distribution
@@ -607,7 +608,38 @@ def family_test(
     )
     if scores is None:
         return None
-    return {**above_chance_test(scores, chance), "chance": chance}
+    correct = example_correctness(cells, group, golds, groupings)
+    # The same test over the examples, each one's correctness averaged over the seeds: would a new test set agree?
+    over_examples = None if correct is None else above_chance_test(pd.Series(correct), chance)["p"]
+    return {**over_seeds_and_examples(above_chance_test(scores, chance), over_examples), "chance": chance}
+
+
+def example_correctness(
+    cells: pd.DataFrame, group: str, golds: dict[str, list], groupings: dict[str, list[str]]
+) -> np.ndarray | None:
+    """Each example of ``group``: whether a seed's prediction is right, averaged over the seeds of ``cells`` (× 100);
+    None unless every seed kept predictions of the same gold and groups."""
+    kept = shared_kept(cells, grouped=True)
+    if kept is None:
+        return None
+    gold, members = golds[kept[0]], members_of(groupings[kept[1]], {group})
+    answers = [gold[i] for i in members]
+    right = [
+        [kept_run(path)["predicted"][i] == answer for i, answer in zip(members, answers)]
+        for path in cells["predictions"]
+    ]
+    return 100 * np.asarray(right, dtype=float).mean(axis=0)
+
+
+def over_seeds_and_examples(found: dict, over_examples: float | None) -> dict:
+    """A seed-level test (``found``: ``delta_test``'s fields) that must also hold over the test examples: ``p_seeds``
+    its p, ``p_examples`` the p of the same question over the examples with the seeds averaged (None: no kept
+    predictions to ask it of), and ``p`` the larger of the two, the p the page corrects: significant only where both
+    are (an intersection-union test, valid at the level of each), so a seed-consistent bias on one small test set
+    passes neither alone. None where either is None. A test that already has ``p_seeds`` keeps it."""
+    over_seeds = found.get("p_seeds", found["p"])
+    p = None if over_seeds is None or over_examples is None else max(over_seeds, over_examples)
+    return {**found, "p_seeds": over_seeds, "p_examples": over_examples, "p": p}
 
 
 def significant(found: dict | None) -> bool:
@@ -686,7 +718,7 @@ def control_cells(
     return found
 
 
-def knowledge_interval(
+def knowledge_bootstrap(
     ours: pd.DataFrame,
     control: pd.DataFrame,
     dataset: str,
@@ -696,11 +728,11 @@ def knowledge_interval(
     golds: dict[str, list],
     groupings: dict[str, list[str]],
     groups=None,
-) -> list[float] | None:
-    """The paired bootstrap's 95 % interval over the examples (``knowledge_lm.report.bootstrap.paired_bootstrap``) of
-    the method's ``metric`` minus its control's, over the seeds both ran, where all of them kept predictions of the
-    same gold; ``groups``: only the examples of those groups; None: the whole split. None where they share no seed or
-    did not keep such predictions."""
+) -> dict | None:
+    """The paired bootstrap over the examples (``knowledge_lm.report.bootstrap.paired_bootstrap``: its interval of Δ
+    and one-sided p's) of the method's ``metric`` minus its control's, over the seeds both ran, where all of them
+    kept predictions of the same gold; ``groups``: only the examples of those groups; None: the whole split. None
+    where they share no seed or did not keep such predictions."""
     seeds = sorted(set(ours["seed"]) & set(control["seed"]))
     if not seeds:
         return None
@@ -717,7 +749,14 @@ def knowledge_interval(
         baseline=[Path(path) for path in control["predictions"]],
         examples=None if groups is None else members_of(groupings[kept[1]], groups),
     )
-    return resampled["delta_interval"] if resampled else None
+    return resampled or None
+
+
+def two_sided(resampled: dict | None) -> float | None:
+    """A paired bootstrap's two-sided p that Δ ≠ 0 (twice its smaller one-sided p); None without one."""
+    if resampled is None:
+        return None
+    return min(1.0, 2 * min(resampled["p_not_better"], resampled["p_not_worse"]))
 
 
 def knowledge_test(
@@ -732,9 +771,10 @@ def knowledge_test(
     groups=None,
 ) -> dict | None:
     """The method's ``metric`` minus its control's, paired by seed over the seeds both ran (``ours``, ``control``:
-    their non-degenerate cells), tested as against the baseline (``delta_test``), with ``cards``: the card models
-    they ran on; ``groups``: on the examples of those groups pooled (``seed_score``). None where they share no seed
-    or a seed has no score."""
+    their non-degenerate cells), tested as against the baseline (``delta_test``) and over the test examples with the
+    seeds averaged (``knowledge_bootstrap``, two-sided; ``over_seeds_and_examples``: its p needs both), with
+    ``examples_interval``: the bootstrap's interval of Δ, and ``cards``: the card models they ran on; ``groups``: on
+    the examples of those groups pooled (``seed_score``). None where they share no seed or a seed has no score."""
     seeds = sorted(set(ours["seed"]) & set(control["seed"]))
     if not seeds:
         return None
@@ -742,7 +782,12 @@ def knowledge_test(
     mine, theirs = (seed_scores(at_seeds(cells, seeds), groups, **scoring) for cells in (ours, control))
     if mine is None or theirs is None:
         return None
-    return {**delta_test(mine - theirs), "cards": seed_cards(pd.concat([ours, control]), seeds)}
+    resampled = knowledge_bootstrap(ours, control, groups=groups, **scoring)
+    return {
+        **over_seeds_and_examples(delta_test(mine - theirs), two_sided(resampled)),
+        "examples_interval": resampled["delta_interval"] if resampled else None,
+        "cards": seed_cards(pd.concat([ours, control]), seeds),
+    }
 
 
 def at_seeds(cells: pd.DataFrame, seeds: list) -> pd.DataFrame:
@@ -750,22 +795,32 @@ def at_seeds(cells: pd.DataFrame, seeds: list) -> pd.DataFrame:
     return cells if list(cells["seed"]) == list(seeds) else cells.set_index("seed").loc[seeds].reset_index()
 
 
+NO_EXAMPLES_TEST = "no test over examples"  # a verdict where the cells kept no predictions to resample
+
+
 def knowledge_verdict(found: dict) -> str:
-    """What a corrected ``knowledge_test`` says: ✓ (uses it) or "below its control" where q < ``SIGNIFICANCE``
-    over at least ``MIN_SEEDS`` seed pairs; "too few seeds" under them; else "not significant"."""
-    if found["n"] < MIN_SEEDS or found["p"] is None:
+    """What a corrected ``knowledge_test`` says: ✓ (uses it) or "below its control" where q < ``SIGNIFICANCE`` (over
+    the seeds and over the examples: ``over_seeds_and_examples``) over at least ``MIN_SEEDS`` seed pairs; "too few
+    seeds" under them; ``NO_EXAMPLES_TEST`` where no predictions were kept; else "not significant"."""
+    if found["n"] < MIN_SEEDS or found["p_seeds"] is None:
         return "too few seeds"
+    if found["p"] is None:
+        return NO_EXAMPLES_TEST
     if significant(found):
         return ABOVE.strip() if found["delta"] > 0 else "below its control"
     return "not significant"
 
 
-def knowledge_used_text(found: dict, examples_interval: list[float] | None) -> str:
+def knowledge_used_text(found: dict) -> str:
     """A knowledge-used test as a page says it: Δ, its interval over seeds, n, q, the verdict, and the paired bootstrap
-    interval over the examples (``knowledge_interval``) beside it."""
+    over the examples (its interval of Δ and two-sided p) beside it."""
     seeds = MISSING if found["interval"] is None else interval_text(found["interval"])
     q = p_text(found["q"])
-    examples = "no kept predictions" if examples_interval is None else f"examples {interval_text(examples_interval)}"
+    examples = (
+        "no kept predictions"
+        if found["examples_interval"] is None
+        else f"examples {interval_text(found['examples_interval'])} p={p_text(found['p_examples'])}"
+    )
     said = f"{found['delta']:+.1f} {seeds} (n={found['n']}, q={q}) {knowledge_verdict(found)}; {examples}"
     return said + cards_note(found)
 
@@ -799,17 +854,10 @@ def knowledge_used(
         found = used.get((backbone, task, method, variant, fraction, name, scope))
         if found is None:
             continue
-        interval = knowledge_interval(
-            cells, control, dataset, task=task, metric=metric, golds=golds, groupings=groupings, groups=groups
-        )
-        parts.append(f"{name}: {knowledge_used_text(found, interval)}")
+        parts.append(f"{name}: {knowledge_used_text(found)}")
         relational = used.get((backbone, task, method, variant, fraction, name, RELATIONAL))
         if scope == GRAPH and relational is not None:
-            hops = set(HOP_GROUPS)
-            interval = knowledge_interval(
-                cells, control, dataset, task=task, metric=metric, golds=golds, groupings=groupings, groups=hops
-            )
-            parts.append(f"{name} on {' + '.join(HOP_GROUPS)}: {knowledge_used_text(relational, interval)}")
+            parts.append(f"{name} on {' + '.join(HOP_GROUPS)}: {knowledge_used_text(relational)}")
     if relation_blind_here(frame, cells["cell_method"].iloc[0], variant):
         parts.append(f"{RELATION_CONTROL}: relation-blind by construction")
     return "<br>".join(parts) or MISSING

@@ -518,7 +518,8 @@ def relational_section(dataset: str, verdicts: dict[tuple, str], by_backbone: bo
         "## Does a method use relational facts?",
         "",
         f"On the [{dataset}]({dataset}.md) task at {FRACTION:.0%} train, per world, the verdict of its page's column "
-        '"uses relational facts", read from that page\'s tests (seed level, corrected with the page): '
+        '"uses relational facts", read from that page\'s tests (each over the seeds and over the test examples, '
+        "corrected with the page): "
         '"relational facts" = knowledge used against the relations-permuted control (the same edges, relation labels '
         "permuted) is ✓ on one_hop and two_hop pooled (not on the type family: permuting the labels also retrains "
         "TransE, which can blur the entities' types) and one_hop or two_hop is above chance; where not (or the "

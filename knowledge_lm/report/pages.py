@@ -27,6 +27,7 @@ from knowledge_lm.report.comparisons import (
     MAIN,
     MIN_SEEDS,
     NO_DIFFERENCE,
+    NO_EXAMPLES_TEST,
     RELATION_BLIND,
     RELATION_CONTROL,
     SHUFFLE_CONTROLS,
@@ -421,11 +422,14 @@ def controls_text(metric: str) -> str:
     return (
         f"Knowledge used = the method's {metric} minus that of its counterfactual control (cells run like the "
         f"method's but for the knowledge they get; {controls}), paired by seed over the seeds both ran, neither "
-        "degenerate: Δ, its 95 % interval over seeds, n = seed pairs and q, from a paired t-test over the seeds "
-        'corrected with every other mark of this page (Benjamini–Hochberg); beside it, "examples": the 95 % '
-        "interval of a paired bootstrap over the test examples, which ignores seed variance and marks nothing. "
-        f"✓ = q < {SIGNIFICANCE} with Δ > 0: the method does better with the right knowledge than with wrong or "
-        f'none, it uses it; a verdict needs n ≥ {MIN_SEEDS} seed pairs (else "too few seeds"); "not significant" '
+        'degenerate: Δ, its 95 % interval over seeds, n = seed pairs and q; beside it, "examples": the 95 % '
+        "interval of Δ in a paired bootstrap over the test examples (the same draw for every seed, the seeds "
+        "averaged) and its two-sided p. Each test asks both: a paired t-test over the seeds (does the gain survive a "
+        "new seed?) and that bootstrap (does it survive a new test set?); its p is the larger of the two, corrected "
+        "with every other mark of this page (Benjamini–Hochberg), so a gain that holds on every seed of one small "
+        f"test set alone is no ✓. ✓ = q < {SIGNIFICANCE} with Δ > 0: the method does better with the right "
+        f'knowledge than with wrong or none, it uses it; a verdict needs n ≥ {MIN_SEEDS} seed pairs (else "too few '
+        f'seeds"), and kept predictions (else "{NO_EXAMPLES_TEST}"); "not significant" '
         "= what it gains may come from elsewhere (more parameters, more training). — = no control cells yet; "
         "(control) = the row is a control."
     )
@@ -438,9 +442,11 @@ def families_text() -> str:
         f"with the 95 % interval of a bootstrap over that family's examples ({REPLICATES} replicates, each drawing "
         "the family's examples with replacement, the same draw for every seed, and averaging the seeds' scores on "
         "it: the seeds are pooled by averaging each example's correctness over them). ✓ = above chance, the share "
-        "of the family's most frequent label (50: every family is balanced true/false), in a one-sided one-sample "
-        "t-test of the seeds' scores on the family against chance (seed level, like every other test of the page), "
-        "significant after the page's correction. "
+        "of the family's most frequent label (50: every family is balanced true/false), in two one-sided tests that "
+        "must both hold: a one-sample t-test of the seeds' scores on the family against chance (over seeds: does it "
+        "survive a new seed?), and the same t-test of the family's examples, each one's correctness averaged over "
+        "the seeds (over test examples: does it survive a new test set?); the larger p, significant after the "
+        "page's correction. "
         '"uses the KG": yes where every family that needs the graph is above chance, else which are.'
     )
 
