@@ -40,6 +40,7 @@ from knowledge_lm.report.frame import (
     rows_where,
     seed_cells,
 )
+from knowledge_lm.report.preregistration import PREFIX
 from knowledge_lm.report.pretraining import own_run_label
 from knowledge_lm.report.protocol import comparable, recipe_cells
 from knowledge_lm.report.sanity import CONFIRM_SEED
@@ -104,6 +105,7 @@ class VariantTable(NamedTuple):
 
 
 TUNING = "tuning"
+PREREGISTERED = "preregistered"
 CONFIRM = "confirm"
 MAIN = "main"
 # The generated page's tables, by the world of a row's variant (``split_variant``: a control stands with its world's
@@ -111,12 +113,20 @@ MAIN = "main"
 # beside the default, tested nothing (``page_tests`` leaves them out).
 VARIANT_TABLES = {
     TUNING: VariantTable(r"lr[0-9.e+-]+|scale[0-9.]+", "Settings chosen on dev"),
-    CONFIRM: VariantTable(r"confirm", f"Confirmation world (generator seed {CONFIRM_SEED}; run once, settings frozen)"),
+    PREREGISTERED: VariantTable(
+        f"{PREFIX}.+", "Pre-registered worlds (declared in benchmarks/preregistered/ before any of their cells ran)"
+    ),
+    CONFIRM: VariantTable(
+        r"confirm",
+        f"Confirmation world (generator seed {CONFIRM_SEED}): exploratory, not pre-registered (no declaration was "
+        "committed before it ran, and its sixth seed was added after results of the first five were seen)",
+    ),
     MAIN: VariantTable(r".*", None),
 }
 
 # The worlds whose relational verdict a page and the README give (``relational_verdict``): a method's own variant.
-WORLDS = {"": "2k world", "t20k": "20k statements", "confirm": "confirmation world"}
+# A pre-registered world (``knowledge_lm.report.preregistration``: its variant starts with ``PREFIX``) is one too.
+WORLDS = {"": "2k world", "t20k": "20k statements", "confirm": "confirmation world (exploratory)"}
 
 RELATION_BLIND = ("kam", "kam+kg")  # their maps read no relation label: the relations-permuted control is not run
 # Knowledge used against these: the method uses its linked entities' knowledge (zeroed: any of it; the shuffled
@@ -913,10 +923,11 @@ def relational_verdict(tests: PageTests, row: tuple, cell_method: str) -> str:
 
 def relational_verdicts(frame: pd.DataFrame, tests: PageTests) -> dict[tuple[str, str, str, str], str]:
     """``(backbone, task, method, world)`` → ``relational_verdict`` of each method's own cells of each world
-    (``WORLDS``) at ``FRACTION`` on a page (``frame``: its cells, ``tests``: its ``page_tests``); rows whose verdict is
-    — left out."""
+    (``WORLDS``, and each pre-registered world) at ``FRACTION`` on a page (``frame``: its cells, ``tests``: its
+    ``page_tests``); rows whose verdict is — left out."""
     found = {}
-    rows = frame[(frame.fraction == FRACTION) & frame["variant"].isin(list(WORLDS))]
+    worlds = frame["variant"].isin(list(WORLDS)) | frame["variant"].str.startswith(PREFIX)
+    rows = frame[(frame.fraction == FRACTION) & worlds]
     for (backbone, task, method, variant), cells in rows.groupby(["backbone", "task", "method", "variant"]):
         cell_method = cells["cell_method"].iloc[0]
         if is_control(cell_method, variant):

@@ -8,6 +8,7 @@ is at chance while the baseline solves it (``DEGENERATE_RULE``, ``family_at_chan
 method, fraction, task, metric and seed, and ordered for a page: each method followed by its sweep variants.
 """
 
+import json
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -241,6 +242,7 @@ def results_frame(
                     "parameters": result["backbone"].get("parameters"),
                     "weights": "/".join(Path(result["backbone"].get("path") or "built in").parts[-2:]),
                     "commit": result["git"]["commit"][:10],
+                    "config": json.dumps(result.get("config") or {}, sort_keys=True),  # what a declaration compares
                     "wall_time_s": result["wall_time_s"],
                     "subset_hash": result["data"]["subset_hash"],
                     "train_size": result["data"]["train_size"],

@@ -39,6 +39,7 @@ from knowledge_lm.report.comparisons import (
 from knowledge_lm.report.coverage import dataset_untestable, gate_text, gated, glance_coverage
 from knowledge_lm.report.figures import forest_plot
 from knowledge_lm.report.frame import cards_text, interval_text
+from knowledge_lm.report.preregistration import PREREGISTERED_DIR, WorldStatus, world_statuses
 from knowledge_lm.report.protocol import (
     DEGENERATE_MARK,
     current_protocol,
@@ -481,7 +482,8 @@ def render_glance(
         ]
     lines += ["", *notes.lines()] if notes.texts else []
     for dataset in sorted(results.pages):
-        lines += relational_section(dataset, results.relational[dataset], len(backbones) > 1)
+        statuses = world_statuses(results.pages[dataset])
+        lines += relational_section(dataset, results.relational[dataset], len(backbones) > 1, statuses)
     return "\n".join(lines) + "\n"
 
 
@@ -502,17 +504,25 @@ RELATIONAL_CAVEATS = (
 )
 
 
-def relational_section(dataset: str, verdicts: dict[tuple, str], by_backbone: bool) -> list[str]:
-    """ "Does a method use relational facts?" on ``dataset``: per method and world (``WORLDS``), the verdict its page
-    gives (``relational_verdicts`` of the page's own tests), and the caveats; nothing where the page gives none."""
-    if not verdicts:
+def relational_section(
+    dataset: str, verdicts: dict[tuple, str], by_backbone: bool, statuses: dict[str, WorldStatus] | None = None
+) -> list[str]:
+    """ "Does a method use relational facts?" on ``dataset``: per method and world (``WORLDS``, then each
+    pre-registered world), the verdict its page gives (``relational_verdicts`` of the page's own tests), a
+    pre-registered world's verdicts marked with its status (``statuses``: ``world_statuses``; confirmed only where
+    it allows), then each declaration's status and the caveats; nothing where the page gives none."""
+    statuses = statuses or {}
+    if not verdicts and not statuses:
         return []
-    worlds = [world for world in WORLDS if any(key[3] == world for key in verdicts)]
+    declared = sorted(set(statuses) | {key[3] for key in verdicts if key[3] not in WORLDS})
+    worlds = [world for world in WORLDS if any(key[3] == world for key in verdicts)] + declared
     tasks = {key[1] for key in verdicts}
     rows: dict[str, dict[str, str]] = {}
     for (backbone, task, method, world), said in sorted(verdicts.items()):
         label = method + (f" ({backbone})" if by_backbone else "") + (f", {task}" if len(tasks) > 1 else "")
-        rows.setdefault(label, {})[world] = said
+        status = statuses.get(world)
+        rows.setdefault(label, {})[world] = said + (f" ({status.word})" if status and world in declared else "")
+    headers = {**WORLDS, **{world: f"pre-registered {world}" for world in declared}}
     return [
         "",
         "## Does a method use relational facts?",
@@ -529,15 +539,19 @@ def relational_section(dataset: str, verdicts: dict[tuple, str], by_backbone: bo
         f'"{UNTOLD}" = zeroed is ✓ and no shuffle ran; '
         '"pretraining only" = a method whose control is its MLM-only checkpoint (ERICA) is ✓ against '
         'it (no control of it isolates relations); "too few seeds" = a deciding test has n < '
-        f'{MIN_SEEDS}; "no" otherwise; "not run": the method has no cells of that world.',
+        f'{MIN_SEEDS}; "no" otherwise; "not run": the method has no cells of that world. A pre-registered world\'s '
+        'verdicts carry its status: "confirmed" only from cells run after its declaration was committed, with the '
+        "declared settings (benchmarks/preregistered/); the confirmation world of generator seed 20261127 is "
+        "exploratory: no declaration preceded it, and its sixth seed was added after results were seen.",
         "",
-        "| method | " + " | ".join(WORLDS[world] for world in worlds) + " |",
+        "| method | " + " | ".join(headers[world] for world in worlds) + " |",
         "|---|" + "---|" * len(worlds),
         *(
             f"| {label} | " + " | ".join(said.get(world, "not run") for world in worlds) + " |"
             for label, said in rows.items()
         ),
         "",
+        *(f"- `{world}` ({PREREGISTERED_DIR}): {status.text()}" for world, status in sorted(statuses.items())),
         *(f"- {caveat}" for caveat in RELATIONAL_CAVEATS),
     ]
 

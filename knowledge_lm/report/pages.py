@@ -28,6 +28,7 @@ from knowledge_lm.report.comparisons import (
     MIN_SEEDS,
     NO_DIFFERENCE,
     NO_EXAMPLES_TEST,
+    PREREGISTERED,
     RELATION_BLIND,
     RELATION_CONTROL,
     SHUFFLE_CONTROLS,
@@ -67,6 +68,7 @@ from knowledge_lm.report.frame import (
     seed_cells,
     variant_key,
 )
+from knowledge_lm.report.preregistration import world_statuses
 from knowledge_lm.report.protocol import (
     DEGENERATE_MARK,
     commits_text,
@@ -435,6 +437,22 @@ def controls_text(metric: str) -> str:
     )
 
 
+def preregistered_lines(frame: pd.DataFrame) -> list[str]:
+    """What each pre-registered world of the page's dataset (``knowledge_lm.report.preregistration``) allows: its
+    verdicts confirmed, or exploratory and why, or declared and not run yet; nothing where none is declared."""
+    statuses = world_statuses(frame)
+    if not statuses:
+        return []
+    return [
+        "",
+        "**Pre-registration.** A world declared in a committed file before its first cell: its verdicts are "
+        '"confirmed" only where every cell ran at or after that file\'s first commit with the declared settings and '
+        "the file was not changed after a cell ran; otherwise exploratory.",
+        "",
+        *(f"- `{world}`: {status.text()}" for world, status in sorted(statuses.items())),
+    ]
+
+
 def families_text() -> str:
     return (
         "The per-family tables come first: each cell is the mean over seeds of a method's score on one statement "
@@ -474,13 +492,15 @@ def family_section(
     def tables(fraction: float) -> list[str]:
         shared = dict(metric=metric, fraction=fraction, groups=groups, golds=golds, groupings=groupings, tests=tests)
         lines = family_table(task_frame, dataset, task, **shared)
-        confirmed = family_table(task_frame, dataset, task, **shared, table=CONFIRM)
-        if confirmed:
-            lines += ["", f"**{VARIANT_TABLES[CONFIRM].heading}**", "", *confirmed]
+        for table in (PREREGISTERED, CONFIRM):
+            rows = family_table(task_frame, dataset, task, **shared, table=table)
+            if rows:
+                lines += ["", f"**{VARIANT_TABLES[table].heading}**", "", *rows]
         return lines
 
     out = [f"## {task}: {metric} per statement family ({backbone}, {fraction_label(shown)})", ""]
     out += tables(shown)
+    out += preregistered_lines(task_frame)
     out += ["", controls_text(metric), "", relational_text(), ""]
     tuned = tuning_table(task_frame, metric, shown, groups)
     if tuned:
