@@ -114,9 +114,11 @@ def write_synthetic_result(
 
 
 def dataset_page(results, out, **options) -> Path:
-    """The one dataset page ``write_leaderboards`` writes from ``results`` (beside README.md and claims.md)."""
+    """The one dataset page ``write_leaderboards`` writes from ``results`` (beside README.md, claims.md and the
+    pretraining page)."""
     from knowledge_lm.report.leaderboard import write_leaderboards
 
     written = write_leaderboards(results, out, **options)
-    [page] = [path for path in written if path.name not in ("README.md", "claims.md") and path.parent == Path(out)]
+    others = ("README.md", "claims.md", "pretraining.md")
+    [page] = [path for path in written if path.name not in others and path.parent == Path(out)]
     return page

@@ -1,6 +1,8 @@
 """The generated page opens with each method's accuracy per statement family (a bootstrap interval over the family's
 examples, marked where it lies above chance) and the knowledge it uses: its score minus its counterfactual control's."""
 
+import json
+
 from helpers import dataset_page, write_synthetic_result
 from test_gold import generated_result
 from test_leaderboard import kept_result
@@ -91,6 +93,17 @@ def test_families_open_the_page_with_intervals_chance_marks_and_the_kg_verdict(t
     assert "knowledge used (accuracy, against" not in text  # no knowledge-used table of its own on a page with families
 
 
+def pretrained_in_one_run(path):
+    """The cell of ``path`` fine-tuned from a checkpoint whose pretraining record (beside the store's cells) names
+    the one run every such checkpoint here comes from: ERICA's MLM-only control pairs by it."""
+    found = json.loads(path.read_text())
+    checksum = found["cell"]["method"].encode().hex().ljust(64, "0")
+    write_json_atomic(path, {**found, "backbone": {**found["backbone"], "checksum": checksum}})
+    run = {"corpus_hash": "c" * 64, "steps": 800, "batch_size": 8, "git": {"commit": "0fdc734"}}
+    record = path.parents[4] / "pretraining" / f"{found['cell']['method']}-tiny.json"
+    write_json_atomic(record, {**run, "checkpoint_checksum": checksum})
+
+
 def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_path):
     results = tmp_path / "results"
     knowledge = {"type", "one_hop", "two_hop"}
@@ -100,12 +113,15 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
         kept_result(results, "kam", seed, 100.0, right_on(knowledge | {"text"}))
         kept_result(results, "kam", seed, 100.0, right_on(knowledge | {"text"}), variant="t20k")
         kept_result(results, "kam", seed, accuracy_on({"text"}), right_on({"text"}), variant="t20k-zeroed")
-        kept_result(results, "erica", seed, 100.0, right_on(knowledge | {"text"}))
-        kept_result(results, "erica-mlm-only", seed, accuracy_on({"text"}), right_on({"text"}))
+        for path in (
+            kept_result(results, "erica", seed, 100.0, right_on(knowledge | {"text"})),
+            kept_result(results, "erica-mlm-only", seed, accuracy_on({"text"}), right_on({"text"})),
+        ):
+            pretrained_in_one_run(path)
     page = dataset_page(results, tmp_path / "leaderboards")
     lines = page.read_text().splitlines()
     knowbert = table_row(lines, "knowbert")
-    assert knowbert[7] == "shuffled: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0]"
+    assert knowbert[7] == "shuffled: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0] p=0.000"
     whole = 100 - accuracy_on({"text"})
     assert knowbert[8].startswith(f"shuffled: {whole:+.1f} [") and "(n=5, q=0.000) ✓; examples [" in knowbert[8]
     assert table_row(lines, "knowbert [shuffled]")[7:] == ["(control)"] * 2 + ["(control) |"]
@@ -113,10 +129,11 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
     assert table_row(lines, "kam")[7:] == ["—", "—", "— |"]  # no control cells
     assert (
         table_row(lines, "kam [t20k]")[7]
-        == "zeroed: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0]"
+        == "zeroed: +100.0 [+100.0, +100.0] (n=5, q=0.000) ✓; examples [+100.0, +100.0] p=0.000"
     )  # a variant's control: <variant>-zeroed
     assert table_row(lines, "kam [t20k-zeroed]")[7:] == ["(control)"] * 2 + ["(control) |"]
-    assert table_row(lines, "kam [t20k]")[9] == "links only |"  # knowledge used against zeroed: its linked entities
+    # Knowledge used against zeroed, and no shuffle ran to tell its entities' types from the entities themselves.
+    assert table_row(lines, "kam [t20k]")[9] == "linked knowledge (no shuffle run) |"
     assert any(line.startswith("Knowledge used = the method's accuracy minus") for line in lines)
     assert table_row(lines, "erica")[9] == "pretraining only |"  # its one control, MLM-only: no relational verdict
 
@@ -148,11 +165,13 @@ def test_knowledge_used_against_the_shuffled_control_and_ericas_mlm_only(tmp_pat
                     "versions": {},
                 },
             )
+    run = {"corpus_hash": "c" * 64, "steps": 800, "batch_size": 8, "git": {"commit": "0123456"}}
+    write_json_atomic(glue / "pretraining" / "erica-minilm.json", {**run, "checkpoint_checksum": "def"})
     page = dataset_page(glue, tmp_path / "glue-leaderboards")
     lines = page.read_text().splitlines()
     assert "### rte: knowledge used (accuracy, against each method's control)" in lines
     assert (
-        "| erica ⟨erica-minilm⟩ | 100% | mlm-only: +3.0 [+3.0, +3.0] (n=2, q=0.000) too few seeds; "
+        "| erica ⟨erica-minilm⟩ | 100% | mlm-only: +3.0 [+3.0, +3.0] (n=2, q=—) too few seeds; "
         "no kept predictions |" in lines
-    )  # seed level: a verdict needs 5 seed pairs
+    )  # a verdict needs 5 seed pairs, and kept predictions to test over the examples (no q without them)
     assert not any(line.startswith("| erica-mlm-only ⟨erica-mlm-only-minilm⟩ | 100% | mlm-only") for line in lines)

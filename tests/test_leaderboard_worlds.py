@@ -101,9 +101,12 @@ def test_the_page_splits_its_worlds_and_says_which_method_uses_relational_facts(
     confirm = main[main.index(f"**{VARIANT_TABLES[CONFIRM].heading}**") :]
     main = main[: main.index(f"**{VARIANT_TABLES[CONFIRM].heading}**")]
     tuning = lines[lines.index(f"### {VARIANT_TABLES[TUNING].heading}") :]
-    assert VARIANT_TABLES[CONFIRM].heading == (
-        "Confirmation world (generator seed 20261127; run once, settings frozen)"
-    )
+    assert VARIANT_TABLES[CONFIRM].heading.startswith("Confirmation world (generator seed 20261127): exploratory")
+    declared = lines[next(i for i, line in enumerate(lines) if line.startswith("**Pre-registration.**")) :]
+    assert declared[2:4] == [
+        "- `prereg-v3-rotate`: declared, not run yet: declared in v3_rotate.yaml; no cell has run",
+        "- `prereg-v3-transe`: declared, not run yet: declared in v3_transe.yaml; no cell has run",
+    ]
     assert not any(line.startswith("| knowbert [confirm") for line in main)
     assert not any(line.startswith("| knowbert [lr1e-4]") for line in main + confirm[:8])
     assert not any("lr1e-4" in line for line in lines if line.startswith("| method | fraction |"))  # no test score
@@ -129,9 +132,13 @@ def test_the_page_splits_its_worlds_and_says_which_method_uses_relational_facts(
 
     readme = (out / "README.md").read_text().splitlines()
     section = readme[readme.index("## Does a method use relational facts?") :]
-    assert "| method | 2k world | confirmation world |" in section
-    assert "| knowbert | relational facts | too few seeds |" in section
-    assert "| kg-text | links only | not run |" in section and "| kam | links only | not run |" in section
+    declared = "pre-registered prereg-v3-rotate | pre-registered prereg-v3-transe"
+    worlds = f"2k world | confirmation world (exploratory) | {declared}"
+    assert f"| method | {worlds} |" in section
+    assert "| knowbert | relational facts | too few seeds | not run | not run |" in section
+    assert "| kg-text | links only | not run | not run | not run |" in section
+    assert "| kam | links only | not run | not run | not run |" in section
+    assert any(line.startswith("- `prereg-v3-transe` (preregistered): declared, not run yet") for line in section)
     assert not any(line.startswith("| kam+kg |") or line.startswith("| baseline |") for line in section)
     assert any("kam+kg is this suite's extension of KAM's Eq. 8" in line for line in section)
     assert any("kg-text" in line and "positive control" in line for line in section)

@@ -1,5 +1,5 @@
-"""The statistics of the pages: knowledge used tested over seeds, one Benjamini–Hochberg family per page holding
-every mark, the declared degenerate rule, and the README giving the page's own verdicts."""
+"""The statistics of the pages: knowledge used tested over seeds (and over examples), one Benjamini–Hochberg family
+per page holding every mark, the declared degenerate rule, and the README giving the page's own verdicts."""
 
 import pytest
 from helpers import write_synthetic_result
@@ -8,9 +8,11 @@ from test_leaderboard_families import table_row
 
 from knowledge_lm.report.comparisons import (
     MIN_SEEDS,
+    NO_EXAMPLES_TEST,
     corrected,
     knowledge_test,
     knowledge_verdict,
+    over_seeds_and_examples,
     page_tests,
     verdict,
 )
@@ -57,19 +59,27 @@ def test_knowledge_used_is_a_paired_t_test_over_seeds_and_needs_five():
     deltas = [a - b for a, b in zip(OURS, CONTROL)]
     expected = ttest_1samp(deltas, 0.0)
     assert found["n"] == 5 and found["delta"] == pytest.approx(sum(deltas) / 5)
-    assert found["p"] == pytest.approx(expected.pvalue)
+    assert found["p_seeds"] == pytest.approx(expected.pvalue)
     interval = expected.confidence_interval(0.95)
     assert found["interval"] == pytest.approx([interval.low, interval.high])
+    # No kept predictions: nothing to test over the examples, so no p to correct and no mark.
+    assert found["p_examples"] is None and found["p"] is None and found["examples_interval"] is None
     corrected([found])
-    assert found["q"] == pytest.approx(found["p"]) and knowledge_verdict(found) == "✓"
+    assert knowledge_verdict(found) == NO_EXAMPLES_TEST
+    over_both = over_seeds_and_examples(found, 0.001)  # as with kept predictions that agree
+    corrected([over_both])
+    assert over_both["q"] == pytest.approx(max(over_both["p_seeds"], 0.001)) and knowledge_verdict(over_both) == "✓"
 
     fewer = knowledge_test(
         ours, control[control.seed < MIN_SEEDS], "glue", task="rte", metric="accuracy", golds={}, groupings={}
     )
+    fewer = over_seeds_and_examples(fewer, 0.001)
     corrected([fewer])
     assert fewer["n"] == 4 and fewer["q"] < 0.05 and knowledge_verdict(fewer) == "too few seeds"
 
-    flat = knowledge_test(ours, ours, "glue", task="rte", metric="accuracy", golds={}, groupings={})
+    flat = over_seeds_and_examples(
+        knowledge_test(ours, ours, "glue", task="rte", metric="accuracy", golds={}, groupings={}), 1.0
+    )
     corrected([flat])
     assert flat["p"] == 1.0 and knowledge_verdict(flat) == "not significant"
 
@@ -84,11 +94,15 @@ def test_one_family_per_page_counts_every_mark():
             results.append(result("kb", seed, 62.0 + seed * 0.9, variant="relations-permuted", fraction=fraction))
     tests = page_tests(results_frame(results), {"rte": "accuracy"}, {}, {})
     assert len(tests.baseline) == 2 and len(tests.used) == 4 and not tests.chance and not tests.overall
+    # Knowledge used needs kept predictions to be tested over the examples too: without them, no p in the family.
+    assert tests.size() == 2 and all(found["p"] is None for found in tests.used.values())
+    for found in tests.used.values():
+        found.update(over_seeds_and_examples(found, 0.001))
+    corrected([found for by_key in tests for found in by_key.values()])
     assert tests.size() == 6
-    pooled = [found["p"] for by_key in tests for found in by_key.values()]
-    separate = [found["q"] for found in tests.baseline.values()]
+    pooled = [found["q"] for found in tests.baseline.values()]
     corrected(list(tests.baseline.values()))  # alone, the two comparisons would be another family
-    assert separate != [found["q"] for found in tests.baseline.values()] and len(pooled) == 6
+    assert pooled != [found["q"] for found in tests.baseline.values()]
 
 
 def test_the_degenerate_rule_flags_a_text_family_at_chance_that_the_baseline_solves():

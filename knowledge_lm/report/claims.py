@@ -28,6 +28,7 @@ from knowledge_lm.report.comparisons import (
     settle_text,
 )
 from knowledge_lm.report.frame import MISSING, cards_note, fraction_label, interval_text
+from knowledge_lm.report.pretraining import own_run_label
 from knowledge_lm.report.protocol import TASK_RECIPES, comparable
 
 PAPER_NAMES = {"000": "SI+SR", "001": "KAM-BERT", "003": "ERICA", "004": "KnowBERT"}
@@ -268,14 +269,22 @@ def claimed_sign(claim: Claim, effect: float | None) -> int:
     return -1 if effect < 0 else 1
 
 
-def side_cells(frame: pd.DataFrame, comparison: Comparison, side: str, task: str) -> pd.DataFrame:
+def side_cells(
+    frame: pd.DataFrame, comparison: Comparison, side: str, task: str, *, paired: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """One side's (``a`` / ``b``) cells of ``comparison`` on ``task``, labelled by the side's name: the method's
-    checkpoint with the most cells where it has several (ERICA pretrained more than once)."""
+    checkpoint with the most cells where it has several (ERICA pretrained more than once); where ``paired`` (the
+    other side's cells) comes from a pretraining run, the checkpoint of that same run (``own_run_label``: ERICA's
+    MLM-only control is its own run's), none where no record pairs them."""
     method = getattr(comparison, side)
     mine = frame[frame.cell_method == method]
     if mine.empty:
         return mine
     label = mine["method"].value_counts().sort_index().idxmax()
+    if paired is not None and not paired.empty and any(paired["pretraining"]) and any(mine["pretraining"]):
+        label = own_run_label(frame, method, paired)
+        if label is None:
+            return mine.iloc[:0]
     return mine[
         (mine.method == label)
         & (mine.dataset == comparison.dataset)
@@ -293,7 +302,8 @@ def measured(frame: pd.DataFrame, comparison: Comparison) -> dict | None:
     ``cards``; None where they share no task."""
     per_task, every, cards = {}, {}, set()
     for task in comparison.tasks:
-        cells = pd.concat([side_cells(frame, comparison, side, task) for side in ("a", "b")])
+        first = side_cells(frame, comparison, "a", task)
+        cells = pd.concat([first, side_cells(frame, comparison, "b", task, paired=first)])
         metric = comparison.metric_of(task)
         all_pairs = seed_deltas(cells, "a", comparison.fraction, task, metric, against="b")
         if all_pairs.empty:

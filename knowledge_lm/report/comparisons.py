@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 from scipy.stats import false_discovery_control, ttest_1samp
 from scipy.stats import t as t_distribution
@@ -39,6 +40,8 @@ from knowledge_lm.report.frame import (
     rows_where,
     seed_cells,
 )
+from knowledge_lm.report.preregistration import PREFIX
+from knowledge_lm.report.pretraining import own_run_label
 from knowledge_lm.report.protocol import comparable, recipe_cells
 from knowledge_lm.report.sanity import CONFIRM_SEED
 
@@ -87,7 +90,9 @@ KNOWLEDGE_CONTROLS = {
         "test-shuffled", None, "trained and selected with the right links, evaluated with every test link shuffled"
     ),
     "mlm-only": Control(
-        "", {"erica": "erica-mlm-only"}, "for ERICA, its MLM-only checkpoint pretrained on the same corpus"
+        "",
+        {"erica": "erica-mlm-only"},
+        "for ERICA, the MLM-only checkpoint of its own pretraining run (same corpus, steps, batch size and commit)",
     ),
 }
 
@@ -100,6 +105,7 @@ class VariantTable(NamedTuple):
 
 
 TUNING = "tuning"
+PREREGISTERED = "preregistered"
 CONFIRM = "confirm"
 MAIN = "main"
 # The generated page's tables, by the world of a row's variant (``split_variant``: a control stands with its world's
@@ -107,17 +113,29 @@ MAIN = "main"
 # beside the default, tested nothing (``page_tests`` leaves them out).
 VARIANT_TABLES = {
     TUNING: VariantTable(r"lr[0-9.e+-]+|scale[0-9.]+", "Settings chosen on dev"),
-    CONFIRM: VariantTable(r"confirm", f"Confirmation world (generator seed {CONFIRM_SEED}; run once, settings frozen)"),
+    PREREGISTERED: VariantTable(
+        f"{PREFIX}.+", "Pre-registered worlds (declared in benchmarks/preregistered/ before any of their cells ran)"
+    ),
+    CONFIRM: VariantTable(
+        r"confirm",
+        f"Confirmation world (generator seed {CONFIRM_SEED}): exploratory, not pre-registered (no declaration was "
+        "committed before it ran, and its sixth seed was added after results of the first five were seen)",
+    ),
     MAIN: VariantTable(r".*", None),
 }
 
 # The worlds whose relational verdict a page and the README give (``relational_verdict``): a method's own variant.
-WORLDS = {"": "2k world", "t20k": "20k statements", "confirm": "confirmation world"}
+# A pre-registered world (``knowledge_lm.report.preregistration``: its variant starts with ``PREFIX``) is one too.
+WORLDS = {"": "2k world", "t20k": "20k statements", "confirm": "confirmation world (exploratory)"}
 
 RELATION_BLIND = ("kam", "kam+kg")  # their maps read no relation label: the relations-permuted control is not run
 # Knowledge used against these: the method uses its linked entities' knowledge (zeroed: any of it; the shuffled
 # controls keep each entity's type, so only zeroed shows a method that reads types alone).
 LINK_CONTROLS = ("shuffled", "test-shuffled", "zeroed")
+SHUFFLE_CONTROLS = ("shuffled", "test-shuffled")  # re-link each entity to one of its type: they keep the types
+# What beating the link controls shows (``relational_verdict``): the linked entities beyond their types (a shuffle ✓),
+# their types alone (zeroed ✓ but no shuffle), or knowledge of some kind where no shuffle ran to tell which.
+LINKS_ONLY, TYPES_ONLY, UNTOLD = "links only", "entity types only", "linked knowledge (no shuffle run)"
 RELATION_CONTROL = "relations-permuted"  # knowledge used against it: the method uses the relation labels
 # Knowledge used against it: the method's knowledge pretraining helps (ERICA); no control of it isolates relations.
 PRETRAINING_CONTROL = "mlm-only"
@@ -600,7 +618,38 @@ def family_test(
     )
     if scores is None:
         return None
-    return {**above_chance_test(scores, chance), "chance": chance}
+    correct = example_correctness(cells, group, golds, groupings)
+    # The same test over the examples, each one's correctness averaged over the seeds: would a new test set agree?
+    over_examples = None if correct is None else above_chance_test(pd.Series(correct), chance)["p"]
+    return {**over_seeds_and_examples(above_chance_test(scores, chance), over_examples), "chance": chance}
+
+
+def example_correctness(
+    cells: pd.DataFrame, group: str, golds: dict[str, list], groupings: dict[str, list[str]]
+) -> np.ndarray | None:
+    """Each example of ``group``: whether a seed's prediction is right, averaged over the seeds of ``cells`` (× 100);
+    None unless every seed kept predictions of the same gold and groups."""
+    kept = shared_kept(cells, grouped=True)
+    if kept is None:
+        return None
+    gold, members = golds[kept[0]], members_of(groupings[kept[1]], {group})
+    answers = [gold[i] for i in members]
+    right = [
+        [kept_run(path)["predicted"][i] == answer for i, answer in zip(members, answers)]
+        for path in cells["predictions"]
+    ]
+    return 100 * np.asarray(right, dtype=float).mean(axis=0)
+
+
+def over_seeds_and_examples(found: dict, over_examples: float | None) -> dict:
+    """A seed-level test (``found``: ``delta_test``'s fields) that must also hold over the test examples: ``p_seeds``
+    its p, ``p_examples`` the p of the same question over the examples with the seeds averaged (None: no kept
+    predictions to ask it of), and ``p`` the larger of the two, the p the page corrects: significant only where both
+    are (an intersection-union test, valid at the level of each), so a seed-consistent bias on one small test set
+    passes neither alone. None where either is None. A test that already has ``p_seeds`` keeps it."""
+    over_seeds = found.get("p_seeds", found["p"])
+    p = None if over_seeds is None or over_examples is None else max(over_seeds, over_examples)
+    return {**found, "p_seeds": over_seeds, "p_examples": over_examples, "p": p}
 
 
 def significant(found: dict | None) -> bool:
@@ -672,14 +721,14 @@ def control_cells(
             cells = seed_cells(frame, method, paired, fraction, metric)
         else:
             other = control.methods.get(ours["cell_method"].iloc[0])
-            labels = sorted(frame[frame.cell_method == other]["method"].unique()) if other else []
-            cells = seed_cells(frame, labels[0], paired, fraction, metric) if labels else ours.iloc[:0]
+            label = own_run_label(frame, other, ours) if other else None
+            cells = seed_cells(frame, label, paired, fraction, metric) if label else ours.iloc[:0]
         if not cells.empty:
             found.append((name, cells))
     return found
 
 
-def knowledge_interval(
+def knowledge_bootstrap(
     ours: pd.DataFrame,
     control: pd.DataFrame,
     dataset: str,
@@ -689,11 +738,11 @@ def knowledge_interval(
     golds: dict[str, list],
     groupings: dict[str, list[str]],
     groups=None,
-) -> list[float] | None:
-    """The paired bootstrap's 95 % interval over the examples (``knowledge_lm.report.bootstrap.paired_bootstrap``) of
-    the method's ``metric`` minus its control's, over the seeds both ran, where all of them kept predictions of the
-    same gold; ``groups``: only the examples of those groups; None: the whole split. None where they share no seed or
-    did not keep such predictions."""
+) -> dict | None:
+    """The paired bootstrap over the examples (``knowledge_lm.report.bootstrap.paired_bootstrap``: its interval of Δ
+    and one-sided p's) of the method's ``metric`` minus its control's, over the seeds both ran, where all of them
+    kept predictions of the same gold; ``groups``: only the examples of those groups; None: the whole split. None
+    where they share no seed or did not keep such predictions."""
     seeds = sorted(set(ours["seed"]) & set(control["seed"]))
     if not seeds:
         return None
@@ -710,7 +759,14 @@ def knowledge_interval(
         baseline=[Path(path) for path in control["predictions"]],
         examples=None if groups is None else members_of(groupings[kept[1]], groups),
     )
-    return resampled["delta_interval"] if resampled else None
+    return resampled or None
+
+
+def two_sided(resampled: dict | None) -> float | None:
+    """A paired bootstrap's two-sided p that Δ ≠ 0 (twice its smaller one-sided p); None without one."""
+    if resampled is None:
+        return None
+    return min(1.0, 2 * min(resampled["p_not_better"], resampled["p_not_worse"]))
 
 
 def knowledge_test(
@@ -725,9 +781,10 @@ def knowledge_test(
     groups=None,
 ) -> dict | None:
     """The method's ``metric`` minus its control's, paired by seed over the seeds both ran (``ours``, ``control``:
-    their non-degenerate cells), tested as against the baseline (``delta_test``), with ``cards``: the card models
-    they ran on; ``groups``: on the examples of those groups pooled (``seed_score``). None where they share no seed
-    or a seed has no score."""
+    their non-degenerate cells), tested as against the baseline (``delta_test``) and over the test examples with the
+    seeds averaged (``knowledge_bootstrap``, two-sided; ``over_seeds_and_examples``: its p needs both), with
+    ``examples_interval``: the bootstrap's interval of Δ, and ``cards``: the card models they ran on; ``groups``: on
+    the examples of those groups pooled (``seed_score``). None where they share no seed or a seed has no score."""
     seeds = sorted(set(ours["seed"]) & set(control["seed"]))
     if not seeds:
         return None
@@ -735,7 +792,12 @@ def knowledge_test(
     mine, theirs = (seed_scores(at_seeds(cells, seeds), groups, **scoring) for cells in (ours, control))
     if mine is None or theirs is None:
         return None
-    return {**delta_test(mine - theirs), "cards": seed_cards(pd.concat([ours, control]), seeds)}
+    resampled = knowledge_bootstrap(ours, control, groups=groups, **scoring)
+    return {
+        **over_seeds_and_examples(delta_test(mine - theirs), two_sided(resampled)),
+        "examples_interval": resampled["delta_interval"] if resampled else None,
+        "cards": seed_cards(pd.concat([ours, control]), seeds),
+    }
 
 
 def at_seeds(cells: pd.DataFrame, seeds: list) -> pd.DataFrame:
@@ -743,22 +805,32 @@ def at_seeds(cells: pd.DataFrame, seeds: list) -> pd.DataFrame:
     return cells if list(cells["seed"]) == list(seeds) else cells.set_index("seed").loc[seeds].reset_index()
 
 
+NO_EXAMPLES_TEST = "no test over examples"  # a verdict where the cells kept no predictions to resample
+
+
 def knowledge_verdict(found: dict) -> str:
-    """What a corrected ``knowledge_test`` says: ✓ (uses it) or "below its control" where q < ``SIGNIFICANCE``
-    over at least ``MIN_SEEDS`` seed pairs; "too few seeds" under them; else "not significant"."""
-    if found["n"] < MIN_SEEDS or found["p"] is None:
+    """What a corrected ``knowledge_test`` says: ✓ (uses it) or "below its control" where q < ``SIGNIFICANCE`` (over
+    the seeds and over the examples: ``over_seeds_and_examples``) over at least ``MIN_SEEDS`` seed pairs; "too few
+    seeds" under them; ``NO_EXAMPLES_TEST`` where no predictions were kept; else "not significant"."""
+    if found["n"] < MIN_SEEDS or found["p_seeds"] is None:
         return "too few seeds"
+    if found["p"] is None:
+        return NO_EXAMPLES_TEST
     if significant(found):
         return ABOVE.strip() if found["delta"] > 0 else "below its control"
     return "not significant"
 
 
-def knowledge_used_text(found: dict, examples_interval: list[float] | None) -> str:
+def knowledge_used_text(found: dict) -> str:
     """A knowledge-used test as a page says it: Δ, its interval over seeds, n, q, the verdict, and the paired bootstrap
-    interval over the examples (``knowledge_interval``) beside it."""
+    over the examples (its interval of Δ and two-sided p) beside it."""
     seeds = MISSING if found["interval"] is None else interval_text(found["interval"])
     q = p_text(found["q"])
-    examples = "no kept predictions" if examples_interval is None else f"examples {interval_text(examples_interval)}"
+    examples = (
+        "no kept predictions"
+        if found["examples_interval"] is None
+        else f"examples {interval_text(found['examples_interval'])} p={p_text(found['p_examples'])}"
+    )
     said = f"{found['delta']:+.1f} {seeds} (n={found['n']}, q={q}) {knowledge_verdict(found)}; {examples}"
     return said + cards_note(found)
 
@@ -792,17 +864,10 @@ def knowledge_used(
         found = used.get((backbone, task, method, variant, fraction, name, scope))
         if found is None:
             continue
-        interval = knowledge_interval(
-            cells, control, dataset, task=task, metric=metric, golds=golds, groupings=groupings, groups=groups
-        )
-        parts.append(f"{name}: {knowledge_used_text(found, interval)}")
+        parts.append(f"{name}: {knowledge_used_text(found)}")
         relational = used.get((backbone, task, method, variant, fraction, name, RELATIONAL))
         if scope == GRAPH and relational is not None:
-            hops = set(HOP_GROUPS)
-            interval = knowledge_interval(
-                cells, control, dataset, task=task, metric=metric, golds=golds, groupings=groupings, groups=hops
-            )
-            parts.append(f"{name} on {' + '.join(HOP_GROUPS)}: {knowledge_used_text(relational, interval)}")
+            parts.append(f"{name} on {' + '.join(HOP_GROUPS)}: {knowledge_used_text(relational)}")
     if relation_blind_here(frame, cells["cell_method"].iloc[0], variant):
         parts.append(f"{RELATION_CONTROL}: relation-blind by construction")
     return "<br>".join(parts) or MISSING
@@ -819,11 +884,12 @@ def relational_verdict(tests: PageTests, row: tuple, cell_method: str) -> str:
     """Whether a method uses relational facts, from the page's corrected tests (``tests``) of its row ``row`` =
     ``(backbone, task, method, variant, fraction)``: "relational facts" where knowledge used against the
     relations-permuted control on one_hop and two_hop pooled (``RELATIONAL``) is ✓ and one_hop or two_hop is above
-    chance; "links only" where not, but knowledge used against one of ``LINK_CONTROLS`` is ✓ (also for a method
-    relation-blind by construction, ``RELATION_BLIND``); for a method whose only control is its MLM-only
-    pretraining (``PRETRAINING_CONTROL``, ERICA): "pretraining only" where knowledge used against it is ✓; "too
-    few seeds" where a test that decides has fewer than ``MIN_SEEDS`` seed pairs; "no" otherwise; — where none of
-    those controls ran."""
+    chance; where not (also for a method relation-blind by construction, ``RELATION_BLIND``): ``LINKS_ONLY`` where
+    knowledge used against a type-preserving shuffle (``SHUFFLE_CONTROLS``) is ✓, ``TYPES_ONLY`` where only against
+    zeroed knowledge, though a shuffle ran, ``UNTOLD`` where zeroed is ✓ and no shuffle ran; for a method whose
+    only control is its MLM-only pretraining (``PRETRAINING_CONTROL``, ERICA): "pretraining only" where knowledge
+    used against it is ✓; "too few seeds" where a test that decides has fewer than ``MIN_SEEDS`` seed pairs; "no"
+    otherwise; — where none of those controls ran."""
     blind = cell_method in RELATION_BLIND
     relations = None if blind else tests.used.get((*row, RELATION_CONTROL, RELATIONAL))
     links = [found for name in LINK_CONTROLS if (found := tests.used.get((*row, name, GRAPH))) is not None]
@@ -844,19 +910,24 @@ def relational_verdict(tests: PageTests, row: tuple, cell_method: str) -> str:
     # Too few seeds against the relations-permuted control: relational use can be neither shown nor ruled out.
     if relations is not None and knowledge_verdict(relations) == "too few seeds":
         return "too few seeds"
-    if any(knowledge_verdict(found) == used for found in links):
-        return "links only"
-    if any(knowledge_verdict(found) == "too few seeds" for found in links):
+    said = {name: knowledge_verdict(found) for name in LINK_CONTROLS if (found := tests.used.get((*row, name, GRAPH)))}
+    shuffles = [said[name] for name in SHUFFLE_CONTROLS if name in said]
+    if used in shuffles:
+        return LINKS_ONLY
+    if "too few seeds" in shuffles:
         return "too few seeds"
-    return "no"
+    if said.get("zeroed") == used:
+        return TYPES_ONLY if shuffles else UNTOLD
+    return "too few seeds" if said.get("zeroed") == "too few seeds" else "no"
 
 
 def relational_verdicts(frame: pd.DataFrame, tests: PageTests) -> dict[tuple[str, str, str, str], str]:
     """``(backbone, task, method, world)`` → ``relational_verdict`` of each method's own cells of each world
-    (``WORLDS``) at ``FRACTION`` on a page (``frame``: its cells, ``tests``: its ``page_tests``); rows whose verdict is
-    — left out."""
+    (``WORLDS``, and each pre-registered world) at ``FRACTION`` on a page (``frame``: its cells, ``tests``: its
+    ``page_tests``); rows whose verdict is — left out."""
     found = {}
-    rows = frame[(frame.fraction == FRACTION) & frame["variant"].isin(list(WORLDS))]
+    worlds = frame["variant"].isin(list(WORLDS)) | frame["variant"].str.startswith(PREFIX)
+    rows = frame[(frame.fraction == FRACTION) & worlds]
     for (backbone, task, method, variant), cells in rows.groupby(["backbone", "task", "method", "variant"]):
         cell_method = cells["cell_method"].iloc[0]
         if is_control(cell_method, variant):

@@ -172,7 +172,7 @@ def export_tables(
     written, every = [], []
     with keeping_derived(results_dir, store=False):  # the store changes with the committed pages alone
         for dataset, inputs in results_by_dataset(result_files(results_dir), backbones).items():
-            rows = table_rows(dataset, *page_frame(inputs, data_dir))
+            rows = table_rows(dataset, *page_frame(inputs, data_dir, results_dir))
             if rows:
                 written += write_table(rows, out_dir / dataset)
                 every += rows

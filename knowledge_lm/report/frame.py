@@ -8,6 +8,7 @@ is at chance while the baseline solves it (``DEGENERATE_RULE``, ``family_at_chan
 method, fraction, task, metric and seed, and ordered for a page: each method followed by its sweep variants.
 """
 
+import json
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -210,10 +211,15 @@ def results_frame(
     predictions: list[tuple[Path, str] | None] | None = None,
     groups: list[str] | None = None,
     degenerate: list[str] | None = None,
+    *,
+    runs: dict[str, tuple[str, ...]] | None = None,
 ) -> pd.DataFrame:
     """One row per result and metric; ``predictions[i]``: result i's kept predictions file and its gold's sha256
     (``kept_predictions``), or None; ``groups[i]``: the sha256 of its examples' groups (``kept_groups``), or "";
-    ``degenerate[i]``: why it is degenerate (``degenerate_reason``), or ""."""
+    ``degenerate[i]``: why it is degenerate (``degenerate_reason``), or ""; ``runs``: a pretraining checkpoint's
+    weights checksum → its runs (``knowledge_lm.report.pretraining.runs_by_checksum``), the ``pretraining`` column
+    of a cell fine-tuned from one (() for the others and where no record names it)."""
+    runs = runs or {}
     rows = []
     for index, result in enumerate(results):
         kept, digest = predictions[index] if predictions is not None and predictions[index] else (None, "")
@@ -232,9 +238,11 @@ def results_frame(
                     "device": result["device"]["name"],
                     "card": card_name(result["device"]["name"]),
                     "checksum": result["backbone"]["checksum"],
+                    "pretraining": runs.get(result["backbone"]["checksum"], ()),
                     "parameters": result["backbone"].get("parameters"),
                     "weights": "/".join(Path(result["backbone"].get("path") or "built in").parts[-2:]),
                     "commit": result["git"]["commit"][:10],
+                    "config": json.dumps(result.get("config") or {}, sort_keys=True),  # what a declaration compares
                     "wall_time_s": result["wall_time_s"],
                     "subset_hash": result["data"]["subset_hash"],
                     "train_size": result["data"]["train_size"],

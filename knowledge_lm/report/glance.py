@@ -20,9 +20,12 @@ from knowledge_lm.core.registry import DATASETS, METHODS, cannot_run
 from knowledge_lm.report.claims import Judged, counts_text
 from knowledge_lm.report.comparisons import (
     FRACTION,
+    LINKS_ONLY,
     MIN_SEEDS,
     NO_DIFFERENCE,
     SIGNIFICANCE,
+    TYPES_ONLY,
+    UNTOLD,
     WHOLE,
     WORLDS,
     PageTests,
@@ -36,6 +39,7 @@ from knowledge_lm.report.comparisons import (
 from knowledge_lm.report.coverage import dataset_untestable, gate_text, gated, glance_coverage
 from knowledge_lm.report.figures import forest_plot
 from knowledge_lm.report.frame import cards_text, interval_text
+from knowledge_lm.report.preregistration import PREREGISTERED_DIR, WorldStatus, world_statuses
 from knowledge_lm.report.protocol import (
     DEGENERATE_MARK,
     current_protocol,
@@ -478,7 +482,8 @@ def render_glance(
         ]
     lines += ["", *notes.lines()] if notes.texts else []
     for dataset in sorted(results.pages):
-        lines += relational_section(dataset, results.relational[dataset], len(backbones) > 1)
+        statuses = world_statuses(results.pages[dataset])
+        lines += relational_section(dataset, results.relational[dataset], len(backbones) > 1, statuses)
     return "\n".join(lines) + "\n"
 
 
@@ -499,39 +504,54 @@ RELATIONAL_CAVEATS = (
 )
 
 
-def relational_section(dataset: str, verdicts: dict[tuple, str], by_backbone: bool) -> list[str]:
-    """ "Does a method use relational facts?" on ``dataset``: per method and world (``WORLDS``), the verdict its page
-    gives (``relational_verdicts`` of the page's own tests), and the caveats; nothing where the page gives none."""
-    if not verdicts:
+def relational_section(
+    dataset: str, verdicts: dict[tuple, str], by_backbone: bool, statuses: dict[str, WorldStatus] | None = None
+) -> list[str]:
+    """ "Does a method use relational facts?" on ``dataset``: per method and world (``WORLDS``, then each
+    pre-registered world), the verdict its page gives (``relational_verdicts`` of the page's own tests), a
+    pre-registered world's verdicts marked with its status (``statuses``: ``world_statuses``; confirmed only where
+    it allows), then each declaration's status and the caveats; nothing where the page gives none."""
+    statuses = statuses or {}
+    if not verdicts and not statuses:
         return []
-    worlds = [world for world in WORLDS if any(key[3] == world for key in verdicts)]
+    declared = sorted(set(statuses) | {key[3] for key in verdicts if key[3] not in WORLDS})
+    worlds = [world for world in WORLDS if any(key[3] == world for key in verdicts)] + declared
     tasks = {key[1] for key in verdicts}
     rows: dict[str, dict[str, str]] = {}
     for (backbone, task, method, world), said in sorted(verdicts.items()):
         label = method + (f" ({backbone})" if by_backbone else "") + (f", {task}" if len(tasks) > 1 else "")
-        rows.setdefault(label, {})[world] = said
+        status = statuses.get(world)
+        rows.setdefault(label, {})[world] = said + (f" ({status.word})" if status and world in declared else "")
+    headers = {**WORLDS, **{world: f"pre-registered {world}" for world in declared}}
     return [
         "",
         "## Does a method use relational facts?",
         "",
         f"On the [{dataset}]({dataset}.md) task at {FRACTION:.0%} train, per world, the verdict of its page's column "
-        '"uses relational facts", read from that page\'s tests (seed level, corrected with the page): '
+        '"uses relational facts", read from that page\'s tests (each over the seeds and over the test examples, '
+        "corrected with the page): "
         '"relational facts" = knowledge used against the relations-permuted control (the same edges, relation labels '
         "permuted) is ✓ on one_hop and two_hop pooled (not on the type family: permuting the labels also retrains "
-        'TransE, which can blur the entities\' types) and one_hop or two_hop is above chance; "links only" = '
-        "knowledge used against shuffled or test-shuffled links, or against zeroed knowledge, is ✓ (the method uses "
-        "its linked entities, e.g. their types) but not against relations-permuted (or the method reads no "
-        'relation label); "pretraining only" = a method whose control is its MLM-only checkpoint (ERICA) is ✓ against '
+        "TransE, which can blur the entities' types) and one_hop or two_hop is above chance; where not (or the "
+        f'method reads no relation label): "{LINKS_ONLY}" = knowledge used against shuffled or test-shuffled links '
+        "(each entity re-linked to one of its type) is ✓: it uses which entity is linked, beyond its type; "
+        f'"{TYPES_ONLY}" = only against zeroed knowledge is ✓, though a shuffle ran: what it uses, the shuffles keep; '
+        f'"{UNTOLD}" = zeroed is ✓ and no shuffle ran; '
+        '"pretraining only" = a method whose control is its MLM-only checkpoint (ERICA) is ✓ against '
         'it (no control of it isolates relations); "too few seeds" = a deciding test has n < '
-        f'{MIN_SEEDS}; "no" otherwise; "not run": the method has no cells of that world.',
+        f'{MIN_SEEDS}; "no" otherwise; "not run": the method has no cells of that world. A pre-registered world\'s '
+        'verdicts carry its status: "confirmed" only from cells run after its declaration was committed, with the '
+        "declared settings (benchmarks/preregistered/); the confirmation world of generator seed 20261127 is "
+        "exploratory: no declaration preceded it, and its sixth seed was added after results were seen.",
         "",
-        "| method | " + " | ".join(WORLDS[world] for world in worlds) + " |",
+        "| method | " + " | ".join(headers[world] for world in worlds) + " |",
         "|---|" + "---|" * len(worlds),
         *(
             f"| {label} | " + " | ".join(said.get(world, "not run") for world in worlds) + " |"
             for label, said in rows.items()
         ),
         "",
+        *(f"- `{world}` ({PREREGISTERED_DIR}): {status.text()}" for world, status in sorted(statuses.items())),
         *(f"- {caveat}" for caveat in RELATIONAL_CAVEATS),
     ]
 

@@ -36,7 +36,7 @@ from knowledge_lm.report.glance import render_glance
 from knowledge_lm.report.gold import stored_gold
 from knowledge_lm.report.pages import dataset_notes, render_dataset, render_probes
 from knowledge_lm.report.papers import papers_frame, report_split_cells, write_papers
-from knowledge_lm.report.pretraining import render_pretraining
+from knowledge_lm.report.pretraining import render_pretraining, store_runs
 
 # The backbones whose results the committed leaderboards show: a smoke run on another (tiny, a local directory)
 # renders only when asked for (``klm leaderboard --backbones``).
@@ -164,7 +164,7 @@ def write_leaderboards(
     state = (read_cached_json(state_file, lambda value: isinstance(value, dict)) if state_file else None) or {}
     out_dir.mkdir(parents=True, exist_ok=True)
     every_file = [file for chosen in by_dataset.values() for file in chosen]
-    frame = papers_frame(every_file) if by_dataset and not filtered else None
+    frame = papers_frame(every_file, store_runs(results_dir)) if by_dataset and not filtered else None
     judged = judged_claims(report_split_cells(frame), results_dir) if frame is not None else []
     with keeping_derived(results_dir, store=store_derived and not filtered) as derived:
         written = build_pages(
@@ -221,6 +221,8 @@ def build_pages(
             bar.update(overall, description=f"leaderboards: {page.name}")
             paths = [path for path, _ in inputs] if kind in ("dataset", "glance") else inputs
             inputs_read = page_inputs(name, paths)
+            if results_dir is not None and kind in ("dataset", "glance"):  # which control pairs with which ERICA
+                inputs_read += sorted((Path(results_dir) / PRETRAINING_DIR).glob("*.json"))
             if results_dir is not None and kind in ("dataset", "glance"):
                 inputs_read += coverage_files(results_dir, name if kind == "dataset" else None)
             fingerprint = page_fingerprint(page, inputs_read, options if filtered else (data_dir, backbones))
@@ -248,13 +250,15 @@ def results_by_dataset(files: list, backbones: tuple[str, ...] | None) -> dict[s
     return dict(sorted(by_dataset.items()))
 
 
-def page_frame(inputs: list, data_dir) -> tuple[pd.DataFrame, dict[str, list], dict[str, list[str]]]:
-    """The frame of a page's ``(path, result)`` files (``results_frame``: their kept predictions, groups and
-    degenerate cells), with the gold answers and example groups of the kept predictions by their sha256."""
+def page_frame(inputs: list, data_dir, results_dir=None) -> tuple[pd.DataFrame, dict[str, list], dict[str, list[str]]]:
+    """The frame of a page's ``(path, result)`` files (``results_frame``: their kept predictions, groups, degenerate
+    cells and the pretraining runs of ``results_dir``'s records), with the gold answers and example groups of the
+    kept predictions by their sha256."""
     predictions, golds = kept_predictions(inputs, data_dir)
     groups, groupings = kept_groups(inputs, predictions, golds, data_dir)
     degenerate = [degenerate_reason(path, result) for path, result in inputs]
-    return results_frame([result for _, result in inputs], predictions, groups, degenerate), golds, groupings
+    results = [result for _, result in inputs]
+    return results_frame(results, predictions, groups, degenerate, runs=store_runs(results_dir)), golds, groupings
 
 
 def render_page(
@@ -278,7 +282,7 @@ def render_page(
             if path.stem == record.get("checkpoint")
         }
         return render_pretraining([record for _, record in records], current)
-    frame, golds, groupings = page_frame(inputs, data_dir)
+    frame, golds, groupings = page_frame(inputs, data_dir, results_dir)
     if frame.empty:
         return None
     if kind == "glance":

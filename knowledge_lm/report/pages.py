@@ -23,14 +23,19 @@ from knowledge_lm.report.comparisons import (
     HOP_GROUPS,
     KNOWLEDGE_CONTROLS,
     KNOWLEDGE_FREE_GROUPS,
-    LINK_CONTROLS,
+    LINKS_ONLY,
     MAIN,
     MIN_SEEDS,
     NO_DIFFERENCE,
+    NO_EXAMPLES_TEST,
+    PREREGISTERED,
     RELATION_BLIND,
     RELATION_CONTROL,
+    SHUFFLE_CONTROLS,
     SIGNIFICANCE,
     TUNING,
+    TYPES_ONLY,
+    UNTOLD,
     VARIANT_TABLES,
     PageTests,
     bootstrap_comparison,
@@ -63,6 +68,7 @@ from knowledge_lm.report.frame import (
     seed_cells,
     variant_key,
 )
+from knowledge_lm.report.preregistration import world_statuses
 from knowledge_lm.report.protocol import (
     DEGENERATE_MARK,
     commits_text,
@@ -403,10 +409,11 @@ def relational_text() -> str:
         '"uses relational facts", per world: "relational facts" where knowledge used against '
         f"{RELATION_CONTROL} on {' and '.join(HOP_GROUPS)} pooled is ✓ (not on the type family: permuting the labels "
         f"also retrains TransE, which can blur the entities' types) and {' or '.join(HOP_GROUPS)} is above "
-        'chance; "links only" where not, but knowledge used against '
-        f"{' or '.join(LINK_CONTROLS)} is ✓ (the method uses its linked entities, e.g. their types), whether or not "
-        "it reads relation labels "
-        f'({", ".join(RELATION_BLIND)}: relation-blind by construction, {RELATION_CONTROL} not run); "too few '
+        f"chance; where not, whether or not it reads relation labels ({', '.join(RELATION_BLIND)}: relation-blind by "
+        f'construction, {RELATION_CONTROL} not run): "{LINKS_ONLY}" where knowledge used against '
+        f"{' or '.join(SHUFFLE_CONTROLS)} (each link re-linked to an entity of the same type) is ✓: the method uses "
+        f'which entity is linked, beyond its type; "{TYPES_ONLY}" where only against zeroed knowledge is ✓ though a '
+        f'shuffle ran: what it uses, the shuffles keep; "{UNTOLD}" where zeroed is ✓ and no shuffle ran; "too few '
         f'seeds" where a test that decides has fewer than {MIN_SEEDS} seed pairs; "no" otherwise; — where none of '
         "those controls ran. Every test is the page's own, corrected with it."
     )
@@ -417,14 +424,33 @@ def controls_text(metric: str) -> str:
     return (
         f"Knowledge used = the method's {metric} minus that of its counterfactual control (cells run like the "
         f"method's but for the knowledge they get; {controls}), paired by seed over the seeds both ran, neither "
-        "degenerate: Δ, its 95 % interval over seeds, n = seed pairs and q, from a paired t-test over the seeds "
-        'corrected with every other mark of this page (Benjamini–Hochberg); beside it, "examples": the 95 % '
-        "interval of a paired bootstrap over the test examples, which ignores seed variance and marks nothing. "
-        f"✓ = q < {SIGNIFICANCE} with Δ > 0: the method does better with the right knowledge than with wrong or "
-        f'none, it uses it; a verdict needs n ≥ {MIN_SEEDS} seed pairs (else "too few seeds"); "not significant" '
+        'degenerate: Δ, its 95 % interval over seeds, n = seed pairs and q; beside it, "examples": the 95 % '
+        "interval of Δ in a paired bootstrap over the test examples (the same draw for every seed, the seeds "
+        "averaged) and its two-sided p. Each test asks both: a paired t-test over the seeds (does the gain survive a "
+        "new seed?) and that bootstrap (does it survive a new test set?); its p is the larger of the two, corrected "
+        "with every other mark of this page (Benjamini–Hochberg), so a gain that holds on every seed of one small "
+        f"test set alone is no ✓. ✓ = q < {SIGNIFICANCE} with Δ > 0: the method does better with the right "
+        f'knowledge than with wrong or none, it uses it; a verdict needs n ≥ {MIN_SEEDS} seed pairs (else "too few '
+        f'seeds"), and kept predictions (else "{NO_EXAMPLES_TEST}"); "not significant" '
         "= what it gains may come from elsewhere (more parameters, more training). — = no control cells yet; "
         "(control) = the row is a control."
     )
+
+
+def preregistered_lines(frame: pd.DataFrame) -> list[str]:
+    """What each pre-registered world of the page's dataset (``knowledge_lm.report.preregistration``) allows: its
+    verdicts confirmed, or exploratory and why, or declared and not run yet; nothing where none is declared."""
+    statuses = world_statuses(frame)
+    if not statuses:
+        return []
+    return [
+        "",
+        "**Pre-registration.** A world declared in a committed file before its first cell: its verdicts are "
+        '"confirmed" only where every cell ran at or after that file\'s first commit with the declared settings and '
+        "the file was not changed after a cell ran; otherwise exploratory.",
+        "",
+        *(f"- `{world}`: {status.text()}" for world, status in sorted(statuses.items())),
+    ]
 
 
 def families_text() -> str:
@@ -434,9 +460,11 @@ def families_text() -> str:
         f"with the 95 % interval of a bootstrap over that family's examples ({REPLICATES} replicates, each drawing "
         "the family's examples with replacement, the same draw for every seed, and averaging the seeds' scores on "
         "it: the seeds are pooled by averaging each example's correctness over them). ✓ = above chance, the share "
-        "of the family's most frequent label (50: every family is balanced true/false), in a one-sided one-sample "
-        "t-test of the seeds' scores on the family against chance (seed level, like every other test of the page), "
-        "significant after the page's correction. "
+        "of the family's most frequent label (50: every family is balanced true/false), in two one-sided tests that "
+        "must both hold: a one-sample t-test of the seeds' scores on the family against chance (over seeds: does it "
+        "survive a new seed?), and the same t-test of the family's examples, each one's correctness averaged over "
+        "the seeds (over test examples: does it survive a new test set?); the larger p, significant after the "
+        "page's correction. "
         '"uses the KG": yes where every family that needs the graph is above chance, else which are.'
     )
 
@@ -464,13 +492,15 @@ def family_section(
     def tables(fraction: float) -> list[str]:
         shared = dict(metric=metric, fraction=fraction, groups=groups, golds=golds, groupings=groupings, tests=tests)
         lines = family_table(task_frame, dataset, task, **shared)
-        confirmed = family_table(task_frame, dataset, task, **shared, table=CONFIRM)
-        if confirmed:
-            lines += ["", f"**{VARIANT_TABLES[CONFIRM].heading}**", "", *confirmed]
+        for table in (PREREGISTERED, CONFIRM):
+            rows = family_table(task_frame, dataset, task, **shared, table=table)
+            if rows:
+                lines += ["", f"**{VARIANT_TABLES[table].heading}**", "", *rows]
         return lines
 
     out = [f"## {task}: {metric} per statement family ({backbone}, {fraction_label(shown)})", ""]
     out += tables(shown)
+    out += preregistered_lines(task_frame)
     out += ["", controls_text(metric), "", relational_text(), ""]
     tuned = tuning_table(task_frame, metric, shown, groups)
     if tuned:

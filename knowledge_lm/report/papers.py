@@ -406,9 +406,9 @@ def render_readme(pages: dict[str, PaperTable], statuses: dict[str, tuple[str, l
     return "\n".join(lines) + "\n"
 
 
-def papers_frame(files: list[tuple[Path, dict]]) -> pd.DataFrame:
+def papers_frame(files: list[tuple[Path, dict]], runs: dict[str, tuple[str, ...]] | None = None) -> pd.DataFrame:
     """The results of ``files`` as a frame of the current split and scorer versions, with each cell's backbone
-    parameter count."""
+    parameter count and (``runs``: ``results_frame``'s) the pretraining runs of its checkpoint."""
     if not files:
         return pd.DataFrame()
     results = [result for _, result in files]
@@ -421,7 +421,7 @@ def papers_frame(files: list[tuple[Path, dict]]) -> pd.DataFrame:
         if split in result["metrics"]
     ]
     frame = results_frame(
-        results + [result for result, _ in others], None, None, degenerate + [reason for _, reason in others]
+        results + [result for result, _ in others], None, None, degenerate + [reason for _, reason in others], runs=runs
     )
     counts = {}
     for result in results:

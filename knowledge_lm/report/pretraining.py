@@ -2,9 +2,39 @@
 (``results/pretraining/``), its settings, losses and relation-discrimination positives, and whether runs of the same
 settings and code gave the same checkpoint."""
 
+import json
 from collections import defaultdict
+from pathlib import Path
+
+from knowledge_lm.core.results import PRETRAINING_DIR
 
 MISSING = "—"
+
+
+def run_identity(record: dict) -> str:
+    """What pairs a pretraining run with its control run (ERICA with its MLM-only checkpoint): the corpus (its hash),
+    the steps, the batch size and the commit (its first 7 hex digits: records name it short or whole)."""
+    commit = str((record.get("git") or {}).get("commit") or "")[:7]
+    corpus = str(record.get("corpus_hash", ""))[:12]
+    return f"corpus {corpus}, {record.get('steps')} × {record.get('batch_size')}, commit {commit}"
+
+
+def runs_by_checksum(records: list[dict]) -> dict[str, tuple[str, ...]]:
+    """Checkpoint weights checksum → the ``run_identity`` of every record naming it (a run repeated at another commit
+    that gave the same weights has two)."""
+    found = defaultdict(set)
+    for record in records:
+        if record.get("checkpoint_checksum"):
+            found[record["checkpoint_checksum"]].add(run_identity(record))
+    return {checksum: tuple(sorted(identities)) for checksum, identities in found.items()}
+
+
+def store_runs(results_dir) -> dict[str, tuple[str, ...]]:
+    """``runs_by_checksum`` of the records under ``results_dir`` (none where it is None or has none)."""
+    if results_dir is None:
+        return {}
+    records = [json.loads(path.read_text()) for path in sorted((Path(results_dir) / PRETRAINING_DIR).glob("*.json"))]
+    return runs_by_checksum(records)
 
 
 def distinct_runs(records: list[dict]) -> list[dict]:
@@ -118,3 +148,16 @@ def render_pretraining(records: list[dict], current: set[tuple]) -> str:
     ]
     lines += repeats or ["No run was repeated."]
     return "\n".join(lines) + "\n"
+
+
+def own_run_label(frame, cell_method: str, ours) -> str | None:
+    """The label (``method`` ⟨checkpoint⟩) of ``cell_method``'s cells in ``frame`` pretrained in the same run as
+    ``ours`` (cells of one checkpoint): a ``pretraining`` run of theirs (``run_identity``) is one of ``ours``'; the
+    first by name where several checkpoints are. None where none is, or where ``ours`` has no record: never
+    another run's checkpoint."""
+    wanted = {run for runs in ours["pretraining"] for run in runs}
+    candidates = frame[frame.cell_method == cell_method]
+    labels = sorted(
+        {label for label, runs in zip(candidates["method"], candidates["pretraining"]) if wanted & set(runs)}
+    )
+    return labels[0] if labels else None
