@@ -450,7 +450,7 @@ def main(argv=None):
         for path, function in (("separate", time_separate), ("fused", time_fused))
     }
     if args.packed:
-        from knowledge_lm.run.mps import mps_for_sweep
+        from knowledge_lm.sweep.mps import mps_for_sweep
 
         with tempfile.TemporaryDirectory() as folder, mps_for_sweep(len(seeds), folder, args.mps, gpus=1) as mps:
             timing["packed under MPS" if mps else "packed"] = time_packed(seeds, args)

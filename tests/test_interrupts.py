@@ -142,7 +142,7 @@ def test_a_result_the_store_cannot_take_is_kept_and_moved_in_later(tmp_path, mon
 
 
 def test_a_failure_the_cell_could_not_record_carries_its_log_tail(tmp_path):
-    from knowledge_lm.run.runner import record_process_failure
+    from knowledge_lm.sweep.runner import record_process_failure
 
     run_dir = CELL.run_dir(tmp_path / "runs")
     run_dir.mkdir(parents=True)
@@ -174,8 +174,8 @@ class EndsInterrupted:
 
 def test_ctrl_c_in_the_runner_waits_for_the_cells_and_says_how_many_resume(tmp_path, monkeypatch, capsys):
     from knowledge_lm.cli import main
-    from knowledge_lm.run import runner
     from knowledge_lm.run.config import Sweep
+    from knowledge_lm.sweep import runner
 
     sleeps = []
 
@@ -239,7 +239,7 @@ class RecordsSpecs:
 
 def test_a_tables_sweeps_run_as_one_queue_longest_first_each_with_its_settings(tmp_path):
     from knowledge_lm.run.config import validate_sweep
-    from knowledge_lm.run.runner import run_sweeps_together
+    from knowledge_lm.sweep.runner import run_sweeps_together
 
     def sweep(name, fraction, max_length):
         return validate_sweep(

@@ -17,7 +17,7 @@ from knowledge_lm.run.config import (
     read_sweep_yaml,
     validate_sweep,
 )
-from knowledge_lm.run.inputs import check_sweep
+from knowledge_lm.sweep.inputs import check_sweep
 
 RESULTS_HELP = (
     "the results store (default: results/ of the project root, $KLM_HOME or the git work tree; for tiny-backbone "

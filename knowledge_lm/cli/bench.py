@@ -22,9 +22,9 @@ from knowledge_lm.core.errors import KlmError
 from knowledge_lm.run.config import (
     check_data_dir,
 )
-from knowledge_lm.run.inputs import check_backbone_ready
-from knowledge_lm.run.mps import mps_for_sweep
-from knowledge_lm.run.runner import (
+from knowledge_lm.sweep.inputs import check_backbone_ready
+from knowledge_lm.sweep.mps import mps_for_sweep
+from knowledge_lm.sweep.runner import (
     cell_status,
     duration_text,
     estimated_seconds,
@@ -40,7 +40,7 @@ from knowledge_lm.run.runner import (
     visible_gpus,
     worker_pool,
 )
-from knowledge_lm.run.startup import cell_spans_since, outside_cells_line, process_started
+from knowledge_lm.sweep.startup import cell_spans_since, outside_cells_line, process_started
 
 # klm bench's exit code where cells remain unfinished because other processes run them.
 UNFINISHED_EXIT = 3
@@ -171,7 +171,7 @@ def command_bench(args):
         return 0
     executor = None
     if args.executor != "local":
-        from knowledge_lm.run.submit import make_executor
+        from knowledge_lm.sweep.submit import make_executor
 
         devices = max(sweep.train_config(task, overrides).devices for sweep in sweeps for task in sweep.tasks)
         executor = make_executor(

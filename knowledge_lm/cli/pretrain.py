@@ -18,7 +18,7 @@ PRETRAINING_UNFINISHED = 75
 
 def command_pretrain(args):
     # The pretraining modules (torch, transformers) load only when this command runs.
-    from knowledge_lm.run.pretraining import erica_checkpoint, erica_state_dir, knowbert_checkpoint
+    from knowledge_lm.methods.erica.pretraining import erica_checkpoint, erica_state_dir, knowbert_checkpoint
     from knowledge_lm.run.provenance import record_pretraining
 
     if args.method == "knowbert":
@@ -40,7 +40,7 @@ def command_pretrain(args):
             f"its record: {record_pretraining(out, args.results_dir)}"
         )
         return 0
-    from knowledge_lm.methods.erica import BATCH_SIZE
+    from knowledge_lm.methods.erica.model import BATCH_SIZE
 
     args.batch_size, args.max_length = args.batch_size or BATCH_SIZE, args.max_length or 512
     exclude = (

@@ -16,7 +16,7 @@ from knowledge_lm.cli.arguments import (
     parse_overrides,
     sweeps_from_args,
 )
-from knowledge_lm.run.runner import (
+from knowledge_lm.sweep.runner import (
     cell_status,
     planned_cells,
     renamed_line,

@@ -1,7 +1,7 @@
 """ERICA's pretraining corpus from the data at hand: documents with linked entities + a KG → distant supervision.
 
 :func:`build_erica_corpus` turns named sources (and user JSONL files) into the records of
-:func:`knowledge_lm.methods.erica.build_corpus` (format in ``erica.py``'s docstring): every entity with all
+:func:`knowledge_lm.methods.erica.model.build_corpus` (format in ``model.py``'s docstring): every entity with all
 its mentions and their sentences, the KG relations of each ordered entity pair (distant supervision),
 the remaining pairs as no_relation, each pair intra- or cross-sentence; documents kept with ≥ 4 entities
 and ≥ 4 relations (configurable); entity pairs of the named test sets removed. :func:`cached_corpus`
@@ -26,7 +26,7 @@ from knowledge_lm.data.generated import GeneratedDataModule
 from knowledge_lm.data.redocred import LABELS, DocREDDataModule
 from knowledge_lm.knowledge.kg import read_relation_names, read_triples
 from knowledge_lm.knowledge.linking import AliasTable, EntityLinker
-from knowledge_lm.methods.erica import build_corpus, entity_keys, read_corpus, write_corpus
+from knowledge_lm.methods.erica.model import build_corpus, entity_keys, read_corpus, write_corpus
 
 SOURCES = ("redocred", "fewrel", "lama", "generated")
 TEST_SETS = ("redocred", "fewrel", "generated")

@@ -42,11 +42,11 @@ from knowledge_lm.knowledge.prepare import KnowledgeConfig, prepare
 from knowledge_lm.run.claims import CLAIMED_EXIT, INTERRUPTED_EXIT, describe, is_stale, read_claim
 from knowledge_lm.run.config import Sweep
 from knowledge_lm.run.identity import PlannedCell, identify
-from knowledge_lm.run.inputs import check_backbone_ready, check_dataset_options, check_sweep, check_train_sizes
-from knowledge_lm.run.serve import spawn
 from knowledge_lm.run.spec import CellSpec
-from knowledge_lm.run.startup import record_cells
-from knowledge_lm.run.submit import (
+from knowledge_lm.sweep.inputs import check_backbone_ready, check_dataset_options, check_sweep, check_train_sizes
+from knowledge_lm.sweep.serve import spawn
+from knowledge_lm.sweep.startup import record_cells
+from knowledge_lm.sweep.submit import (
     LIVE_STATES,
     QUEUED_FILE,
     array_line,
@@ -272,7 +272,7 @@ def cell_spec(
     progress: bool,
     parent_pid: int | None = -1,
 ) -> CellSpec:
-    """What a cell's process (``knowledge_lm.run.cell``) or a worker (``knowledge_lm.run.worker``) runs the cell
+    """What a cell's process (``knowledge_lm.run.cell``) or a worker (``knowledge_lm.sweep.worker``) runs the cell
     from; a cell process ends with ``parent_pid`` (default: this runner; None: a scheduler's job, whose own process
     is its parent, so it does not watch one)."""
     return CellSpec(
@@ -358,7 +358,7 @@ class CellProcesses:
 
 
 class Worker:
-    """A slot's worker process (``knowledge_lm.run.worker``): started for the slot's first cell, and again for the
+    """A slot's worker process (``knowledge_lm.sweep.worker``): started for the slot's first cell, and again for the
     next cell after it died; its own output (not its cells') in ``log``, or with ``progress`` on this terminal."""
 
     def __init__(self, env: dict, progress: bool, log: Path):
@@ -372,10 +372,10 @@ class Worker:
             arguments = [str(os.getpid())]
             # Forked, already imported, by a `klm serve` of this code and environment where one runs.
             stderr = None if self.progress else log.fileno()
-            self.process = spawn("knowledge_lm.run.worker", arguments, self.env, stderr)
+            self.process = spawn("knowledge_lm.sweep.worker", arguments, self.env, stderr)
             if self.process is None:
                 self.process = subprocess.Popen(
-                    [sys.executable, "-m", "knowledge_lm.run.worker", *arguments],
+                    [sys.executable, "-m", "knowledge_lm.sweep.worker", *arguments],
                     env=self.env,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
@@ -663,8 +663,8 @@ def run_sweep(
 ) -> dict[str, int]:
     """Run every unfinished cell (of those whose keys are in ``only``, where given: a shard); ``jobs`` cells at a
     time, spread over ``gpus`` (default: the visible ones) in groups of the cells' ``devices`` (DDP within a cell),
-    or each as a job of a submitit ``executor`` (``knowledge_lm.run.submit``). Each of the ``jobs`` slots runs its
-    cells in one worker process (``knowledge_lm.run.worker``), started again where a cell took it down; with
+    or each as a job of a submitit ``executor`` (``knowledge_lm.sweep.submit``). Each of the ``jobs`` slots runs its
+    cells in one worker process (``knowledge_lm.sweep.worker``), started again where a cell took it down; with
     ``isolate_cells``, and for DDP cells, each cell runs in a process of its own. ``pool``: workers shared with the
     other sweeps of one invocation (``worker_pool``), used instead of new ones and left running.
     With ``rerun_without_predictions``, finished cells that kept no predictions (results from before cells kept

@@ -44,7 +44,7 @@ def mps_for_sweep(jobs: int, runs_dir, enabled: bool = True, gpus: int | None = 
     """MPS for the block's cells where ``mps_decision`` says so: the daemon's folders and ``KLM_MPS`` set in this
     process's environment (which cells inherit) for the block, the daemon quit after it. Yields whether MPS is on."""
     if gpus is None:
-        from knowledge_lm.run.runner import visible_gpus
+        from knowledge_lm.sweep.runner import visible_gpus
 
         gpus = len(visible_gpus()) if enabled and jobs > 1 else 0
     decision = mps_decision(jobs, gpus, enabled)

@@ -17,7 +17,8 @@ from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.core.results import free_output_dir, write_dir_atomic
 from knowledge_lm.data.base import default_cache_dir
-from knowledge_lm.methods.erica import (
+from knowledge_lm.methods.erica.corpus import cached_corpus, corpus_statistics, parse_sources
+from knowledge_lm.methods.erica.model import (
     BATCH_SIZE,
     MAX_NEGATIVES,
     EricaBatches,
@@ -30,7 +31,6 @@ from knowledge_lm.methods.erica import (
 )
 from knowledge_lm.methods.knowbert import KnowBertPretraining
 from knowledge_lm.run.config import dataset_defaults
-from knowledge_lm.run.erica_corpus import cached_corpus, corpus_statistics, parse_sources
 from knowledge_lm.run.trainer import ResumableState, build_trainer, wire_knowledge
 
 
