@@ -1,11 +1,11 @@
 """Name → class registries for methods, datasets and task kinds, resolved without importing.
 
-A new method or dataset is one new module under ``knowledge_lm.methods`` or ``knowledge_lm.data`` whose
-class carries the registry's decorator, spelled ``@register_method("name", ...)`` (or ``register_dataset``,
-``register_task_kind``) with string-literal names. The registry reads the package's source files (``ast``)
-to know every name's ``module:Class`` without importing anything, so listing names, checking a sweep's
-names and answering an unknown one cost no torch import; ``get`` imports only the module of the class
-asked for. A class attribute such as a dataset's ``tasks`` is read from the source too where it is a
+A new method or dataset is one new module under ``knowledge_lm.methods`` or ``knowledge_lm.data`` (or in a folder
+there, as ``methods/erica/``) whose class carries the registry's decorator, spelled ``@register_method("name", ...)``
+(or ``register_dataset``, ``register_task_kind``) with string-literal names. The registry reads the package's
+source files (``ast``) to know every name's ``module:Class`` without importing anything, so listing names,
+checking a sweep's names and answering an unknown one cost no torch import; ``get`` imports only the module of
+the class asked for. A class attribute such as a dataset's ``tasks`` is read from the source too where it is a
 literal (or a module constant, or ``tuple()``/``list()`` of one), in the class or a base class the module
 imports from the project; otherwise its module is imported and the attribute read from the class.
 
@@ -123,6 +123,19 @@ class Registry:
                 return path
         return None
 
+    def package_modules(self) -> list[str]:
+        """The package's modules, and those of its folders one level down (``methods/erica/``)."""
+        directory = self.module_path(self.package).parent
+        modules = []
+        for info in pkgutil.iter_modules([str(directory)]):
+            modules.append(f"{self.package}.{info.name}")
+            if info.ispkg:
+                modules += [
+                    f"{self.package}.{info.name}.{inner.name}"
+                    for inner in pkgutil.iter_modules([str(directory / info.name)])
+                ]
+        return modules
+
     def source(self, module: str) -> ModuleSource | None:
         if module not in self._sources:
             path = self.module_path(module)
@@ -137,9 +150,7 @@ class Registry:
         if self._static is None:
             self._static = {}
             unreadable = []
-            directory = self.module_path(self.package).parent
-            for info in pkgutil.iter_modules([str(directory)]):
-                module = f"{self.package}.{info.name}"
+            for module in self.package_modules():
                 if self.decorator not in self.module_path(module).read_text(encoding="utf-8"):
                     continue  # cheaper than parsing: most modules register nothing
                 for node in self.source(module).classes.values():
@@ -233,9 +244,8 @@ class Registry:
 
     def import_all(self) -> dict[str, type]:
         """Import every module of the package and return all registered classes by name."""
-        directory = self.module_path(self.package).parent
-        for info in pkgutil.iter_modules([str(directory)]):
-            importlib.import_module(f"{self.package}.{info.name}")
+        for module in self.package_modules():
+            importlib.import_module(module)
         return dict(self._entries)
 
 
