@@ -23,9 +23,9 @@ from knowledge_lm.core.results import write_json_atomic
 from knowledge_lm.data.base import default_cache_dir
 from knowledge_lm.methods.erica.corpus import cached_corpus
 from knowledge_lm.methods.erica.pretraining import pretrain_erica
+from knowledge_lm.methods.trainer import resolve_precision
 from knowledge_lm.report.speed import ERICA_TARGET, speed_record_path
 from knowledge_lm.run.provenance import device_name, measured_now
-from knowledge_lm.run.trainer import resolve_precision
 from knowledge_lm.tools.speed import StepTimer
 
 

@@ -49,7 +49,7 @@ from knowledge_lm.core.errors import KlmError
 from knowledge_lm.data.base import TaskSpec
 from knowledge_lm.methods.baseline import Baseline
 from knowledge_lm.methods.optim import NO_DECAY
-from knowledge_lm.run.trainer import GRADIENT_CLIP
+from knowledge_lm.methods.trainer import GRADIENT_CLIP
 from knowledge_lm.tasks.padding import pad
 
 SPEC = TaskSpec("pairs", "classification", ("entailment", "not_entailment"), ("accuracy",), "accuracy")

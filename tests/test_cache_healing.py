@@ -168,7 +168,7 @@ def test_a_truncated_erica_corpus_is_set_aside_and_built_again(tmp_path, monkeyp
 
     records = [{"text": f"document {i}", "entities": [], "relations": []} for i in range(20)]
     builds = []
-    monkeypatch.setattr(erica_corpus, "build_erica_corpus", lambda *args: builds.append(args) or records)
+    monkeypatch.setattr(erica_corpus, "build_erica_corpus", lambda *args, **kwargs: builds.append(args) or records)
     first, path = erica_corpus.cached_corpus("generated", tmp_path)
     assert erica_corpus.cached_corpus("generated", tmp_path)[0] == first == records and len(builds) == 1
     path.write_text("".join(path.read_text().splitlines(keepends=True)[:5]))  # whole lines: it parses, short

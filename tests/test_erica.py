@@ -21,7 +21,7 @@ from knowledge_lm.methods.erica.model import (
     write_corpus,
 )
 from knowledge_lm.methods.erica.pretraining import pretrain_erica
-from knowledge_lm.run.trainer import resolve_precision
+from knowledge_lm.methods.trainer import resolve_precision
 
 
 def cos(a, b):

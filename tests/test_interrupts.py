@@ -72,7 +72,7 @@ def test_ctrl_c_saves_the_cells_checkpoint_and_it_resumes(tmp_path, monkeypatch,
 
 def test_a_cell_that_trains_to_its_end_writes_no_checkpoint(tmp_path, monkeypatch):
     """Its result is written next and its run directory emptied: a checkpoint at the end would be deleted unread."""
-    from knowledge_lm.run.trainer import WeightsOnlyCheckpointIO
+    from knowledge_lm.methods.trainer import WeightsOnlyCheckpointIO
 
     saved = []
     monkeypatch.setattr(WeightsOnlyCheckpointIO, "save_checkpoint", lambda self, checkpoint, path, *_: saved.append(1))
@@ -83,7 +83,7 @@ def test_a_cell_that_trains_to_its_end_writes_no_checkpoint(tmp_path, monkeypatc
 def test_one_process_runs_skip_cluster_detection_but_keep_slurm(monkeypatch):
     from lightning_fabric.plugins.environments import LightningEnvironment
 
-    from knowledge_lm.run.trainer import one_process_environment
+    from knowledge_lm.methods.trainer import one_process_environment
 
     monkeypatch.delenv("SLURM_NTASKS", raising=False)
     monkeypatch.delenv("SLURM_JOB_NAME", raising=False)
@@ -96,7 +96,7 @@ def test_one_process_runs_skip_cluster_detection_but_keep_slurm(monkeypatch):
 
 
 def test_checkpoints_are_written_atomically(tmp_path, monkeypatch):
-    from knowledge_lm.run.trainer import WeightsOnlyCheckpointIO
+    from knowledge_lm.methods.trainer import WeightsOnlyCheckpointIO
 
     path = tmp_path / LAST_CHECKPOINT
     WeightsOnlyCheckpointIO().save_checkpoint({"global_step": 1}, path)

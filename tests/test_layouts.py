@@ -118,7 +118,7 @@ def test_erica_pretrains_two_steps_with_its_mlm_only_control_and_fine_tunes(back
 @pytest.mark.parametrize("backbone", TINY)
 def test_knowbert_pretrains_two_steps_on_every_layout(backbone, prepared_cache, tmp_path):
     """KnowBERT's knowledge pretraining (MLM through the KAR hook, and the linking loss), with its own MLM head."""
-    from knowledge_lm.methods.erica.pretraining import knowbert_checkpoint
+    from knowledge_lm.run.knowbert_pretraining import knowbert_checkpoint
 
     out = knowbert_checkpoint(
         "generated",

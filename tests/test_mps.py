@@ -5,8 +5,9 @@ import stat
 
 import pytest
 
+from knowledge_lm.run.provenance import IN_USE_VARIABLE, mps_in_use
 from knowledge_lm.sweep import mps
-from knowledge_lm.sweep.mps import IN_USE_VARIABLE, LOG_VARIABLE, PIPE_VARIABLE, mps_decision, mps_for_sweep, mps_in_use
+from knowledge_lm.sweep.mps import LOG_VARIABLE, PIPE_VARIABLE, mps_decision, mps_for_sweep
 
 INSTALLED = {"which": lambda name: f"/usr/bin/{name}"}
 MISSING = {"which": lambda name: None}

@@ -5,7 +5,7 @@ concurrently (issue 31: 36 cells at ``--jobs 8`` took 83 s instead of 115 s). Wh
 than there are GPUs and ``nvidia-cuda-mps-control`` is installed, ``klm bench`` starts a control daemon for the
 sweep, with its pipe and log folders under the runs folder, and quits it when the sweep ends, however it ends.
 A daemon the user started (``CUDA_MPS_PIPE_DIRECTORY`` set) is left alone and used. Cells see ``KLM_MPS=1``
-while one serves them and record it (``mps_in_use``).
+while one serves them and record it (``knowledge_lm.run.provenance.mps_in_use``).
 """
 
 import os
@@ -16,11 +16,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from knowledge_lm.run.provenance import IN_USE_VARIABLE
+
 console = Console(stderr=True)
 
 MPS_CONTROL = "nvidia-cuda-mps-control"
 PIPE_VARIABLE, LOG_VARIABLE = "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"
-IN_USE_VARIABLE = "KLM_MPS"
 
 
 def mps_decision(jobs: int, gpus: int, enabled: bool = True, environ=None, which=shutil.which) -> str:
@@ -32,11 +33,6 @@ def mps_decision(jobs: int, gpus: int, enabled: bool = True, environ=None, which
     if environ.get(PIPE_VARIABLE):
         return "user"
     return "start" if which(MPS_CONTROL) else "missing"
-
-
-def mps_in_use() -> bool:
-    """Whether this cell runs under an MPS daemon a sweep set up for it (what its result records)."""
-    return os.environ.get(IN_USE_VARIABLE) == "1"
 
 
 @contextmanager

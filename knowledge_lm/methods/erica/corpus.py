@@ -384,6 +384,7 @@ def parse_sources(corpus: str | list[str]) -> list[str]:
 def build_erica_corpus(
     corpus,
     data_dir=None,
+    *,
     kg_dir=None,
     exclude_test=None,
     min_entities: int = 4,
@@ -443,6 +444,7 @@ def cached_corpus(
     corpus,
     cache_dir,
     data_dir=None,
+    *,
     kg_dir=None,
     exclude_test=None,
     min_entities: int = 4,
@@ -479,7 +481,13 @@ def cached_corpus(
             return read_corpus(path), path
         set_aside_cache(path, why)
     records = build_erica_corpus(
-        sources, data_dir, kg_dir, exclude_test, min_entities, min_relations, sentences_per_document
+        sources,
+        data_dir,
+        kg_dir=kg_dir,
+        exclude_test=exclude_test,
+        min_entities=min_entities,
+        min_relations=min_relations,
+        sentences_per_document=sentences_per_document,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
