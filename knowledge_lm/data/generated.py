@@ -801,6 +801,8 @@ class GeneratedDataModule(TaskDataModule):
     }
     tasks = ("facts",)
     default_tasks = ("facts",)
+    world = staticmethod(generate)  # a world of given knobs, in memory, without a data module (the sanity report's)
+    fact_templates = FACT_TEMPLATES  # each statement template with its relation path (the sanity report's rule)
 
     def __init__(
         self,
