@@ -41,8 +41,8 @@ from knowledge_lm.methods.trainer import build_trainer, resolve_precision, train
 from knowledge_lm.run.claims import CLAIM_FILE, CLAIMED_EXIT, INTERRUPTED_EXIT, CellClaimed, claim_cell
 from knowledge_lm.run.config import TrainConfig
 from knowledge_lm.run.identity import cell_identity
-from knowledge_lm.run.provenance import device_record, git_commit, mps_in_use, records_sha256, versions
-from knowledge_lm.run.spec import CellSpec
+from knowledge_lm.run.provenance import device_record, git_commit, records_sha256, versions
+from knowledge_lm.run.spec import CellSpec, mps_in_use
 from knowledge_lm.run.trainer import CellCheckpoint, build_model_and_data, method_dataset_options
 from knowledge_lm.tasks.metrics import SCORER_VERSION
 

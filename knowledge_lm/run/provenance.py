@@ -20,7 +20,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # What a result's dirty flag covers: the code, the sweep and table configs, the package's pins. A set-up that passes
 # KLM_GIT_DIRTY (a tree copied without its .git) computes it over the same paths.
 DIRTY_PATHS = ("knowledge_lm", "benchmarks", "pyproject.toml")
-IN_USE_VARIABLE = "KLM_MPS"  # set to 1 by a sweep for the cells an MPS daemon serves
 
 
 def git_commit(root: Path = REPO_ROOT) -> dict:
@@ -123,12 +122,6 @@ def device_record(precision: str, devices: int) -> dict:
         "count": 1,
         "precision": precision,
     }
-
-
-def mps_in_use() -> bool:
-    """Whether this cell runs under an MPS daemon a sweep set up for it (``knowledge_lm.sweep.mps``), as its
-    result records it."""
-    return os.environ.get(IN_USE_VARIABLE) == "1"
 
 
 def device_name() -> str:

@@ -5,7 +5,7 @@ concurrently (issue 31: 36 cells at ``--jobs 8`` took 83 s instead of 115 s). Wh
 than there are GPUs and ``nvidia-cuda-mps-control`` is installed, ``klm bench`` starts a control daemon for the
 sweep, with its pipe and log folders under the runs folder, and quits it when the sweep ends, however it ends.
 A daemon the user started (``CUDA_MPS_PIPE_DIRECTORY`` set) is left alone and used. Cells see ``KLM_MPS=1``
-while one serves them and record it (``knowledge_lm.run.provenance.mps_in_use``).
+while one serves them and record it (``knowledge_lm.run.spec.mps_in_use``).
 """
 
 import os
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from knowledge_lm.run.provenance import IN_USE_VARIABLE
+from knowledge_lm.run.spec import MPS_VARIABLE
 
 console = Console(stderr=True)
 
@@ -45,11 +45,11 @@ def mps_for_sweep(jobs: int, runs_dir, enabled: bool = True, gpus: int | None = 
         gpus = len(visible_gpus()) if enabled and jobs > 1 else 0
     decision = mps_decision(jobs, gpus, enabled)
     if decision in ("off", "missing"):
-        with environment({IN_USE_VARIABLE: None}):
+        with environment({MPS_VARIABLE: None}):
             yield False
         return
     if decision == "user":
-        with environment({IN_USE_VARIABLE: "1"}):
+        with environment({MPS_VARIABLE: "1"}):
             yield True
         return
     folder = Path(runs_dir).resolve() / "mps"
@@ -61,12 +61,12 @@ def mps_for_sweep(jobs: int, runs_dir, enabled: bool = True, gpus: int | None = 
     if started.returncode != 0:
         reason = started.stderr.strip() or f"exit {started.returncode}"
         console.print(f"[yellow]MPS daemon did not start ({reason}): cells share the GPUs without it[/]")
-        with environment({IN_USE_VARIABLE: None}):
+        with environment({MPS_VARIABLE: None}):
             yield False
         return
     console.print(f"MPS: {jobs} cells at a time on {gpus} GPU(s) share them through a daemon ({folder})")
     try:
-        with environment({**variables, IN_USE_VARIABLE: "1"}):
+        with environment({**variables, MPS_VARIABLE: "1"}):
             yield True
     finally:
         subprocess.run([MPS_CONTROL], input="quit\n", env=control_env, capture_output=True, text=True, timeout=60)
