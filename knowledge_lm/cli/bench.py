@@ -119,7 +119,7 @@ def check_devices(sweeps, overrides: dict, executor: str):
     executor places its cells itself)."""
     if executor != "local":
         return
-    wanted = max(sweep.train_config(task, overrides).devices for sweep in sweeps for task in sweep.tasks)
+    wanted = max(sweep.devices_per_cell(overrides) for sweep in sweeps)
     if wanted > 1:
         gpus = visible_gpus()
         if len(gpus) < wanted:
@@ -173,7 +173,7 @@ def command_bench(args):
     if args.executor != "local":
         from knowledge_lm.sweep.submit import make_executor
 
-        devices = max(sweep.train_config(task, overrides).devices for sweep in sweeps for task in sweep.tasks)
+        devices = max(sweep.devices_per_cell(overrides) for sweep in sweeps)
         executor = make_executor(
             args.executor, args.runs_dir / "submitit", devices, parse_overrides(args.executor_option)
         )
@@ -236,7 +236,7 @@ def run_sweeps(args, sweeps, *, overrides, data_dir, jobs, only, executor) -> in
         stack.enter_context(mps_for_sweep(jobs, args.runs_dir, enabled=not args.no_mps and executor is None))
         together = []
         if len(sweeps) > 1 and executor is None and not args.isolate_cells:
-            together = [s for s in sweeps if max(s.train_config(t, overrides).devices for t in s.tasks) == 1]
+            together = [s for s in sweeps if s.devices_per_cell(overrides) == 1]
         if together:
             pool = stack.enter_context(worker_pool(jobs, args.runs_dir))
             failed += run_sweeps_together(together, overrides, pool=pool, **common)["failed"]

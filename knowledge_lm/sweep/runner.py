@@ -553,7 +553,7 @@ def sort_out_sweep(
     records it would read compared too: ``stored_data_hashes``), bad results set aside, those to run chosen
     (``runs``)."""
     check_sweep(sweep, overrides)
-    devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
+    devices_per_cell = sweep.devices_per_cell(overrides)
     hashes = stored_data_hashes(sweep, results_dir, data_dir, only)
     planned = planned_cells(sweep, overrides, results_dir, only, hashes)
     cells = [p.cell for p in planned]
@@ -621,7 +621,7 @@ def check_and_prepare(run: SweepRun, overrides: dict, *, data_dir, results_dir, 
 def cell_gpu_groups(sweep: Sweep, overrides: dict, gpus: list[str] | None) -> tuple[int, list]:
     """``(devices_per_cell, groups)``: the GPUs a cell of ``sweep`` takes, and ``gpus`` (default: the visible ones)
     in groups of that many; too few GPUs for one cell is an error."""
-    devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
+    devices_per_cell = sweep.devices_per_cell(overrides)
     gpus = visible_gpus() if gpus is None else gpus
     groups = gpu_groups(gpus, devices_per_cell)
     if gpus and not groups:
