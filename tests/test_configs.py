@@ -202,7 +202,7 @@ def test_status_reads_a_whole_table(capsys, tmp_path):
 def test_method_backbones_give_each_method_its_own_backbone(tmp_path):
     from knowledge_lm.core.errors import KlmError
     from knowledge_lm.run.config import validate_sweep
-    from knowledge_lm.sweep.runner import sweep_cells
+    from knowledge_lm.sweep.plan import sweep_cells
 
     raw = {
         "dataset": "generated",

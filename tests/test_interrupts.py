@@ -176,6 +176,7 @@ def test_ctrl_c_in_the_runner_waits_for_the_cells_and_says_how_many_resume(tmp_p
     from knowledge_lm.cli import main
     from knowledge_lm.run.config import Sweep
     from knowledge_lm.sweep import runner
+    from knowledge_lm.sweep.plan import sweep_cells
 
     sleeps = []
 
@@ -186,7 +187,7 @@ def test_ctrl_c_in_the_runner_waits_for_the_cells_and_says_how_many_resume(tmp_p
 
     monkeypatch.setattr(runner.time, "sleep", sleep)
     sweep = Sweep(name="t", dataset="generated", tasks=["facts"], methods=["baseline"], fractions=[1.0], seeds=[1, 2])
-    cells = runner.sweep_cells(sweep)
+    cells = sweep_cells(sweep)
     counts = {"finished": 0, "failed": 0}
     slots = [EndsInterrupted(tmp_path), EndsInterrupted(tmp_path)]
     with pytest.raises(runner.SweepInterrupted) as interrupted:

@@ -19,7 +19,8 @@ from knowledge_lm.core.backbones import backbone_label
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.results import Cell, predictions_path, result_files, write_json_atomic, write_json_gz
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.sweep.runner import cell_status, run_sweep, sweep_cells
+from knowledge_lm.sweep.plan import cell_status, sweep_cells
+from knowledge_lm.sweep.runner import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 

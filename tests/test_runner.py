@@ -9,7 +9,8 @@ from helpers import stored_result
 
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.sweep.runner import cell_spec, cell_state, run_sweep, spec_command, sweep_cells
+from knowledge_lm.sweep.plan import cell_state, sweep_cells
+from knowledge_lm.sweep.runner import cell_spec, run_sweep, spec_command
 
 
 def small_sweep(**train):

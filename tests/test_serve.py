@@ -15,7 +15,8 @@ import yaml
 from knowledge_lm.core.results import predictions_path, read_predictions
 from knowledge_lm.run.cell import run_spec
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.sweep.runner import cell_spec, sweep_cells
+from knowledge_lm.sweep.plan import sweep_cells
+from knowledge_lm.sweep.runner import cell_spec
 from knowledge_lm.sweep.serve import (
     ServedProcess,
     installed_distributions,

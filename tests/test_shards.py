@@ -11,7 +11,8 @@ from knowledge_lm.core.errors import KlmError
 from knowledge_lm.run.claims import CLAIMED_EXIT, claim_cell
 from knowledge_lm.run.config import validate_sweep
 from knowledge_lm.sweep import runner
-from knowledge_lm.sweep.runner import parse_shard, run_sweep, shard_keys, sweep_cells
+from knowledge_lm.sweep.plan import parse_shard, shard_keys, sweep_cells
+from knowledge_lm.sweep.runner import run_sweep
 from knowledge_lm.sweep.submit import run_command
 
 

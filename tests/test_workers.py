@@ -16,7 +16,8 @@ from knowledge_lm.core.caches import NOTICES_ENV
 from knowledge_lm.core.results import predictions_path, read_predictions, write_json_atomic
 from knowledge_lm.run.claims import read_claim
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.sweep.runner import cell_state, failure_message, run_cells, run_sweep, sweep_cells, worker_pool
+from knowledge_lm.sweep.plan import cell_state, failure_message, sweep_cells
+from knowledge_lm.sweep.runner import run_cells, run_sweep, worker_pool
 
 
 def tiny_sweep(name: str, seeds, fractions=(1.0,), epochs: int = 1):

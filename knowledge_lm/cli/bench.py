@@ -24,7 +24,7 @@ from knowledge_lm.run.config import (
 )
 from knowledge_lm.sweep.inputs import check_backbone_ready
 from knowledge_lm.sweep.mps import mps_for_sweep
-from knowledge_lm.sweep.runner import (
+from knowledge_lm.sweep.plan import (
     cell_status,
     duration_text,
     estimated_seconds,
@@ -32,14 +32,11 @@ from knowledge_lm.sweep.runner import (
     plan_sweep,
     planned_cells,
     renamed_line,
-    run_sweep,
-    run_sweeps_together,
     shard_keys,
     stored_wall_times,
     sweep_cells,
-    visible_gpus,
-    worker_pool,
 )
+from knowledge_lm.sweep.runner import run_sweep, run_sweeps_together, visible_gpus, worker_pool
 from knowledge_lm.sweep.startup import cell_spans_since, outside_cells_line, process_started
 
 # klm bench's exit code where cells remain unfinished because other processes run them.
