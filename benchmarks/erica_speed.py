@@ -1,6 +1,6 @@
 """ERICA pretraining throughput, and its step time as a ratio of MLM-only pretraining on the same batches.
 
-Both runs go through ``knowledge_lm.run.pretraining.pretrain_erica`` with the same seed, so the same documents
+Both runs go through ``knowledge_lm.methods.erica.pretraining.pretrain_erica`` with the same seed, so the same documents
 in the same order, the same masking and the same sampled pairs; MLM-only encodes one view per document,
 ERICA two (the document, and the document behind the ED prefix) plus the RD/ED similarity matrices.
 Steps after the warm-up are timed with the device synchronised; data loading is outside the timed span.
@@ -21,11 +21,11 @@ import torch
 from knowledge_lm.core.backbones import load_backbone
 from knowledge_lm.core.results import write_json_atomic
 from knowledge_lm.data.base import default_cache_dir
+from knowledge_lm.methods.erica.corpus import cached_corpus
+from knowledge_lm.methods.erica.pretraining import pretrain_erica
+from knowledge_lm.methods.trainer import resolve_precision
 from knowledge_lm.report.speed import ERICA_TARGET, speed_record_path
-from knowledge_lm.run.erica_corpus import cached_corpus
-from knowledge_lm.run.pretraining import pretrain_erica
 from knowledge_lm.run.provenance import device_name, measured_now
-from knowledge_lm.run.trainer import resolve_precision
 from knowledge_lm.tools.speed import StepTimer
 
 

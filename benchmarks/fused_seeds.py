@@ -49,7 +49,7 @@ from knowledge_lm.core.errors import KlmError
 from knowledge_lm.data.base import TaskSpec
 from knowledge_lm.methods.baseline import Baseline
 from knowledge_lm.methods.optim import NO_DECAY
-from knowledge_lm.run.trainer import GRADIENT_CLIP
+from knowledge_lm.methods.trainer import GRADIENT_CLIP
 from knowledge_lm.tasks.padding import pad
 
 SPEC = TaskSpec("pairs", "classification", ("entailment", "not_entailment"), ("accuracy",), "accuracy")
@@ -450,7 +450,7 @@ def main(argv=None):
         for path, function in (("separate", time_separate), ("fused", time_fused))
     }
     if args.packed:
-        from knowledge_lm.run.mps import mps_for_sweep
+        from knowledge_lm.sweep.mps import mps_for_sweep
 
         with tempfile.TemporaryDirectory() as folder, mps_for_sweep(len(seeds), folder, args.mps, gpus=1) as mps:
             timing["packed under MPS" if mps else "packed"] = time_packed(seeds, args)

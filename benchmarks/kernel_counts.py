@@ -22,7 +22,7 @@ from collections import Counter
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from knowledge_lm.run.trainer import build_trainer
+from knowledge_lm.methods.trainer import build_trainer
 from knowledge_lm.tools.speed import build
 
 NO_KERNEL = {

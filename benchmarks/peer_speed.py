@@ -44,11 +44,11 @@ from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.results import load_results, write_json_atomic
 from knowledge_lm.core.subsets import subset_hash
 from knowledge_lm.data.glue import GlueDataModule
+from knowledge_lm.methods.trainer import resolve_precision
 from knowledge_lm.report.speed import render_peer, speed_record_path
 from knowledge_lm.run.config import TrainConfig, load_sweep, parse_fractions, parse_seeds
 from knowledge_lm.run.provenance import device_name, measured_now
-from knowledge_lm.run.serve import server_key, socket_path
-from knowledge_lm.run.trainer import resolve_precision
+from knowledge_lm.sweep.serve import server_key, socket_path
 
 GLUE_CONFIG = benchmarks_dir() / "glue.yaml"
 HF_CELL = Path(__file__).resolve().with_name("peer_hf_cell.py")

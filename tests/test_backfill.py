@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge_lm.run.backfill import backfill
+from knowledge_lm.sweep.backfill import backfill
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 WITH_HASHES = RESULTS / "openentity/main/kam/minilm/f0.1-s2.json"  # written with every field, at 10 % train

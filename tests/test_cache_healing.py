@@ -133,7 +133,7 @@ def test_set_aside_cache_keeps_what_it_moves(tmp_path):
 
 
 def test_each_job_slot_has_its_own_notices_file(tmp_path):
-    from knowledge_lm.run.runner import make_slots
+    from knowledge_lm.sweep.runner import make_slots
 
     slots = make_slots(2, [], True, False, tmp_path / "runs")
     paths = [slot.env[NOTICES_ENV] for slot in slots]
@@ -164,11 +164,11 @@ def test_a_truncated_cached_kg_is_set_aside_and_rebuilt(prepared, tokenizer, cap
 
 
 def test_a_truncated_erica_corpus_is_set_aside_and_built_again(tmp_path, monkeypatch, capsys):
-    from knowledge_lm.run import erica_corpus
+    from knowledge_lm.methods.erica import corpus as erica_corpus
 
     records = [{"text": f"document {i}", "entities": [], "relations": []} for i in range(20)]
     builds = []
-    monkeypatch.setattr(erica_corpus, "build_erica_corpus", lambda *args: builds.append(args) or records)
+    monkeypatch.setattr(erica_corpus, "build_erica_corpus", lambda *args, **kwargs: builds.append(args) or records)
     first, path = erica_corpus.cached_corpus("generated", tmp_path)
     assert erica_corpus.cached_corpus("generated", tmp_path)[0] == first == records and len(builds) == 1
     path.write_text("".join(path.read_text().splitlines(keepends=True)[:5]))  # whole lines: it parses, short

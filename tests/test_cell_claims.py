@@ -20,7 +20,8 @@ from knowledge_lm.core.results import Cell
 from knowledge_lm.run import claims
 from knowledge_lm.run.claims import CLAIM_FILE, CellClaimed, claim_cell, read_claim
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.run.runner import cell_status, run_sweep, sweep_cells
+from knowledge_lm.sweep.plan import cell_status, sweep_cells
+from knowledge_lm.sweep.runner import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from knowledge_lm.cli import main
 from knowledge_lm.core.results import Cell
 from knowledge_lm.run.config import load_sweep, validate_sweep
 from knowledge_lm.run.identity import DATA_PREFIX, Difference, cell_identity, differences, stored_identity
-from knowledge_lm.run.runner import planned_cells, sort_out_sweep, sweep_cells
+from knowledge_lm.sweep.plan import planned_cells, sort_out_sweep, sweep_cells
 from tests.helpers import stored_result, write
 
 REPO = Path(__file__).resolve().parents[1]

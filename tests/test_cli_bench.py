@@ -56,7 +56,7 @@ def test_wait_waits_for_cells_of_other_processes(tmp_path, capsys, monkeypatch):
 
 
 def test_plan_line_estimates_the_cells_to_run(tmp_path):
-    from knowledge_lm.run.runner import plan_line
+    from knowledge_lm.sweep.plan import plan_line
 
     cells = [Cell("baseline", "glue", "rte", 1.0, seed, "tiny") for seed in (1, 2, 3, 4)]
     store_results(tmp_path, [(cells[0], 60.0), (cells[1], 100.0)])
@@ -69,7 +69,7 @@ def test_plan_line_estimates_the_cells_to_run(tmp_path):
 
 
 def test_outcome_names_each_failed_cell_and_its_log(tmp_path, capsys):
-    from knowledge_lm.run.runner import report_outcome
+    from knowledge_lm.sweep.runner import report_outcome
 
     (tmp_path / "glue/rte/x").mkdir(parents=True)
     (tmp_path / "glue/rte/x/log.txt").write_text("boom\n")

@@ -237,7 +237,7 @@ def test_a_variants_estimate_comes_from_the_variants_nearest_it():
     data size: t20k-zeroed for t20k-relations-permuted); else every variant's; another backbone's only as a last
     resort, and said so."""
     from knowledge_lm.core.results import Cell
-    from knowledge_lm.run.runner import estimated_seconds
+    from knowledge_lm.sweep.plan import estimated_seconds
 
     times = {("generated", "facts", "knowbert", 1.0): {"minilm": {"": [40.0], "t20k": [200.0], "t20k-zeroed": [220.0]}}}
 

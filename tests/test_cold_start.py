@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge_lm.run.startup import outside_cells_line, process_started
+from knowledge_lm.sweep.startup import outside_cells_line, process_started
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "lightning", "pytorch_lightning", "transformers", "datasets", "spacy")

@@ -10,7 +10,7 @@ from knowledge_lm.core.registry import DATASETS, METHODS
 from knowledge_lm.core.results import Cell
 from knowledge_lm.run.cell import run_cell
 from knowledge_lm.run.config import load_sweep
-from knowledge_lm.run.inputs import check_sweep
+from knowledge_lm.sweep.inputs import check_sweep
 
 
 def prepare_knowledge(dataset_options, dataset, task, train, data_dir):
@@ -36,8 +36,8 @@ def prepare_knowledge(dataset_options, dataset, task, train, data_dir):
 def smoke_backbone(method, tmp_path_factory) -> str:
     """``tiny``; for an ERICA method (which refuses other backbones), a tiny checkpoint pretrained with its
     objective set for 2 steps on the generated corpus, built once per session."""
-    from knowledge_lm.methods.erica import EricaFineTuning
-    from knowledge_lm.run.pretraining import erica_checkpoint as pretrain_checkpoint
+    from knowledge_lm.methods.erica.model import EricaFineTuning
+    from knowledge_lm.methods.erica.pretraining import erica_checkpoint as pretrain_checkpoint
 
     method_class = METHODS.get(method)
     if not issubclass(method_class, EricaFineTuning):
@@ -203,7 +203,7 @@ def test_status_reads_a_whole_table(capsys, tmp_path):
 def test_method_backbones_give_each_method_its_own_backbone(tmp_path):
     from knowledge_lm.core.errors import KlmError
     from knowledge_lm.run.config import validate_sweep
-    from knowledge_lm.run.runner import sweep_cells
+    from knowledge_lm.sweep.plan import sweep_cells
 
     raw = {
         "dataset": "generated",

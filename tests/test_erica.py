@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from knowledge_lm.methods.erica import (
+from knowledge_lm.methods.erica.model import (
     NO_RELATION,
     TERMS,
     EricaCollator,
@@ -20,8 +20,8 @@ from knowledge_lm.methods.erica import (
     term_positives,
     write_corpus,
 )
-from knowledge_lm.run.pretraining import pretrain_erica
-from knowledge_lm.run.trainer import resolve_precision
+from knowledge_lm.methods.erica.pretraining import pretrain_erica
+from knowledge_lm.methods.trainer import resolve_precision
 
 
 def cos(a, b):
@@ -295,7 +295,7 @@ def test_collator_views():
 
 def test_pretraining_lowers_ed_and_rd(tmp_path):
     from knowledge_lm.core.backbones import load_backbone
-    from knowledge_lm.methods.erica import EricaCollator
+    from knowledge_lm.methods.erica.model import EricaCollator
 
     model, tokenizer, _ = load_backbone("tiny", seed=0)
     corpus = build_corpus([toy_document(f"d{i}") for i in range(4)], TRIPLES, relation_names={"P17": "country"})
@@ -308,7 +308,7 @@ def test_pretraining_lowers_ed_and_rd(tmp_path):
         module.train()
         return losses["ed"].item(), losses["rd"].item()
 
-    from knowledge_lm.methods.erica import EricaPretraining
+    from knowledge_lm.methods.erica.model import EricaPretraining
 
     before = ed_rd(EricaPretraining(model, tokenizer, total_steps=20))
     module = pretrain_erica(
@@ -329,7 +329,7 @@ def test_pretraining_lowers_ed_and_rd(tmp_path):
 def test_views_encoded_together_equal_views_encoded_alone():
     """One encoder call over the RD and ED views (padded to the longer) gives each view its own states."""
     from knowledge_lm.core.backbones import load_backbone
-    from knowledge_lm.methods.erica import EricaCollator, EricaPretraining
+    from knowledge_lm.methods.erica.model import EricaCollator, EricaPretraining
 
     model, tokenizer, _ = load_backbone("tiny", seed=0)
     corpus = build_corpus([toy_document("a"), toy_document("b")], TRIPLES)
@@ -348,7 +348,7 @@ def test_views_encoded_together_equal_views_encoded_alone():
 def test_erica_method_refuses_a_non_erica_backbone():
     from knowledge_lm.core.backbones import load_backbone
     from knowledge_lm.core.errors import KlmError
-    from knowledge_lm.methods.erica import EricaFineTuning
+    from knowledge_lm.methods.erica.model import EricaFineTuning
 
     model, _, _ = load_backbone("tiny")
     with pytest.raises(KlmError, match="ERICA checkpoint"):
@@ -361,7 +361,7 @@ def test_erica_method_refuses_a_non_erica_backbone():
 )
 def test_objective_set_yields_only_its_losses(name, tmp_path):
     from knowledge_lm.core.backbones import load_backbone
-    from knowledge_lm.methods.erica import OBJECTIVES, EricaPretraining, objective_options
+    from knowledge_lm.methods.erica.model import OBJECTIVES, EricaPretraining, objective_options
 
     model, tokenizer, _ = load_backbone("tiny", seed=0)
     corpus = build_corpus([toy_document("a"), toy_document("b")], TRIPLES)
@@ -378,7 +378,7 @@ def test_objective_set_yields_only_its_losses(name, tmp_path):
 
 def test_objective_words():
     from knowledge_lm.core.errors import KlmError
-    from knowledge_lm.methods.erica import objective_set
+    from knowledge_lm.methods.erica.model import objective_set
 
     assert objective_set("mlm,ed,rd") == "erica" and objective_set("rd-intra, mlm") == "erica-rd-intra"
     assert objective_set("mlm") == "erica-mlm-only" and objective_set("erica-ed") == "erica-ed"
@@ -392,7 +392,12 @@ def test_ablation_method_accepts_only_its_checkpoint(tmp_path):
     from knowledge_lm.core.errors import KlmError
     from knowledge_lm.core.registry import METHODS
     from knowledge_lm.data.generated import GeneratedDataModule
-    from knowledge_lm.methods.erica import EricaFineTuning, EricaPretraining, EricaRDIntraFineTuning, objective_options
+    from knowledge_lm.methods.erica.model import (
+        EricaFineTuning,
+        EricaPretraining,
+        EricaRDIntraFineTuning,
+        objective_options,
+    )
 
     model, tokenizer, _ = load_backbone("tiny", seed=0)
     EricaPretraining(model, tokenizer, total_steps=1, **objective_options("erica-rd-intra")).save_checkpoint(tmp_path)
@@ -428,7 +433,7 @@ def test_annotated_relations_and_name_keyed_test_pairs():
 
 
 def test_pack_sentences_follows_shared_entities():
-    from knowledge_lm.run.erica_corpus import pack_sentences
+    from knowledge_lm.methods.erica.corpus import pack_sentences
 
     def sentence(text, *qids):
         words = text.split()
@@ -486,7 +491,7 @@ def fake_redocred(data_dir: Path, documents: int = 10):
 
 
 def test_redocred_corpus_uses_train_documents_links_names_and_drops_test_pairs(tmp_path):
-    from knowledge_lm.run.erica_corpus import build_erica_corpus
+    from knowledge_lm.methods.erica.corpus import build_erica_corpus
 
     fake_redocred(tmp_path)
     records = build_erica_corpus("redocred", tmp_path, min_relations=3)
@@ -505,7 +510,7 @@ def test_redocred_corpus_uses_train_documents_links_names_and_drops_test_pairs(t
 def test_user_jsonl_corpus_links_raw_text(tmp_path):
     from helpers import write
 
-    from knowledge_lm.run.erica_corpus import build_erica_corpus
+    from knowledge_lm.methods.erica.corpus import build_erica_corpus
 
     kg = tmp_path / "kg"
     write(kg / "triples.tsv", "".join(f"{h}\t{p}\t{t}\n" for h, p, t in TRIPLES))
@@ -525,7 +530,7 @@ def test_user_jsonl_corpus_links_raw_text(tmp_path):
 
 
 def test_generated_corpus_excludes_its_test_pairs():
-    from knowledge_lm.run.erica_corpus import build_erica_corpus, generated_data, test_pairs
+    from knowledge_lm.methods.erica.corpus import build_erica_corpus, generated_data, test_pairs
 
     records = build_erica_corpus("generated", min_relations=2)
     pairs = test_pairs("generated", None, None, generated_data(None))
@@ -635,7 +640,7 @@ def test_rd_cross_pretraining_has_positives_and_a_loss(tmp_path):
 
 def test_micro_batches_are_a_function_of_seed_and_index():
     from knowledge_lm.core.backbones import tiny_tokenizer
-    from knowledge_lm.methods.erica import EricaBatches
+    from knowledge_lm.methods.erica.model import EricaBatches
 
     corpus = build_corpus([toy_document(f"d{i}") for i in range(5)], TRIPLES)
     collator = EricaCollator(tiny_tokenizer(), relation_vocabulary(corpus))

@@ -10,8 +10,9 @@ from knowledge_lm.core.backbones import load_backbone
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.registry import METHODS
 from knowledge_lm.methods.task_model import TaskModel
+from knowledge_lm.methods.trainer import build_trainer
 from knowledge_lm.run.config import CUDA_GRAPH_MIN_STEPS, TrainConfig
-from knowledge_lm.run.trainer import build_model_and_data, build_trainer
+from knowledge_lm.run.trainer import build_model_and_data
 
 FILES = {
     "rte": ("index\tsentence1\tsentence2\tlabel\n", lambda i: ("entailment", "not_entailment")[i % 2]),

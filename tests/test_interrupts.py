@@ -72,7 +72,7 @@ def test_ctrl_c_saves_the_cells_checkpoint_and_it_resumes(tmp_path, monkeypatch,
 
 def test_a_cell_that_trains_to_its_end_writes_no_checkpoint(tmp_path, monkeypatch):
     """Its result is written next and its run directory emptied: a checkpoint at the end would be deleted unread."""
-    from knowledge_lm.run.trainer import WeightsOnlyCheckpointIO
+    from knowledge_lm.methods.trainer import WeightsOnlyCheckpointIO
 
     saved = []
     monkeypatch.setattr(WeightsOnlyCheckpointIO, "save_checkpoint", lambda self, checkpoint, path, *_: saved.append(1))
@@ -83,7 +83,7 @@ def test_a_cell_that_trains_to_its_end_writes_no_checkpoint(tmp_path, monkeypatc
 def test_one_process_runs_skip_cluster_detection_but_keep_slurm(monkeypatch):
     from lightning_fabric.plugins.environments import LightningEnvironment
 
-    from knowledge_lm.run.trainer import one_process_environment
+    from knowledge_lm.methods.trainer import one_process_environment
 
     monkeypatch.delenv("SLURM_NTASKS", raising=False)
     monkeypatch.delenv("SLURM_JOB_NAME", raising=False)
@@ -96,7 +96,7 @@ def test_one_process_runs_skip_cluster_detection_but_keep_slurm(monkeypatch):
 
 
 def test_checkpoints_are_written_atomically(tmp_path, monkeypatch):
-    from knowledge_lm.run.trainer import WeightsOnlyCheckpointIO
+    from knowledge_lm.methods.trainer import WeightsOnlyCheckpointIO
 
     path = tmp_path / LAST_CHECKPOINT
     WeightsOnlyCheckpointIO().save_checkpoint({"global_step": 1}, path)
@@ -142,7 +142,7 @@ def test_a_result_the_store_cannot_take_is_kept_and_moved_in_later(tmp_path, mon
 
 
 def test_a_failure_the_cell_could_not_record_carries_its_log_tail(tmp_path):
-    from knowledge_lm.run.runner import record_process_failure
+    from knowledge_lm.sweep.runner import record_process_failure
 
     run_dir = CELL.run_dir(tmp_path / "runs")
     run_dir.mkdir(parents=True)
@@ -174,8 +174,9 @@ class EndsInterrupted:
 
 def test_ctrl_c_in_the_runner_waits_for_the_cells_and_says_how_many_resume(tmp_path, monkeypatch, capsys):
     from knowledge_lm.cli import main
-    from knowledge_lm.run import runner
     from knowledge_lm.run.config import Sweep
+    from knowledge_lm.sweep import runner
+    from knowledge_lm.sweep.plan import sweep_cells
 
     sleeps = []
 
@@ -186,7 +187,7 @@ def test_ctrl_c_in_the_runner_waits_for_the_cells_and_says_how_many_resume(tmp_p
 
     monkeypatch.setattr(runner.time, "sleep", sleep)
     sweep = Sweep(name="t", dataset="generated", tasks=["facts"], methods=["baseline"], fractions=[1.0], seeds=[1, 2])
-    cells = runner.sweep_cells(sweep)
+    cells = sweep_cells(sweep)
     counts = {"finished": 0, "failed": 0}
     slots = [EndsInterrupted(tmp_path), EndsInterrupted(tmp_path)]
     with pytest.raises(runner.SweepInterrupted) as interrupted:
@@ -239,7 +240,7 @@ class RecordsSpecs:
 
 def test_a_tables_sweeps_run_as_one_queue_longest_first_each_with_its_settings(tmp_path):
     from knowledge_lm.run.config import validate_sweep
-    from knowledge_lm.run.runner import run_sweeps_together
+    from knowledge_lm.sweep.runner import run_sweeps_together
 
     def sweep(name, fraction, max_length):
         return validate_sweep(

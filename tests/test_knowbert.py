@@ -275,7 +275,7 @@ def test_knowledge_pretraining_checkpoint_starts_a_knowbert_cell(prepared_cache,
     from knowledge_lm.core.results import Cell
     from knowledge_lm.run.cell import run_cell
     from knowledge_lm.run.config import TrainConfig
-    from knowledge_lm.run.pretraining import knowbert_checkpoint as pretrain_checkpoint
+    from knowledge_lm.run.knowbert_pretraining import knowbert_checkpoint as pretrain_checkpoint
 
     out = pretrain_checkpoint(
         "generated",
@@ -315,7 +315,7 @@ def test_knowledge_pretraining_checkpoint_starts_a_knowbert_cell(prepared_cache,
 
 
 def test_pretraining_refuses_bad_input(tmp_path):
-    from knowledge_lm.run.pretraining import knowbert_checkpoint as pretrain_checkpoint
+    from knowledge_lm.run.knowbert_pretraining import knowbert_checkpoint as pretrain_checkpoint
 
     with pytest.raises(KlmError, match="steps > 0"):
         pretrain_checkpoint("generated", tmp_path / "x", backbone="tiny", steps=0)

@@ -91,10 +91,10 @@ def test_erica_pretrains_two_steps_with_its_mlm_only_control_and_fine_tunes(back
     from test_erica import TRIPLES, toy_document
 
     from knowledge_lm.core.results import Cell
-    from knowledge_lm.methods.erica import build_corpus
+    from knowledge_lm.methods.erica.model import build_corpus
+    from knowledge_lm.methods.erica.pretraining import pretrain_erica
     from knowledge_lm.run.cell import run_cell
     from knowledge_lm.run.config import TrainConfig
-    from knowledge_lm.run.pretraining import pretrain_erica
 
     corpus = build_corpus([toy_document(f"d{i}") for i in range(4)], TRIPLES, relation_names={"P17": "country"})
     for objectives, losses in (("erica", {"ed", "rd", "mlm"}), ("erica-mlm-only", {"mlm"})):
@@ -118,7 +118,7 @@ def test_erica_pretrains_two_steps_with_its_mlm_only_control_and_fine_tunes(back
 @pytest.mark.parametrize("backbone", TINY)
 def test_knowbert_pretrains_two_steps_on_every_layout(backbone, prepared_cache, tmp_path):
     """KnowBERT's knowledge pretraining (MLM through the KAR hook, and the linking loss), with its own MLM head."""
-    from knowledge_lm.run.pretraining import knowbert_checkpoint
+    from knowledge_lm.run.knowbert_pretraining import knowbert_checkpoint
 
     out = knowbert_checkpoint(
         "generated",

@@ -89,7 +89,7 @@ def test_lama_probe_table_names_the_checkpoint(tmp_path):
 
 def test_variants_are_their_own_cells_and_rows(tmp_path):
     from knowledge_lm.run.config import validate_sweep
-    from knowledge_lm.run.runner import sweep_cells
+    from knowledge_lm.sweep.plan import sweep_cells
 
     sweep = validate_sweep(
         {

@@ -5,8 +5,9 @@ import stat
 
 import pytest
 
-from knowledge_lm.run import mps
-from knowledge_lm.run.mps import IN_USE_VARIABLE, LOG_VARIABLE, PIPE_VARIABLE, mps_decision, mps_for_sweep, mps_in_use
+from knowledge_lm.run.spec import MPS_VARIABLE, mps_in_use
+from knowledge_lm.sweep import mps
+from knowledge_lm.sweep.mps import LOG_VARIABLE, PIPE_VARIABLE, mps_decision, mps_for_sweep
 
 INSTALLED = {"which": lambda name: f"/usr/bin/{name}"}
 MISSING = {"which": lambda name: None}
@@ -39,7 +40,7 @@ def fake_control(tmp_path, monkeypatch):
     program.chmod(program.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{program.parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv(PIPE_VARIABLE, raising=False)
-    monkeypatch.delenv(IN_USE_VARIABLE, raising=False)
+    monkeypatch.delenv(MPS_VARIABLE, raising=False)
     return calls
 
 

@@ -19,7 +19,8 @@ from knowledge_lm.core.backbones import backbone_label
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.results import Cell, predictions_path, result_files, write_json_atomic, write_json_gz
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.run.runner import cell_status, run_sweep, sweep_cells
+from knowledge_lm.sweep.plan import cell_status, sweep_cells
+from knowledge_lm.sweep.runner import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,7 +132,7 @@ def test_status_says_corrupt_or_misfiled(tmp_path, capsys):
 
 
 def test_bench_sets_bad_results_aside_and_runs_their_cells_again(tmp_path, monkeypatch):
-    from knowledge_lm.run import runner
+    from knowledge_lm.sweep import runner
 
     results = tmp_path / "results"
     one, two, _ = plant_bad_results(results)

@@ -9,7 +9,8 @@ from helpers import stored_result
 
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.run.runner import cell_spec, cell_state, run_sweep, spec_command, sweep_cells
+from knowledge_lm.sweep.plan import cell_state, sweep_cells
+from knowledge_lm.sweep.runner import cell_spec, run_sweep, spec_command
 
 
 def small_sweep(**train):
@@ -67,8 +68,8 @@ def test_killed_cell_resumes_and_nothing_runs_twice(tmp_path):
 
 def launched_on(tmp_path, monkeypatch, gpus, jobs, overrides=None, seeds=(1, 2, 3, 4, 5)):
     """Which CUDA_VISIBLE_DEVICES each cell process got (the processes are stand-ins that fail at once)."""
-    from knowledge_lm.run import runner
     from knowledge_lm.run.config import validate_sweep
+    from knowledge_lm.sweep import runner
 
     launched = []
 
@@ -105,7 +106,7 @@ def launched_on(tmp_path, monkeypatch, gpus, jobs, overrides=None, seeds=(1, 2, 
 
 
 def test_the_cells_with_most_train_examples_start_first(tmp_path, monkeypatch, shared_data):
-    from knowledge_lm.run import runner
+    from knowledge_lm.sweep import runner
 
     started = []
 
@@ -243,7 +244,7 @@ def test_rerun_without_predictions_supersedes_old_results_and_keeps_them(tmp_pat
 def test_failed_rerun_leaves_the_old_result_in_place(tmp_path, monkeypatch):
     """The old result moves to superseded/ only for the re-run's sake: when the re-run fails, it comes back."""
     from knowledge_lm.core.results import predictions_path
-    from knowledge_lm.run import runner
+    from knowledge_lm.sweep import runner
 
     results, runs = tmp_path / "results", tmp_path / "runs"
     sweep = small_sweep()

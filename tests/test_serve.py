@@ -15,8 +15,9 @@ import yaml
 from knowledge_lm.core.results import predictions_path, read_predictions
 from knowledge_lm.run.cell import run_spec
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.run.runner import cell_spec, sweep_cells
-from knowledge_lm.run.serve import (
+from knowledge_lm.sweep.plan import sweep_cells
+from knowledge_lm.sweep.runner import cell_spec
+from knowledge_lm.sweep.serve import (
     ServedProcess,
     installed_distributions,
     own_folder,
@@ -67,7 +68,7 @@ def server():
     env = {**os.environ, "KLM_SERVE": "1"}
     # The key as the command computes it, in its own process: this one's path and environment may differ by now.
     key = subprocess.run(
-        [sys.executable, "-c", "from knowledge_lm.run.serve import server_key; print(server_key())"],
+        [sys.executable, "-c", "from knowledge_lm.sweep.serve import server_key; print(server_key())"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -107,7 +108,7 @@ def test_the_key_follows_import_time_environment_only(monkeypatch):
     assert server_key({**os.environ, "HF_HUB_OFFLINE": "0" if os.environ.get("HF_HUB_OFFLINE") == "1" else "1"}) != key
     assert socket_path(key).parent.name == f"klm-serve-{os.getuid()}"
     no_server = {**os.environ, "PYTHONPATH": "/no/server/imported/with/this"}
-    assert spawn("knowledge_lm.run.worker", ["1"], no_server) is None  # the runner then starts its own
+    assert spawn("knowledge_lm.sweep.worker", ["1"], no_server) is None  # the runner then starts its own
 
 
 def test_the_key_follows_the_installed_distributions(tmp_path, monkeypatch):
@@ -153,7 +154,7 @@ def test_a_bench_handed_to_the_server_imports_no_torch_and_gives_a_cold_cells_re
                flags=("-X", "importtime"))  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time")}
-    assert "knowledge_lm.run.runner" in imported and "torch" not in imported  # it ran in a child of the server
+    assert "knowledge_lm.sweep.runner" in imported and "torch" not in imported  # it ran in a child of the server
     worker_log = (served / "runs" / "workers" / "slot-0.log").read_text()
     assert f"forked by klm serve (pid {server})" in worker_log
 
@@ -178,7 +179,7 @@ def test_a_bench_handed_to_the_server_imports_no_torch_and_gives_a_cold_cells_re
 
 
 def test_a_killed_served_worker_reports_its_signal_and_a_second_server_is_refused(server):
-    worker = spawn("knowledge_lm.run.worker", [str(os.getpid())], dict(os.environ))
+    worker = spawn("knowledge_lm.sweep.worker", [str(os.getpid())], dict(os.environ))
     assert worker is not None and worker.poll() is None
     worker.kill()
     assert worker.wait(60) == -signal.SIGKILL

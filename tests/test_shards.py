@@ -8,11 +8,12 @@ import pytest
 
 from knowledge_lm.cli import main
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.run import runner
 from knowledge_lm.run.claims import CLAIMED_EXIT, claim_cell
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.run.runner import parse_shard, run_sweep, shard_keys, sweep_cells
-from knowledge_lm.run.submit import array_tasks, run_command
+from knowledge_lm.sweep import runner
+from knowledge_lm.sweep.plan import parse_shard, shard_keys, sweep_cells
+from knowledge_lm.sweep.runner import run_sweep
+from knowledge_lm.sweep.submit import array_tasks, run_command
 
 
 def small_sweep(seeds=(1, 2, 3, 4, 5)):
@@ -85,7 +86,7 @@ def test_executor_slurm_needs_sbatch_or_submitit(capsys, tmp_path, monkeypatch):
 @pytest.mark.slow  # about 20 s on 2 cores: the job's process imports torch and trains a cell
 def test_cells_run_as_submitit_jobs(tmp_path):
     pytest.importorskip("submitit")
-    from knowledge_lm.run.submit import make_executor
+    from knowledge_lm.sweep.submit import make_executor
 
     sweep = small_sweep(seeds=(1,))
     results, runs = tmp_path / "results", tmp_path / "runs"

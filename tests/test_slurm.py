@@ -17,7 +17,7 @@ import yaml
 from test_cell_claims import tiny_sweep_config
 
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.run.runner import cell_status, sweep_cells
+from knowledge_lm.sweep.plan import cell_status, sweep_cells
 
 pytestmark = pytest.mark.slurm
 ROOT = Path(__file__).resolve().parents[1]

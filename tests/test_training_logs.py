@@ -11,7 +11,7 @@ from knowledge_lm.cli import main
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.results import result_files
 from knowledge_lm.run.config import TrainConfig, validate_sweep
-from knowledge_lm.run.runner import sweep_cells
+from knowledge_lm.sweep.plan import sweep_cells
 
 SWEEP = {
     "name": "logs",

@@ -16,7 +16,8 @@ from knowledge_lm.core.caches import NOTICES_ENV
 from knowledge_lm.core.results import predictions_path, read_predictions, write_json_atomic
 from knowledge_lm.run.claims import read_claim
 from knowledge_lm.run.config import validate_sweep
-from knowledge_lm.run.runner import cell_state, failure_message, run_cells, run_sweep, sweep_cells, worker_pool
+from knowledge_lm.sweep.plan import cell_state, failure_message, sweep_cells
+from knowledge_lm.sweep.runner import run_cells, run_sweep, worker_pool
 
 
 def tiny_sweep(name: str, seeds, fractions=(1.0,), epochs: int = 1):
@@ -122,8 +123,8 @@ def test_a_worker_whose_log_is_on_a_full_disk_replies_why(tmp_path, monkeypatch,
     import io
     import sys
 
-    from knowledge_lm.run import worker
-    from knowledge_lm.run.runner import cell_spec
+    from knowledge_lm.sweep import worker
+    from knowledge_lm.sweep.runner import cell_spec
 
     for name in ("die_with_parent", "keep_backbones_loaded", "output_to"):
         monkeypatch.setattr(worker, name, lambda *args: None)
@@ -198,7 +199,7 @@ def test_without_a_terminal_each_ended_cell_is_a_line(tmp_path, capsys, monkeypa
 
 
 def test_on_a_terminal_the_bar_counts_the_cells(tmp_path, capsys, monkeypatch):
-    from knowledge_lm.run import runner
+    from knowledge_lm.sweep import runner
 
     monkeypatch.setattr(runner.console, "_force_terminal", True)
     run_fake_cells(tmp_path, {1: (0, ""), 2: (0, "")})

@@ -11,13 +11,8 @@ from knowledge_lm.core.backbones import backbone_label
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.paths import SCRATCH_BACKBONES, SCRATCH_RESULTS, benchmarks_dir, project_path
 from knowledge_lm.report.paper_tables import sweep_groups
-from knowledge_lm.run.config import (
-    dataset_defaults,
-    parse_fractions,
-    read_sweep_yaml,
-    validate_sweep,
-)
-from knowledge_lm.run.inputs import check_sweep
+from knowledge_lm.run.config import chosen_sweep
+from knowledge_lm.sweep.inputs import check_sweep
 
 RESULTS_HELP = (
     "the results store (default: results/ of the project root, $KLM_HOME or the git work tree; for tiny-backbone "
@@ -69,43 +64,12 @@ def resolve_folders(args, backbones=()):
 
 
 def sweep_from_args(args, table: bool = False):
-    if args.config:
-        raw, where = read_sweep_yaml(args.config), args.config
-        if not isinstance(raw, dict):
-            raise KlmError(f"{args.config}: a sweep config is a YAML mapping")
-    elif args.dataset:
-        raw, where = dict(dataset_defaults(args.dataset)), f"benchmarks/{args.dataset}.yaml"
-        raw["dataset"] = args.dataset
-        raw.setdefault("name", args.dataset)
-    else:
-        raise KlmError("name a --dataset (and --method), or a --config")
-    if args.dataset and args.config and raw.get("dataset") != args.dataset:
-        raise KlmError(f"--dataset {args.dataset} contradicts {args.config} (dataset {raw.get('dataset')})")
-    if args.method is not None:  # given empty, an error (validate_sweep), never the default baseline
-        chosen = list(dict.fromkeys(args.method.split(",")))
-        # A table's configs keep only the chosen methods they list; one config runs the chosen methods.
-        raw["methods"] = [m for m in raw.get("methods", ["baseline"]) if m in chosen] if table else chosen
-        if not raw["methods"]:
-            return None
-        raw["name"] = f"{raw.get('name', raw.get('dataset'))}:{','.join(chosen)}"
-        if isinstance(raw.get("method_backbones"), dict):  # the chosen methods' own backbones, as the config says
-            raw["method_backbones"] = {m: b for m, b in raw["method_backbones"].items() if m in raw["methods"]} or None
-    raw.setdefault("methods", ["baseline"])
-    if args.tasks is not None:  # given empty, an error (validate_sweep), never the defaults
-        raw["tasks"] = args.tasks.split(",") if args.tasks.strip() else [""]
-    if args.fractions is not None:
-        raw["fractions"] = args.fractions
-        if isinstance(raw.get("fraction_seeds"), dict):
-            wanted = set(parse_fractions(args.fractions))
-            raw["fraction_seeds"] = {
-                f: seeds for f, seeds in raw["fraction_seeds"].items() if parse_fractions([f])[0] in wanted
-            } or None
-    if args.seeds is not None:
-        raw["seeds"] = args.seeds
-        raw.pop("fraction_seeds", None)  # seeds typed on the command line apply to every fraction
-    if args.backbone is not None:  # given empty, an error (validate_sweep), never the default MiniLM
-        raw["backbone"] = args.backbone
-    sweep = validate_sweep(raw, where)
+    """The sweep a command's arguments choose (``chosen_sweep``), its ``--set`` overrides and inputs checked and its
+    folders resolved; None where a ``--table`` config lists none of the chosen methods."""
+    choices = {name: getattr(args, name) for name in ("method", "tasks", "fractions", "seeds", "backbone")}
+    sweep = chosen_sweep(args.config, args.dataset, table=table, **choices)
+    if sweep is None:
+        return None
     overrides = parse_overrides(args.set)
     for task in sweep.tasks:
         for variant in sweep.variants:

@@ -22,9 +22,9 @@ from knowledge_lm.core.errors import KlmError
 from knowledge_lm.run.config import (
     check_data_dir,
 )
-from knowledge_lm.run.inputs import check_backbone_ready
-from knowledge_lm.run.mps import mps_for_sweep
-from knowledge_lm.run.runner import (
+from knowledge_lm.sweep.inputs import check_backbone_ready
+from knowledge_lm.sweep.mps import mps_for_sweep
+from knowledge_lm.sweep.plan import (
     cell_status,
     duration_text,
     estimated_seconds,
@@ -32,15 +32,12 @@ from knowledge_lm.run.runner import (
     plan_sweep,
     planned_cells,
     renamed_line,
-    run_sweep,
-    run_sweeps_together,
     shard_keys,
     stored_wall_times,
     sweep_cells,
-    visible_gpus,
-    worker_pool,
 )
-from knowledge_lm.run.startup import cell_spans_since, outside_cells_line, process_started
+from knowledge_lm.sweep.runner import run_sweep, run_sweeps_together, visible_gpus, worker_pool
+from knowledge_lm.sweep.startup import cell_spans_since, outside_cells_line, process_started
 
 # klm bench's exit code where cells remain unfinished because other processes run them.
 UNFINISHED_EXIT = 3
@@ -119,7 +116,7 @@ def check_devices(sweeps, overrides: dict, executor: str):
     executor places its cells itself)."""
     if executor != "local":
         return
-    wanted = max(sweep.train_config(task, overrides).devices for sweep in sweeps for task in sweep.tasks)
+    wanted = max(sweep.devices_per_cell(overrides) for sweep in sweeps)
     if wanted > 1:
         gpus = visible_gpus()
         if len(gpus) < wanted:
@@ -171,9 +168,9 @@ def command_bench(args):
         return 0
     executor = None
     if args.executor != "local":
-        from knowledge_lm.run.submit import make_executor
+        from knowledge_lm.sweep.submit import make_executor
 
-        devices = max(sweep.train_config(task, overrides).devices for sweep in sweeps for task in sweep.tasks)
+        devices = max(sweep.devices_per_cell(overrides) for sweep in sweeps)
         executor = make_executor(
             args.executor, args.runs_dir / "submitit", devices, parse_overrides(args.executor_option)
         )
@@ -236,7 +233,7 @@ def run_sweeps(args, sweeps, *, overrides, data_dir, jobs, only, executor) -> in
         stack.enter_context(mps_for_sweep(jobs, args.runs_dir, enabled=not args.no_mps and executor is None))
         together = []
         if len(sweeps) > 1 and executor is None and not args.isolate_cells:
-            together = [s for s in sweeps if max(s.train_config(t, overrides).devices for t in s.tasks) == 1]
+            together = [s for s in sweeps if s.devices_per_cell(overrides) == 1]
         if together:
             pool = stack.enter_context(worker_pool(jobs, args.runs_dir))
             failed += run_sweeps_together(together, overrides, pool=pool, **common)["failed"]

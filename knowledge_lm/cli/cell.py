@@ -14,10 +14,7 @@ from knowledge_lm.run.config import (
     check_data_dir,
 )
 from knowledge_lm.run.identity import identify
-from knowledge_lm.run.runner import (
-    cell_status,
-    sweep_cells,
-)
+from knowledge_lm.sweep.plan import cell_status, sweep_cells
 
 
 def command_cell(args):

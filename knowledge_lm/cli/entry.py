@@ -23,7 +23,7 @@ from knowledge_lm.cli.arguments import BENCHMARKS_HELP, resolve_folders
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.paths import BENCHMARKS_ENV
 from knowledge_lm.run.claims import INTERRUPTED_EXIT
-from knowledge_lm.run.serve import forked_by_server, forward, start_in_background
+from knowledge_lm.sweep.serve import forked_by_server, forward, start_in_background
 
 # Each module adds its subcommand (``add_parser``), in the order ``klm --help`` lists them.
 SUBCOMMANDS = (

@@ -12,9 +12,7 @@ from knowledge_lm.core.results import COVERAGE_DIR, write_json_atomic
 from knowledge_lm.run.config import (
     check_data_dir,
 )
-from knowledge_lm.run.runner import (
-    prepare_knowledge,
-)
+from knowledge_lm.sweep.runner import prepare_knowledge
 
 
 def command_prepare(args):

@@ -18,7 +18,8 @@ PRETRAINING_UNFINISHED = 75
 
 def command_pretrain(args):
     # The pretraining modules (torch, transformers) load only when this command runs.
-    from knowledge_lm.run.pretraining import erica_checkpoint, erica_state_dir, knowbert_checkpoint
+    from knowledge_lm.methods.erica.pretraining import erica_checkpoint, erica_state_dir
+    from knowledge_lm.run.knowbert_pretraining import knowbert_checkpoint
     from knowledge_lm.run.provenance import record_pretraining
 
     if args.method == "knowbert":
@@ -40,9 +41,6 @@ def command_pretrain(args):
             f"its record: {record_pretraining(out, args.results_dir)}"
         )
         return 0
-    from knowledge_lm.methods.erica import BATCH_SIZE
-
-    args.batch_size, args.max_length = args.batch_size or BATCH_SIZE, args.max_length or 512
     exclude = (
         None
         if args.exclude_test is None

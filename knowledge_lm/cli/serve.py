@@ -1,7 +1,7 @@
 """``klm serve``: a warm process that forks sweep workers already imported."""
 
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.run.serve import serve
+from knowledge_lm.sweep.serve import serve
 
 
 def command_serve(args):

@@ -16,11 +16,7 @@ from knowledge_lm.cli.arguments import (
     parse_overrides,
     sweeps_from_args,
 )
-from knowledge_lm.run.runner import (
-    cell_status,
-    planned_cells,
-    renamed_line,
-)
+from knowledge_lm.sweep.plan import cell_status, planned_cells, renamed_line
 
 
 def newest_log(log_dir: Path) -> Path | None:

@@ -45,7 +45,7 @@ class TaskKindEntry:
 
 # The modules, one line each: where a method moves, its line here is the one to change.
 BASELINE = "knowledge_lm.methods.baseline"
-ERICA = "knowledge_lm.methods.erica"
+ERICA = "knowledge_lm.methods.erica.model"
 KAM = "knowledge_lm.methods.kam"
 KG_TEXT = "knowledge_lm.methods.kg_text"
 KNOWBERT = "knowledge_lm.methods.knowbert"

@@ -798,6 +798,8 @@ class GeneratedDataModule(TaskDataModule):
         "test": "the generator's test statements (about test entities, never a subject in train)",
     }
     tasks = ("facts",)
+    world = staticmethod(generate)  # a world of given knobs, in memory, without a data module (the sanity report's)
+    fact_templates = FACT_TEMPLATES  # each statement template with its relation path (the sanity report's rule)
 
     def __init__(
         self,

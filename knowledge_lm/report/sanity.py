@@ -11,8 +11,8 @@ from pathlib import Path
 
 from knowledge_lm.core.caches import read_cached_json
 from knowledge_lm.core.io import default_cache_dir
+from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.core.results import write_json_atomic
-from knowledge_lm.data.generated import FACT_TEMPLATES, GeneratedData, GeneratorKnobs, generate
 from knowledge_lm.knowledge.noise import permute_relations
 
 ORACLES = ("rule", "adjacency", "distance", "transe_permuted", "kg_text_order")
@@ -32,10 +32,9 @@ CONFIRM_SEED = 20261127
 PAGE_WORLDS = ({"dev_size": 300, "negatives": "hard"}, {"dev_size": 300, "negatives": "hard", "seed": CONFIRM_SEED})
 TRANSE_HPARAMS = dict(dim=32, epochs=40, margin=1.0, lr=0.01, batch_size=256, seed=0)
 SANITY_VERSION = 2  # part of the cache key: a change to an oracle must not read older numbers
-TEMPLATES = {template.name: template for template in FACT_TEMPLATES}
 
 
-def oracle_scores(data: GeneratedData, transe_hparams: dict | None = None) -> dict[str, dict[str, float]]:
+def oracle_scores(data, transe_hparams: dict | None = None) -> dict[str, dict[str, float]]:
     """Oracle → family → accuracy (%) on test; relation-blind oracles on one_hop and two_hop only.
 
     No language model is trained. Each oracle reads a statement's gold links (the subject first, the claimed object
@@ -77,7 +76,7 @@ def oracle_scores(data: GeneratedData, transe_hparams: dict | None = None) -> di
     return scores
 
 
-def input_order_scores(data: GeneratedData) -> dict[str, float]:
+def input_order_scores(data) -> dict[str, float]:
     """kg-text's input-order oracle (a decision stump over its facts' positions, fit on train) on one_hop and
     two_hop, with the default backbone's tokenizer: facts are counted in its sub-word tokens."""
     from knowledge_lm.core.backbones import load_tokenizer
@@ -92,16 +91,16 @@ def pair(record: dict) -> tuple[str, str]:
     return record["entities"][0]["gold_qid"], record["entities"][-1]["gold_qid"]
 
 
-def rule_answer(data: GeneratedData, record: dict) -> int:
+def rule_answer(data, record: dict) -> int:
     links = [link["gold_qid"] for link in record["entities"]]
     if record["kind"] == "text":  # "{s} ... {x}. {s} ... {y}."
         return int(links[1] == links[3])
     if record["kind"] == "type":
         return int(data.kg.entities[links[0]].type == record["text_a"].rstrip(".").split()[-1])
-    return int(links[-1] in data.kg.follow(links[0], TEMPLATES[record["template"]].path)[-1])
+    return int(links[-1] in data.kg.follow(links[0], template_path(record["template"]))[-1])
 
 
-def rule_accuracy(data: GeneratedData, records: list[dict]) -> dict[str, float]:
+def rule_accuracy(data, records: list[dict]) -> dict[str, float]:
     return by_family(records, [rule_answer(data, record) for record in records])
 
 
@@ -177,7 +176,7 @@ def permuted_transe(kg, hparams: dict):
 
 def transe_claim_distance(embeddings, record: dict) -> float:
     subject, claimed = pair(record)
-    path = TEMPLATES[record["template"]].path
+    path = template_path(record["template"])
     relations = sum(embeddings.relation_matrix[embeddings.relation_index[embeddings.pid_of[name]]] for name in path)
     return float((embeddings.lookup(subject) + relations - embeddings.lookup(claimed)).norm())
 
@@ -187,10 +186,19 @@ def transe_pair_distance(embeddings, record: dict) -> float:
     return float((embeddings.lookup(subject) - embeddings.lookup(claimed)).norm())
 
 
-def cached_oracle_scores(knobs: dict, cache_dir: Path | None = None) -> dict[str, dict[str, float]]:
-    """``oracle_scores`` of the world ``generate(**knobs)``, kept under ``cache_dir`` (default: the cache directory)
+def generated_world(**knobs):
+    """The generated task's world for ``knobs`` (its graph and splits), in memory: through the dataset's class."""
+    return DATASETS.get("generated").world(**knobs)
+
+
+def template_path(name: str) -> tuple[str, ...]:
+    """The relation path of the generated task's statement template ``name``."""
+    return next(template.path for template in DATASETS.get("generated").fact_templates if template.name == name)
+
+
+def cached_oracle_scores(data, cache_dir: Path | None = None) -> dict[str, dict[str, float]]:
+    """``oracle_scores`` of the generated world ``data``, kept under ``cache_dir`` (default: the cache directory)
     keyed by the generated data itself, so that a change to the generator is never read from an older entry."""
-    data = generate(**knobs)
     # The oracles' code is part of the key too: kg-text's order oracle lives in its method's file.
     code = [(Path(__file__).parent.parent / part).read_text() for part in ("report/sanity.py", "methods/kg_text.py")]
     key = hashlib.sha256(
@@ -208,8 +216,8 @@ def cached_oracle_scores(knobs: dict, cache_dir: Path | None = None) -> dict[str
     return scores
 
 
-def world_name(knobs: dict) -> str:
-    full = asdict(GeneratorKnobs(**knobs))
+def world_name(data) -> str:
+    full = asdict(data.knobs)
     return ", ".join(f"{name}={value}" for name, value in full.items())
 
 
@@ -226,9 +234,10 @@ def sanity_section(worlds=PAGE_WORLDS, cache_dir: Path | None = None) -> list[st
         "",
     ]
     for knobs in worlds:
-        scores = cached_oracle_scores(dict(knobs), cache_dir)
+        data = generated_world(**knobs)
+        scores = cached_oracle_scores(data, cache_dir)
         out += [
-            f"World: {world_name(dict(knobs))}.",
+            f"World: {world_name(data)}.",
             "",
             "| oracle | " + " | ".join(FAMILIES) + " |",
             "|---|" + "---:|" * len(FAMILIES),

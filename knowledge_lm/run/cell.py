@@ -37,20 +37,13 @@ from knowledge_lm.core.results import (
     write_predictions,
 )
 from knowledge_lm.core.subsets import subset_hash
+from knowledge_lm.methods.trainer import build_trainer, resolve_precision, training_logger
 from knowledge_lm.run.claims import CLAIM_FILE, CLAIMED_EXIT, INTERRUPTED_EXIT, CellClaimed, claim_cell
 from knowledge_lm.run.config import TrainConfig
 from knowledge_lm.run.identity import cell_identity
-from knowledge_lm.run.mps import mps_in_use
 from knowledge_lm.run.provenance import device_record, git_commit, records_sha256, versions
-from knowledge_lm.run.spec import CellSpec
-from knowledge_lm.run.trainer import (
-    CellCheckpoint,
-    build_model_and_data,
-    build_trainer,
-    method_dataset_options,
-    resolve_precision,
-    training_logger,
-)
+from knowledge_lm.run.spec import CellSpec, mps_in_use
+from knowledge_lm.run.trainer import CellCheckpoint, build_model_and_data, method_dataset_options
 from knowledge_lm.tasks.metrics import SCORER_VERSION
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -440,7 +433,7 @@ def cell_result(
 
 
 def run_spec(spec: CellSpec, error: dict | None = None) -> int:
-    """Run the cell of ``spec`` (``knowledge_lm.run.runner.cell_spec``'s) in this process; its exit status: 0 done,
+    """Run the cell of ``spec`` (``knowledge_lm.sweep.runner.cell_spec``'s) in this process; its exit status: 0 done,
     ``CLAIMED_EXIT`` where another process holds or has finished it, ``INTERRUPTED_EXIT`` stopped by Ctrl-C (it
     resumes), 1 failed (the error printed in one line and recorded in ``failed.json``; also in ``error``, where
     given: ``{"error": one line, "traceback": its end}``, what a worker replies)."""

@@ -307,6 +307,10 @@ class Sweep:
             self.parsed[key] = TrainConfig.from_dict(self.train_values(task, overrides, variant), where=where)
         return self.parsed[key]
 
+    def devices_per_cell(self, overrides: dict | None = None) -> int:
+        """The GPUs a cell of the sweep trains on: the most its tasks' settings ask for (a variant changes none)."""
+        return max(self.train_config(task, overrides).devices for task in self.tasks)
+
 
 def parse_fractions(text) -> list[float]:
     """The fractions of ``text`` (a comma-separated string or a list), each once, in their first order."""
@@ -493,6 +497,52 @@ def validate_sweep(raw: dict, where: str) -> Sweep:
             TrainConfig.from_dict(sweep.train_values(task, variant=variant), where=f"{where} ({context})")
     sweep.source = where
     return sweep
+
+
+def chosen_sweep(
+    config, dataset: str | None, *, method=None, tasks=None, fractions=None, seeds=None, backbone=None, table=False
+) -> Sweep | None:
+    """The sweep of a ``config`` file (or of ``dataset``'s own config) with the command line's choices merged in,
+    each a comma-separated text where given: ``method`` (with ``table``, the methods of the config that it names;
+    None where there are none), ``tasks``, ``fractions`` (a config's ``fraction_seeds`` kept for those), ``seeds``
+    (for every fraction), ``backbone``; checked and parsed (``validate_sweep``)."""
+    if config:
+        raw, where = read_sweep_yaml(config), config
+        if not isinstance(raw, dict):
+            raise KlmError(f"{config}: a sweep config is a YAML mapping")
+    elif dataset:
+        raw, where = dict(dataset_defaults(dataset)), f"benchmarks/{dataset}.yaml"
+        raw["dataset"] = dataset
+        raw.setdefault("name", dataset)
+    else:
+        raise KlmError("name a --dataset (and --method), or a --config")
+    if dataset and config and raw.get("dataset") != dataset:
+        raise KlmError(f"--dataset {dataset} contradicts {config} (dataset {raw.get('dataset')})")
+    if method is not None:  # given empty, an error (validate_sweep), never the default baseline
+        chosen = list(dict.fromkeys(method.split(",")))
+        # A table's configs keep only the chosen methods they list; one config runs the chosen methods.
+        raw["methods"] = [m for m in raw.get("methods", ["baseline"]) if m in chosen] if table else chosen
+        if not raw["methods"]:
+            return None
+        raw["name"] = f"{raw.get('name', raw.get('dataset'))}:{','.join(chosen)}"
+        if isinstance(raw.get("method_backbones"), dict):  # the chosen methods' own backbones, as the config says
+            raw["method_backbones"] = {m: b for m, b in raw["method_backbones"].items() if m in raw["methods"]} or None
+    raw.setdefault("methods", ["baseline"])
+    if tasks is not None:  # given empty, an error (validate_sweep), never the defaults
+        raw["tasks"] = tasks.split(",") if tasks.strip() else [""]
+    if fractions is not None:
+        raw["fractions"] = fractions
+        if isinstance(raw.get("fraction_seeds"), dict):
+            wanted = set(parse_fractions(fractions))
+            raw["fraction_seeds"] = {
+                f: seeds for f, seeds in raw["fraction_seeds"].items() if parse_fractions([f])[0] in wanted
+            } or None
+    if seeds is not None:
+        raw["seeds"] = seeds
+        raw.pop("fraction_seeds", None)  # seeds typed on the command line apply to every fraction
+    if backbone is not None:  # given empty, an error (validate_sweep), never the default MiniLM
+        raw["backbone"] = backbone
+    return validate_sweep(raw, where)
 
 
 def check_method_options(sweep: Sweep, where: str, overrides: dict | None = None) -> None:

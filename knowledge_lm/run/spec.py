@@ -2,10 +2,13 @@
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass, field
 
 from knowledge_lm.core.results import Cell
 from knowledge_lm.run.config import TrainConfig
+
+MPS_VARIABLE = "KLM_MPS"  # "1" in the environment of the cells an MPS daemon of their sweep serves
 
 
 @dataclass(frozen=True)
@@ -52,3 +55,9 @@ class CellSpec:
     @classmethod
     def from_json(cls, text: str) -> "CellSpec":
         return cls.from_dict(json.loads(text))
+
+
+def mps_in_use() -> bool:
+    """Whether this cell runs under an MPS daemon its sweep set up for it (``knowledge_lm.sweep.mps``), as its
+    result records it."""
+    return os.environ.get(MPS_VARIABLE) == "1"

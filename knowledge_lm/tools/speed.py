@@ -23,9 +23,10 @@ from transformers import BertConfig, BertModel
 from knowledge_lm.core.backbones import load_backbone, load_tokenizer
 from knowledge_lm.core.registry import METHODS
 from knowledge_lm.data.base import StaticPadding
+from knowledge_lm.methods.trainer import build_trainer
 from knowledge_lm.run.config import TrainConfig, dataset_defaults
 from knowledge_lm.run.provenance import device_name, measured_now
-from knowledge_lm.run.trainer import build_model_and_data, build_trainer
+from knowledge_lm.run.trainer import build_model_and_data
 
 
 class StepTimer(pl.Callback):

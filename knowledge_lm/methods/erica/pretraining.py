@@ -1,5 +1,5 @@
-"""The pretraining drivers of ``klm pretrain``: a pretraining stage from its corpus to a saved checkpoint
-directory with its manifest (KnowBERT's knowledge pretraining, ERICA and its ablations)."""
+"""ERICA's pretraining, as ``klm pretrain`` runs it: from its corpus to a saved checkpoint directory with its
+manifest (ERICA and its ablations), resumable."""
 
 import json
 import shutil
@@ -14,10 +14,10 @@ from torch.utils.data import DataLoader
 
 from knowledge_lm.core.backbones import load_backbone
 from knowledge_lm.core.errors import KlmError
-from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.core.results import free_output_dir, write_dir_atomic
 from knowledge_lm.data.base import default_cache_dir
-from knowledge_lm.methods.erica import (
+from knowledge_lm.methods.erica.corpus import cached_corpus, corpus_statistics, parse_sources
+from knowledge_lm.methods.erica.model import (
     BATCH_SIZE,
     MAX_NEGATIVES,
     EricaBatches,
@@ -28,81 +28,7 @@ from knowledge_lm.methods.erica import (
     objective_set,
     relation_vocabulary,
 )
-from knowledge_lm.methods.knowbert import KnowBertPretraining
-from knowledge_lm.run.config import dataset_defaults
-from knowledge_lm.run.erica_corpus import cached_corpus, corpus_statistics, parse_sources
-from knowledge_lm.run.trainer import ResumableState, build_trainer, wire_knowledge
-
-
-def knowbert_checkpoint(
-    dataset: str,
-    out,
-    *,
-    backbone: str = "minilm",
-    steps: int = 1000,
-    batch_size: int = 32,
-    max_length: int | None = None,
-    data_dir=None,
-    cache_dir=None,
-    seed: int = 0,
-    lr: float | None = None,
-    progress: bool = True,
-    dataset_options: dict | None = None,
-    **options,
-) -> Path:
-    """What ``klm pretrain --method knowbert --corpus DATASET`` does: knowledge pretraining on the train split of
-    ``dataset`` (its default task, features from ``klm prepare --dataset DATASET --kg-embeddings`` at the
-    dataset config's max_length), saved at ``out`` (written beside it, renamed at the end)."""
-
-    for option, value in (("steps", steps), ("batch size", batch_size)):
-        if value <= 0:
-            raise KlmError(f"KnowBERT pretraining needs {option} > 0, got {value}")
-    out = free_output_dir(out)
-    defaults = dataset_defaults(dataset)
-    dataset_class = DATASETS.get(dataset)
-    max_length = max_length or (defaults.get("train") or {}).get("max_length", 128)
-    dataset_options = {
-        k: v
-        for k, v in {**(defaults.get("dataset_options") or {}), **(dataset_options or {})}.items()
-        if k != "knowledge"
-    }
-    pl.seed_everything(seed, workers=True, verbose=False)
-    encoder, tokenizer, info = load_backbone(backbone, seed=seed)
-    data = dataset_class(
-        tokenizer=tokenizer,
-        data_dir=data_dir,
-        batch_size=batch_size,
-        max_length=max_length,
-        cache_dir=cache_dir,
-        knowledge=dict((defaults.get("dataset_options") or {}).get("knowledge") or {}),
-        **dataset_options,
-    )
-    module = KnowBertPretraining(encoder, tokenizer, steps, **({"lr": lr} if lr else {}), **options)
-    data.setup()
-    wire_knowledge(module, data)
-    gpu = torch.cuda.is_available()
-    trainer = build_trainer(steps, progress=progress)
-    trainer.fit(module, datamodule=data)
-    return write_dir_atomic(
-        out,
-        lambda folder: module.save_checkpoint(
-            folder,
-            {
-                "corpus": {
-                    "dataset": dataset,
-                    "task": data.task,
-                    "split": "train",
-                    "examples": len(data.splits["train"]),
-                    "subset_hash": data.subset_hash,
-                },
-                "backbone": info.to_dict(),
-                "batch_size": batch_size,
-                "max_length": max_length,
-                "seed": seed,
-                "device": torch.cuda.get_device_name(0) if gpu else "cpu",
-            },
-        ),
-    )
+from knowledge_lm.methods.trainer import ResumableState, build_trainer
 
 
 def checked_micro_batch_size(corpus: list[dict], steps: int, batch_size: int, micro_batch_size: int | None) -> int:
@@ -160,7 +86,7 @@ def fit_restoring_determinism(trainer, module, loader, state, *, deterministic: 
         torch.use_deterministic_algorithms(was_deterministic[0], warn_only=was_deterministic[1])
 
 
-def erica_loader(corpus, tokenizer, options: dict, settings: dict, span: tuple[int, int], workers: int | None):
+def erica_loader(corpus, tokenizer, options: dict, settings: dict, *, span: tuple[int, int], workers: int | None):
     """The micro-batches of :class:`EricaBatches` from number ``span[0]`` to ``span[1]`` (of ``settings``' size,
     length and seed), collated (tokenised) by ``workers`` loader processes (default 2 on a GPU, none on the CPU)."""
     seed = settings["seed"]
@@ -180,6 +106,7 @@ def pretrain_erica(
     tokenizer,
     steps: int,
     output_dir=None,
+    *,
     batch_size: int = BATCH_SIZE,
     max_length: int = 512,
     seed: int = 0,
@@ -204,7 +131,7 @@ def pretrain_erica(
     micro-batches, and RD contrasts within each micro-batch, as the official code (16 documents per GPU, 8 GPUs,
     16 accumulations = 2,048). The batches are those of :class:`EricaBatches`.
 
-    With ``state_dir`` the run is resumable: :class:`~knowledge_lm.run.trainer.ResumableState` saves
+    With ``state_dir`` the run is resumable: :class:`~knowledge_lm.methods.trainer.ResumableState` saves
     ``state_dir/last.ckpt`` every ``save_every_s`` seconds (or ``save_every_steps`` steps) and when the session
     stops early (``stop_after_steps`` steps or ``time_budget_s`` seconds of this session), and a call with a
     ``state_dir`` holding a state resumes from it; ``state_dir/run.json`` holds what the run is (``run_key`` plus
@@ -235,7 +162,7 @@ def pretrain_erica(
         callbacks = [*callbacks, ResumableState(state_dir / "last.ckpt", *saving)]
     pl.seed_everything(seed, workers=True, verbose=False)
     span = (start_step * accumulate, steps * accumulate)
-    loader = erica_loader(corpus, tokenizer, options, settings, span, data_workers)
+    loader = erica_loader(corpus, tokenizer, options, settings, span=span, workers=data_workers)
     module = EricaPretraining(backbone, tokenizer, steps, corpus_hash=digest, **options)
     module.train()  # from_pretrained gives a model in eval mode (dropout off); Lightning keeps module modes
     recorded = ("batch_size", "micro_batch_size", "deterministic", "attention_kernel")
@@ -259,7 +186,7 @@ def erica_state_dir(out) -> Path:
     return out.parent / f"{out.name}.resume"
 
 
-def checked_objective_set(method, objectives, steps, batch_size, max_length, micro_batch_size) -> str:
+def checked_objective_set(method, objectives, *, steps, batch_size, max_length, micro_batch_size) -> str:
     """The objective set of ``method``, once ``objectives`` (where given) agrees and the sizes are positive."""
     name = objective_set(method)
     if objectives is not None and objective_set(objectives) != name:
@@ -272,12 +199,18 @@ def checked_objective_set(method, objectives, steps, batch_size, max_length, mic
     return name
 
 
-def print_corpus_line(sources: list[str], statistics: dict, corpus_path) -> None:
+def announced_corpus(corpus, cache_dir, data_dir, **filters) -> tuple[list[str], list[dict], Path, dict]:
+    """``(sources, records, cache file, statistics)`` of ``corpus`` (built, or read from the cache under
+    ``cache_dir``; ``filters``: :func:`cached_corpus`'s), its statistics printed in one line on stderr."""
+    sources = parse_sources(corpus)
+    records, corpus_path = cached_corpus(sources, cache_dir or default_cache_dir(), data_dir, **filters)
+    statistics = corpus_statistics(records)
     print(
         f"ERICA corpus {', '.join(sources)}: {statistics['documents']} documents, {statistics['relations']} relations "
         f"({statistics['intra']} intra-sentence) of {statistics['relation_types']} types; {corpus_path}",
         file=sys.stderr,
     )
+    return sources, records, corpus_path, statistics
 
 
 def erica_checkpoint(
@@ -288,13 +221,13 @@ def erica_checkpoint(
     objectives: str | None = None,
     backbone: str = "minilm",
     steps: int = 1000,
-    batch_size: int = BATCH_SIZE,
+    batch_size: int | None = None,
     data_dir=None,
     kg_dir=None,
     exclude_test=None,
     min_entities: int = 4,
     min_relations: int = 4,
-    max_length: int = 512,
+    max_length: int | None = None,
     seed: int = 0,
     cache_dir=None,
     progress: bool = True,
@@ -305,6 +238,7 @@ def erica_checkpoint(
 ) -> Path | None:
     """What ``klm pretrain`` does: build (or reuse) the corpus, pretrain ``backbone`` for ``steps`` steps with
     the objective set of ``method`` (or ``objectives``, which must agree), save the checkpoint at ``out``.
+    ``batch_size`` and ``max_length`` default to the paper's (:data:`BATCH_SIZE` documents of 512 tokens).
 
     The checkpoint is written into a sibling temporary folder renamed to ``out`` at the end, so a failed
     run leaves nothing at ``out``. Its ``manifest.json`` records the corpus (sources, cache file, hash,
@@ -316,15 +250,16 @@ def erica_checkpoint(
     :func:`pretrain_erica`); None when this session stopped before the last step (the
     state stays for the next), else ``out``, after which the state is removed."""
 
-    name = checked_objective_set(method, objectives, steps, batch_size, max_length, micro_batch_size)
+    batch_size, max_length = batch_size or BATCH_SIZE, max_length or 512
+    name = checked_objective_set(
+        method, objectives, steps=steps, batch_size=batch_size, max_length=max_length, micro_batch_size=micro_batch_size
+    )
     out = free_output_dir(out)
     state_dir = Path(state_dir).expanduser() if state_dir is not None else erica_state_dir(out)
-    sources = parse_sources(corpus)
-    records, corpus_path = cached_corpus(
-        sources, cache_dir or default_cache_dir(), data_dir, kg_dir, exclude_test, min_entities, min_relations
+    filters = {"min_entities": min_entities, "min_relations": min_relations}
+    sources, records, corpus_path, statistics = announced_corpus(
+        corpus, cache_dir, data_dir, kg_dir=kg_dir, exclude_test=exclude_test, **filters
     )
-    statistics = corpus_statistics(records)
-    print_corpus_line(sources, statistics, corpus_path)
     model, tokenizer, info = load_backbone(backbone, seed=seed)
     module = pretrain_erica(
         records,

@@ -26,7 +26,7 @@ from knowledge_lm.core.errors import KlmError
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 # What the server imports before forking: what a worker would spend its first seconds importing.
-PRELOADED = ("torch", "transformers", "pytorch_lightning", "knowledge_lm.run.worker", "knowledge_lm.cli")
+PRELOADED = ("torch", "transformers", "pytorch_lightning", "knowledge_lm.sweep.worker", "knowledge_lm.cli")
 # Environment read while those modules import (so a server started under other values would behave otherwise):
 # the Hugging Face hub's settings (offline mode, caches) and the import path. Not torch's own variables: torch
 # reads them when used, and importing Lightning and torch sets some (PYTORCH_NVML_BASED_CUDA_CHECK,

@@ -1,7 +1,7 @@
 """ERICA's pretraining corpus from the data at hand: documents with linked entities + a KG → distant supervision.
 
 :func:`build_erica_corpus` turns named sources (and user JSONL files) into the records of
-:func:`knowledge_lm.methods.erica.build_corpus` (format in ``erica.py``'s docstring): every entity with all
+:func:`knowledge_lm.methods.erica.model.build_corpus` (format in ``model.py``'s docstring): every entity with all
 its mentions and their sentences, the KG relations of each ordered entity pair (distant supervision),
 the remaining pairs as no_relation, each pair intra- or cross-sentence; documents kept with ≥ 4 entities
 and ≥ 4 relations (configurable); entity pairs of the named test sets removed. :func:`cached_corpus`
@@ -26,7 +26,7 @@ from knowledge_lm.data.generated import GeneratedDataModule
 from knowledge_lm.data.redocred import LABELS, DocREDDataModule
 from knowledge_lm.knowledge.kg import read_relation_names, read_triples
 from knowledge_lm.knowledge.linking import AliasTable, EntityLinker
-from knowledge_lm.methods.erica import build_corpus, entity_keys, read_corpus, write_corpus
+from knowledge_lm.methods.erica.model import build_corpus, entity_keys, read_corpus, write_corpus
 
 SOURCES = ("redocred", "fewrel", "lama", "generated")
 TEST_SETS = ("redocred", "fewrel", "generated")
@@ -384,6 +384,7 @@ def parse_sources(corpus: str | list[str]) -> list[str]:
 def build_erica_corpus(
     corpus,
     data_dir=None,
+    *,
     kg_dir=None,
     exclude_test=None,
     min_entities: int = 4,
@@ -443,6 +444,7 @@ def cached_corpus(
     corpus,
     cache_dir,
     data_dir=None,
+    *,
     kg_dir=None,
     exclude_test=None,
     min_entities: int = 4,
@@ -479,7 +481,13 @@ def cached_corpus(
             return read_corpus(path), path
         set_aside_cache(path, why)
     records = build_erica_corpus(
-        sources, data_dir, kg_dir, exclude_test, min_entities, min_relations, sentences_per_document
+        sources,
+        data_dir,
+        kg_dir=kg_dir,
+        exclude_test=exclude_test,
+        min_entities=min_entities,
+        min_relations=min_relations,
+        sentences_per_document=sentences_per_document,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")

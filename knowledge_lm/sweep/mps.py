@@ -5,7 +5,7 @@ concurrently (issue 31: 36 cells at ``--jobs 8`` took 83 s instead of 115 s). Wh
 than there are GPUs and ``nvidia-cuda-mps-control`` is installed, ``klm bench`` starts a control daemon for the
 sweep, with its pipe and log folders under the runs folder, and quits it when the sweep ends, however it ends.
 A daemon the user started (``CUDA_MPS_PIPE_DIRECTORY`` set) is left alone and used. Cells see ``KLM_MPS=1``
-while one serves them and record it (``mps_in_use``).
+while one serves them and record it (``knowledge_lm.run.spec.mps_in_use``).
 """
 
 import os
@@ -16,11 +16,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from knowledge_lm.run.spec import MPS_VARIABLE
+
 console = Console(stderr=True)
 
 MPS_CONTROL = "nvidia-cuda-mps-control"
 PIPE_VARIABLE, LOG_VARIABLE = "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"
-IN_USE_VARIABLE = "KLM_MPS"
 
 
 def mps_decision(jobs: int, gpus: int, enabled: bool = True, environ=None, which=shutil.which) -> str:
@@ -34,26 +35,21 @@ def mps_decision(jobs: int, gpus: int, enabled: bool = True, environ=None, which
     return "start" if which(MPS_CONTROL) else "missing"
 
 
-def mps_in_use() -> bool:
-    """Whether this cell runs under an MPS daemon a sweep set up for it (what its result records)."""
-    return os.environ.get(IN_USE_VARIABLE) == "1"
-
-
 @contextmanager
 def mps_for_sweep(jobs: int, runs_dir, enabled: bool = True, gpus: int | None = None):
     """MPS for the block's cells where ``mps_decision`` says so: the daemon's folders and ``KLM_MPS`` set in this
     process's environment (which cells inherit) for the block, the daemon quit after it. Yields whether MPS is on."""
     if gpus is None:
-        from knowledge_lm.run.runner import visible_gpus
+        from knowledge_lm.sweep.runner import visible_gpus
 
         gpus = len(visible_gpus()) if enabled and jobs > 1 else 0
     decision = mps_decision(jobs, gpus, enabled)
     if decision in ("off", "missing"):
-        with environment({IN_USE_VARIABLE: None}):
+        with environment({MPS_VARIABLE: None}):
             yield False
         return
     if decision == "user":
-        with environment({IN_USE_VARIABLE: "1"}):
+        with environment({MPS_VARIABLE: "1"}):
             yield True
         return
     folder = Path(runs_dir).resolve() / "mps"
@@ -65,12 +61,12 @@ def mps_for_sweep(jobs: int, runs_dir, enabled: bool = True, gpus: int | None = 
     if started.returncode != 0:
         reason = started.stderr.strip() or f"exit {started.returncode}"
         console.print(f"[yellow]MPS daemon did not start ({reason}): cells share the GPUs without it[/]")
-        with environment({IN_USE_VARIABLE: None}):
+        with environment({MPS_VARIABLE: None}):
             yield False
         return
     console.print(f"MPS: {jobs} cells at a time on {gpus} GPU(s) share them through a daemon ({folder})")
     try:
-        with environment({**variables, IN_USE_VARIABLE: "1"}):
+        with environment({**variables, MPS_VARIABLE: "1"}):
             yield True
     finally:
         subprocess.run([MPS_CONTROL], input="quit\n", env=control_env, capture_output=True, text=True, timeout=60)

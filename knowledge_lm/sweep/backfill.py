@@ -6,7 +6,7 @@ directory now, written only where the examples are provably the ones the cell re
 now equal the ``split_hashes`` the cell recorded, or, for a result from before those, its train subset's hash
 and its evaluation splits' sizes. ``data["data_hashes_backfilled"]`` says when, from where and by which check.
 
-    python -m knowledge_lm.run.backfill [RESULTS_DIR] [--data-dir DIR] [--dry-run]
+    python -m knowledge_lm.sweep.backfill [RESULTS_DIR] [--data-dir DIR] [--dry-run]
 """
 
 import argparse
@@ -87,7 +87,7 @@ def backfill(path: Path, data_dir=None, dry_run: bool = False) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m knowledge_lm.run.backfill", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m knowledge_lm.sweep.backfill", description=__doc__.splitlines()[0])
     parser.add_argument("results_dir", nargs="?", type=Path, default=REPO_ROOT / "results")
     parser.add_argument("--data-dir", help="data directory (or DATA_DIR)")
     parser.add_argument("--dry-run", action="store_true", help="say what would be filled in; write nothing")

@@ -1,6 +1,6 @@
 """A sweep worker: one long-lived process per GPU slot that imports once and runs cells back to back.
 
-Run as ``python -m knowledge_lm.run.worker <runner pid>`` by the sweep runner (or forked so, already imported, by
+Run as ``python -m knowledge_lm.sweep.worker <runner pid>`` by the sweep runner (or forked so, already imported, by
 ``klm serve``), with the GPUs of its slot in ``CUDA_VISIBLE_DEVICES``. It reads cell specs
 (``knowledge_lm.run.spec.CellSpec``), one JSON line each, from stdin, and runs each as a cell process would
 (``knowledge_lm.run.cell.run_spec``: claimed by this process, seeded, its failure recorded), its output in the
@@ -23,8 +23,8 @@ from knowledge_lm.core.errors import error_line
 from knowledge_lm.data.base import TaskDataModule
 from knowledge_lm.run.cell import die_with_parent, run_spec
 from knowledge_lm.run.claims import INTERRUPTED_EXIT
-from knowledge_lm.run.serve import forked_by_server
 from knowledge_lm.run.spec import CellSpec
+from knowledge_lm.sweep.serve import forked_by_server
 
 
 def output_to(descriptor: int):
@@ -82,7 +82,7 @@ def serve(runner_pid: int):
 
 
 def main(argv: list[str] | None = None):
-    """``python -m knowledge_lm.run.worker <runner pid>``; Ctrl-C while idle ends it quietly."""
+    """``python -m knowledge_lm.sweep.worker <runner pid>``; Ctrl-C while idle ends it quietly."""
     try:
         sys.exit(serve(int((sys.argv[1:] if argv is None else argv)[0])))
     except KeyboardInterrupt:

@@ -5,7 +5,7 @@ Parts, in the order of this file:
 1. Losses, pure functions on tensors: :func:`entity_discrimination_loss` (Eq. 2) and
    :func:`relation_discrimination_loss` (Eq. 3, four intra/cross terms).
 2. :func:`build_corpus`: documents with linked entities + a KG → distantly supervised JSONL records
-   (the data sources, packing and test-set removal are in ``run/erica_corpus.py``).
+   (the data sources, packing and test-set removal are in ``methods/erica/corpus.py``).
 3. :class:`EricaPretraining`: backbone + MLM head (masking: ``tasks.heads.mask_tokens``), L = L_ED + L_RD + L_MLM
    (Eq. 4), AdamW with warm-up.
 4. Fine-tuning methods of the same six names (registered): the baseline, refused unless ``--backbone DIR``
@@ -510,7 +510,7 @@ class EricaPretraining(pl.LightningModule):
     (``use_ed``, ``use_rd``, ``use_mlm``, ``rd_terms``) for the paper's ablations.
 
     ``save_checkpoint(dir)`` writes a ``save_pretrained`` directory that ``--backbone DIR`` loads;
-    ``run/pretraining.py``'s :func:`pretrain_erica` runs it end to end over :class:`EricaBatches` (micro-batch k a
+    ``pretraining.py``'s :func:`pretrain_erica` runs it end to end over :class:`EricaBatches` (micro-batch k a
     function of the seed and k, so a run resumes exactly), resumable and deterministic, recording RD's positives
     per micro-batch (:func:`term_positives`). The objective sets (:data:`OBJECTIVES`):
     ``erica`` (ED + RD + MLM) and the ablations ``erica-mlm-only``, ``erica-ed``, ``erica-rd``,

@@ -1,0 +1,2 @@
+"""ERICA: its model and objectives (``model.py``), its pretraining corpus (``corpus.py``) and its pretraining run
+(``pretraining.py``)."""
