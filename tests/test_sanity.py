@@ -41,3 +41,62 @@ def test_section_is_deterministic_and_cached(tmp_path):
     assert "negatives=hard" in "\n".join(first)
     rows = [line for line in first if line.startswith("| rule")]
     assert rows == ["| rule (the template's path in the graph) | 100.0 | 100.0 | 100.0 | 100.0 |"]
+
+
+def test_the_relation_blind_regression_finds_the_cue_of_hard_negatives_and_none_of_matched():
+    from knowledge_lm.report.sanity import relation_blind_regression
+
+    hard = relation_blind_regression(generate(**SMALL))
+    matched = relation_blind_regression(generate(negatives="matched", **SMALL))
+    assert matched == {"one_hop": 50.0, "two_hop": 50.0}  # a true claim and its false one look the same to it
+    assert max(hard.values()) > 52.0, hard
+
+
+def test_the_sanity_split_gives_each_family_a_standard_error_of_at_most_one_and_a_half_points():
+    from knowledge_lm.report.sanity import V3_WORLD, family_test_size, sanity_split
+
+    assert family_test_size() == V3_WORLD["test_size"] == 4170
+    data = sanity_split({**SMALL, "test_size": 40})
+    assert data.splits["train"] == generate(**SMALL).splits["train"]  # the world's own train and dev
+    for family in ("one_hop", "two_hop"):
+        statements = sum(record["kind"] == family for record in data.splits["test"])
+        assert statements >= 1112 and 100 * (0.25 / statements) ** 0.5 <= 1.5
+
+
+def test_rotate_carries_the_relations_transe_and_the_relation_blind_inputs_cannot(tmp_path):
+    """The feature ceilings on a small world, embeddings trained briefly: RotatE's one_hop ceiling clearly above
+    TransE's; KAM's KG map and SI's selection at chance on hard negatives."""
+    from knowledge_lm.report.sanity import feature_ceilings, method_ceiling
+
+    brief = {"transe": {"dim": 16, "epochs": 40}, "rotate": {"dim": 16, "epochs": 40}}
+    ceilings = feature_ceilings(generate(**SMALL), tmp_path, hparams=brief)
+    assert ceilings["rotate"]["one_hop"] >= 95.0 and ceilings["rotate"]["one_hop"] >= ceilings["transe"]["one_hop"] + 15
+    for relation_blind in ("kam_kg_map", "si_selection"):
+        assert ceilings[relation_blind] == {"one_hop": 50.0, "two_hop": 50.0}
+    assert method_ceiling("knowbert+si", ceilings, "rotate") == ceilings["rotate"]
+    assert method_ceiling("kam", ceilings) == ceilings["kam_kg_map"] and method_ceiling("kg-text", ceilings) == {}
+
+
+def test_the_section_shows_the_stored_regression_and_ceilings_of_the_worlds_code(tmp_path):
+    import json
+
+    from knowledge_lm.report.sanity import SANITY_NUMBERS, stored_ceilings, world_key, world_name
+
+    first = sanity_section([SMALL], cache_dir=tmp_path / "cache", results_dir=tmp_path / "results")
+    assert any("not computed" in line and "python -m knowledge_lm.report.sanity" in line for line in first)
+    ceilings = {name: {"one_hop": 50.0, "two_hop": 50.0} for name in ("transe", "kam_kg_map", "si_selection")}
+    ceilings["rotate"] = {"one_hop": 99.0, "two_hop": 96.5}
+    numbers = {
+        "key": world_key(SMALL),
+        "statements": {"one_hop": 1112, "two_hop": 1112},
+        "relation_blind_regression": {"one_hop": 50.0, "two_hop": 50.0},
+        "ceilings": ceilings,
+    }
+    path = tmp_path / "results" / SANITY_NUMBERS
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({world_name(SMALL): numbers}))
+    lines = sanity_section([SMALL], cache_dir=tmp_path / "cache", results_dir=tmp_path / "results")
+    assert "| relation-blind regression × template (1112/1112 statements) | — | 50.0 | 50.0 | — |" in lines
+    assert any(line.startswith("| ceiling: RotatE") and "| 99.0 | 96.5 |" in line for line in lines)
+    assert stored_ceilings(SMALL, tmp_path / "results") == ceilings
+    assert stored_ceilings({**SMALL, "seed": 1}, tmp_path / "results") is None
