@@ -70,19 +70,22 @@ def test_the_instance_of_edges_keep_their_relation(tmp_path):
     assert any(a != b for a, b in zip(permuted.triples, triples))
 
 
-def test_knowbert_trains_transe_on_the_permuted_kg(tokenizer, cache, monkeypatch):
-    from knowledge_lm.knowledge.kg_embeddings import transe_cache_path
+@pytest.mark.parametrize("kind", ["transe", "rotate"])
+def test_knowbert_trains_its_embedding_on_the_permuted_kg(tokenizer, cache, monkeypatch, kind):
+    """The relations-permuted control retrains the cell's own KG embedding kind on the permuted graph."""
+    from knowledge_lm.knowledge.kg_embeddings import embeddings_cache_path
     from knowledge_lm.methods import knowbert
 
     trained = []
-    monkeypatch.setattr(knowbert, "cached_transe", lambda kg, *args, **kwargs: trained.append(kg) or "embeddings")
-    for knowledge in ({}, {"permute_relations": True}):
+    monkeypatch.setattr(knowbert, "cached_embeddings", lambda k, kg, *a, **kw: trained.append((k, kg)) or "embeddings")
+    for knowledge in ({"kg_embedding": kind}, {"kg_embedding": kind, "permute_relations": True}):
         data = data_module(tokenizer, cache, knowledge)
-        assert knowbert.load_entity_table(prepared_kg_dir(data), cache)[0] == "embeddings"
-    clean, permuted = trained
+        assert knowbert.load_entity_table(prepared_kg_dir(data), cache, kind=kind)[0] == "embeddings"
+    (clean_kind, clean), (permuted_kind, permuted) = trained
+    assert clean_kind == permuted_kind == kind
     assert clean.triples != permuted.triples
     assert permuted.triples == KnowledgeGraph.load(prepared_kg_dir(data)).triples
-    assert transe_cache_path(clean, cache) != transe_cache_path(permuted, cache)
+    assert embeddings_cache_path(kind, clean, cache) != embeddings_cache_path(kind, permuted, cache)
 
 
 def test_kg_text_says_the_permuted_relations(tokenizer, cache):

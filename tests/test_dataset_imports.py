@@ -1,6 +1,6 @@
-"""A dataset's module (a module of ``knowledge_lm/data/`` that holds a dataset of the catalog) is imported only by ``data/``
-and ``methods/`` (a method's own folder, as ERICA's corpus): everything else reaches a dataset through the registry
-(``DATASETS.get(name)``), so adding or removing a dataset touches no runner, report or tool."""
+"""A dataset's module (a module of ``knowledge_lm/data/`` that holds a dataset of the catalog) is imported only
+by ``data/`` and ``methods/`` (a method's own folder, as ERICA's corpus): everything else reaches a dataset through
+the registry (``DATASETS.get(name)``), so adding or removing a dataset touches no runner, report or tool."""
 
 from pathlib import Path
 

@@ -373,3 +373,34 @@ def test_negatives_knob_is_checked_and_a_frozen_first_version_reads_as_easy(tmp_
     (folder / "knobs.json").write_text(json.dumps(knobs))
     module = GeneratedDataModule(data_dir=tmp_path)
     assert module.knobs.negatives == "easy" and module.split_version == "1"
+
+
+# -- version 3: matched negatives, no relation-blind cue -----------------------------------------
+
+
+def test_matched_negatives_share_the_true_claims_relation_blind_cell():
+    """Each matched false claim has the object, the subject's out- and in-degree, the objects reached along the
+    template's path (at least one: it has the claimed relation, elsewhere) and the pair's edge and common neighbours
+    of its true claim: whatever a relation-blind reader computes is the same for both."""
+    matched = generate(negatives="matched", **SMALL)
+    kg, graph = matched.kg, undirected(matched.kg)
+    out_degree, in_degree = Counter(head for head, _, _ in kg.triples), Counter(tail for _, _, tail in kg.triples)
+
+    def cell(record):
+        subject, claimed = record["entities"][0]["gold_qid"], claimed_object(record)
+        reached = kg.follow(subject, TEMPLATE_PATHS[record["template"]])[-1]
+        common = len(list(nx_common_neighbors(graph, subject, claimed)))
+        shape = (out_degree[subject], in_degree[subject], len(reached), graph.has_edge(subject, claimed), common)
+        return record["template"], claimed, shape, (claimed in reached)
+
+    for split, records in matched.splits.items():
+        facts = [cell(record) for record in records if record["kind"] in ("one_hop", "two_hop")]
+        assert facts, split
+        labels = [record["label"] for record in records if record["kind"] in ("one_hop", "two_hop")]
+        assert all(truth == bool(label) for (*_, truth), label in zip(facts, labels))
+        cells = {True: Counter(), False: Counter()}
+        for template, claimed, shape, truth in facts:
+            assert shape[2] >= 1
+            cells[truth][template, claimed, shape] += 1
+        assert cells[True] == cells[False], split
+    assert matched.knobs.negatives == "matched" and matched.splits != generate(**SMALL).splits

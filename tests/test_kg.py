@@ -249,6 +249,29 @@ def test_transe_learns_the_tiny_graph():
     assert better / len(kg.triples) > 0.9
 
 
+def test_rotate_tells_apart_two_relations_of_one_type_pair_and_is_cached_as_its_kind(tmp_path, monkeypatch):
+    """born_in and lives_in join the same persons and cities: RotatE, trained with relation-corrupting negatives,
+    scores each person's true relation to a city above the other one; cached and loaded back as "rotate"."""
+    rng = random.Random(2)
+    cities = [f"city{number}" for number in range(8)]
+    triples = []
+    for number in range(40):
+        born, lives = rng.sample(cities, 2)
+        triples += [(f"person{number}", "born_in", born), (f"person{number}", "lives_in", lives)]
+    kg = KnowledgeGraph(triples)
+    embeddings = kg_embeddings.cached_embeddings("rotate", kg, tmp_path, dim=8, epochs=60, batch_size=32)
+    assert embeddings.kind == "rotate" and embeddings.dim == 16  # real and imaginary parts
+    swapped = {"born_in": "lives_in", "lives_in": "born_in"}
+    right = sum(embeddings.score(h, pid, t) > embeddings.score(h, swapped[pid], t) for h, pid, t in triples)
+    assert right / len(triples) > 0.9
+    monkeypatch.setattr(kg_embeddings, "train_rotate", lambda *args, **kwargs: pytest.fail("trained twice"))
+    again = kg_embeddings.cached_embeddings("rotate", kg, tmp_path, dim=8, epochs=60, batch_size=32)
+    assert again.kind == "rotate" and torch.equal(again.matrix, embeddings.matrix)
+    assert len(list(tmp_path.glob("rotate-*.pt"))) == 1 and not list(tmp_path.glob("transe-*.pt"))
+    with pytest.raises(KlmError, match="unknown KG embedding 'complex'"):
+        kg_embeddings.cached_embeddings("complex", kg, tmp_path)
+
+
 def test_transe_cache_trains_once(tmp_path, monkeypatch):
     kg = KnowledgeGraph(tiny_world_triples())
     first = cached_transe(kg, tmp_path, dim=8, epochs=2, progress=False)

@@ -118,11 +118,24 @@ def test_other_config_or_tokenizer_length_needs_its_own_prepare(prepared, tokeni
         ({"shuffle_links": 1.0, "shuffle_splits": ["validation"]}, "shuffle_splits .*expected split names"),
         ({"shuffle_links": 1.0, "shuffle_splits": []}, "shuffle_splits .*expected split names"),
         ({"shuffle_splits": ["test"]}, "shuffle_splits: it restricts shuffle_links"),
+        ({"kg_embedding": "complex"}, "kg_embedding 'complex': expected one of transe, rotate"),
     ],
 )
 def test_bad_knowledge_options(options, message):
     with pytest.raises(KlmError, match=message):
         KnowledgeConfig.from_dict(options)
+
+
+def test_the_kg_embedding_kind_changes_no_feature_and_no_stored_cell():
+    from knowledge_lm.knowledge.kg_embeddings import KINDS
+    from knowledge_lm.knowledge.prepare import KG_EMBEDDINGS, split_key
+    from knowledge_lm.run.identity import dataset_identity
+
+    assert KG_EMBEDDINGS == tuple(KINDS)
+    records = [{"id": "a", "text_a": "x"}]
+    rotate = KnowledgeConfig.from_dict({"kg_embedding": "rotate"})
+    assert split_key(records, "tok", 48, rotate, "kg") == split_key(records, "tok", 48, KnowledgeConfig(), "kg")
+    assert dataset_identity("generated", "knowbert", {})["knowledge.kg_embedding"] == "transe"
 
 
 def test_gold_linking_on_a_dataset_without_links(tmp_path, tokenizer, shared_data):

@@ -32,12 +32,87 @@ def test_easy_negatives_leak_and_the_oracles_catch_it():
     assert easy["rule"]["one_hop"] == easy["rule"]["two_hop"] == pytest.approx(100.0)
 
 
-def test_section_is_deterministic_and_cached(tmp_path):
-    first = sanity_section([SMALL], cache_dir=tmp_path / "a")
-    assert list((tmp_path / "a" / "sanity").glob("*.json"))
-    assert sanity_section([SMALL], cache_dir=tmp_path / "a") == first
-    assert sanity_section([SMALL], cache_dir=tmp_path / "b") == first
-    assert first[0] == "## Task sanity (no language model)"
-    assert "negatives=hard" in "\n".join(first)
-    rows = [line for line in first if line.startswith("| rule")]
-    assert rows == ["| rule (the template's path in the graph) | 100.0 | 100.0 | 100.0 | 100.0 |"]
+@pytest.mark.slow  # about 25 s on 2 busy cores: two worlds' oracles, regression and ceilings
+def test_the_numbers_are_stored_once_deterministically_and_the_section_only_reads_them(tmp_path):
+    """``write_sanity_numbers`` (embeddings trained briefly here) writes the same bytes again; the page's section
+    reads them, trains nothing, and says how to compute a world it lacks."""
+    from knowledge_lm.report.sanity import stored_ceilings, write_sanity_numbers
+
+    brief = {"transe": {"dim": 16, "epochs": 20}, "rotate": {"dim": 16, "epochs": 20}}
+    results = tmp_path / "results"
+    path = write_sanity_numbers(results, [SMALL], cache_dir=tmp_path / "a", hparams=brief)
+    first = path.read_bytes()
+    assert write_sanity_numbers(results, [SMALL], cache_dir=tmp_path / "b", hparams=brief).read_bytes() == first
+    lines = sanity_section([SMALL, {**SMALL, "seed": 1}], results_dir=results)
+    assert lines[0] == "## Task sanity (no language model)"
+    assert "| rule (the template's path in the graph) | 100.0 | 100.0 | 100.0 | 100.0 |" in lines
+    [regression] = [line for line in lines if line.startswith("| relation-blind regression × template")]
+    assert regression.startswith("| relation-blind regression × template (1112/1112 statements) | — |")
+    assert sum(line.startswith("| ceiling: ") for line in lines) == 4
+    assert lines[-2] == "Not computed for this world's code: `python -m knowledge_lm.report.sanity`."
+    assert set(stored_ceilings(SMALL, results)) == {"transe", "rotate", "kam_kg_map", "si_selection"}
+    assert stored_ceilings({**SMALL, "seed": 1}, results) is None
+    assert sanity_section([SMALL], results_dir=tmp_path / "empty")[-2].startswith("Not computed")
+
+
+def test_the_relation_blind_regression_finds_the_cue_of_hard_negatives_and_none_of_matched():
+    from knowledge_lm.report.sanity import relation_blind_regression
+
+    hard = relation_blind_regression(generate(**SMALL))
+    matched = relation_blind_regression(generate(negatives="matched", **SMALL))
+    assert matched == {"one_hop": 50.0, "two_hop": 50.0}  # a true claim and its false one look the same to it
+    assert max(hard.values()) > 52.0, hard
+
+
+def test_the_sanity_split_gives_each_family_a_standard_error_of_at_most_one_and_a_half_points():
+    from knowledge_lm.report.sanity import V3_WORLD, family_test_size, sanity_split
+
+    assert family_test_size() == V3_WORLD["test_size"] == 4170
+    data = sanity_split({**SMALL, "test_size": 40})
+    assert data.splits["train"] == generate(**SMALL).splits["train"]  # the world's own train and dev
+    for family in ("one_hop", "two_hop"):
+        statements = sum(record["kind"] == family for record in data.splits["test"])
+        assert statements >= 1112 and 100 * (0.25 / statements) ** 0.5 <= 1.5
+
+
+def test_rotate_carries_the_relations_transe_and_the_relation_blind_inputs_cannot(tmp_path):
+    """The feature ceilings on a small world, embeddings trained briefly: RotatE's one_hop ceiling clearly above
+    TransE's; KAM's KG map and SI's selection at chance on hard negatives."""
+    from knowledge_lm.report.sanity import feature_ceilings, method_ceiling
+
+    brief = {"transe": {"dim": 16, "epochs": 40}, "rotate": {"dim": 16, "epochs": 40}}
+    ceilings = feature_ceilings(generate(**SMALL), tmp_path, hparams=brief)
+    assert ceilings["rotate"]["one_hop"] >= 95.0 and ceilings["rotate"]["one_hop"] >= ceilings["transe"]["one_hop"] + 15
+    for relation_blind in ("kam_kg_map", "si_selection"):
+        assert ceilings[relation_blind] == {"one_hop": 50.0, "two_hop": 50.0}
+    assert method_ceiling("knowbert+si", ceilings, "rotate") == ceilings["rotate"]
+    assert method_ceiling("kam", ceilings) == ceilings["kam_kg_map"] and method_ceiling("kg-text", ceilings) == {}
+
+
+def test_the_section_reads_the_stored_numbers_of_the_worlds_current_code(tmp_path):
+    import json
+
+    from knowledge_lm.report.sanity import ORACLES, SANITY_NUMBERS, world_key, world_name
+
+    families = {"one_hop": 50.0, "two_hop": 50.0}
+    numbers = {
+        "key": world_key(SMALL),
+        "oracles": {
+            oracle: {"one_hop": 100.0, "two_hop": 100.0} if oracle == "rule" else families for oracle in ORACLES
+        },
+        "statements": {"one_hop": 1112, "two_hop": 1112},
+        "relation_blind_regression": families,
+        "ceilings": {
+            "transe": families,
+            "rotate": {"one_hop": 99.0, "two_hop": 96.5},
+            "kam_kg_map": families,
+            "si_selection": families,
+        },  # fmt: skip
+    }
+    path = tmp_path / SANITY_NUMBERS
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({world_name(SMALL): {**numbers}, world_name({**SMALL, "seed": 1}): {**numbers}}))
+    lines = sanity_section([SMALL, {**SMALL, "seed": 1}], results_dir=tmp_path)
+    assert "| relation-blind regression × template (1112/1112 statements) | — | 50.0 | 50.0 | — |" in lines
+    assert any(line.startswith("| ceiling: RotatE") and line.endswith("| — | 99.0 | 96.5 | — |") for line in lines)
+    assert lines[-2] == "Not computed for this world's code: `python -m knowledge_lm.report.sanity`."  # another key

@@ -60,7 +60,9 @@ RELATIONS = (
 RELATION_BY_NAME = {relation.name: relation for relation in RELATIONS}
 DIED_SHARE = 0.5  # of persons with a died_in city
 FOUNDER_SHARE = 0.5  # of persons who founded a company
-NEGATIVES = ("hard", "easy", "mixed")
+# "matched", the third generator's (opt-in): no relation-blind cue (``SplitWorld.matched_pairs``). Its worlds keep
+# split version "2", so that the page keeps the cells of both beside each other as worlds of their own.
+NEGATIVES = ("hard", "easy", "mixed", "matched")
 
 
 # -- statement templates ---------------------------------------------------------------------
@@ -355,6 +357,11 @@ class SplitWorld:
         self._mentionable_qids = {entity.qid for entities in self.mentionable.values() for entity in entities}
         self._fact_candidates = {}
         self._hard_pairs = {}
+        self._matched_pairs = {}
+        self.out_degree, self.in_degree = defaultdict(int), defaultdict(int)
+        for head, _, tail in kg.triples:
+            self.out_degree[head] += 1
+            self.in_degree[tail] += 1
 
     def fact_candidates(self, template: FactTemplate) -> list[tuple[Entity, list[list[str]]]]:
         """Subjects with every entity on their path mentionable here (a redundant prefix names them)."""
@@ -395,6 +402,41 @@ class SplitWorld:
             self._hard_pairs[template.name] = positives, dict(negatives)
         return self._hard_pairs[template.name]
 
+    def matched_pairs(self, template: FactTemplate) -> tuple[list, dict[tuple, list]]:
+        """The true claims that have a matched false one, ``(subject, reached, claimed object, cell)``, and by cell
+        the subjects of those false claims, ``(subject, reached)``. A cell is the claimed object and all a
+        relation-blind reader sees of the pair (``relation_blind_cell``): the subject's out- and in-degree, how many
+        objects it reaches along the template's path (it has the claimed relation, to other objects), whether it
+        shares an edge with the object and their common neighbours. A true claim and its false one share their
+        cell, so these features, and the object's type, degree and frequency, are distributed alike in both."""
+        if template.name not in self._matched_pairs:
+            candidates = self.fact_candidates(template)
+            positives = [
+                (subject, reached, claimed, self.relation_blind_cell(subject.qid, reached, claimed))
+                for subject, reached in candidates
+                for claimed in reached[-1]
+            ]
+            cells = {cell for *_, cell in positives}
+            objects_by_subject_part = defaultdict(set)
+            for claimed, *subject_part, _, _ in cells:
+                objects_by_subject_part[tuple(subject_part)].add(claimed)
+            negatives = defaultdict(list)
+            for subject, reached in candidates:
+                subject_part = self.subject_part(subject.qid, reached)
+                for claimed in sorted(objects_by_subject_part.get(subject_part, ())):
+                    cell = self.relation_blind_cell(subject.qid, reached, claimed)
+                    if claimed not in reached[-1] and cell in cells:
+                        negatives[cell].append((subject, reached))
+            self._matched_pairs[template.name] = [p for p in positives if p[3] in negatives], dict(negatives)
+        return self._matched_pairs[template.name]
+
+    def subject_part(self, subject: str, reached: list[list[str]]) -> tuple[int, int, int]:
+        return self.out_degree[subject], self.in_degree[subject], len(reached[-1])
+
+    def relation_blind_cell(self, subject: str, reached: list[list[str]], claimed: str) -> tuple:
+        """``(claimed, out-degree, in-degree, objects reached along the path, shares an edge, common neighbours)``."""
+        return (claimed, *self.subject_part(subject, reached), *self.kg.relation_blind_signature(subject, claimed))
+
 
 # A one_hop claim's pair shares exactly one edge; a two_hop claim's pair shares none and has one two-edge path.
 HARD_SIGNATURES = {"one_hop": (True, 0), "two_hop": (False, 1)}
@@ -404,11 +446,17 @@ def too_few_entities(what: str) -> KlmError:
     return KlmError(f"generated: too few entities for {what}; raise num_entities")
 
 
-def fact_pair(world: SplitWorld, template: FactTemplate, hard: bool, rng: random.Random) -> list[Draft]:
+def fact_pair(world: SplitWorld, template: FactTemplate, negative: str, rng: random.Random) -> list[Draft]:
     """A true claim and a false one about the same object, so that objects carry no label information. A hard
     false claim's subject reaches the object through another relation (path); an easy one's is any subject for
-    which the claim is false."""
-    if hard:
+    which the claim is false; a matched one's shares the true claim's relation-blind cell (``matched_pairs``)."""
+    if negative == "matched":
+        positives, negatives = world.matched_pairs(template)
+        if not positives:
+            raise too_few_entities(f"matched {template.name} claims")
+        subject, reached, claimed, cell = rng.choice(positives)
+        other, other_reached = rng.choice(negatives[cell])
+    elif negative == "hard":
         positives, negatives = world.hard_pairs(template)
         if not positives:
             raise too_few_entities(f"hard {template.name} claims")
@@ -481,17 +529,18 @@ def draft_split(world: SplitWorld, size: int, knobs: "GeneratorKnobs", rng: rand
         if kind == "type":
             drafts += type_pair(world, rng)
             continue
-        hard = knobs.negatives == "hard" or (knobs.negatives == "mixed" and rng.random() < 0.5)
-        # Under hard negatives a template takes part where this split has a hard pair for it: never one whose
-        # type pair has a single relation (citizen_of, located_in, flows_through) under one_hop.
+        negative = knobs.negatives
+        if negative == "mixed":
+            negative = "hard" if rng.random() < 0.5 else "easy"
+        # Under hard (matched) negatives a template takes part where this split has a hard (matched) pair for it:
+        # never one whose type pair has a single relation (citizen_of, located_in, flows_through) under one_hop.
+        pairs = {"hard": world.hard_pairs, "matched": world.matched_pairs}.get(negative)
         templates = [
-            template
-            for template in FACT_TEMPLATES
-            if template.kind == kind and (not hard or world.hard_pairs(template)[0])
+            template for template in FACT_TEMPLATES if template.kind == kind and (pairs is None or pairs(template)[0])
         ]
         if not templates:
-            raise too_few_entities(f"hard {kind} claims")
-        drafts += fact_pair(world, rng.choice(templates), hard, rng)
+            raise too_few_entities(f"{negative} {kind} claims")
+        drafts += fact_pair(world, rng.choice(templates), negative, rng)
     knowledge_drafts = list(drafts)
     for _ in range(math.ceil((size - len(drafts)) / 2)):
         drafts += text_pair(world, rng)
@@ -689,6 +738,11 @@ def generate(**knobs) -> GeneratedData:
       path; two_hop: no edge, one two-edge path). Single-relation templates have no hard negative and appear under easy
       only. ``"easy"``: any subject for which the claim is false (the first generator's rule); ``"mixed"``: hard or easy
       per pair, half each. ``knowledge_lm.report.sanity`` scores relation-blind oracles against both;
+    * matched negatives (``negatives="matched"``, the third generator, opt-in): hard negatives leave a cue per
+      template (a subject with more objects along the claimed path is more often true). A matched false claim shares
+      with its true claim the object and everything a relation-blind reader sees of the pair: the subject's out- and
+      in-degree, how many objects it reaches along the template's path, whether subject and object share an edge
+      and their common neighbours (``SplitWorld.matched_pairs``). A true claim without such a partner is not drawn;
     * generalisation split: each entity is assigned to one example split (60% train, 20% dev, 20% test, per type). Train
       examples mention train entities only; dev and test examples have as subject entities of their own split and may
       mention train entities besides, so no dev/test subject appears anywhere in train. The graph holds every fact.
@@ -800,6 +854,7 @@ class GeneratedDataModule(TaskDataModule):
     tasks = ("facts",)
     world = staticmethod(generate)  # a world of given knobs, in memory, without a data module (the sanity report's)
     fact_templates = FACT_TEMPLATES  # each statement template with its relation path (the sanity report's rule)
+    knobs_class = GeneratorKnobs  # the world's knobs with their defaults (the sanity report names worlds by them)
 
     def __init__(
         self,

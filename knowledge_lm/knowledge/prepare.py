@@ -67,7 +67,9 @@ class KnowledgeConfig:
     shuffle_splits: tuple[str, ...] | None = None  # the splits shuffle_links acts on; None: every split
     permute_relations: bool = False  # the KG's relation labels permuted over its edges (seeded by noise_seed)
     noise_seed: int = 0
-    kg_embeddings: bool = False  # also train (once) and cache TransE embeddings of the KG
+    kg_embeddings: bool = False  # also train (once) and cache the KG embeddings (kg_embedding) of the KG
+    # The KG embedding knowbert reads: "transe", or "rotate" (relation-aware: ``kg_embeddings.train_rotate``).
+    kg_embedding: str = "transe"
     # A control only: the KG keeps the triples that are an evaluation example's answer (``knowledge.answers``).
     keep_answers: bool = False
 
@@ -94,6 +96,10 @@ class KnowledgeConfig:
         for option in ("max_candidates", "pmi_min_count", "pmi_top_k", "k_hop", "noise_seed"):
             if getattr(config, option) < 0:
                 raise KlmError(f"knowledge option {option}={getattr(config, option)}: expected a whole number ≥ 0")
+        if config.kg_embedding not in KG_EMBEDDINGS:
+            raise KlmError(
+                f"knowledge kg_embedding {config.kg_embedding!r}: expected one of {', '.join(KG_EMBEDDINGS)}"
+            )
         if config.mentions not in MENTION_SOURCES:
             raise KlmError(f"knowledge mentions {config.mentions!r}: expected one of {', '.join(MENTION_SOURCES)}")
         for option in ("link_noise", "shuffle_links", "link_threshold"):
@@ -116,6 +122,7 @@ class KnowledgeConfig:
         return config
 
 
+KG_EMBEDDINGS = ("transe", "rotate")  # knowledge.kg_embeddings.KINDS, named here without importing torch
 KG_MANIFEST = "manifest.json"  # a cached KG folder's record of its files (``kg_manifest``), not part of the KG
 
 
@@ -241,12 +248,13 @@ def relations_permuted_kg(kg_dir: Path, seed: int, cache_dir: Path) -> Path:
 
 
 def split_key(records: list[dict], tokenizer_id: str, max_length: int, config: KnowledgeConfig, kg_id: str) -> str:
-    # Whether TransE was trained alongside changes no feature: it stays out of the key.
+    # Whether (and which) KG embeddings were trained alongside changes no feature: they stay out of the key.
     defaults = KnowledgeConfig()
     options = {
         name: value
         for name, value in asdict(config).items()
-        if name != "kg_embeddings" and not (name in KEYED_WHEN_SET and value == getattr(defaults, name))
+        if name not in ("kg_embeddings", "kg_embedding")
+        and not (name in KEYED_WHEN_SET and value == getattr(defaults, name))
     }
     if config.shuffle_links:  # shuffled features also have their NER spans relocated (relocate_named_entities)
         options["ner_spans"] = "relocated"
@@ -627,12 +635,12 @@ def annotated_splits(splits: dict, annotator, progress: bool) -> dict:
     return annotations
 
 
-def cached_kg_embeddings(kg, cache_dir: Path, progress: bool) -> str:
-    """Where TransE embeddings of ``kg`` are cached, trained first where they are not."""
-    from knowledge_lm.knowledge.kg_embeddings import cached_transe, transe_cache_path
+def cached_kg_embeddings(kg, cache_dir: Path, progress: bool, kind: str = "transe") -> str:
+    """Where the ``kind`` embeddings of ``kg`` are cached, trained first where they are not."""
+    from knowledge_lm.knowledge.kg_embeddings import cached_embeddings, embeddings_cache_path
 
-    cached_transe(kg, Path(cache_dir) / "kg_embeddings", progress=progress)
-    return str(transe_cache_path(kg, Path(cache_dir) / "kg_embeddings"))
+    cached_embeddings(kind, kg, Path(cache_dir) / "kg_embeddings", progress=progress)
+    return str(embeddings_cache_path(kind, kg, Path(cache_dir) / "kg_embeddings"))
 
 
 def split_rows(data_module, tokenizer, split: str, records: list, knowledge: dict, progress: bool) -> list[dict]:
@@ -742,7 +750,7 @@ def prepare(data_module, tokenizer, config: KnowledgeConfig, cache_dir: Path, pr
     embeddings_path = None
     if config.kg_embeddings:
         clock = time.time()
-        embeddings_path = cached_kg_embeddings(kg, cache_dir, progress)
+        embeddings_path = cached_kg_embeddings(kg, cache_dir, progress, config.kg_embedding)
         timings["kg_embeddings_s"] = time.time() - clock
 
     clock = time.time()

@@ -23,7 +23,7 @@ from torch.nn import functional as F
 from knowledge_lm.core.backbones import encoder_layers
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.knowledge.kg import KnowledgeGraph
-from knowledge_lm.knowledge.kg_embeddings import EntityEmbeddings, cached_transe
+from knowledge_lm.knowledge.kg_embeddings import EntityEmbeddings, cached_embeddings
 from knowledge_lm.knowledge.prepare import KnowledgeConfig, knowledge_graph_dir
 from knowledge_lm.methods.optim import adamw_with_warmup
 from knowledge_lm.methods.sisr import (
@@ -62,9 +62,9 @@ class EntityTable(nn.Module):
 
     **Entity table.** Fixed: a table read with ``F.embedding`` (a frozen ``nn.Embedding`` in all but
     name: a plain tensor outside the state dict, since it grows, see below). Row 0 is padding/unknown (zeros).
-    The rows are the TransE vectors of the prepared KG (found in the ``knowledge_collate`` hook through the set-up
-    data module, as ``prepare`` found it):
-    ``cached_transe`` into ``<cache_dir>/kg_embeddings``, which loads what ``klm prepare --kg-embeddings``
+    The rows are the KG embedding vectors (knowledge option kg_embedding: TransE, or RotatE) of the prepared KG (found
+    in the ``knowledge_collate`` hook through the set-up data module, as ``prepare`` found it):
+    ``cached_embeddings`` into ``<cache_dir>/kg_embeddings``, which loads what ``klm prepare --kg-embeddings``
     trained there (else trains once), or the file named by the ``entity_embeddings`` option.
     A candidate absent from the table gets ``EntityEmbeddings.lookup(qid, label)`` (the label-trigram
     fallback), computed once when a batch first needs it and appended as a new row; one without a label
@@ -383,9 +383,9 @@ def prepared_kg_dir(data_module) -> Path:
     return knowledge_graph_dir(data_module, config, data_module.cache_dir)
 
 
-def load_entity_table(kg_dir: Path | None, cache_dir, path: str | None = None):
-    """``(EntityEmbeddings, qid → label)``: from ``path``, else TransE of the KG (trained once, cached where
-    ``klm prepare --kg-embeddings`` puts it)."""
+def load_entity_table(kg_dir: Path | None, cache_dir, path: str | None = None, kind: str = "transe"):
+    """``(EntityEmbeddings, qid → label)``: from ``path``, else the ``kind`` embeddings of the KG (knowledge option
+    kg_embedding: TransE or RotatE; trained once, cached where ``klm prepare --kg-embeddings`` puts them)."""
 
     kg = KnowledgeGraph.load(kg_dir) if kg_dir is not None else None
     labels = {qid: entity.label for qid, entity in kg.entities.items()} if kg is not None else {}
@@ -395,7 +395,7 @@ def load_entity_table(kg_dir: Path | None, cache_dir, path: str | None = None):
         raise KlmError(
             "knowbert: no entity embeddings (method option entity_embeddings) and no prepared KG to train them on"
         )
-    return cached_transe(kg, Path(cache_dir) / "kg_embeddings", progress=False), labels
+    return cached_embeddings(kind, kg, Path(cache_dir) / "kg_embeddings", progress=False), labels
 
 
 # -- KAR in a backbone ---------------------------------------------------------------------------
@@ -440,7 +440,8 @@ def entity_collate(kar, data, entity_embeddings: str | None):
     on the host.
     """
     if not kar.entities.loaded:
-        kar.entities.load(*load_entity_table(prepared_kg_dir(data), data.cache_dir, entity_embeddings))
+        kind = KnowledgeConfig.from_dict(data.knowledge).kg_embedding
+        kar.entities.load(*load_entity_table(prepared_kg_dir(data), data.cache_dir, entity_embeddings, kind))
     # Rows fixed before the loaders start, so that loader workers share one qid → row index.
     index = kar.entities.add(batch_qids(data.knowledge_rows()))
     return partial(knowledge_tensors, index=dict(index))

@@ -5,15 +5,22 @@ The oracles: ``oracle_scores``.
 
 import hashlib
 import json
+import math
 import random
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from knowledge_lm.core.caches import read_cached_json
+from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import default_cache_dir
 from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.core.results import write_json_atomic
 from knowledge_lm.knowledge.noise import permute_relations
+
+if TYPE_CHECKING:
+    import torch
 
 ORACLES = ("rule", "adjacency", "distance", "transe_permuted", "kg_text_order")
 RELATION_BLIND = ("adjacency", "distance", "transe_permuted", "kg_text_order")
@@ -32,6 +39,16 @@ CONFIRM_SEED = 20261127
 PAGE_WORLDS = ({"dev_size": 300, "negatives": "hard"}, {"dev_size": 300, "negatives": "hard", "seed": CONFIRM_SEED})
 TRANSE_HPARAMS = dict(dim=32, epochs=40, margin=1.0, lr=0.01, batch_size=256, seed=0)
 SANITY_VERSION = 2  # part of the cache key: a change to an oracle must not read older numbers
+
+
+def generated_dataset():
+    """The generated task's data module class (its world generator, templates and knobs), through the registry."""
+    return DATASETS.get("generated")
+
+
+def template_path(name: str) -> tuple[str, ...]:
+    """The relation path of the generated task's statement template ``name``."""
+    return next(template.path for template in generated_dataset().fact_templates if template.name == name)
 
 
 def oracle_scores(data, transe_hparams: dict | None = None) -> dict[str, dict[str, float]]:
@@ -74,6 +91,88 @@ def oracle_scores(data, transe_hparams: dict | None = None) -> dict[str, dict[st
     scores["transe_permuted"] = {family: max(with_claim[family], relation_free[family]) for family in with_claim}
     scores["kg_text_order"] = input_order_scores(data)
     return scores
+
+
+def relation_blind_features(kg, graph, record: dict) -> list[float]:
+    """What a relation-blind reader sees of a statement's pair: the subject's and the object's out- and in-degree,
+    their undirected distance (at most 10) and their number of common neighbours."""
+    subject, claimed = pair(record)
+    return [
+        kg.out_degree(subject),
+        kg.in_degree(subject),
+        kg.out_degree(claimed),
+        kg.in_degree(claimed),
+        min(graph_distance(graph, subject, claimed), 10.0),
+        kg.relation_blind_signature(subject, claimed)[1],
+    ]
+
+
+def per_template(records: list[dict], features: list[list[float]]) -> "torch.Tensor":
+    """Each record's ``features`` (and a constant) in the block of its template, zeros elsewhere: a linear model on
+    these has its own weights per template (features × template)."""
+    import torch
+
+    names = [template.name for template in generated_dataset().fact_templates]
+    width = len(features[0]) + 1
+    rows = torch.zeros(len(records), len(names) * width, dtype=torch.float64)
+    for row, (record, values) in enumerate(zip(records, features)):
+        start = names.index(record["template"]) * width
+        rows[row, start : start + width] = torch.tensor([1.0, *values], dtype=torch.float64)
+    return rows
+
+
+def fit_logistic(inputs: "torch.Tensor", labels: list[int], l2: float = 1e-3) -> "torch.Tensor":
+    """Weights of an L2-regularised logistic regression of ``labels`` on ``inputs`` (float64, full-batch L-BFGS: the
+    same numbers on every run)."""
+    import torch
+
+    targets = torch.tensor(labels, dtype=torch.float64)
+    weights = torch.zeros(inputs.shape[1], dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.LBFGS([weights], max_iter=500, tolerance_grad=1e-9, line_search_fn="strong_wolfe")
+
+    def loss():
+        optimizer.zero_grad()
+        value = torch.nn.functional.binary_cross_entropy_with_logits(inputs @ weights, targets)
+        value = value + l2 * (weights**2).sum()
+        value.backward()
+        return value
+
+    optimizer.step(loss)
+    return weights.detach()
+
+
+def relation_blind_regression(data) -> dict[str, float]:
+    """Family → test accuracy (%) of a logistic regression on ``relation_blind_features`` × template, fit on train:
+    the cue hard negatives leave per template (a subject with more edges is more often true), which the per-family
+    oracles cannot see."""
+    kg, graph = DegreeGraph(data.kg), undirected_graph(data.kg)
+    facts = {
+        split: [record for record in data.splits[split] if record["kind"] in TEMPLATE_FAMILIES]
+        for split in ("train", "test")
+    }
+    inputs = {
+        split: per_template(records, [relation_blind_features(kg, graph, record) for record in records])
+        for split, records in facts.items()
+    }
+    weights = fit_logistic(inputs["train"], [record["label"] for record in facts["train"]])
+    return by_family(facts["test"], (inputs["test"] @ weights > 0).tolist())
+
+
+class DegreeGraph:
+    """The graph with each entity's out- and in-degree counted once."""
+
+    def __init__(self, kg):
+        self.kg = kg
+        self.outgoing, self.incoming = Counter(head for head, _, _ in kg.triples), Counter(t for _, _, t in kg.triples)
+
+    def out_degree(self, qid: str) -> int:
+        return self.outgoing[qid]
+
+    def in_degree(self, qid: str) -> int:
+        return self.incoming[qid]
+
+    def relation_blind_signature(self, subject: str, claimed: str) -> tuple[bool, int]:
+        return self.kg.relation_blind_signature(subject, claimed)
 
 
 def input_order_scores(data) -> dict[str, float]:
@@ -127,14 +226,7 @@ def thresholded(facts: dict[str, list[dict]], values: dict[str, list[float]]) ->
         ]
         if not test:
             continue
-        best = (-1.0, 1, float("-inf"))
-        for direction in (1, -1):
-            points = sorted({direction * value for value, _ in dev})
-            for threshold in [float("-inf")] + [(low + high) / 2 for low, high in zip(points, points[1:])]:
-                accuracy = sum(int(direction * value > threshold) == label for value, label in dev) / max(len(dev), 1)
-                if accuracy > best[0]:
-                    best = (accuracy, direction, threshold)
-        _, direction, threshold = best
+        direction, threshold = best_threshold(dev)
         accuracies[family] = 100 * sum(int(direction * value > threshold) == label for value, label in test) / len(test)
     return accuracies
 
@@ -186,19 +278,10 @@ def transe_pair_distance(embeddings, record: dict) -> float:
     return float((embeddings.lookup(subject) - embeddings.lookup(claimed)).norm())
 
 
-def generated_world(**knobs):
-    """The generated task's world for ``knobs`` (its graph and splits), in memory: through the dataset's class."""
-    return DATASETS.get("generated").world(**knobs)
-
-
-def template_path(name: str) -> tuple[str, ...]:
-    """The relation path of the generated task's statement template ``name``."""
-    return next(template.path for template in DATASETS.get("generated").fact_templates if template.name == name)
-
-
-def cached_oracle_scores(data, cache_dir: Path | None = None) -> dict[str, dict[str, float]]:
-    """``oracle_scores`` of the generated world ``data``, kept under ``cache_dir`` (default: the cache directory)
+def cached_oracle_scores(knobs: dict, cache_dir: Path | None = None) -> dict[str, dict[str, float]]:
+    """``oracle_scores`` of the generated world of ``knobs``, kept under ``cache_dir`` (default: the cache directory)
     keyed by the generated data itself, so that a change to the generator is never read from an older entry."""
+    data = generated_dataset().world(**knobs)
     # The oracles' code is part of the key too: kg-text's order oracle lives in its method's file.
     code = [(Path(__file__).parent.parent / part).read_text() for part in ("report/sanity.py", "methods/kg_text.py")]
     key = hashlib.sha256(
@@ -216,13 +299,19 @@ def cached_oracle_scores(data, cache_dir: Path | None = None) -> dict[str, dict[
     return scores
 
 
-def world_name(data) -> str:
-    full = asdict(data.knobs)
+def world_name(knobs: dict) -> str:
+    full = asdict(generated_dataset().knobs_class(**knobs))
     return ", ".join(f"{name}={value}" for name, value in full.items())
 
 
-def sanity_section(worlds=PAGE_WORLDS, cache_dir: Path | None = None) -> list[str]:
-    """Markdown lines: the oracles' test accuracy per family in each generated world (knob dicts) of the page."""
+def sanity_section(worlds=None, results_dir: Path | None = None) -> list[str]:
+    """Markdown lines: for each generated world (knob dicts; default: the page's, v2 and v3) the oracles' test
+    accuracy per family, the relation-blind regression and the feature ceilings, as ``write_sanity_numbers`` stored
+    them under ``results_dir`` (default: the project's results/): the page build trains nothing."""
+    from knowledge_lm.core.paths import project_path
+
+    worlds = (*PAGE_WORLDS, *V3_WORLDS) if worlds is None else worlds
+    stored = read_sanity_numbers(results_dir or project_path("results"))
     out = [
         "## Task sanity (no language model)",
         "",
@@ -230,20 +319,225 @@ def sanity_section(worlds=PAGE_WORLDS, cache_dir: Path | None = None) -> list[st
         "thresholds on dev (`knowledge_lm.report.sanity`). The rule oracle follows the template's relations; the "
         "others are blind to relations (TransE: the better on test of the claim's and the relation-free distance), "
         "and should stay near 50 on one_hop and two_hop, whose false statements join the claimed object to the "
-        "subject through another relation.",
+        "subject through another relation. Below them, on a sanity test split of at least "
+        f"{family_test_size()} statements a family (a standard error ≤ {MAX_STANDARD_ERROR} points): a logistic "
+        "regression on relation-blind features × template (degrees, distance, common neighbours; fit on train), "
+        "which should stay ≤ 55, and each knowledge input's ceiling (an oracle reading only that input, with the "
+        "true relations): below 90, a method reading only it cannot carry the family's relations.",
         "",
     ]
     for knobs in worlds:
-        data = generated_world(**knobs)
-        scores = cached_oracle_scores(data, cache_dir)
-        out += [
-            f"World: {world_name(data)}.",
-            "",
-            "| oracle | " + " | ".join(FAMILIES) + " |",
-            "|---|" + "---:|" * len(FAMILIES),
-        ]
-        for oracle in ORACLES:
-            cells = [f"{scores[oracle][family]:.1f}" if family in scores[oracle] else "—" for family in FAMILIES]
-            out.append(f"| {ORACLE_NAMES[oracle]} | " + " | ".join(cells) + " |")
+        out += [f"World: {world_name(dict(knobs))}.", ""]
+        numbers = stored.get(world_name(dict(knobs)))
+        if not numbers or numbers.get("key") != world_key(dict(knobs)):
+            out += ["Not computed for this world's code: `python -m knowledge_lm.report.sanity`.", ""]
+            continue
+        out += ["| oracle | " + " | ".join(FAMILIES) + " |", "|---|" + "---:|" * len(FAMILIES)]
+        out += [table_row(ORACLE_NAMES[oracle], numbers["oracles"][oracle]) for oracle in ORACLES]
+        counts = "/".join(str(numbers["statements"][family]) for family in TEMPLATE_FAMILIES)
+        out.append(
+            table_row(
+                f"relation-blind regression × template ({counts} statements)", numbers["relation_blind_regression"]
+            )
+        )
+        out += [table_row(f"ceiling: {CEILING_NAMES[name]}", numbers["ceilings"][name]) for name in CEILING_NAMES]
         out.append("")
     return out
+
+
+def table_row(name: str, scores: dict[str, float]) -> str:
+    cells = [f"{scores[family]:.1f}" if family in scores else "—" for family in FAMILIES]
+    return f"| {name} | " + " | ".join(cells) + " |"
+
+
+# -- the relation-blind regression and the feature ceilings, on a large sanity test split ------------------------
+
+# A family's accuracy near 50 has a standard error ≤ 1.5 points from 1,112 statements on: a test split of this size
+# holds that many of each knowledge family (a third of knowledge_share = 0.8 each).
+MAX_STANDARD_ERROR = 1.5
+# The third generator's world (benchmarks/*_generated_v3.yaml): matched negatives, more entities (a matched false
+# claim needs a subject of its split in its true claim's cell) and a test split of family_test_size().
+V3_WORLD = {"dev_size": 300, "negatives": "matched", "num_entities": 3000, "test_size": 4170}
+V3_WORLDS = (V3_WORLD, {**V3_WORLD, "seed": CONFIRM_SEED})
+SANITY_NUMBERS = Path("derived") / "sanity" / "generated.json"  # under the results store; written by ``main``
+# The knowledge each method reads, by name of a ceiling (``feature_ceilings``); "kg_embedding" stands for the KG
+# embedding kind of the cell (knowledge option kg_embedding). SI only filters the links its host reads.
+METHOD_INPUTS = {
+    "knowbert": ("kg_embedding",),
+    "knowbert+si": ("kg_embedding", "si_selection"),
+    "knowbert+si+sr": ("kg_embedding", "si_selection"),
+    "kam": ("kam_kg_map",),
+    "kam+kg": ("kam_kg_map",),
+}
+CEILING_NAMES = {
+    "transe": "TransE (the method's, true relations): the claim's path, threshold per template on train",
+    "rotate": "RotatE (the method's, true relations): the claim's rotations, threshold per template on train",
+    "kam_kg_map": "KAM's KG map (an edge between the two entities' tokens), per template",
+    "si_selection": "SI's selection (the object within K_hop of the subject), per template",
+}
+
+
+def family_test_size(max_standard_error: float = MAX_STANDARD_ERROR, knowledge_share: float = 0.8) -> int:
+    """The smallest test split whose knowledge families (a third of ``knowledge_share`` each) have enough
+    statements that an accuracy near 50 % has a standard error of at most ``max_standard_error`` points."""
+    per_family = math.ceil(0.25 / (max_standard_error / 100) ** 2)
+    size = math.ceil(per_family * 3 / knowledge_share)
+    while round(knowledge_share * size / 2) // 3 * 2 < per_family:  # the generator rounds pairs per family
+        size += 1
+    return size
+
+
+def sanity_split(knobs: dict):
+    """The world of ``knobs`` with a test split of at least ``family_test_size()`` statements (its own random
+    stream: train and dev are the world's own)."""
+    full = asdict(generated_dataset().knobs_class(**knobs))
+    return generated_dataset().world(
+        **{**full, "test_size": max(full["test_size"], family_test_size(knowledge_share=full["knowledge_share"]))}
+    )
+
+
+def per_template_thresholded(facts: dict[str, list[dict]], values: dict[str, list[float]]) -> dict[str, float]:
+    """Family → test accuracy (%) of "true iff value (or its negation) exceeds a threshold", threshold and direction
+    the best on train for each template (a method reads the template's words, and learns from train: it may learn
+    one per template; dev has too few statements a template)."""
+    predictions = [0] * len(facts["test"])
+    for template in (template.name for template in generated_dataset().fact_templates):
+        train = [(v, r["label"]) for v, r in zip(values["train"], facts["train"]) if r["template"] == template]
+        direction, threshold = best_threshold(train)
+        for index, record in enumerate(facts["test"]):
+            if record["template"] == template:
+                predictions[index] = int(direction * values["test"][index] > threshold)
+    return by_family(facts["test"], predictions)
+
+
+def best_threshold(points: list[tuple[float, int]]) -> tuple[int, float]:
+    """The direction and threshold of the best accuracy of "direction × value > threshold" on ``points``
+    ((value, label); ties: the first tried)."""
+    best = (-1.0, 1, float("-inf"))
+    for direction in (1, -1):
+        values = sorted({direction * value for value, _ in points})
+        for threshold in [float("-inf")] + [(low + high) / 2 for low, high in zip(values, values[1:])]:
+            accuracy = sum(int(direction * value > threshold) == label for value, label in points)
+            if accuracy > best[0]:
+                best = (accuracy, direction, threshold)
+    return best[1], best[2]
+
+
+def feature_ceilings(
+    data, cache_dir: Path, kinds=("transe", "rotate"), hparams: dict | None = None
+) -> dict[str, dict[str, float]]:
+    """Input → family → test accuracy (%) of an oracle that reads only that knowledge input, with the true
+    relations, on one_hop and two_hop (thresholds per template, from train): each KG embedding kind (the method's
+    own hyper-parameters, trained on the world's graph, cached under ``cache_dir/kg_embeddings`` as the method
+    caches them: ``path_score`` of the claim's relations), KAM's KG map (whether subject and object share an
+    edge) and SI's selection (whether the object lies within K_hop of the subject, what SI's ``close`` counts).
+    Below 90 on a family: that input cannot carry its relations there. ``hparams``: kind → hyper-parameters other
+    than the method's defaults (tests)."""
+    from knowledge_lm.knowledge.kg_embeddings import cached_embeddings
+    from knowledge_lm.knowledge.prepare import KnowledgeConfig
+
+    facts = {
+        split: [record for record in data.splits[split] if record["kind"] in TEMPLATE_FAMILIES]
+        for split in ("train", "test")
+    }
+    pid_of = {name: pid for pid, name in data.kg.relations.items()}
+    ceilings = {}
+    for kind in kinds:
+        embeddings = cached_embeddings(
+            kind, data.kg, Path(cache_dir) / "kg_embeddings", progress=False, **(hparams or {}).get(kind, {})
+        )
+        values = {
+            split: [
+                embeddings.path_score(*pair(r)[:1], [pid_of[name] for name in template_path(r["template"])], pair(r)[1])
+                for r in records
+            ]
+            for split, records in facts.items()
+        }
+        ceilings[kind] = per_template_thresholded(facts, values)
+    graph = undirected_graph(data.kg)
+    adjacent = {split: [float(graph.has_edge(*pair(r))) for r in records] for split, records in facts.items()}
+    ceilings["kam_kg_map"] = per_template_thresholded(facts, adjacent)
+    k_hop = KnowledgeConfig().k_hop
+    close = {
+        split: [float(graph_distance(graph, *pair(r)) <= k_hop) for r in records] for split, records in facts.items()
+    }
+    ceilings["si_selection"] = per_template_thresholded(facts, close)
+    return ceilings
+
+
+def world_key(knobs: dict) -> str:
+    """What the sanity numbers of a world are computed from: its knobs and the code that generates and scores it."""
+    code = [
+        (Path(__file__).parent.parent / part).read_text()
+        for part in ("report/sanity.py", "data/generated.py", "knowledge/kg_embeddings.py", "methods/kg_text.py")
+    ]
+    return hashlib.sha256(json.dumps([asdict(generated_dataset().knobs_class(**knobs)), code]).encode()).hexdigest()[
+        :16
+    ]
+
+
+def sanity_numbers(knobs: dict, cache_dir: Path | None = None, hparams: dict | None = None) -> dict:
+    """The oracles' scores of the world ``knobs`` (on its own test split), and the relation-blind regression and
+    the feature ceilings (``hparams``: as ``feature_ceilings``) on its sanity split, with the statements of each
+    family they are scored on."""
+    data = sanity_split(knobs)
+    test = [record for record in data.splits["test"] if record["kind"] in TEMPLATE_FAMILIES]
+    return {
+        "key": world_key(knobs),
+        "oracles": cached_oracle_scores(knobs, cache_dir),
+        "statements": {family: sum(r["kind"] == family for r in test) for family in TEMPLATE_FAMILIES},
+        "relation_blind_regression": relation_blind_regression(data),
+        "ceilings": feature_ceilings(data, Path(cache_dir or default_cache_dir()), hparams=hparams),
+    }
+
+
+def read_sanity_numbers(results_dir: Path) -> dict[str, dict]:
+    """World name → its stored ``sanity_numbers`` (``results/derived/sanity/generated.json``); {} where none."""
+    path = Path(results_dir) / SANITY_NUMBERS
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as error:
+        why = f"does not parse ({type(error).__name__})"
+        raise KlmError(f"{path}: {why}; write it again: python -m knowledge_lm.report.sanity") from None
+    return stored if isinstance(stored, dict) else {}
+
+
+def stored_ceilings(knobs: dict, results_dir: Path) -> dict[str, dict[str, float]] | None:
+    """For the verdicts: input (``METHOD_INPUTS``' names, "transe"/"rotate" for "kg_embedding") → family → the
+    ceiling stored for the world ``knobs``, None where none is stored for its current code."""
+    numbers = read_sanity_numbers(results_dir).get(world_name(knobs))
+    return numbers["ceilings"] if numbers and numbers["key"] == world_key(knobs) else None
+
+
+def method_ceiling(method: str, ceilings: dict[str, dict[str, float]], kg_embedding: str = "transe") -> dict:
+    """Family → the highest ceiling among the inputs ``method`` reads (``METHOD_INPUTS``); {} for a method not
+    listed (kg-text reads the facts' words: the rule oracle's)."""
+    inputs = [kg_embedding if name == "kg_embedding" else name for name in METHOD_INPUTS.get(method, ())]
+    families = {family for name in inputs for family in ceilings.get(name, {})}
+    return {
+        family: max(ceilings[name][family] for name in inputs if family in ceilings.get(name, {}))
+        for family in families
+    }
+
+
+def write_sanity_numbers(
+    results_dir: Path, worlds=None, cache_dir: Path | None = None, hparams: dict | None = None
+) -> Path:
+    """Compute ``sanity_numbers`` of each world (default: the page's, v2 and v3) and store them, by world name, in
+    ``results/derived/sanity/generated.json`` (what the page reads: it trains nothing). Deterministic: the same
+    code gives the same bytes. About 10 minutes on 2 CPU cores for the default worlds (RotatE and TransE trained
+    once each, then cached under ``cache_dir``)."""
+    worlds = (*PAGE_WORLDS, *V3_WORLDS) if worlds is None else worlds
+    numbers = {world_name(dict(knobs)): sanity_numbers(dict(knobs), cache_dir, hparams) for knobs in worlds}
+    path = Path(results_dir) / SANITY_NUMBERS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, numbers)
+    return path
+
+
+if __name__ == "__main__":  # python -m knowledge_lm.report.sanity [results_dir]: the derived numbers of the page
+    import sys
+
+    print(write_sanity_numbers(Path(sys.argv[1] if len(sys.argv) > 1 else "results")))
