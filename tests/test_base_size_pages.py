@@ -83,3 +83,27 @@ def test_a_claim_on_minilm_alone_reads_as_before(tmp_path, monkeypatch):
     assert judged.backbone == "minilm" and judged.beside == []
     page = render_claims([judged])
     assert "| gain | Table 1: x | **+2.0**" in page and "Ours run on MiniLM-L6 (6 layers" in page
+
+
+def test_the_speed_page_gives_the_base_size_step_time_first():
+    from knowledge_lm.report.speed import render_speed
+
+    row = {"step_ms": 10.0, "samples_per_s": 3200.0, "peak_mib": None, "tflops": 1.0}
+    record = {
+        "device": "GPU X",
+        "batch_size": 32,
+        "max_length": 48,
+        "precision": "bf16-mixed",
+        "repeats": 1,
+        "steps": 10,
+        "warmup": 2,
+        "git": {"commit": "abc"},
+        "measured_at": "2026-11-26T15:35:39+00:00",
+        "methods": {"baseline": row},
+        "bare_loop": None,
+    }
+    minilm = {**record, "backbone": ".device/minilm"}
+    base = {**record, "backbone": "/root/carried/mpnet-base", "methods": {"baseline": {**row, "step_ms": 21.5}}}
+    text = render_speed([minilm, base])
+    assert text.index("## GPU X, mpnet-base") < text.index("## GPU X, minilm")
+    assert "| baseline | 21.50 |" in text
