@@ -46,6 +46,10 @@ def test_dataset_page_and_readme_lead_with_the_base_size(tmp_path):
     assert "kam on glue (MPNet-base), Δ +5.0" in answer and "on MiniLM-L6 Δ +2.0" in answer
     assert answer.index("MPNet-base") < answer.index("MiniLM-L6")
 
+    # the paper pages name MiniLM-L6 as ours: they show its cells alone, never a mean over both backbones' seeds
+    papers = "".join(path.read_text() for path in (out / "papers").glob("*.md"))
+    assert "63.0 ±" in papers and "66.0 ±" not in papers
+
 
 def test_minilm_alone_names_no_backbone(tmp_path):
     results, out = tmp_path / "results", tmp_path / "pages"
