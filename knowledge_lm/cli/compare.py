@@ -61,6 +61,6 @@ def add_parser(commands):
     comparing.add_argument("second", help="the method or variant it is compared with, e.g. kam-no-entity")
     comparing.add_argument("--dataset", help="only these datasets, comma-separated")
     add_results_dir_argument(comparing)
-    comparing.add_argument("--backbones", help="comma-separated, or all (default: minilm)")
+    comparing.add_argument("--backbones", help="comma-separated, or all (default: mpnet-base,minilm)")
     comparing.add_argument("--json", action="store_true", help="the rows as JSON")
     comparing.set_defaults(handler=command_compare)

@@ -39,6 +39,7 @@ def add_parser(commands):
         help="data directory (or DATA_DIR) whose gold the kept predictions are checked against, as klm leaderboard's",
     )
     export.add_argument(
-        "--backbones", help="the backbones whose results are exported, comma-separated, or all (default: minilm)"
+        "--backbones",
+        help="the backbones whose results are exported, comma-separated, or all (default: mpnet-base,minilm)",
     )
     export.set_defaults(handler=command_export)

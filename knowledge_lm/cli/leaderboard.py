@@ -73,8 +73,8 @@ def add_parser(commands):
     )
     leaderboard.add_argument(
         "--backbones",
-        help="the backbones whose results the dataset pages show, comma-separated, or all (default: minilm; a "
-        "smoke run's tiny results render only when named, best with another --out)",
+        help="the backbones whose results the dataset pages show, comma-separated, or all (default: "
+        "mpnet-base,minilm; a smoke run's tiny results render only when named, best with another --out)",
     )
     leaderboard.add_argument("--force", action="store_true", help="rebuild every page, changed inputs or not")
     leaderboard.add_argument("--datasets", help="only these datasets' pages, comma-separated (with --out)")

@@ -45,6 +45,9 @@ KNOWN_WEIGHTS = {
     MPNET_BASE_FLOAT16_SHA256: "mpnet-base",
 }
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# The backbones of the papers' scale (BERT-base's 110M): the pages give their rows first, MiniLM's beside them.
+BASE_SIZE_BACKBONES = ("mpnet-base",)
+BACKBONE_NAMES = {"minilm": "MiniLM-L6", "mpnet-base": "MPNet-base"}  # a backbone as the papers would name it
 # The tiny random backbones of the tests, one per encoder layout (``LAYOUTS``), each of TINY_CONFIG's size.
 TINY_BACKBONES = {"tiny": "bert", "tiny-mpnet": "mpnet", "tiny-roberta": "roberta"}
 TINY_CONFIG = dict(
@@ -68,6 +71,17 @@ class BackboneInfo:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def base_size_first(name: str) -> int:
+    """0 for a base-size backbone (``BASE_SIZE_BACKBONES``: its label, or a folder or path of that name), 1 for any
+    other: the sort key that puts the base size first, every other order kept."""
+    return 0 if Path(str(name)).name in BASE_SIZE_BACKBONES else 1
+
+
+def leading_order(backbones) -> list[str]:
+    """``backbones`` in the order the pages give them: the base size first, then the others by name."""
+    return sorted(set(backbones), key=lambda name: (base_size_first(name), name))
 
 
 def file_sha256(path: Path) -> str:

@@ -8,12 +8,13 @@ seed, tested by ``comparisons.delta_test`` and corrected by Benjamini–Hochberg
 (``comparisons.corrected``). Its verdict follows ``VERDICT_RULE`` (``claim_verdict``), the one rule the page prints.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
+from knowledge_lm.core.backbones import BACKBONE_NAMES, leading_order
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.registry import DATASETS, METHODS, cannot_run
@@ -74,7 +75,8 @@ REFERENCE_KEYS = {"sources", "dataset", "fraction", "metrics"}
 @dataclass(frozen=True)
 class Comparison:
     """Ours: ``a`` minus ``b`` per seed on ``dataset``'s ``tasks`` (averaged over them) at ``fraction``, in ``metric``
-    (None: each task's main metric), on ``backbone``; a variant None is each task's recipe (``TASK_RECIPES``)."""
+    (None: each task's main metric), on ``backbone`` (None: every backbone with cells, the base size leading); a
+    variant None is each task's recipe (``TASK_RECIPES``)."""
 
     a: str
     b: str
@@ -82,7 +84,7 @@ class Comparison:
     tasks: tuple[str, ...]
     fraction: float
     metric: str | None = None
-    backbone: str = "minilm"
+    backbone: str | None = None
     a_variant: str | None = None
     b_variant: str | None = None
 
@@ -211,7 +213,7 @@ def parsed_comparison(ours) -> Comparison | None:
         tasks=tuple(ours["tasks"]),
         fraction=float(fraction),
         metric=ours.get("metric"),
-        backbone=ours.get("backbone", "minilm"),
+        backbone=ours.get("backbone"),
         a_variant=ours.get("a_variant"),
         b_variant=ours.get("b_variant"),
     )
@@ -277,7 +279,7 @@ def side_cells(
     other side's cells) comes from a pretraining run, the checkpoint of that same run (``own_run_label``: ERICA's
     MLM-only control is its own run's), none where no record pairs them."""
     method = getattr(comparison, side)
-    mine = frame[frame.cell_method == method]
+    mine = frame[(frame.cell_method == method) & (frame.backbone == comparison.backbone)]
     if mine.empty:
         return mine
     label = mine["method"].value_counts().sort_index().idxmax()
@@ -292,7 +294,6 @@ def side_cells(
         & (mine.variant == comparison.variant_of(side, task))
         & (mine.fraction == comparison.fraction)
         & (mine.metric == comparison.metric_of(task))
-        & (mine.backbone == comparison.backbone)
     ].assign(method=side)
 
 
@@ -368,6 +369,17 @@ class Judged:
     found: dict | None
     verdict: str
     reason: str = ""
+    backbone: str = ""  # the backbone ``found`` is measured on: the base size where it has cells
+    beside: list[tuple[str, dict]] = field(default_factory=list)  # the other backbones' measurements, uncorrected
+
+
+def measured_by_backbone(frame: pd.DataFrame, comparison: Comparison) -> list[tuple[str, dict]]:
+    """``(backbone, measured)`` of ``comparison`` on its backbone, or where it names none on every backbone of
+    ``frame`` with seed pairs, the base size first (``core.backbones.leading_order``)."""
+    backbones = [comparison.backbone] if comparison.backbone else leading_order(frame["backbone"].unique())
+    found = [(backbone, measured(frame, replace(comparison, backbone=backbone))) for backbone in backbones]
+    with_pairs = [(backbone, test) for backbone, test in found if test is not None and test["n"]]
+    return with_pairs or [(backbone, test) for backbone, test in found if test is not None][:1]
 
 
 def judged_claims(frame: pd.DataFrame, results_dir: Path, claims: list[Claim] | None = None) -> list[Judged]:
@@ -378,8 +390,9 @@ def judged_claims(frame: pd.DataFrame, results_dir: Path, claims: list[Claim] | 
     claims = load_claims(references=references) if claims is None else claims
     judged = []
     for claim in claims:
-        found = measured(frame, claim.ours) if claim.ours is not None and not claim.not_run else None
-        judged.append(Judged(claim, paper_effect(claim, references), found, NOT_RUN))
+        found = measured_by_backbone(frame, claim.ours) if claim.ours is not None and not claim.not_run else []
+        lead, test = found[0] if found else ("", None)
+        judged.append(Judged(claim, paper_effect(claim, references), test, NOT_RUN, backbone=lead, beside=found[1:]))
     corrected([entry.found for entry in judged if entry.found is not None])
     for entry in judged:
         entry.verdict = claim_verdict(entry.found, claimed_sign(entry.claim, entry.effect))
@@ -438,7 +451,18 @@ def ours_text(entry: Judged) -> str:
     text = f"**{found['delta']:+.1f}**{interval}, n={found['n']}: {where}"
     if len(found["tasks"]) < len(ours.tasks):
         text += f" ({len(found['tasks'])} of {len(ours.tasks)} tasks ran)"
-    return text + cards_note(found)
+    text += cards_note(found)
+    if not entry.beside:
+        return text
+    beside = [f"{BACKBONE_NAMES.get(backbone, backbone)}: {beside_text(test)}" for backbone, test in entry.beside]
+    return f"{BACKBONE_NAMES.get(entry.backbone, entry.backbone)}: {text}<br>" + "<br>".join(beside)
+
+
+def beside_text(found: dict) -> str:
+    """Another backbone's measurement of a claim, beside the leading one: Δ, its interval and n, uncorrected (the
+    page's correction and verdict are the leading backbone's)."""
+    interval = "" if found["interval"] is None else f" {interval_text(found['interval'])}"
+    return f"{found['delta']:+.1f}{interval}, n={found['n']} (uncorrected, no verdict)"
 
 
 def verdict_text(entry: Judged) -> str:
@@ -481,6 +505,18 @@ def counts_text(judged: list[Judged]) -> str:
     return ", ".join(f"{verdict}: {count}" for verdict, count in counts.items() if count)
 
 
+def backbones_text(judged: list[Judged]) -> str:
+    """On which backbones our comparisons ran: MiniLM alone, or the base size leading with MiniLM's beside it."""
+    if not any(entry.beside for entry in judged):
+        return "Ours run on MiniLM-L6 (6 layers, hidden 384: its size is on the [README](README.md))"
+    return (
+        "Ours run on MPNet-base (12 layers, hidden 768, the papers' scale) and on MiniLM-L6 (6 layers, hidden 384; "
+        "sizes on the [README](README.md)): where a claim has cells on both, the base size leads (its Δ is the one "
+        "corrected and judged, its backbone named) and MiniLM-L6's Δ stands below it, uncorrected and without a "
+        "verdict"
+    )
+
+
 def render_claims(judged: list[Judged]) -> str:
     """``leaderboards/claims.md``: the rule, the counts, then one table per paper."""
     lines = [
@@ -494,8 +530,7 @@ def render_claims(judged: list[Judged]) -> str:
         f"corrected together by Benjamini–Hochberg over this page's {sum(e.found is not None for e in judged)} "
         "tests (a comparison against the baseline can therefore read otherwise on its dataset page, whose correction "
         "holds that page's tests instead). The paper's effect is A minus B in its own rows "
-        "(benchmarks/references.yaml), in points. Ours run on "
-        "MiniLM-L6 (6 layers, hidden 384: its size is on the [README](README.md)), the papers on BERT-base (BERT-Large "
+        "(benchmarks/references.yaml), in points. " + backbones_text(judged) + ", the papers on BERT-base (BERT-Large "
         "for KAM's Tables 2 and 3): what compares is the direction and rough size of each Δ; where our setting is "
         'farther from the paper\'s in a way that bears on the claim, the verdict cell says how ("setting").',
         "",

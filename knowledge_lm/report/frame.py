@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from knowledge_lm.core.backbones import leading_order
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.core.results import CellResult, gold_sha256, predictions_path, read_predictions, warn
@@ -184,6 +185,12 @@ def table_backbone(result: CellResult) -> str:
     """The backbone whose tables a result stands in: its own, or for a cell fine-tuned from a pretraining
     checkpoint (ERICA, KnowBERT) the checkpoint's base backbone."""
     return result["backbone"].get("pretrained_from") or result["cell"]["backbone"]
+
+
+def backbone_groups(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """``frame``'s cells per backbone, the base size first (``core.backbones.leading_order``)."""
+    groups = dict(tuple(frame.groupby("backbone")))
+    return [(backbone, groups[backbone]) for backbone in leading_order(groups)]
 
 
 def degenerate_reason(path: Path, result: CellResult) -> str:

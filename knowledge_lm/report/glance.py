@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from knowledge_lm.core.backbones import BACKBONE_NAMES, base_size_first, leading_order
 from knowledge_lm.core.registry import DATASETS, METHODS, cannot_run
 from knowledge_lm.report.claims import Judged, counts_text
 from knowledge_lm.report.comparisons import (
@@ -38,7 +39,7 @@ from knowledge_lm.report.comparisons import (
 )
 from knowledge_lm.report.coverage import dataset_untestable, gate_text, gated, glance_coverage
 from knowledge_lm.report.figures import forest_plot
-from knowledge_lm.report.frame import cards_text, interval_text
+from knowledge_lm.report.frame import backbone_groups, cards_text, interval_text
 from knowledge_lm.report.preregistration import PREREGISTERED_DIR, WorldStatus, world_statuses
 from knowledge_lm.report.protocol import (
     DEGENERATE_MARK,
@@ -80,7 +81,6 @@ def glance_cells(page: pd.DataFrame, tests: PageTests) -> dict[tuple[str, str], 
 MAIN_METHODS = ("baseline", "kam", "kam+si", "knowbert", "knowbert+si", "knowbert+si+sr", "bert+sr", "erica")
 # The datasets the README always has a column for, whether or not any cell ran there.
 MAIN_DATASETS = ("cosmosqa", "fewrel", "generated", "glue", "openentity", "redocred", "semeval2010")
-BACKBONE_NAMES = {"minilm": "MiniLM-L6"}  # a backbone as the papers would name it
 BERT_BASE_PARAMETERS = 110e6
 NOT_RUN = "not run yet"
 SYNTHETIC = ("generated",)  # datasets whose examples are synthetic: their column is marked so
@@ -113,7 +113,7 @@ class Footnotes:
 def backbone_text(frame: pd.DataFrame) -> str:
     """The backbones of ``frame``'s cells, each named with its size as its results record it (``parameters``)."""
     named = []
-    for backbone, group in frame.groupby("backbone"):
+    for backbone, group in backbone_groups(frame):
         counts = sorted({int(count) for count in group["parameters"].dropna()}) if "parameters" in group else []
         size = (
             " and ".join(f"{count / 1e6:.1f}M" for count in counts) + " parameters"
@@ -161,13 +161,14 @@ def method_means(page: pd.DataFrame, backbone: str, label: str, metrics: dict[st
 
 def glance_rows(frame: pd.DataFrame, methods) -> list[tuple[str, str, str]]:
     """``(backbone, label, method)`` of each row: every label ``frame`` gives each of ``methods`` (a checkpoint's
-    ``method ⟨backbone⟩`` too), per backbone; a method without cells gets a row on the first backbone all the same
-    when it is a main method."""
+    ``method ⟨backbone⟩`` too), per backbone, the base size's row first and MiniLM's after it; a method without cells
+    gets a row on the first backbone all the same when it is a main method."""
     rows = []
-    backbones = sorted(frame["backbone"].unique()) or ["minilm"]
+    backbones = leading_order(frame["backbone"].unique()) or ["minilm"]
     for method in methods:
         found = sorted(
-            {(b, label) for b, label in frame[frame.cell_method == method][["backbone", "method"]].itertuples(False)}
+            {(b, label) for b, label in frame[frame.cell_method == method][["backbone", "method"]].itertuples(False)},
+            key=lambda row: (base_size_first(row[0]), row),
         )
         if not found and method in MAIN_METHODS:
             found = [(backbones[0], method)]
@@ -308,19 +309,40 @@ def glance_results(frame: pd.DataFrame, golds: dict[str, list], groupings: dict[
     return GlanceResults(pages, metrics, cells, relational, degenerate, left_out)
 
 
+def effect_text(test: dict) -> str:
+    """A comparison against the baseline as the answer says it: Δ, its interval, n and the page's verdict."""
+    interval = "" if test["interval"] is None else f" {interval_text(test['interval'])}"
+    return f"Δ {test['delta']:+.1f}{interval} (n={test['n']}), {verdict(test)}"
+
+
 def largest_effect(results: GlanceResults, rows: list[tuple[str, str, str]]) -> str:
     """The sentence naming the largest real-data Δ against the baseline of any of ``rows``' methods at
-    ``FRACTION`` (the significant ones first), with the page's verdict."""
+    ``FRACTION`` (the significant ones first), with the page's verdict: on the base size where it has comparisons
+    (the papers' scale), the same method's Δ on every other backbone beside it."""
+    method_of = {row[:2]: row[2] for row in rows}
     found = [
-        (significant(test), abs(test["delta"]), label, dataset, test)
+        (significant(test), abs(test["delta"]), label, dataset, test, backbone)
         for (backbone, label, dataset), test in results.cells.items()
-        if dataset not in SYNTHETIC and test["n"] and any(row[:2] == (backbone, label) for row in rows)
+        if dataset not in SYNTHETIC and test["n"] and (backbone, label) in method_of
     ]
     if not found:
         return "No method has a comparison with the baseline on a real dataset yet."
-    is_significant, _, label, dataset, test = max(found, key=lambda item: (item[0], item[1], item[2], item[3]))
-    interval = "" if test["interval"] is None else f" {interval_text(test['interval'])}"
-    said = f"{label} on {dataset}, Δ {test['delta']:+.1f}{interval} (n={test['n']}), {verdict(test)}"
+    lead = leading_order(item[5] for item in found)[0]
+    is_significant, _, label, dataset, test, _ = max(
+        (item for item in found if item[5] == lead), key=lambda item: (item[0], item[1], item[2], item[3])
+    )
+    said = f"{label} on {dataset}, {effect_text(test)}"
+    beside = [
+        f"on {BACKBONE_NAMES.get(backbone, backbone)} {effect_text(other)}"
+        for backbone in leading_order(item[5] for item in found)[1:]
+        for (b, other_label, other_dataset), other in results.cells.items()
+        if (b, other_dataset) == (backbone, dataset)
+        and method_of.get((b, other_label)) == method_of[lead, label]
+        and other["n"]
+    ]
+    if len({item[5] for item in found}) > 1:  # several backbones: each named, the base size first
+        said = f"{label} on {dataset} ({BACKBONE_NAMES.get(lead, lead)}), {effect_text(test)}"
+        said += f"; {'; '.join(beside)}" if beside else ""
     if is_significant:
         return f"The largest real-data effect of any method against the baseline at {FRACTION:.0%} train: {said}."
     return (
@@ -330,18 +352,20 @@ def largest_effect(results: GlanceResults, rows: list[tuple[str, str, str]]) -> 
 
 
 def controls_sentence(results: GlanceResults) -> str | None:
-    """What the synthetic task's counterfactual controls show, per relational verdict, in one sentence; None where
-    no synthetic page gives one."""
+    """What the synthetic task's counterfactual controls show, per relational verdict, in one sentence (on the base
+    size where it has verdicts, named where another backbone has some too); None where no synthetic page gives one."""
     by_verdict: dict[str, list[str]] = {}
+    backbones = leading_order(key[0] for dataset in SYNTHETIC for key in results.relational.get(dataset, {}))
     for dataset in SYNTHETIC:
-        for (_, _, method, world), said in sorted(results.relational.get(dataset, {}).items()):
-            if world == "":
+        for (backbone, _, method, world), said in sorted(results.relational.get(dataset, {}).items()):
+            if world == "" and backbone == backbones[0]:
                 by_verdict.setdefault(said, []).append(method)
     if not by_verdict:
         return None
     parts = "; ".join(f"{said}: {', '.join(sorted(set(methods)))}" for said, methods in sorted(by_verdict.items()))
+    on = f" ({BACKBONE_NAMES.get(backbones[0], backbones[0])})" if len(backbones) > 1 else ""
     return (
-        "On the synthetic generated task, each method against its counterfactual controls (does it use the "
+        f"On the synthetic generated task{on}, each method against its counterfactual controls (does it use the "
         f"relational facts, its links alone, or nothing?): {parts}."
     )
 
@@ -371,10 +395,16 @@ def answer_lines(results: GlanceResults, rows: list, judged: list[Judged], figur
     return lines
 
 
-def forest_rows(results: GlanceResults, rows: list[tuple[str, str, str]]) -> list[tuple]:
-    """``(dataset, method, Δ, interval)`` of each of ``rows``' comparisons against the baseline, by dataset."""
+def forest_rows(results: GlanceResults, rows: list[tuple[str, str, str]], by_backbone: bool = False) -> list[tuple]:
+    """``(dataset, method, Δ, interval)`` of each of ``rows``' comparisons against the baseline, by dataset (the
+    method named with its backbone ``by_backbone``)."""
     return [
-        (dataset + (" (synthetic)" if dataset in SYNTHETIC else ""), label, test["delta"], test["interval"])
+        (
+            dataset + (" (synthetic)" if dataset in SYNTHETIC else ""),
+            f"{label} ({backbone})" if by_backbone else label,
+            test["delta"],
+            test["interval"],
+        )
         for dataset in sorted(results.pages)
         for backbone, label, method in rows
         if method != "baseline" and (test := results.cells.get((backbone, label, dataset))) is not None and test["n"]
@@ -439,7 +469,7 @@ def render_glance(
     the verdicts."""
     coverage = coverage or {}
     results = glance_results(frame, golds, groupings)
-    backbones = sorted(frame["backbone"].unique())
+    backbones = leading_order(frame["backbone"].unique())
     datasets = sorted(set(results.pages) | set(MAIN_DATASETS))
     main_rows, other_checkpoints = primary_rows(glance_rows(frame, MAIN_METHODS), frame)
     others = other_checkpoints + glance_rows(frame, sorted(set(frame["cell_method"]) - set(MAIN_METHODS)))
@@ -450,7 +480,11 @@ def render_glance(
 
     drawn = None
     if figures is not None:
-        drawn = forest_plot(forest_rows(results, main_rows), "Δ against the baseline", Path(figures) / FOREST)
+        drawn = forest_plot(
+            forest_rows(results, main_rows, by_backbone=len(backbones) > 1),
+            "Δ against the baseline",
+            Path(figures) / FOREST,
+        )
     lines = [
         "# At a glance: does knowledge injection help, and by how much?",
         "",
@@ -518,7 +552,9 @@ def relational_section(
     worlds = [world for world in WORLDS if any(key[3] == world for key in verdicts)] + declared
     tasks = {key[1] for key in verdicts}
     rows: dict[str, dict[str, str]] = {}
-    for (backbone, task, method, world), said in sorted(verdicts.items()):
+    for (backbone, task, method, world), said in sorted(
+        verdicts.items(), key=lambda item: (base_size_first(item[0][0]), item[0])
+    ):
         label = method + (f" ({backbone})" if by_backbone else "") + (f", {task}" if len(tasks) > 1 else "")
         status = statuses.get(world)
         rows.setdefault(label, {})[world] = said + (f" ({status.word})" if status and world in declared else "")

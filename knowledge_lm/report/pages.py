@@ -57,6 +57,7 @@ from knowledge_lm.report.figures import bucket_bars, fraction_curves, spectrum_c
 from knowledge_lm.report.frame import (
     CELL_COLUMNS,
     MISSING,
+    backbone_groups,
     cards_note,
     cards_text,
     fraction_label,
@@ -733,7 +734,7 @@ def dataset_page(dataset, frame, figures_dir, golds, groupings, *, coverage=None
             groupings=groupings,
             tests=tests,
         )
-        for backbone, group in frame.groupby("backbone")
+        for backbone, group in backbone_groups(frame)
         for task in tasks
     }
     return DatasetPage(
@@ -793,7 +794,7 @@ def notes_section(page: DatasetPage) -> list[str]:
 def backbone_sections(page: DatasetPage) -> list[str]:
     """Per backbone: its main table and overall tests, then each task's sections (``TASK_SECTIONS``)."""
     out = []
-    for backbone, group in page.frame.groupby("backbone"):
+    for backbone, group in backbone_groups(page.frame):
         out += [f"## Backbone: {backbone}", ""]
         # Settings tried on dev show their dev scores only (``tuning_table``): their test scores are kept off the page.
         tried = group["variant"].map(variant_table) == TUNING

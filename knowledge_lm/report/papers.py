@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from knowledge_lm.core.backbones import leading_order
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import read_yaml
 from knowledge_lm.core.paths import benchmarks_dir
@@ -464,12 +465,22 @@ def kept_spectrum(path: Path) -> list[float] | None:
         return None
 
 
+def one_backbone(frame: pd.DataFrame) -> pd.DataFrame:
+    """The cells the paper pages show, of one backbone (their text names MiniLM-L6: ``BACKBONE``): MiniLM's where
+    ``frame`` has some, else the first of ``core.backbones.leading_order``; the base size leads on the dataset
+    pages, the README and the claims page instead."""
+    if not len(frame):
+        return frame
+    backbones = leading_order(frame["backbone"].unique())
+    return frame[frame.backbone == ("minilm" if "minilm" in backbones else backbones[0])]
+
+
 def render_papers(
     files: list[tuple[Path, dict]], judged: list[Judged] = (), frame: pd.DataFrame | None = None
 ) -> tuple[dict[str, str], set[int]]:
     """Every paper page's text by file name (``README.md`` among them), each opening with its claims (``judged``),
     and the indices of the reference rows they render; ``frame``: ``papers_frame(files)`` where already made."""
-    frame = papers_frame(files) if frame is None else frame
+    frame = one_backbone(papers_frame(files) if frame is None else frame)
     references = load_all_references()
     texts, used = {}, set()
     for table in paper_tables():

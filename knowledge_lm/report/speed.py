@@ -6,6 +6,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
+from knowledge_lm.core.backbones import base_size_first
 from knowledge_lm.core.results import compact_time
 
 SPEED_DIR = "speed"
@@ -46,9 +47,15 @@ def compiled_label(record: dict, default_mode: str, other_mode: str) -> str:
     return default_mode if mode == "default" else other_mode.format(mode=mode)
 
 
+def record_order(record: dict) -> tuple:
+    """Records by device, the base size's first (``core.backbones.base_size_first``), then by backbone and time."""
+    return record["device"], base_size_first(record["backbone"]), record["backbone"], record["measured_at"]
+
+
 def render_speed(records: list[dict]) -> str:
     """``leaderboards/speed.md`` from the stored speed records: one table per measurement, grouped by (device,
-    backbone, shape, compilation), oldest first; then the peer records (``render_peer``)."""
+    backbone, shape, compilation), oldest first, a device's base-size records (step times) before MiniLM's; then the
+    peer records (``render_peer``: cell times), ordered alike."""
     peers = [record for record in records if record.get("kind") == "peer"]
     ericas = [record for record in records if record.get("kind") == "erica"]
     records = [record for record in records if record.get("kind") not in BENCHMARK_KINDS]
@@ -71,6 +78,7 @@ def render_speed(records: list[dict]) -> str:
         records,
         key=lambda r: (
             r["device"],
+            base_size_first(r["backbone"]),
             r["backbone"],
             r["batch_size"],
             r["max_length"],
@@ -350,7 +358,7 @@ def render_peer(records: list[dict]) -> list[str]:
         + f" on the single cell; the {GRID_CELLS}-cell grid within {GRID_TARGET_S:g} s.",
         "",
     ]
-    for record in sorted(records, key=lambda r: (r["device"], r["backbone"], r["measured_at"])):
+    for record in sorted(records, key=record_order):
         lines += peer_heading(record)
         for part in ("cell", "grid"):
             if part in record:
@@ -373,7 +381,7 @@ def render_erica(records: list[dict]) -> list[str]:
         "| target | commit |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for record in sorted(records, key=lambda r: (r["device"], r["backbone"], r["measured_at"])):
+    for record in sorted(records, key=record_order):
         ratio = record["erica_ms"] / record["mlm_ms"]
         lines.append(
             f"| {record['device']} | {Path(record['backbone']).name} | {record['precision']} | "
