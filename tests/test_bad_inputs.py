@@ -65,7 +65,11 @@ def glue_rte(tmp_path, train: bytes, compress: bool = False) -> Path:
     "train, compress, message",
     [
         ((RTE_HEADER + "0\tA caf\xe9.\tb\tentailment\n").encode("latin-1"), False, "train.tsv: not UTF-8 text"),
-        (gzip.compress((RTE_HEADER + RTE_ROW * 200).encode(), mtime=0)[:-40], True, "train.tsv.gz: truncated or corrupt gzip"),
+        (
+            gzip.compress((RTE_HEADER + RTE_ROW * 200).encode(), mtime=0)[:-40],
+            True,
+            "train.tsv.gz: truncated or corrupt gzip",
+        ),
     ],
     ids=["latin-1", "truncated-gzip"],
 )
