@@ -456,14 +456,29 @@ def record_process_failure(cell: Cell, runs_dir: Path, how: str, trace: str = ""
         console.print(f"{run_dir / FAILURE_FILE} not written ({error_line(error)})", markup=False, style="red")
 
 
-def check_data(sweep: Sweep, data_dir) -> dict[str, int]:
-    """Read every task's splits once before any cell starts: bad data, and a fraction that leaves too few train
-    examples (``check_train_sizes``), fail here, with one line. Returns each task's train examples."""
-    dataset_class = DATASETS.get(sweep.dataset)
+def data_key(task: str, options: dict) -> tuple[str, str]:
+    """What a task's records depend on: the task and its dataset options but ``knowledge`` (which changes none)."""
+    return task, json.dumps({k: v for k, v in options.items() if k != "knowledge"}, sort_keys=True, default=str)
+
+
+def read_task_data(sweep: Sweep, task: str, options: dict, data_dir, read: dict) -> dict[str, list[dict]]:
+    """``task``'s labelled splits under the dataset ``options``, read once into ``read`` (``data_key`` → splits)
+    however often a sweep's checks ask for them."""
+    key = data_key(task, options)
+    if key not in read:
+        options = {k: v for k, v in options.items() if k != "knowledge"}
+        read[key] = DATASETS.get(sweep.dataset)(task=task, data_dir=data_dir, **options).read_labelled()
+    return read[key]
+
+
+def check_data(sweep: Sweep, data_dir, read: dict | None = None) -> dict[str, int]:
+    """Read every task's splits once before any cell starts (``read``: those read already, ``read_task_data``):
+    bad data, and a fraction that leaves too few train examples (``check_train_sizes``), fail here, with one line.
+    Returns each task's train examples."""
     check_dataset_options(sweep, data_dir)
+    read = {} if read is None else read
     train_sizes = {
-        task: len(dataset_class(task=task, data_dir=data_dir, **sweep.dataset_options).labelled_splits()["train"])
-        for task in sweep.tasks
+        task: len(read_task_data(sweep, task, sweep.dataset_options, data_dir, read)["train"]) for task in sweep.tasks
     }
     check_train_sizes(sweep, train_sizes)
     return train_sizes
@@ -532,6 +547,7 @@ class SweepRun:
     devices_per_cell: int
     train_sizes: dict[str, int] = field(default_factory=dict)
     renamed: str | None = None  # renamed_line of its cells
+    read: dict = field(default_factory=dict)  # the splits read while sorting out (``read_task_data``), until checked
 
     def length(self, cell: Cell) -> float:
         """How long ``cell`` runs, relatively: its train examples, which its steps follow."""
@@ -554,7 +570,8 @@ def sort_out_sweep(
     (``runs``)."""
     check_sweep(sweep, overrides)
     devices_per_cell = max(sweep.train_config(task, overrides).devices for task in sweep.tasks)
-    hashes = stored_data_hashes(sweep, results_dir, data_dir, only)
+    read = {}
+    hashes = stored_data_hashes(sweep, results_dir, data_dir, only, read)
     planned = planned_cells(sweep, overrides, results_dir, only, hashes)
     cells = [p.cell for p in planned]
     reruns = rerun_keys(cells, results_dir, rerun_without_predictions)
@@ -566,13 +583,17 @@ def sort_out_sweep(
             console.print(f"[yellow]{states[cell.key][1]}; set aside as {moved[0].name}, the cell runs again[/]")
     todo = [c for c in cells if runs(states[c.key][0], c.key in reruns, retry_failed)]
     counts = {"done_before": len(cells) - len(todo) - len(elsewhere), "finished": 0, "failed": 0, "elsewhere": 0}
-    return SweepRun(sweep, cells, todo, reruns, counts, elsewhere, devices_per_cell, renamed=renamed_line(planned))
+    renamed = renamed_line(planned)
+    return SweepRun(sweep, cells, todo, reruns, counts, elsewhere, devices_per_cell, renamed=renamed, read=read)
 
 
-def stored_data_hashes(sweep: Sweep, results_dir, data_dir, only=None) -> dict[tuple[str, str], dict[str, str]]:
+def stored_data_hashes(
+    sweep: Sweep, results_dir, data_dir, only=None, read: dict | None = None
+) -> dict[tuple[str, str], dict[str, str]]:
     """(task, variant) → split → the sha256 of the records its cells would read now, for the tasks and variants
-    with a stored result to compare them with (read once per distinct dataset options). Data that cannot be read
-    is said in one line and left out: those cells are then compared by their settings alone."""
+    with a stored result to compare them with (read once per distinct dataset options, into ``read``:
+    ``read_task_data``). Data that cannot be read is said in one line and left out: those cells are then compared
+    by their settings alone."""
     wanted = {
         (cell.task, cell.variant)
         for cell in sweep_cells(sweep)
@@ -580,14 +601,15 @@ def stored_data_hashes(sweep: Sweep, results_dir, data_dir, only=None) -> dict[t
     }
     from knowledge_lm.run.provenance import records_sha256  # torch: loaded where a run reads its data
 
+    read = {} if read is None else read
     hashes, by_options = {}, {}
     for task, variant in sorted(wanted):
-        options = {k: v for k, v in sweep.variant_options(variant).items() if k != "knowledge"}
-        key = (task, json.dumps(options, sort_keys=True, default=str))
+        options = sweep.variant_options(variant)
+        key = data_key(task, options)
         if key not in by_options:
             try:
-                data = DATASETS.get(sweep.dataset)(task=task, data_dir=data_dir, **options)
-                by_options[key] = {split: records_sha256(rows) for split, rows in data.read_labelled().items()}
+                splits = read_task_data(sweep, task, options, data_dir, read)
+                by_options[key] = {split: records_sha256(rows) for split, rows in splits.items()}
             except KlmError as error:
                 console.print(f"[yellow]{sweep.dataset}/{task}: data not read ({error}); stored cells compared by "
                               "their settings alone[/]")  # fmt: skip
@@ -604,9 +626,10 @@ def check_and_prepare(run: SweepRun, overrides: dict, *, data_dir, results_dir, 
     if todo:
         for backbone in sorted({cell.backbone for cell in todo}):
             check_backbone_ready(backbone)
-        run.train_sizes = check_data(run.sweep, data_dir)
+        run.train_sizes = check_data(run.sweep, data_dir, run.read)
         # The longest cells first: side-by-side jobs end together, and no long cell starts last.
         todo.sort(key=lambda cell: -run.length(cell))
+    run.read = {}  # checked: the cells read their data themselves
     console.print(
         plan_line(run.sweep.name, run.cells, todo, run.counts["done_before"], run.elsewhere, results_dir, jobs)
     )
