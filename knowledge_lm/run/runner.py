@@ -205,11 +205,12 @@ def wall_time_key(cell: dict) -> tuple:
     return cell["dataset"], cell["task"], cell["method"], round(float(cell["fraction"]), 6)
 
 
-def stored_wall_times(results_dir: Path) -> dict[tuple, dict[str, dict[str, list[float]]]]:
-    """The wall times (``wall_time_s``) of the store's finished cells by ``wall_time_key``, then backbone label, then
+def stored_wall_times(results_dir: Path, datasets=()) -> dict[tuple, dict[str, dict[str, list[float]]]]:
+    """The wall times (``wall_time_s``) of the store's finished cells (of ``datasets`` alone, where given: the
+    estimates of their cells read no other dataset's results) by ``wall_time_key``, then backbone label, then
     variant."""
     times = {}
-    for _, result in result_files(results_dir) if Path(results_dir).is_dir() else ():
+    for _, result in result_files(results_dir, datasets) if Path(results_dir).is_dir() else ():
         if isinstance(result["wall_time_s"], (int, float)) and not isinstance(result["wall_time_s"], bool):
             by_backbone = times.setdefault(wall_time_key(result["cell"]), {})
             by_variant = by_backbone.setdefault(result["cell"]["backbone"], {})
@@ -815,7 +816,7 @@ def plan_line(name: str, cells, todo, done: int, elsewhere: dict, results_dir, j
     )
     if not todo:
         return line
-    wall_times = stored_wall_times(results_dir)
+    wall_times = stored_wall_times(results_dir, {cell.dataset for cell in todo})
     estimates = [estimated_seconds(cell, wall_times) for cell in todo]
     known = [found[0] for found in estimates if found is not None]
     if known:
