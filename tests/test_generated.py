@@ -2,7 +2,6 @@
 
 import json
 import re
-import time
 from collections import Counter
 
 import pytest
@@ -77,10 +76,8 @@ def kg_answer(record, graph, link_field="qid"):
     return int(links[-1] in reached_from(graph, subject, TEMPLATE_PATHS[record["template"]]))
 
 
-def test_generation_is_fast_and_deterministic(default):
-    started = time.perf_counter()
-    again = generate()
-    assert time.perf_counter() - started < 2.0
+def test_generation_is_deterministic(default):
+    again = generate()  # no wall-time bound: on a loaded machine any bound fails at random
     assert again.splits == default.splits
     assert again.kg.triples == default.kg.triples and again.kg.entity_records() == default.kg.entity_records()
     other = generate(seed=1)
