@@ -64,7 +64,7 @@ def print_plan(sweeps, plans: list, results_dir: Path, *, jobs: int):
     run would do with them (run, or leave: done, running elsewhere) and the expected wall time of each to run
     (``estimated_seconds``: the median of stored cells of its dataset, task, method and fraction, of the variants
     nearest its own, on its backbone where there are some; else unknown); then the totals, in sentences."""
-    wall_times = stored_wall_times(results_dir)
+    wall_times = stored_wall_times(results_dir, {sweep.dataset for sweep in sweeps})
     total = {"cells": 0, "done": 0, "elsewhere": 0, "run": 0, "unknown": 0, "seconds": 0.0}
     for sweep, planned in zip(sweeps, plans):
         print(f"{sweep.name}:")

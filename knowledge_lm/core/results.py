@@ -390,12 +390,13 @@ def warn(message: str):
         print(f"warning: {message}", file=sys.stderr)
 
 
-def result_files(results_dir: Path) -> list[tuple[Path, CellResult]]:
-    """Every finished cell's result with its file (what lives under ``NOT_CELLS``: zero-shot probes, speed
-    records, superseded results and pretraining records, is not a cell); a bad one (``read_result``) is skipped
-    with a warning naming it."""
+def result_files(results_dir: Path, datasets=()) -> list[tuple[Path, CellResult]]:
+    """Every finished cell's result with its file (of ``datasets`` alone, where given: their folders are read);
+    what lives under ``NOT_CELLS`` (zero-shot probes, speed records, superseded results and pretraining records)
+    is not a cell; a bad one (``read_result``) is skipped with a warning naming it."""
     results = []
-    for path in sorted(Path(results_dir).rglob("*.json")):
+    folders = [Path(results_dir) / dataset for dataset in sorted(set(datasets))] or [Path(results_dir)]
+    for path in sorted(path for folder in folders for path in folder.rglob("*.json")):
         if path.relative_to(results_dir).parts[0] in NOT_CELLS:
             continue
         try:

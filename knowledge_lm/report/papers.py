@@ -24,8 +24,10 @@ from knowledge_lm.report.frame import (
     MISSING,
     degenerate_reason,
     fraction_label,
+    frame_memo,
     kept_run,
     results_frame,
+    rows_where,
     table_backbone,
 )
 from knowledge_lm.report.pages import seeds_text
@@ -150,16 +152,12 @@ def column_cells(frame: pd.DataFrame, name: str, row: Row, column: Column) -> pd
         return frame.iloc[:0]
     dataset, task, metric = column.ours
     variant = column.variant if row.variant is None else row.variant
-    split = frame.split == column.split if column.split else ~frame.split.isin(other_splits())
-    return frame[
-        split
-        & (frame.method == name)
-        & (frame.variant == variant)
-        & (frame.dataset == dataset)
-        & (frame.task == task)
-        & (frame.metric == metric)
-        & (frame.fraction == column.fraction)
-    ]
+    cells = rows_where(
+        frame, method=name, variant=variant, dataset=dataset, task=task, metric=metric, fraction=column.fraction
+    )
+    if column.split:
+        return rows_where(cells, split=column.split)
+    return frame_memo(cells, ("not other splits",), lambda: cells[~cells.split.isin(other_splits())])
 
 
 def section_has_results(section: Section, frame: pd.DataFrame, name: str, row: Row) -> bool:

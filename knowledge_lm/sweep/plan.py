@@ -164,11 +164,12 @@ def wall_time_key(cell: dict) -> tuple:
     return cell["dataset"], cell["task"], cell["method"], round(float(cell["fraction"]), 6)
 
 
-def stored_wall_times(results_dir: Path) -> dict[tuple, dict[str, dict[str, list[float]]]]:
-    """The wall times (``wall_time_s``) of the store's finished cells by ``wall_time_key``, then backbone label, then
+def stored_wall_times(results_dir: Path, datasets=()) -> dict[tuple, dict[str, dict[str, list[float]]]]:
+    """The wall times (``wall_time_s``) of the store's finished cells (of ``datasets`` alone, where given: the
+    estimates of their cells read no other dataset's results) by ``wall_time_key``, then backbone label, then
     variant."""
     times = {}
-    for _, result in result_files(results_dir) if Path(results_dir).is_dir() else ():
+    for _, result in result_files(results_dir, datasets) if Path(results_dir).is_dir() else ():
         if isinstance(result["wall_time_s"], (int, float)) and not isinstance(result["wall_time_s"], bool):
             by_backbone = times.setdefault(wall_time_key(result["cell"]), {})
             by_variant = by_backbone.setdefault(result["cell"]["backbone"], {})
@@ -234,6 +235,7 @@ class SweepRun:
     devices_per_cell: int
     train_sizes: dict[str, int] = field(default_factory=dict)
     renamed: str | None = None  # renamed_line of its cells
+    read: dict = field(default_factory=dict)  # the splits read while sorting out (``read_task_data``), until checked
 
     def length(self, cell: Cell) -> float:
         """How long ``cell`` runs, relatively: its train examples, which its steps follow."""
@@ -256,7 +258,8 @@ def sort_out_sweep(
     (``runs``)."""
     check_sweep(sweep, overrides)
     devices_per_cell = sweep.devices_per_cell(overrides)
-    hashes = stored_data_hashes(sweep, results_dir, data_dir, only)
+    read = {}
+    hashes = stored_data_hashes(sweep, results_dir, data_dir, only, read)
     planned = planned_cells(sweep, overrides, results_dir, only, hashes)
     cells = [p.cell for p in planned]
     reruns = rerun_keys(cells, results_dir, rerun_without_predictions)
@@ -268,13 +271,32 @@ def sort_out_sweep(
             console.print(f"[yellow]{states[cell.key][1]}; set aside as {moved[0].name}, the cell runs again[/]")
     todo = [c for c in cells if runs(states[c.key][0], c.key in reruns, retry_failed)]
     counts = {"done_before": len(cells) - len(todo) - len(elsewhere), "finished": 0, "failed": 0, "elsewhere": 0}
-    return SweepRun(sweep, cells, todo, reruns, counts, elsewhere, devices_per_cell, renamed=renamed_line(planned))
+    renamed = renamed_line(planned)
+    return SweepRun(sweep, cells, todo, reruns, counts, elsewhere, devices_per_cell, renamed=renamed, read=read)
 
 
-def stored_data_hashes(sweep: Sweep, results_dir, data_dir, only=None) -> dict[tuple[str, str], dict[str, str]]:
+def data_key(task: str, options: dict) -> tuple[str, str]:
+    """What a task's records depend on: the task and its dataset options but ``knowledge`` (which changes none)."""
+    return task, json.dumps({k: v for k, v in options.items() if k != "knowledge"}, sort_keys=True, default=str)
+
+
+def read_task_data(sweep: Sweep, task: str, options: dict, data_dir, read: dict) -> dict[str, list[dict]]:
+    """``task``'s labelled splits under the dataset ``options``, read once into ``read`` (``data_key`` → splits)
+    however often a sweep's checks ask for them."""
+    key = data_key(task, options)
+    if key not in read:
+        options = {k: v for k, v in options.items() if k != "knowledge"}
+        read[key] = DATASETS.get(sweep.dataset)(task=task, data_dir=data_dir, **options).read_labelled()
+    return read[key]
+
+
+def stored_data_hashes(
+    sweep: Sweep, results_dir, data_dir, only=None, read: dict | None = None
+) -> dict[tuple[str, str], dict[str, str]]:
     """(task, variant) → split → the sha256 of the records its cells would read now, for the tasks and variants
-    with a stored result to compare them with (read once per distinct dataset options). Data that cannot be read
-    is said in one line and left out: those cells are then compared by their settings alone."""
+    with a stored result to compare them with (read once per distinct dataset options, into ``read``:
+    ``read_task_data``). Data that cannot be read is said in one line and left out: those cells are then compared
+    by their settings alone."""
     wanted = {
         (cell.task, cell.variant)
         for cell in sweep_cells(sweep)
@@ -282,14 +304,15 @@ def stored_data_hashes(sweep: Sweep, results_dir, data_dir, only=None) -> dict[t
     }
     from knowledge_lm.run.provenance import records_sha256  # torch: loaded where a run reads its data
 
+    read = {} if read is None else read
     hashes, by_options = {}, {}
     for task, variant in sorted(wanted):
-        options = {k: v for k, v in sweep.variant_options(variant).items() if k != "knowledge"}
-        key = (task, json.dumps(options, sort_keys=True, default=str))
+        options = sweep.variant_options(variant)
+        key = data_key(task, options)
         if key not in by_options:
             try:
-                data = DATASETS.get(sweep.dataset)(task=task, data_dir=data_dir, **options)
-                by_options[key] = {split: records_sha256(rows) for split, rows in data.read_labelled().items()}
+                splits = read_task_data(sweep, task, options, data_dir, read)
+                by_options[key] = {split: records_sha256(rows) for split, rows in splits.items()}
             except KlmError as error:
                 console.print(f"[yellow]{sweep.dataset}/{task}: data not read ({error}); stored cells compared by "
                               "their settings alone[/]")  # fmt: skip
@@ -307,7 +330,7 @@ def plan_line(name: str, cells, todo, done: int, elsewhere: dict, results_dir, j
     )
     if not todo:
         return line
-    wall_times = stored_wall_times(results_dir)
+    wall_times = stored_wall_times(results_dir, {cell.dataset for cell in todo})
     estimates = [estimated_seconds(cell, wall_times) for cell in todo]
     known = [found[0] for found in estimates if found is not None]
     if known:

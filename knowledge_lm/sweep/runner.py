@@ -41,6 +41,7 @@ from knowledge_lm.sweep.plan import (
     duration_text,
     failure_message,
     plan_line,
+    read_task_data,
     sort_out_sweep,
 )
 from knowledge_lm.sweep.serve import spawn
@@ -270,14 +271,14 @@ def record_process_failure(cell: Cell, runs_dir: Path, how: str, trace: str = ""
         console.print(f"{run_dir / FAILURE_FILE} not written ({error_line(error)})", markup=False, style="red")
 
 
-def check_data(sweep: Sweep, data_dir) -> dict[str, int]:
-    """Read every task's splits once before any cell starts: bad data, and a fraction that leaves too few train
-    examples (``check_train_sizes``), fail here, with one line. Returns each task's train examples."""
-    dataset_class = DATASETS.get(sweep.dataset)
+def check_data(sweep: Sweep, data_dir, read: dict | None = None) -> dict[str, int]:
+    """Read every task's splits once before any cell starts (``read``: those read already, ``read_task_data``):
+    bad data, and a fraction that leaves too few train examples (``check_train_sizes``), fail here, with one line.
+    Returns each task's train examples."""
     check_dataset_options(sweep, data_dir)
+    read = {} if read is None else read
     train_sizes = {
-        task: len(dataset_class(task=task, data_dir=data_dir, **sweep.dataset_options).labelled_splits()["train"])
-        for task in sweep.tasks
+        task: len(read_task_data(sweep, task, sweep.dataset_options, data_dir, read)["train"]) for task in sweep.tasks
     }
     check_train_sizes(sweep, train_sizes)
     return train_sizes
@@ -339,9 +340,10 @@ def check_and_prepare(run: SweepRun, overrides: dict, *, data_dir, results_dir, 
     if todo:
         for backbone in sorted({cell.backbone for cell in todo}):
             check_backbone_ready(backbone)
-        run.train_sizes = check_data(run.sweep, data_dir)
+        run.train_sizes = check_data(run.sweep, data_dir, run.read)
         # The longest cells first: side-by-side jobs end together, and no long cell starts last.
         todo.sort(key=lambda cell: -run.length(cell))
+    run.read = {}  # checked: the cells read their data themselves
     console.print(
         plan_line(run.sweep.name, run.cells, todo, run.counts["done_before"], run.elsewhere, results_dir, jobs)
     )
