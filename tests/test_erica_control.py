@@ -76,7 +76,9 @@ def test_without_a_record_erica_has_no_control():
 
 def test_a_claim_pairs_erica_with_its_own_runs_control():
     frame = two_runs_frame()
-    comparison = Comparison("erica", "erica-mlm-only", "glue", ("rte",), 1.0, a_variant="t20k", b_variant="t20k")
+    comparison = Comparison(
+        "erica", "erica-mlm-only", "glue", ("rte",), 1.0, backbone="minilm", a_variant="t20k", b_variant="t20k"
+    )
     ours = side_cells(frame, comparison, "a", "rte")
     assert set(ours["checksum"]) == {"e1" * 32}  # the checkpoint with the most cells (a tie: the first by name)
     assert set(side_cells(frame, comparison, "b", "rte", paired=ours)["checksum"]) == {"m1" * 32}
