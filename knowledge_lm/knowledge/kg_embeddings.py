@@ -128,6 +128,19 @@ class EntityEmbeddings:
         )
 
 
+def indexed_triples(kg, model: str) -> tuple[list[str], list[str], torch.Tensor]:
+    """``kg``'s entities and relations in order of first appearance, and its triples as rows of (head, relation,
+    tail) indices into them: what ``model`` (named in the error where ``kg`` has no triples) trains on."""
+    if not kg.triples:
+        raise KlmError(f"cannot train {model} on a knowledge graph without triples")
+    qids = list(dict.fromkeys(qid for head, _, tail in kg.triples for qid in (head, tail)))
+    pids = list(dict.fromkeys(pid for _, pid, _ in kg.triples))
+    entity_row = {qid: row for row, qid in enumerate(qids)}
+    relation_row = {pid: row for row, pid in enumerate(pids)}
+    triples = torch.tensor([[entity_row[head], relation_row[pid], entity_row[tail]] for head, pid, tail in kg.triples])
+    return qids, pids, triples
+
+
 def train_transe(
     kg,
     dim: int = 100,
@@ -139,13 +152,7 @@ def train_transe(
     progress: bool = True,
 ) -> EntityEmbeddings:
     """TransE on ``kg.triples``; entities that occur in no triple get no vector (they use the fallback)."""
-    if not kg.triples:
-        raise KlmError("cannot train TransE on a knowledge graph without triples")
-    qids = list(dict.fromkeys(qid for head, _, tail in kg.triples for qid in (head, tail)))
-    pids = list(dict.fromkeys(pid for _, pid, _ in kg.triples))
-    entity_row = {qid: row for row, qid in enumerate(qids)}
-    relation_row = {pid: row for row, pid in enumerate(pids)}
-    triples = torch.tensor([[entity_row[head], relation_row[pid], entity_row[tail]] for head, pid, tail in kg.triples])
+    qids, pids, triples = indexed_triples(kg, "TransE")
 
     generator = torch.Generator().manual_seed(seed)
     bound = 6 / math.sqrt(dim)  # the paper's uniform initialisation
@@ -241,13 +248,7 @@ def train_rotate(
     each, whose head, tail or *relation* (a third each) is replaced by one drawn uniformly: corrupting relations
     teaches it to tell apart relations that join the same pair of types, which TransE's head/tail corruption does
     not. Rotations compose, so a two-hop claim scores as one rotation by the phases added (``path_score``)."""
-    if not kg.triples:
-        raise KlmError("cannot train RotatE on a knowledge graph without triples")
-    qids = list(dict.fromkeys(qid for head, _, tail in kg.triples for qid in (head, tail)))
-    pids = list(dict.fromkeys(pid for _, pid, _ in kg.triples))
-    entity_row = {qid: row for row, qid in enumerate(qids)}
-    relation_row = {pid: row for row, pid in enumerate(pids)}
-    triples = torch.tensor([[entity_row[head], relation_row[pid], entity_row[tail]] for head, pid, tail in kg.triples])
+    qids, pids, triples = indexed_triples(kg, "RotatE")
     generator = torch.Generator().manual_seed(seed)
     entities = torch.nn.Parameter(torch.randn(len(qids), 2 * dim, generator=generator) * 0.1)
     relations = torch.nn.Parameter(torch.rand(len(pids), dim, generator=generator) * 2 * math.pi)
