@@ -3,6 +3,7 @@
 The oracles: ``oracle_scores``.
 """
 
+import functools
 import hashlib
 import json
 import math
@@ -48,7 +49,13 @@ def generated_dataset():
 
 def template_path(name: str) -> tuple[str, ...]:
     """The relation path of the generated task's statement template ``name``."""
-    return next(template.path for template in generated_dataset().fact_templates if template.name == name)
+    return template_paths()[name]
+
+
+@functools.cache
+def template_paths() -> dict[str, tuple[str, ...]]:
+    """Each statement template of the generated task by name → its relation path (looked up once per statement)."""
+    return {template.name: template.path for template in generated_dataset().fact_templates}
 
 
 def oracle_scores(data, transe_hparams: dict | None = None) -> dict[str, dict[str, float]]:
@@ -112,7 +119,7 @@ def per_template(records: list[dict], features: list[list[float]]) -> "torch.Ten
     these has its own weights per template (features × template)."""
     import torch
 
-    names = [template.name for template in generated_dataset().fact_templates]
+    names = list(template_paths())
     width = len(features[0]) + 1
     rows = torch.zeros(len(records), len(names) * width, dtype=torch.float64)
     for row, (record, values) in enumerate(zip(records, features)):
@@ -401,7 +408,7 @@ def per_template_thresholded(facts: dict[str, list[dict]], values: dict[str, lis
     the best on train for each template (a method reads the template's words, and learns from train: it may learn
     one per template; dev has too few statements a template)."""
     predictions = [0] * len(facts["test"])
-    for template in (template.name for template in generated_dataset().fact_templates):
+    for template in template_paths():
         train = [(v, r["label"]) for v, r in zip(values["train"], facts["train"]) if r["template"] == template]
         direction, threshold = best_threshold(train)
         for index, record in enumerate(facts["test"]):
@@ -471,9 +478,8 @@ def world_key(knobs: dict) -> str:
         (Path(__file__).parent.parent / part).read_text()
         for part in ("report/sanity.py", "data/generated.py", "knowledge/kg_embeddings.py", "methods/kg_text.py")
     ]
-    return hashlib.sha256(json.dumps([asdict(generated_dataset().knobs_class(**knobs)), code]).encode()).hexdigest()[
-        :16
-    ]
+    knobs = asdict(generated_dataset().knobs_class(**knobs))
+    return hashlib.sha256(json.dumps([knobs, code]).encode()).hexdigest()[:16]
 
 
 def sanity_numbers(knobs: dict, cache_dir: Path | None = None, hparams: dict | None = None) -> dict:
