@@ -122,3 +122,23 @@ def dataset_page(results, out, **options) -> Path:
     others = ("README.md", "claims.md", "pretraining.md")
     [page] = [path for path in written if path.name not in others and path.parent == Path(out)]
     return page
+
+
+def speed_record(**fields) -> dict:
+    """A ``klm speed`` record of one GPU at MiniLM's batch shape, its baseline step 10 ms and no bare loop; ``fields``
+    replace or add keys."""
+    return {
+        "device": "GPU X",
+        "backbone": "minilm",
+        "batch_size": 32,
+        "max_length": 48,
+        "precision": "bf16-mixed",
+        "repeats": 1,
+        "steps": 10,
+        "warmup": 2,
+        "git": {"commit": "abc"},
+        "measured_at": "2026-11-26T15:35:39+00:00",
+        "methods": {"baseline": {"step_ms": 10.0, "samples_per_s": 3200.0, "peak_mib": None, "tflops": 1.0}},
+        "bare_loop": None,
+        **fields,
+    }

@@ -2,7 +2,7 @@
 page, the README (its rows, its answer) and the claims page, MiniLM's beside it; a store of MiniLM alone reads as
 before (no backbone named)."""
 
-from helpers import write_synthetic_result
+from helpers import speed_record, write_synthetic_result
 
 from knowledge_lm.core.backbones import leading_order
 from knowledge_lm.core.results import result_files
@@ -92,22 +92,9 @@ def test_a_claim_on_minilm_alone_reads_as_before(tmp_path, monkeypatch):
 def test_the_speed_page_gives_the_base_size_step_time_first():
     from knowledge_lm.report.speed import render_speed
 
-    row = {"step_ms": 10.0, "samples_per_s": 3200.0, "peak_mib": None, "tflops": 1.0}
-    record = {
-        "device": "GPU X",
-        "batch_size": 32,
-        "max_length": 48,
-        "precision": "bf16-mixed",
-        "repeats": 1,
-        "steps": 10,
-        "warmup": 2,
-        "git": {"commit": "abc"},
-        "measured_at": "2026-11-26T15:35:39+00:00",
-        "methods": {"baseline": row},
-        "bare_loop": None,
-    }
-    minilm = {**record, "backbone": ".device/minilm"}
-    base = {**record, "backbone": "/root/carried/mpnet-base", "methods": {"baseline": {**row, "step_ms": 21.5}}}
+    minilm = speed_record(backbone=".device/minilm")
+    row = minilm["methods"]["baseline"]
+    base = speed_record(backbone="/root/carried/mpnet-base", methods={"baseline": {**row, "step_ms": 21.5}})
     text = render_speed([minilm, base])
     assert text.index("## GPU X, mpnet-base") < text.index("## GPU X, minilm")
     assert "| baseline | 21.50 |" in text

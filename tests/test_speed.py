@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from helpers import speed_record
 
 from knowledge_lm.cli import main
 from knowledge_lm.core.results import load_results
@@ -90,21 +91,7 @@ def test_compile_mode_names_the_record_and_its_table():
     """Records before compile modes (``compiled`` only) keep their names; other modes get their own."""
     from knowledge_lm.report.speed import render_speed, speed_record_path
 
-    row = {"step_ms": 10.0, "samples_per_s": 3200.0, "peak_mib": None, "tflops": 1.0}
-    base = {
-        "device": "GPU X",
-        "backbone": "minilm",
-        "batch_size": 32,
-        "max_length": 48,
-        "precision": "bf16-mixed",
-        "repeats": 1,
-        "steps": 10,
-        "warmup": 2,
-        "git": {"commit": "abc"},
-        "measured_at": "2026-11-26T15:35:39+00:00",
-        "methods": {"baseline": row},
-        "bare_loop": None,
-    }
+    base = speed_record()
     old, graphs = {**base, "compiled": True}, {**base, "compiled": True, "compile_mode": "reduce-overhead"}
     assert speed_record_path("r", old).name == "GPU-X-minilm-b32-n48-compiled-20261126T153539.json"
     assert speed_record_path("r", graphs).name == "GPU-X-minilm-b32-n48-compiled-reduce-overhead-20261126T153539.json"
@@ -132,20 +119,7 @@ def test_a_method_faster_than_the_baseline_flags_the_table():
     from knowledge_lm.report.speed import render_speed
 
     row = lambda ms: {"step_ms": ms, "samples_per_s": 1.0, "peak_mib": None, "tflops": 1.0}  # noqa: E731
-    record = {
-        "device": "GPU X",
-        "backbone": "minilm",
-        "batch_size": 32,
-        "max_length": 48,
-        "precision": "bf16-mixed",
-        "repeats": 1,
-        "steps": 10,
-        "warmup": 2,
-        "git": {"commit": "abc"},
-        "measured_at": "2026-11-26T15:35:39+00:00",
-        "methods": {"baseline": row(50.0), "bert+sr": row(40.0)},
-        "bare_loop": None,
-    }
+    record = speed_record(methods={"baseline": row(50.0), "bert+sr": row(40.0)})
     assert "Unreliable: bert+sr ran at 0.80×" in render_speed([record])
     record["bare_loop"] = row(45.0)  # the bare loop's row stays in the table, above the note
     lines = render_speed([record]).splitlines()
