@@ -122,6 +122,9 @@ def test_results_on_answer_datasets_record_the_answer_policy_and_features_change
     }
     assert method_dataset_options("kam", {}, "glue") == {"knowledge": {}}  # GLUE's cells stay what they were
     assert method_dataset_options("baseline", {}, "fewrel") == {}
+    assert method_dataset_options("baseline", {"seed": 1, "knowledge": {"kg_embedding": "rotate"}}, "generated") == {
+        "seed": 1
+    }  # a variant's knowledge options are its knowledge methods'
     default, kept = KnowledgeConfig(), KnowledgeConfig(keep_answers=True)
     assert split_key([], "t", 8, default, "kg") == split_key([], "t", 8, KnowledgeConfig.from_dict({}), "kg")
     assert split_key([], "t", 8, default, "kg") != split_key([], "t", 8, kept, "kg")

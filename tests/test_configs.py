@@ -141,8 +141,7 @@ def test_config_smoke_runs(path, tmp_path, tmp_path_factory, shared_data, smoke_
             train = sweep.train_config(task, {"max_steps": 2, "evaluations": 1, "batch_size": 4}, variant)
             key = smoke_key(cell, train, options)
             if key not in smoke_results:
-                # A variant's knowledge options make every method's data join the prepared features, the baseline's too.
-                if METHODS.entry(method).needs_knowledge or "knowledge" in options:
+                if METHODS.entry(method).needs_knowledge:
                     prepare_knowledge(options, sweep.dataset, task, train, shared_data)
                 smoke_results[key] = run_cell(
                     cell,

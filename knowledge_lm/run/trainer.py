@@ -26,11 +26,14 @@ class CellCheckpoint(pl.callbacks.ModelCheckpoint):
 
 def method_dataset_options(method: str, dataset_options: dict | None, dataset: str | None = None) -> dict:
     """The data module's options for ``method``: a knowledge method's data joins the prepared features (those of
-    the default knowledge options unless ``dataset_options`` names others). On a dataset whose labels are KG facts
-    the knowledge options name ``keep_answers`` (False by default), so a result records whether its KG held the
-    answers (results from before the answers were removed record no such option)."""
+    the default knowledge options unless ``dataset_options`` names others); a method that reads no knowledge gets
+    no knowledge options (a variant's are for its knowledge methods, as a cell's identity counts them). On a
+    dataset whose labels are KG facts the knowledge options name ``keep_answers`` (False by default), so a result
+    records whether its KG held the answers (results from before the answers were removed record no such option)."""
     options = dict(dataset_options or {})
-    if METHODS.entry(method).needs_knowledge:
+    if not METHODS.entry(method).needs_knowledge:
+        options.pop("knowledge", None)
+    else:
         options["knowledge"] = dict(options.get("knowledge") or {})
         if dataset is not None and DATASETS.entry(dataset).labels_are_kg_facts:
             options["knowledge"].setdefault("keep_answers", False)
