@@ -24,6 +24,8 @@ MISSING = {"which": lambda name: None}
         (8, 1, False, {}, INSTALLED, "off"),  # --no-mps
         (8, 1, True, {}, MISSING, "missing"),
         (8, 1, True, {PIPE_VARIABLE: "/tmp/theirs"}, INSTALLED, "user"),  # the user's daemon is left alone
+        (4, 4, True, {PIPE_VARIABLE: "/tmp/theirs"}, INSTALLED, "user"),  # one cell a GPU, still served by it
+        (4, 0, True, {PIPE_VARIABLE: "/tmp/theirs"}, INSTALLED, "off"),
     ],
 )
 def test_decision(jobs, gpus, enabled, environ, lookup, decision):

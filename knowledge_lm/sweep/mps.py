@@ -28,10 +28,10 @@ def mps_decision(jobs: int, gpus: int, enabled: bool = True, environ=None, which
     """What a sweep of ``jobs`` cells at a time over ``gpus`` GPUs does about MPS: ``"off"`` (turned off, or no
     GPU is shared), ``"missing"`` (no control program), ``"user"`` (the user's daemon serves it) or ``"start"``."""
     environ = os.environ if environ is None else environ
+    if gpus >= 1 and environ.get(PIPE_VARIABLE):
+        return "user"  # CUDA connects every cell to the user's daemon, whatever the jobs: the results must say so
     if not enabled or gpus < 1 or jobs <= gpus:
         return "off"
-    if environ.get(PIPE_VARIABLE):
-        return "user"
     return "start" if which(MPS_CONTROL) else "missing"
 
 
