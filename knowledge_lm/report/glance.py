@@ -317,11 +317,12 @@ def effect_text(test: dict) -> str:
 
 def largest_effect(results: GlanceResults, rows: list[tuple[str, str, str]]) -> str:
     """The sentence naming the largest real-data Δ against the baseline of any of ``rows``' methods at
-    ``FRACTION`` (the significant ones first), with the page's verdict: on the base size where it has comparisons
-    (the papers' scale), the same method's Δ on every other backbone beside it."""
+    ``FRACTION`` (the significant ones first, then those of ``MIN_SEEDS`` seed pairs: a large Δ of one seed is
+    noise), with the page's verdict: on the base size where it has comparisons (the papers' scale), the same
+    method's Δ on every other backbone beside it."""
     method_of = {row[:2]: row[2] for row in rows}
     found = [
-        (significant(test), abs(test["delta"]), label, dataset, test, backbone)
+        ((significant(test), test["n"] >= MIN_SEEDS), abs(test["delta"]), label, dataset, test, backbone)
         for (backbone, label, dataset), test in results.cells.items()
         if dataset not in SYNTHETIC and test["n"] and (backbone, label) in method_of
     ]
@@ -343,7 +344,7 @@ def largest_effect(results: GlanceResults, rows: list[tuple[str, str, str]]) -> 
     if len({item[5] for item in found}) > 1:  # several backbones: each named, the base size first
         said = f"{label} on {dataset} ({BACKBONE_NAMES.get(lead, lead)}), {effect_text(test)}"
         said += f"; {'; '.join(beside)}" if beside else ""
-    if is_significant:
+    if is_significant[0]:
         return f"The largest real-data effect of any method against the baseline at {FRACTION:.0%} train: {said}."
     return (
         f"No method differs from the baseline on a real dataset at {FRACTION:.0%} train after correction; the "

@@ -1,0 +1,32 @@
+"""The README's opening sentences (``knowledge_lm.report.glance``) on hand-made comparisons."""
+
+from knowledge_lm.report.glance import GlanceResults, largest_effect
+
+
+def comparison(delta: float, n: int, p: float | None = 0.3, q: float | None = 0.4) -> dict:
+    interval = None if p is None else (delta - 1, delta + 1)
+    return {"delta": delta, "n": n, "p": p, "q": q, "interval": interval, "std": 1.0}
+
+
+def test_the_largest_effect_prefers_a_comparison_of_enough_seeds_to_a_larger_one_of_one_seed():
+    cells = {
+        ("mpnet-base", "kam", "openentity"): comparison(-9.2, 1, p=None, q=None),
+        ("mpnet-base", "knowbert", "fewrel"): comparison(+1.5, 5),
+        ("minilm", "knowbert", "fewrel"): comparison(+0.4, 5),
+    }
+    results = GlanceResults({}, {}, cells, {}, 0, 0)
+    rows = [(backbone, label, label) for backbone, label, _ in cells]
+    said = largest_effect(results, rows)
+    assert "knowbert on fewrel (MPNet-base), Δ +1.5" in said and "-9.2" not in said
+    assert said.startswith("No method differs from the baseline")
+
+
+def test_a_significant_effect_leads_whatever_its_size():
+    cells = {
+        ("minilm", "kam", "glue"): comparison(+0.8, 5, p=0.001, q=0.01),
+        ("minilm", "knowbert", "glue"): comparison(-3.0, 5),
+    }
+    said = largest_effect(
+        GlanceResults({}, {}, cells, {}, 0, 0), [("minilm", "kam", "kam"), ("minilm", "knowbert", "knowbert")]
+    )
+    assert said.startswith("The largest real-data effect") and "kam on glue, Δ +0.8" in said
