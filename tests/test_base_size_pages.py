@@ -98,3 +98,22 @@ def test_the_speed_page_gives_the_base_size_step_time_first():
     text = render_speed([minilm, base])
     assert text.index("## GPU X, mpnet-base") < text.index("## GPU X, minilm")
     assert "| baseline | 21.50 |" in text
+
+
+def test_the_speed_page_gives_the_base_size_cell_time_beside_minilms():
+    from knowledge_lm.report.speed import backbone_cell_times
+
+    def result(backbone: str, seed: int, wall: float, method: str = "baseline") -> dict:
+        cell = {"backbone": backbone, "dataset": "glue", "fraction": 1.0, "method": method, "seed": seed}
+        return {
+            "cell": {**cell, "task": "rte", "variant": ""},
+            "device": {"name": "GPU X"},
+            "budget": {"max_steps": 100},
+            "wall_time_s": wall,
+        }
+
+    cells = [result("mpnet-base", 1, 60.0), result("mpnet-base", 2, 80.0), result("minilm", 1, 30.0)]
+    cells.append(result("minilm", 1, 5.0, method="kam"))  # no base-size counterpart: left out
+    lines = backbone_cell_times(cells)
+    assert "| GPU X | glue/rte | 1 | mpnet-base | 2 | 70 | 700 | 1 | 30 | 300 | 2.33 |" in lines
+    assert backbone_cell_times(cells[2:]) == []

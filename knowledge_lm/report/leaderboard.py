@@ -95,8 +95,9 @@ def planned_pages(out_dir: Path, results_dir, by_dataset: dict, filtered: bool) 
     speed_records = [] if filtered else sorted((Path(results_dir) / "speed").glob("*.json"))
     probes = [] if filtered else sorted((Path(results_dir) / PROBES_DIR).glob("lama-*.json"))
     pretraining = [] if filtered else sorted((Path(results_dir) / PRETRAINING_DIR).glob("*.json"))
-    if speed_records:
-        pages[out_dir / "speed.md"] = ("speed", "speed", speed_records)
+    if speed_records:  # with every cell: the base size's cell times beside MiniLM's
+        cells = [file for chosen in by_dataset.values() for file in chosen]
+        pages[out_dir / "speed.md"] = ("speed", "speed", (speed_records, cells))
     if pretraining:
         pages[out_dir / "pretraining.md"] = ("pretraining", "pretraining", pretraining)
     if probes:
@@ -220,6 +221,8 @@ def build_pages(
         for page, (kind, name, inputs) in pages.items():
             bar.update(overall, description=f"leaderboards: {page.name}")
             paths = [path for path, _ in inputs] if kind in ("dataset", "glance") else inputs
+            if kind == "speed":
+                paths = inputs[0] + [path for path, _ in inputs[1]]
             inputs_read = page_inputs(name, paths)
             if results_dir is not None and kind in ("dataset", "glance"):  # which control pairs with which ERICA
                 inputs_read += sorted((Path(results_dir) / PRETRAINING_DIR).glob("*.json"))
@@ -271,7 +274,8 @@ def render_page(
         from knowledge_lm.report.speed import render_speed
 
         notes = dataset_notes("speed")
-        return render_speed([json.loads(p.read_text()) for p in inputs]) + "\n".join(notes)
+        records, cells = inputs
+        return render_speed([json.loads(p.read_text()) for p in records], [r for _, r in cells]) + "\n".join(notes)
     if kind == "lama":
         return render_probes([json.loads(p.read_text()) for p in inputs])
     if kind == "pretraining":

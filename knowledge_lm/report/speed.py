@@ -5,6 +5,7 @@ the targets: ``klm speed``'s method tables (``tools/speed.py`` measures them), a
 import math
 from collections import Counter
 from pathlib import Path
+from statistics import median
 
 from knowledge_lm.core.backbones import base_size_first
 from knowledge_lm.core.results import compact_time
@@ -52,10 +53,11 @@ def record_order(record: dict) -> tuple:
     return record["device"], base_size_first(record["backbone"]), record["backbone"], record["measured_at"]
 
 
-def render_speed(records: list[dict]) -> str:
+def render_speed(records: list[dict], cells: list[dict] = ()) -> str:
     """``leaderboards/speed.md`` from the stored speed records: one table per measurement, grouped by (device,
     backbone, shape, compilation), oldest first, a device's base-size records (step times) before MiniLM's; then the
-    peer records (``render_peer``: cell times), ordered alike."""
+    peer records (``render_peer``: cell times), ordered alike; last, the sweeps' cell times by backbone from the
+    results ``cells`` (``backbone_cell_times``)."""
     peers = [record for record in records if record.get("kind") == "peer"]
     ericas = [record for record in records if record.get("kind") == "erica"]
     records = [record for record in records if record.get("kind") not in BENCHMARK_KINDS]
@@ -95,7 +97,63 @@ def render_speed(records: list[dict]) -> str:
         lines += render_peer(peers)
     if ericas:
         lines += render_erica(ericas)
+    lines += backbone_cell_times(cells)
     return "\n".join(lines)
+
+
+def backbone_cell_times(cells: list[dict]) -> list[str]:
+    """The base size's cells against MiniLM's of the same settings, as the sweeps ran them: per card, dataset, task
+    and train fraction, over the (method, variant) pairs both backbones ran there, each side's cells, median cell
+    time (a result's ``wall_time_s``) and median time a step (the cell time over its step budget, its evaluations
+    included), and base ÷ MiniLM. [] where no cell of a base-size backbone has a MiniLM counterpart."""
+    times: dict[tuple, dict[str, list[tuple[float, float]]]] = {}
+    for result in cells:
+        cell, steps = result["cell"], result.get("budget", {}).get("max_steps")
+        if not steps or result.get("wall_time_s") is None:
+            continue
+        key = (
+            result["device"]["name"],
+            cell["dataset"],
+            cell["task"],
+            cell["fraction"],
+            cell["method"],
+            cell["variant"],
+        )
+        times.setdefault(key, {}).setdefault(cell["backbone"], []).append((result["wall_time_s"], steps))
+    rows: dict[tuple, dict[str, list[tuple[float, float]]]] = {}
+    for key, sides in times.items():
+        base = [backbone for backbone in sides if base_size_first(backbone) == 0]
+        if base and "minilm" in sides:
+            for backbone in (base[0], "minilm"):
+                rows.setdefault((*key[:4], base[0]), {}).setdefault(backbone, []).extend(sides[backbone])
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## Cell time by backbone",
+        "",
+        "The base size's cells beside MiniLM's of the same method, variant, task and train fraction on the same card, "
+        "as their sweeps ran them (several cells side by side on each GPU under MPS, so a cell's time is that of a "
+        "packed sweep, not of a cell alone): median cell time (loading the backbone to the last evaluation) and "
+        "median time a step (the cell time over its step budget, evaluations included), over the (method, variant) "
+        "pairs both backbones ran.",
+        "",
+        "| card | dataset/task | fraction | backbone | cells | cell s | ms a step | cells MiniLM | cell s MiniLM | "
+        "ms a step MiniLM | step × MiniLM |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (card, dataset, task, fraction, backbone), sides in sorted(rows.items()):
+        base, small = median_times(sides[backbone]), median_times(sides["minilm"])
+        lines.append(
+            f"| {card} | {dataset}/{task} | {fraction:g} | {backbone} | {len(sides[backbone])} | {base[0]:.0f} | "
+            f"{base[1]:.0f} | {len(sides['minilm'])} | {small[0]:.0f} | {small[1]:.0f} | {base[1] / small[1]:.2f} |"
+        )
+    return lines
+
+
+def median_times(times: list[tuple[float, float]]) -> tuple[float, float]:
+    """The median cell time (s) and median time a step (ms) of ``(wall_time_s, steps)`` pairs."""
+    return median(wall for wall, _ in times), median(1000 * wall / steps for wall, steps in times)
 
 
 def measurement_table(record: dict) -> list[str]:
