@@ -30,3 +30,19 @@ def test_a_significant_effect_leads_whatever_its_size():
         GlanceResults({}, {}, cells, {}, 0, 0), [("minilm", "kam", "kam"), ("minilm", "knowbert", "knowbert")]
     )
     assert said.startswith("The largest real-data effect") and "kam on glue, Δ +0.8" in said
+
+
+def test_the_controls_sentence_leads_with_the_base_size_and_gives_minilms_beside():
+    from knowledge_lm.report.glance import controls_sentence
+
+    relational = {
+        "generated": {
+            ("mpnet-base", "kam", "kam", ""): "no",
+            ("minilm", "kg-text", "kg-text", ""): "relational facts",
+            ("minilm", "kam", "kam", ""): "no",
+            ("minilm", "kam", "kam", "confirm"): "links only",  # another world: not the sentence's
+        }
+    }
+    said = controls_sentence(GlanceResults({}, {}, {}, relational, 0, 0))
+    assert said.endswith("nothing?): no: kam; on MiniLM-L6, no: kam; relational facts: kg-text.")
+    assert "(MPNet-base)" in said and "links only" not in said

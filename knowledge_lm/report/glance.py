@@ -353,21 +353,26 @@ def largest_effect(results: GlanceResults, rows: list[tuple[str, str, str]]) -> 
 
 
 def controls_sentence(results: GlanceResults) -> str | None:
-    """What the synthetic task's counterfactual controls show, per relational verdict, in one sentence (on the base
-    size where it has verdicts, named where another backbone has some too); None where no synthetic page gives one."""
-    by_verdict: dict[str, list[str]] = {}
-    backbones = leading_order(key[0] for dataset in SYNTHETIC for key in results.relational.get(dataset, {}))
+    """What the synthetic task's counterfactual controls show, per relational verdict, in one sentence: on the base
+    size where it has verdicts, each other backbone's beside it, named where there are several; None where no
+    synthetic page gives one."""
+    by_backbone: dict[str, dict[str, list[str]]] = {}
     for dataset in SYNTHETIC:
         for (backbone, _, method, world), said in sorted(results.relational.get(dataset, {}).items()):
-            if world == "" and backbone == backbones[0]:
-                by_verdict.setdefault(said, []).append(method)
-    if not by_verdict:
+            if world == "":
+                by_backbone.setdefault(backbone, {}).setdefault(said, []).append(method)
+    if not by_backbone:
         return None
-    parts = "; ".join(f"{said}: {', '.join(sorted(set(methods)))}" for said, methods in sorted(by_verdict.items()))
+    backbones = leading_order(by_backbone)
+    parts = [
+        "; ".join(f"{said}: {', '.join(sorted(set(methods)))}" for said, methods in sorted(by_backbone[b].items()))
+        for b in backbones
+    ]
     on = f" ({BACKBONE_NAMES.get(backbones[0], backbones[0])})" if len(backbones) > 1 else ""
+    beside = "".join(f"; on {BACKBONE_NAMES.get(b, b)}, {part}" for b, part in zip(backbones[1:], parts[1:]))
     return (
         f"On the synthetic generated task{on}, each method against its counterfactual controls (does it use the "
-        f"relational facts, its links alone, or nothing?): {parts}."
+        f"relational facts, its links alone, or nothing?): {parts[0]}{beside}."
     )
 
 
