@@ -116,3 +116,16 @@ def test_the_section_reads_the_stored_numbers_of_the_worlds_current_code(tmp_pat
     assert "| relation-blind regression × template (1112/1112 statements) | — | 50.0 | 50.0 | — |" in lines
     assert any(line.startswith("| ceiling: RotatE") and line.endswith("| — | 99.0 | 96.5 | — |") for line in lines)
     assert lines[-2] == "Not computed for this world's code: `python -m knowledge_lm.report.sanity`."  # another key
+
+
+def test_the_table_holds_the_pages_worlds_and_each_pre_registered_world_once():
+    """Every world of the page's verdicts (t20k among them) and each declaration's world, read from its dataset
+    options (the rotate and transe declarations differ only in a knowledge option: one world)."""
+    from knowledge_lm.report.preregistration import load_declarations
+    from knowledge_lm.report.sanity import T20K_WORLD, sanity_worlds, world_knobs, world_name
+
+    names = [world_name(knobs) for knobs in sanity_worlds()]
+    assert len(set(names)) == len(names) and world_name(T20K_WORLD) in names
+    declared = {world_name(world_knobs(declaration.dataset_options)) for declaration in load_declarations()}
+    assert len(declared) == 1 and declared <= set(names)
+    assert world_knobs({"seed": 3, "knowledge": {"kg_embedding": "rotate"}}) == {"seed": 3}
