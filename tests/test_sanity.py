@@ -129,3 +129,13 @@ def test_the_table_holds_the_pages_worlds_and_each_pre_registered_world_once():
     declared = {world_name(world_knobs(declaration.dataset_options)) for declaration in load_declarations()}
     assert len(declared) == 1 and declared <= set(names)
     assert world_knobs({"seed": 3, "knowledge": {"kg_embedding": "rotate"}}) == {"seed": 3}
+
+
+def test_the_oracles_cache_keys_every_split_since_the_input_order_oracle_fits_on_train(tmp_path):
+    """Two worlds that differ in their train split alone (as t20k and the 2k world: one graph, one dev and test)
+    are two cache entries, not one read for both."""
+    from knowledge_lm.report.sanity import cached_oracle_scores
+
+    for knobs in (SMALL, {**SMALL, "train_size": 700}):
+        cached_oracle_scores(knobs, tmp_path)
+    assert len(list((tmp_path / "sanity").glob("*.json"))) == 2
