@@ -38,7 +38,7 @@ def test_the_numbers_are_stored_once_deterministically_and_the_section_only_read
     reads them, trains nothing, and says how to compute a world it lacks."""
     from knowledge_lm.report.sanity import stored_ceilings, write_sanity_numbers
 
-    brief = {"transe": {"dim": 16, "epochs": 20}, "rotate": {"dim": 16, "epochs": 20}}
+    brief = {"transe": {"dim": 16, "epochs": 20}, "rotate": {"dim": 16, "epochs": 20, "negatives": 8}}
     results = tmp_path / "results"
     path = write_sanity_numbers(results, [SMALL], cache_dir=tmp_path / "a", hparams=brief)
     first = path.read_bytes()
@@ -80,7 +80,7 @@ def test_rotate_carries_the_relations_transe_and_the_relation_blind_inputs_canno
     TransE's; KAM's KG map and SI's selection at chance on hard negatives."""
     from knowledge_lm.report.sanity import feature_ceilings, method_ceiling
 
-    brief = {"transe": {"dim": 16, "epochs": 40}, "rotate": {"dim": 16, "epochs": 40}}
+    brief = {"transe": {"dim": 16, "epochs": 40}, "rotate": {"dim": 16, "epochs": 40, "negatives": 8}}
     ceilings = feature_ceilings(generate(**SMALL), tmp_path, hparams=brief)
     assert ceilings["rotate"]["one_hop"] >= 95.0 and ceilings["rotate"]["one_hop"] >= ceilings["transe"]["one_hop"] + 15
     for relation_blind in ("kam_kg_map", "si_selection"):

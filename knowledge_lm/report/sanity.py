@@ -575,7 +575,7 @@ def write_sanity_numbers(
     """Compute ``sanity_numbers`` of each world (default: ``sanity_worlds``) and store them, by world name, in
     ``results/derived/sanity/generated.json`` (what the page reads: it trains nothing). Deterministic: the same
     code gives the same bytes. On 2 CPU cores: about a minute for the default worlds once their embeddings are
-    cached under ``cache_dir``; training them first (RotatE on the 3,000-entity worlds the most) took about 12."""
+    cached under ``cache_dir``; training them first (RotatE on the 3,000-entity worlds the most) about 20."""
     worlds = sanity_worlds() if worlds is None else worlds
     numbers = {world_name(dict(knobs)): sanity_numbers(dict(knobs), cache_dir, hparams) for knobs in worlds}
     path = Path(results_dir) / SANITY_NUMBERS
