@@ -38,7 +38,7 @@ def test_the_numbers_are_stored_once_deterministically_and_the_section_only_read
     reads them, trains nothing, and says how to compute a world it lacks."""
     from knowledge_lm.report.sanity import stored_ceilings, write_sanity_numbers
 
-    brief = {"transe": {"dim": 16, "epochs": 20}, "rotate": {"dim": 16, "epochs": 20}}
+    brief = {"transe": {"dim": 16, "epochs": 20}, "rotate": {"dim": 16, "epochs": 20, "negatives": 8}}
     results = tmp_path / "results"
     path = write_sanity_numbers(results, [SMALL], cache_dir=tmp_path / "a", hparams=brief)
     first = path.read_bytes()
@@ -80,7 +80,7 @@ def test_rotate_carries_the_relations_transe_and_the_relation_blind_inputs_canno
     TransE's; KAM's KG map and SI's selection at chance on hard negatives."""
     from knowledge_lm.report.sanity import feature_ceilings, method_ceiling
 
-    brief = {"transe": {"dim": 16, "epochs": 40}, "rotate": {"dim": 16, "epochs": 40}}
+    brief = {"transe": {"dim": 16, "epochs": 40}, "rotate": {"dim": 16, "epochs": 40, "negatives": 8}}
     ceilings = feature_ceilings(generate(**SMALL), tmp_path, hparams=brief)
     assert ceilings["rotate"]["one_hop"] >= 95.0 and ceilings["rotate"]["one_hop"] >= ceilings["transe"]["one_hop"] + 15
     for relation_blind in ("kam_kg_map", "si_selection"):
@@ -116,3 +116,26 @@ def test_the_section_reads_the_stored_numbers_of_the_worlds_current_code(tmp_pat
     assert "| relation-blind regression × template (1112/1112 statements) | — | 50.0 | 50.0 | — |" in lines
     assert any(line.startswith("| ceiling: RotatE") and line.endswith("| — | 99.0 | 96.5 | — |") for line in lines)
     assert lines[-2] == "Not computed for this world's code: `python -m knowledge_lm.report.sanity`."  # another key
+
+
+def test_the_table_holds_the_pages_worlds_and_each_pre_registered_world_once():
+    """Every world of the page's verdicts (t20k among them) and each declaration's world, read from its dataset
+    options (the rotate and transe declarations differ only in a knowledge option: one world)."""
+    from knowledge_lm.report.preregistration import load_declarations
+    from knowledge_lm.report.sanity import T20K_WORLD, sanity_worlds, world_knobs, world_name
+
+    names = [world_name(knobs) for knobs in sanity_worlds()]
+    assert len(set(names)) == len(names) and world_name(T20K_WORLD) in names
+    declared = {world_name(world_knobs(declaration.dataset_options)) for declaration in load_declarations()}
+    assert len(declared) == 1 and declared <= set(names)
+    assert world_knobs({"seed": 3, "knowledge": {"kg_embedding": "rotate"}}) == {"seed": 3}
+
+
+def test_the_oracles_cache_keys_every_split_since_the_input_order_oracle_fits_on_train(tmp_path):
+    """Two worlds that differ in their train split alone (as t20k and the 2k world: one graph, one dev and test)
+    are two cache entries, not one read for both."""
+    from knowledge_lm.report.sanity import cached_oracle_scores
+
+    for knobs in (SMALL, {**SMALL, "train_size": 700}):
+        cached_oracle_scores(knobs, tmp_path)
+    assert len(list((tmp_path / "sanity").glob("*.json"))) == 2

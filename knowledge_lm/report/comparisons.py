@@ -43,7 +43,7 @@ from knowledge_lm.report.frame import (
 from knowledge_lm.report.preregistration import PREFIX
 from knowledge_lm.report.pretraining import own_run_label
 from knowledge_lm.report.protocol import comparable, recipe_cells
-from knowledge_lm.report.sanity import CONFIRM_SEED
+from knowledge_lm.report.sanity import CONFIRM_SEED, DATASET, stored_method_ceiling
 
 SIGNIFICANCE = 0.05  # of a Benjamini–Hochberg q: the false discovery rate among a page's ↑ / ↓
 
@@ -136,6 +136,12 @@ SHUFFLE_CONTROLS = ("shuffled", "test-shuffled")  # re-link each entity to one o
 # What beating the link controls shows (``relational_verdict``): the linked entities beyond their types (a shuffle ✓),
 # their types alone (zeroed ✓ but no shuffle), or knowledge of some kind where no shuffle ran to tell which.
 LINKS_ONLY, TYPES_ONLY, UNTOLD = "links only", "entity types only", "linked knowledge (no shuffle run)"
+# Where a verdict would be "no": the method's knowledge inputs could not have carried the relations of a hop family
+# (their feature ceiling on the sanity table, ``knowledge_lm.report.sanity.feature_ceilings``, is below
+# ``CEILING_FLOOR`` there), so "no" would say more about its inputs than about the method; or that ceiling is not
+# stored for the world's current code, which the verdict says rather than a bare "no".
+CANNOT_CARRY, NO_CEILINGS = "its features cannot carry relations", "no (feature ceilings not stored)"
+CEILING_FLOOR = 90.0
 RELATION_CONTROL = "relations-permuted"  # knowledge used against it: the method uses the relation labels
 # Knowledge used against it: the method's knowledge pretraining helps (ERICA); no control of it isolates relations.
 PRETRAINING_CONTROL = "mlm-only"
@@ -880,7 +886,32 @@ def relation_blind_here(frame: pd.DataFrame, cell_method: str, variant: str) -> 
     return cell_method in RELATION_BLIND and bool((frame["variant"] == permuted).any())
 
 
-def relational_verdict(tests: PageTests, row: tuple, cell_method: str) -> str:
+def row_ceiling(cells: pd.DataFrame, results_dir: Path | None = None) -> dict[str, float] | None:
+    """Family → the feature ceiling of the knowledge inputs the method of ``cells`` (one row's) reads, in their world
+    and with their KG embedding kind (``sanity.stored_method_ceiling``), as stored under ``results_dir`` (default:
+    the project's results/, what the page's sanity table shows); {} off the generated task or for a method whose
+    inputs have no ceiling; None where their world has none stored for its current code."""
+    from knowledge_lm.core.paths import project_path
+
+    if cells["dataset"].iloc[0] != DATASET:
+        return {}
+    options = json.loads(cells["config"].iloc[0] or "{}").get("dataset_options") or {}
+    return stored_method_ceiling(cells["cell_method"].iloc[0], options, results_dir or project_path("results"))
+
+
+def no_verdict(ceiling: dict[str, float] | None) -> str:
+    """What a relational verdict of "no" says, given the method's feature ceiling (``row_ceiling``): ``CANNOT_CARRY``
+    where it is below ``CEILING_FLOOR`` on every hop family, "no" beside it where on some of them only,
+    ``NO_CEILINGS`` where none is stored, else "no"."""
+    if ceiling is None:
+        return NO_CEILINGS
+    low = [family for family in HOP_GROUPS if family in ceiling and ceiling[family] < CEILING_FLOOR]
+    if not low:
+        return "no"
+    return CANNOT_CARRY if len(low) == len(HOP_GROUPS) else f"no; {CANNOT_CARRY} on {', '.join(low)}"
+
+
+def relational_verdict(tests: PageTests, row: tuple, cell_method: str, *, ceiling: dict[str, float] | None) -> str:
     """Whether a method uses relational facts, from the page's corrected tests (``tests``) of its row ``row`` =
     ``(backbone, task, method, variant, fraction)``: "relational facts" where knowledge used against the
     relations-permuted control on one_hop and two_hop pooled (``RELATIONAL``) is ✓ and one_hop or two_hop is above
@@ -888,8 +919,11 @@ def relational_verdict(tests: PageTests, row: tuple, cell_method: str) -> str:
     knowledge used against a type-preserving shuffle (``SHUFFLE_CONTROLS``) is ✓, ``TYPES_ONLY`` where only against
     zeroed knowledge, though a shuffle ran, ``UNTOLD`` where zeroed is ✓ and no shuffle ran; for a method whose
     only control is its MLM-only pretraining (``PRETRAINING_CONTROL``, ERICA): "pretraining only" where knowledge
-    used against it is ✓; "too few seeds" where a test that decides has fewer than ``MIN_SEEDS`` seed pairs; "no"
-    otherwise; — where none of those controls ran."""
+    used against it is ✓; "too few seeds" where a test that decides has fewer than ``MIN_SEEDS`` seed pairs;
+    otherwise "no", or ``CANNOT_CARRY`` where the method's feature ceiling (``ceiling``: ``row_ceiling``) is below
+    ``CEILING_FLOOR`` (``no_verdict``): it replaces "no" alone, since a finding of the controls stands whatever the
+    inputs could carry, and with too few seeds a finding of links or types may still come; — where none of those
+    controls ran."""
     blind = cell_method in RELATION_BLIND
     relations = None if blind else tests.used.get((*row, RELATION_CONTROL, RELATIONAL))
     links = [found for name in LINK_CONTROLS if (found := tests.used.get((*row, name, GRAPH))) is not None]
@@ -918,13 +952,16 @@ def relational_verdict(tests: PageTests, row: tuple, cell_method: str) -> str:
         return "too few seeds"
     if said.get("zeroed") == used:
         return TYPES_ONLY if shuffles else UNTOLD
-    return "too few seeds" if said.get("zeroed") == "too few seeds" else "no"
+    return "too few seeds" if said.get("zeroed") == "too few seeds" else no_verdict(ceiling)
 
 
-def relational_verdicts(frame: pd.DataFrame, tests: PageTests) -> dict[tuple[str, str, str, str], str]:
+def relational_verdicts(
+    frame: pd.DataFrame, tests: PageTests, results_dir: Path | None = None
+) -> dict[tuple[str, str, str, str], str]:
     """``(backbone, task, method, world)`` → ``relational_verdict`` of each method's own cells of each world
     (``WORLDS``, and each pre-registered world) at ``FRACTION`` on a page (``frame``: its cells, ``tests``: its
-    ``page_tests``); rows whose verdict is — left out."""
+    ``page_tests``; ``results_dir``: where the feature ceilings are stored, ``row_ceiling``); rows whose verdict is
+    — left out."""
     found = {}
     worlds = frame["variant"].isin(list(WORLDS)) | frame["variant"].str.startswith(PREFIX)
     rows = frame[(frame.fraction == FRACTION) & worlds]
@@ -932,7 +969,8 @@ def relational_verdicts(frame: pd.DataFrame, tests: PageTests) -> dict[tuple[str
         cell_method = cells["cell_method"].iloc[0]
         if is_control(cell_method, variant):
             continue
-        said = relational_verdict(tests, (backbone, task, method, variant, FRACTION), cell_method)
+        row = (backbone, task, method, variant, FRACTION)
+        said = relational_verdict(tests, row, cell_method, ceiling=row_ceiling(cells, results_dir))
         if said != MISSING:
             found[backbone, task, method, variant] = said
     return found

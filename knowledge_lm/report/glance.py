@@ -20,9 +20,12 @@ from knowledge_lm.core.backbones import BACKBONE_NAMES, base_size_first, leading
 from knowledge_lm.core.registry import DATASETS, METHODS, cannot_run
 from knowledge_lm.report.claims import Judged, counts_text
 from knowledge_lm.report.comparisons import (
+    CANNOT_CARRY,
+    CEILING_FLOOR,
     FRACTION,
     LINKS_ONLY,
     MIN_SEEDS,
+    NO_CEILINGS,
     NO_DIFFERENCE,
     SIGNIFICANCE,
     TYPES_ONLY,
@@ -581,10 +584,13 @@ def relational_section(
         f'"{UNTOLD}" = zeroed is ✓ and no shuffle ran; '
         '"pretraining only" = a method whose control is its MLM-only checkpoint (ERICA) is ✓ against '
         'it (no control of it isolates relations); "too few seeds" = a deciding test has n < '
-        f'{MIN_SEEDS}; "no" otherwise; "not run": the method has no cells of that world. A pre-registered world\'s '
-        'verdicts carry its status: "confirmed" only from cells run after its declaration was committed, with the '
-        "declared settings (benchmarks/preregistered/); the confirmation world of generator seed 20261127 is "
-        "exploratory: no declaration preceded it, and its sixth seed was added after results were seen.",
+        f'{MIN_SEEDS}; "no" otherwise, or "{CANNOT_CARRY}" where the feature ceiling of the knowledge input the '
+        f"method reads (its generated page's sanity table) is under {CEILING_FLOOR:.0f} on the hop families "
+        f'("{NO_CEILINGS}" where that table lacks its world); "not run": the method has no cells of that world. '
+        'A pre-registered world\'s verdicts carry its status: "confirmed" only from cells run after its '
+        "declaration was committed, with the declared settings (benchmarks/preregistered/); the confirmation "
+        "world of generator seed 20261127 is exploratory: no declaration preceded it, and its sixth seed was "
+        "added after results were seen.",
         "",
         "| method | " + " | ".join(headers[world] for world in worlds) + " |",
         "|---|" + "---|" * len(worlds),

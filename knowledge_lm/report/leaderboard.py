@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from knowledge_lm.core.caches import read_cached_json
-from knowledge_lm.core.paths import benchmarks_dir
+from knowledge_lm.core.paths import benchmarks_dir, project_path
 from knowledge_lm.core.results import PRETRAINING_DIR, PROBES_DIR, predictions_path, result_files, write_json_atomic
 from knowledge_lm.report.claims import claims_path, judged_claims, render_claims
 from knowledge_lm.report.coverage import all_coverage, coverage_files, read_coverage
@@ -37,6 +37,7 @@ from knowledge_lm.report.gold import stored_gold
 from knowledge_lm.report.pages import dataset_notes, render_dataset, render_probes
 from knowledge_lm.report.papers import papers_frame, report_split_cells, write_papers
 from knowledge_lm.report.pretraining import render_pretraining, store_runs
+from knowledge_lm.report.sanity import SANITY_NUMBERS
 
 # The backbones whose results the committed leaderboards show, the base size first: a smoke run on another (tiny, a
 # local directory) renders only when asked for (``klm leaderboard --backbones``).
@@ -107,8 +108,10 @@ def planned_pages(out_dir: Path, results_dir, by_dataset: dict, filtered: bool) 
 
 def page_inputs(name: str, paths: list[Path]) -> list[Path]:
     """The files a page is made of (``page_fingerprint``): the report's code, the references, the page's notes,
-    its results and their predictions."""
+    the stored sanity numbers (the generated page's table and the relational verdicts read them), its results and
+    their predictions."""
     inputs = REPORT_CODE + [benchmarks_dir() / "references.yaml", benchmarks_dir() / "notes" / f"{name}.md"]
+    inputs += [project_path("results") / SANITY_NUMBERS]
     inputs += [claims_path()] if name == "README" else []
     return inputs + paths + [predictions_path(path) for path in paths]
 

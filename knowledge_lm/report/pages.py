@@ -19,6 +19,8 @@ from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.report.bootstrap import REPLICATES
 from knowledge_lm.report.comparisons import (
     ABOVE,
+    CANNOT_CARRY,
+    CEILING_FLOOR,
     CONFIRM,
     HOP_GROUPS,
     KNOWLEDGE_CONTROLS,
@@ -26,6 +28,7 @@ from knowledge_lm.report.comparisons import (
     LINKS_ONLY,
     MAIN,
     MIN_SEEDS,
+    NO_CEILINGS,
     NO_DIFFERENCE,
     NO_EXAMPLES_TEST,
     PREREGISTERED,
@@ -47,6 +50,7 @@ from knowledge_lm.report.comparisons import (
     page_groups,
     page_tests,
     relational_verdict,
+    row_ceiling,
     significance_mark,
     significant,
     variant_table,
@@ -323,7 +327,9 @@ def family_table(
         relational = (
             "(control)"
             if is_control(cell_method, variant)
-            else relational_verdict(tests, (backbone, task, method, variant, fraction), cell_method)
+            else relational_verdict(
+                tests, (backbone, task, method, variant, fraction), cell_method, ceiling=row_ceiling(cells)
+            )
         )
         scores = {
             group: family_score(cells, group, dataset, task=task, metric=metric, golds=golds, groupings=groupings)
@@ -415,7 +421,9 @@ def relational_text() -> str:
         f"{' or '.join(SHUFFLE_CONTROLS)} (each link re-linked to an entity of the same type) is ✓: the method uses "
         f'which entity is linked, beyond its type; "{TYPES_ONLY}" where only against zeroed knowledge is ✓ though a '
         f'shuffle ran: what it uses, the shuffles keep; "{UNTOLD}" where zeroed is ✓ and no shuffle ran; "too few '
-        f'seeds" where a test that decides has fewer than {MIN_SEEDS} seed pairs; "no" otherwise; — where none of '
+        f'seeds" where a test that decides has fewer than {MIN_SEEDS} seed pairs; "no" otherwise, or "{CANNOT_CARRY}" '
+        f"where the feature ceiling of the knowledge input the method reads (the sanity table below) is under "
+        f'{CEILING_FLOOR:.0f} on the hop families ("{NO_CEILINGS}" where the table lacks its world); — where none of '
         "those controls ran. Every test is the page's own, corrected with it."
     )
 

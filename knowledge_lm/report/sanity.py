@@ -9,7 +9,7 @@ import json
 import math
 import random
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ from knowledge_lm.core.io import default_cache_dir
 from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.core.results import write_json_atomic
 from knowledge_lm.knowledge.noise import permute_relations
+from knowledge_lm.report.preregistration import load_declarations
 
 if TYPE_CHECKING:
     import torch
@@ -38,13 +39,19 @@ ORACLE_NAMES = {
 # world of benchmarks/knowledge_generated_confirm.yaml (a generator seed nothing was tuned on).
 CONFIRM_SEED = 20261127
 PAGE_WORLDS = ({"dev_size": 300, "negatives": "hard"}, {"dev_size": 300, "negatives": "hard", "seed": CONFIRM_SEED})
+# The first world at 20,000 training statements (benchmarks/knowledge_generated_20k.yaml, variant t20k): its own
+# verdicts read its own ceilings, whose thresholds come from its train split.
+T20K_WORLD = {**PAGE_WORLDS[0], "train_size": 20000}
 TRANSE_HPARAMS = dict(dim=32, epochs=40, margin=1.0, lr=0.01, batch_size=256, seed=0)
 SANITY_VERSION = 2  # part of the cache key: a change to an oracle must not read older numbers
 
 
+DATASET = "generated"  # the task whose worlds these oracles score
+
+
 def generated_dataset():
     """The generated task's data module class (its world generator, templates and knobs), through the registry."""
-    return DATASETS.get("generated")
+    return DATASETS.get(DATASET)
 
 
 def template_path(name: str) -> tuple[str, ...]:
@@ -289,13 +296,12 @@ def cached_oracle_scores(knobs: dict, cache_dir: Path | None = None) -> dict[str
     """``oracle_scores`` of the generated world of ``knobs``, kept under ``cache_dir`` (default: the cache directory)
     keyed by the generated data itself, so that a change to the generator is never read from an older entry."""
     data = generated_dataset().world(**knobs)
-    # The oracles' code is part of the key too: kg-text's order oracle lives in its method's file.
+    # The oracles' code is part of the key too: kg-text's order oracle lives in its method's file. Every split is:
+    # that oracle is fit on train (a world of 20,000 training statements shares the 2,000's dev and test).
     code = [(Path(__file__).parent.parent / part).read_text() for part in ("report/sanity.py", "methods/kg_text.py")]
+    splits = [data.splits[split] for split in ("train", "dev", "test")]
     key = hashlib.sha256(
-        json.dumps(
-            [SANITY_VERSION, TRANSE_HPARAMS, code, data.kg.triples, data.splits["dev"], data.splits["test"]],
-            sort_keys=True,
-        ).encode()
+        json.dumps([SANITY_VERSION, TRANSE_HPARAMS, code, data.kg.triples, *splits], sort_keys=True).encode()
     ).hexdigest()[:24]
     path = Path(cache_dir or default_cache_dir()) / "sanity" / f"{key}.json"
     cached = read_cached_json(path, lambda value: isinstance(value, dict))
@@ -306,18 +312,37 @@ def cached_oracle_scores(knobs: dict, cache_dir: Path | None = None) -> dict[str
     return scores
 
 
+def world_knobs(dataset_options: dict) -> dict:
+    """The generated world's knobs among a cell's or a declaration's dataset options (the others, the methods'
+    knowledge options among them, change no statement of the world)."""
+    names = {knob.name for knob in fields(generated_dataset().knobs_class)}
+    return {name: value for name, value in dataset_options.items() if name in names}
+
+
+def sanity_worlds() -> tuple[dict, ...]:
+    """The worlds the sanity table shows and stores: the page's (v2, and its 20k-statement world), v3's, and the
+    world of each pre-registered declaration of the generated task (read from its dataset options; declarations
+    that differ only in their knowledge options share one world)."""
+    worlds = {world_name(knobs): knobs for knobs in (*PAGE_WORLDS, T20K_WORLD, *V3_WORLDS)}
+    for declaration in load_declarations():
+        if declaration.dataset == DATASET:
+            knobs = world_knobs(declaration.dataset_options)
+            worlds.setdefault(world_name(knobs), knobs)
+    return tuple(worlds.values())
+
+
 def world_name(knobs: dict) -> str:
     full = asdict(generated_dataset().knobs_class(**knobs))
     return ", ".join(f"{name}={value}" for name, value in full.items())
 
 
 def sanity_section(worlds=None, results_dir: Path | None = None) -> list[str]:
-    """Markdown lines: for each generated world (knob dicts; default: the page's, v2 and v3) the oracles' test
+    """Markdown lines: for each generated world (knob dicts; default: ``sanity_worlds``) the oracles' test
     accuracy per family, the relation-blind regression and the feature ceilings, as ``write_sanity_numbers`` stored
     them under ``results_dir`` (default: the project's results/): the page build trains nothing."""
     from knowledge_lm.core.paths import project_path
 
-    worlds = (*PAGE_WORLDS, *V3_WORLDS) if worlds is None else worlds
+    worlds = sanity_worlds() if worlds is None else worlds
     stored = read_sanity_numbers(results_dir or project_path("results"))
     out = [
         "## Task sanity (no language model)",
@@ -528,14 +553,30 @@ def method_ceiling(method: str, ceilings: dict[str, dict[str, float]], kg_embedd
     }
 
 
+def stored_method_ceiling(method: str, dataset_options: dict, results_dir: Path) -> dict[str, float] | None:
+    """Family → the ceiling stored under ``results_dir`` (``method_ceiling``) of the inputs ``method`` reads, in the
+    world of a cell's ``dataset_options`` (``world_knobs``) with its KG embedding kind (knowledge option
+    kg_embedding); {} for a method that reads no input with a ceiling (``METHOD_INPUTS``), None where the world has
+    none stored for its current code."""
+    from knowledge_lm.knowledge.prepare import KnowledgeConfig
+
+    if method not in METHOD_INPUTS:
+        return {}
+    ceilings = stored_ceilings(world_knobs(dataset_options), results_dir)
+    if ceilings is None:
+        return None
+    kind = (dataset_options.get("knowledge") or {}).get("kg_embedding", KnowledgeConfig().kg_embedding)
+    return method_ceiling(method, ceilings, kind)
+
+
 def write_sanity_numbers(
     results_dir: Path, worlds=None, cache_dir: Path | None = None, hparams: dict | None = None
 ) -> Path:
-    """Compute ``sanity_numbers`` of each world (default: the page's, v2 and v3) and store them, by world name, in
+    """Compute ``sanity_numbers`` of each world (default: ``sanity_worlds``) and store them, by world name, in
     ``results/derived/sanity/generated.json`` (what the page reads: it trains nothing). Deterministic: the same
-    code gives the same bytes. About 10 minutes on 2 CPU cores for the default worlds (RotatE and TransE trained
-    once each, then cached under ``cache_dir``)."""
-    worlds = (*PAGE_WORLDS, *V3_WORLDS) if worlds is None else worlds
+    code gives the same bytes. On 2 CPU cores: about a minute for the default worlds once their embeddings are
+    cached under ``cache_dir``; training them first (RotatE on the 3,000-entity worlds the most) about 20."""
+    worlds = sanity_worlds() if worlds is None else worlds
     numbers = {world_name(dict(knobs)): sanity_numbers(dict(knobs), cache_dir, hparams) for knobs in worlds}
     path = Path(results_dir) / SANITY_NUMBERS
     path.parent.mkdir(parents=True, exist_ok=True)
