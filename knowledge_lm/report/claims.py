@@ -29,7 +29,7 @@ from knowledge_lm.report.comparisons import (
     seed_deltas,
     settle_text,
 )
-from knowledge_lm.report.frame import MISSING, cards_note, fraction_label, interval_text
+from knowledge_lm.report.frame import MISSING, cards_note, fraction_label, interval_text, rows_where
 from knowledge_lm.report.pretraining import own_run_label
 from knowledge_lm.report.protocol import TASK_RECIPES, comparable
 
@@ -280,7 +280,7 @@ def side_cells(
     other side's cells) comes from a pretraining run, the checkpoint of that same run (``own_run_label``: ERICA's
     MLM-only control is its own run's), none where no record pairs them."""
     method = getattr(comparison, side)
-    mine = frame[(frame.cell_method == method) & (frame.backbone == comparison.backbone)]
+    mine = rows_where(frame, cell_method=method, backbone=comparison.backbone)
     if mine.empty:
         return mine
     label = mine["method"].value_counts().sort_index().idxmax()
@@ -305,7 +305,10 @@ def measured(frame: pd.DataFrame, comparison: Comparison) -> dict | None:
     per_task, every, cards = {}, {}, set()
     for task in comparison.tasks:
         first = side_cells(frame, comparison, "a", task)
-        cells = pd.concat([first, side_cells(frame, comparison, "b", task, paired=first)])
+        second = side_cells(frame, comparison, "b", task, paired=first)
+        if first.empty or second.empty:
+            continue  # no seed pair
+        cells = pd.concat([first, second])
         metric = comparison.metric_of(task)
         all_pairs = seed_deltas(cells, "a", comparison.fraction, task, metric, against="b")
         if all_pairs.empty:
