@@ -73,8 +73,9 @@ lint: install ## ruff check and ruff format --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The suite over every core (pytest-xdist); a test file's tests stay on one worker (module fixtures start once).
-TEST_ARGS := -n auto --dist loadfile
+# The suite over every core (pytest-xdist); a test file's tests stay on one worker (module fixtures start once), the
+# files handed out in the order tests/conftest.py collects them (the longest first), not by their number of tests.
+TEST_ARGS := -n auto --dist loadfile --no-loadscope-reorder
 
 test: lint ## lint, then the tests (those marked slow or slurm left out): what CI runs
 	$(BIN)/python -m pytest -q $(TEST_ARGS) -m "not slow and not slurm"

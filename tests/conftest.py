@@ -13,6 +13,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ["KLM_SERVE"] = "0"
 
 
+# The test files that take a minute or more of one worker each: collected first, so that under make test's
+# ``--dist loadfile`` (whole files to a worker, in collection order) neither starts last while the other worker idles.
+LONGEST_FILES = ("test_leaderboard_committed.py", "test_configs.py")
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.path.name not in LONGEST_FILES)  # stable: each file's tests keep their order
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

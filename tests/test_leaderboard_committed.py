@@ -1,8 +1,9 @@
 """The committed leaderboards are what the committed results store gives, byte for byte.
 
-In a file of its own: it builds every committed page from the whole store (the longest test of make test, tens of
-seconds on one core; it is the check that the committed pages were regenerated), so pytest-xdist's ``--dist
-loadfile`` runs it on one worker beside the rest of the leaderboard tests on another."""
+In a file of its own: it builds every committed page from the whole store (the longest test of make test, about a
+minute on one core; it is the check that the committed pages were regenerated), so pytest-xdist's ``--dist
+loadfile`` runs it on one worker beside the rest of the leaderboard tests on another, started first
+(``LONGEST_FILES`` in tests/conftest.py)."""
 
 from pathlib import Path
 

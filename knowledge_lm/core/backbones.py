@@ -521,10 +521,16 @@ def tokenizer_fingerprint(tokenizer) -> str:
 
 def compute_fingerprint(tokenizer) -> str:
     if getattr(tokenizer, "is_fast", False):
-        state = json.loads(tokenizer.backend_tokenizer.to_str())
-        # A call with truncation or padding rewrites these in the backend: they say nothing of the vocabulary.
-        state.pop("truncation", None)
-        state.pop("padding", None)
-    else:
-        state = tokenizer.get_vocab()
+        return serialized_fingerprint(tokenizer.backend_tokenizer.to_str())
+    return hashlib.sha256(json.dumps(tokenizer.get_vocab(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=8)
+def serialized_fingerprint(serialized: str) -> str:
+    """The fingerprint of a fast tokenizer from its backend's JSON; cached by that text, as every fresh load of one
+    tokenizer (each cell of a process: the tests run many) gives the same text, and decoding it costs 0.2 s."""
+    state = json.loads(serialized)
+    # A call with truncation or padding rewrites these in the backend: they say nothing of the vocabulary.
+    state.pop("truncation", None)
+    state.pop("padding", None)
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]

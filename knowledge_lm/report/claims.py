@@ -16,6 +16,7 @@ import yaml
 
 from knowledge_lm.core.backbones import BACKBONE_NAMES, leading_order
 from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import parse_yaml
 from knowledge_lm.core.paths import benchmarks_dir
 from knowledge_lm.core.registry import DATASETS, METHODS, cannot_run
 from knowledge_lm.report import coverage
@@ -28,7 +29,7 @@ from knowledge_lm.report.comparisons import (
     seed_deltas,
     settle_text,
 )
-from knowledge_lm.report.frame import MISSING, cards_note, fraction_label, interval_text
+from knowledge_lm.report.frame import MISSING, cards_note, fraction_label, interval_text, rows_where
 from knowledge_lm.report.pretraining import own_run_label
 from knowledge_lm.report.protocol import TASK_RECIPES, comparable
 
@@ -128,13 +129,13 @@ def load_claims(path: Path | None = None, references: list[dict] | None = None) 
     a one-line ``KlmError`` naming the claim otherwise."""
     path = path or claims_path()
     try:
-        entries = yaml.safe_load(path.read_text()) if path.is_file() else None
+        entries = parse_yaml(path.read_text(), unique_keys=False) if path.is_file() else None
     except yaml.YAMLError as error:
         raise KlmError(f"{path}: not YAML ({' '.join(str(error).split())})") from None
     if not isinstance(entries, list):
         raise KlmError(f"{path}: a list of claims is expected")
     if references is None:
-        references = yaml.safe_load((benchmarks_dir() / "references.yaml").read_text())
+        references = parse_yaml((benchmarks_dir() / "references.yaml").read_text(), unique_keys=False)
     claims, seen = [], set()
     for index, entry in enumerate(entries):
         name = entry.get("id", f"#{index + 1}") if isinstance(entry, dict) else f"#{index + 1}"
@@ -279,7 +280,7 @@ def side_cells(
     other side's cells) comes from a pretraining run, the checkpoint of that same run (``own_run_label``: ERICA's
     MLM-only control is its own run's), none where no record pairs them."""
     method = getattr(comparison, side)
-    mine = frame[(frame.cell_method == method) & (frame.backbone == comparison.backbone)]
+    mine = rows_where(frame, cell_method=method, backbone=comparison.backbone)
     if mine.empty:
         return mine
     label = mine["method"].value_counts().sort_index().idxmax()
@@ -304,7 +305,10 @@ def measured(frame: pd.DataFrame, comparison: Comparison) -> dict | None:
     per_task, every, cards = {}, {}, set()
     for task in comparison.tasks:
         first = side_cells(frame, comparison, "a", task)
-        cells = pd.concat([first, side_cells(frame, comparison, "b", task, paired=first)])
+        second = side_cells(frame, comparison, "b", task, paired=first)
+        if first.empty or second.empty:
+            continue  # no seed pair
+        cells = pd.concat([first, second])
         metric = comparison.metric_of(task)
         all_pairs = seed_deltas(cells, "a", comparison.fraction, task, metric, against="b")
         if all_pairs.empty:
@@ -386,7 +390,7 @@ def judged_claims(frame: pd.DataFrame, results_dir: Path, claims: list[Claim] | 
     """Every claim (``load_claims``) judged from ``frame`` (the store's cells of the current protocol, as the paper
     pages read them): measured, corrected together over the claims, and given ``claim_verdict``; a knowledge method
     on a dataset whose coverage is below the gate (``coverage.untestable_reason``) is ``UNTESTABLE``."""
-    references = yaml.safe_load((benchmarks_dir() / "references.yaml").read_text())
+    references = parse_yaml((benchmarks_dir() / "references.yaml").read_text(), unique_keys=False)
     claims = load_claims(references=references) if claims is None else claims
     judged = []
     for claim in claims:

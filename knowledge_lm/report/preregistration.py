@@ -15,6 +15,7 @@ import pandas as pd
 import yaml
 
 from knowledge_lm.core.errors import KlmError
+from knowledge_lm.core.io import parse_yaml
 from knowledge_lm.core.paths import benchmarks_dir
 
 PREREGISTERED_DIR = "preregistered"  # under benchmarks/
@@ -67,7 +68,7 @@ def load_declaration(path: Path) -> Declaration:
     """The declaration of ``path``, checked: known and required fields, a world variant starting with ``PREFIX``,
     at least ``MIN_DECLARED_SEEDS`` seeds, sweeps that exist; a one-line ``KlmError`` naming the file otherwise."""
     try:
-        entry = yaml.safe_load(path.read_text())
+        entry = parse_yaml(path.read_text(), unique_keys=False)
     except yaml.YAMLError as error:
         raise KlmError(f"{path}: not YAML ({' '.join(str(error).split())})") from None
     if not isinstance(entry, dict):
