@@ -22,7 +22,7 @@ from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.registry import DATASETS
 from knowledge_lm.core.results import CellResult, gold_sha256, predictions_path, read_predictions, warn
 from knowledge_lm.report.derived import lookup, recall
-from knowledge_lm.report.gold import cell_gold, cell_groups
+from knowledge_lm.report.gold import MissingGold, cell_gold, cell_groups, examples_key
 
 MISSING = "—"
 
@@ -111,7 +111,7 @@ def kept_predictions(
     of that sha256, else recomputed from ``data_dir``, None: as ``klm bench`` resolves it), else None: no
     predictions file, or a mismatch (a one-line warning names the cell); and those gold answers by their sha256.
     Without the gold a page needs, ``knowledge_lm.report.gold.MissingGold``: no page is written thinner."""
-    kept, golds = [], {}
+    kept, golds, deferred = [], {}, []
     for path, result in files:
         sidecar = predictions_path(path)
         if not sidecar.is_file():
@@ -123,7 +123,12 @@ def kept_predictions(
             warn(f"{error}; not used")
             kept.append(None)
             continue
-        gold, digest, size = predictions_gold(path, result, stored, data_dir)
+        try:
+            gold, digest, size = predictions_gold(path, result, stored, data_dir)
+        except MissingGold as missing:  # another cell may give the gold of that sha256: ``gold_of_another_cell``
+            deferred.append((len(kept), sidecar, result, stored, missing))
+            kept.append(None)
+            continue
         if stored.get("gold_sha256") != digest or stored.get("split") != result["report_split"]:
             warn(
                 f"{path}: its kept predictions are of another gold than the data directory's {result['report_split']} "
@@ -140,7 +145,24 @@ def kept_predictions(
             continue
         kept.append((sidecar, digest))
         golds[digest] = gold
+    for position, sidecar, result, stored, missing in deferred:
+        kept[position] = gold_of_another_cell(sidecar, result, stored, golds, missing)
     return kept, golds
+
+
+def gold_of_another_cell(sidecar: Path, result: dict, stored: dict, golds: dict[str, list], missing: MissingGold):
+    """A cell's kept predictions whose gold could not be made here (``missing``: say its backbone's tokenizer is
+    not installed) matched by their sha256 with the gold another cell's data gave (``golds``): a gold is named by
+    its content, so the same sha256 is the same answers; ``(sidecar, sha256)``, None where the sizes disagree, and
+    ``missing`` raised where no cell gave that gold."""
+    digest = stored.get("gold_sha256")
+    if digest not in golds or stored.get("split") != result["report_split"]:
+        raise missing
+    if len(stored["predicted"]) != len(golds[digest]):
+        size = len(golds[digest])
+        warn(f"{sidecar}: corrupt predictions file ({len(stored['predicted'])} answers for {size} examples); not used")
+        return None
+    return sidecar, digest
 
 
 def kept_groups(
@@ -149,16 +171,26 @@ def kept_groups(
     """Per result file with kept predictions (``kept_predictions``), the sha256 of its reported split's example
     groups (``knowledge_lm.report.gold.cell_groups``: the generated task's statement families), else "" (no groups,
     or not one per gold answer); and those groups by their sha256."""
-    digests, groupings = [], {}
+    digests, groupings, of_examples, deferred = [], {}, {}, []
     for (path, result), predictions in zip(files, kept):
         grouped = predictions and DATASETS.get(result["cell"]["dataset"]).has_example_groups
-        groups = cell_groups(path, result, predictions[1], data_dir) if grouped else None
+        try:
+            groups = cell_groups(path, result, predictions[1], data_dir) if grouped else None
+        except MissingGold:
+            groups = None
+        if grouped and groups is None:  # as ``gold_of_another_cell``: another cell's groups of the same examples
+            deferred.append((len(digests), (predictions[1], examples_key(result))))
+            digests.append("")
+            continue
         if not groups or len(groups) != len(golds[predictions[1]]):
             digests.append("")
             continue
         digest = gold_sha256(groups)
         digests.append(digest)
         groupings[digest] = list(groups)
+        of_examples[predictions[1], examples_key(result)] = digest
+    for position, key in deferred:
+        digests[position] = of_examples.get(key, "")
     return digests, groupings
 
 

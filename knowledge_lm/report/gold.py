@@ -100,6 +100,16 @@ def report_module(result: dict, data_dir=None) -> dict:
     }
 
 
+def examples_key(result: dict) -> tuple:
+    """What names the examples of ``result``'s reported split whatever the tokenizer: dataset, task, split and the
+    dataset options that choose them (their groups are the same for every backbone)."""
+    options = {
+        name: value for name, value in result["config"]["dataset_options"].items() if name not in NOT_GOLD_OPTIONS
+    }
+    cell = result["cell"]
+    return cell["dataset"], cell["task"], result["report_split"], json.dumps(options, sort_keys=True)
+
+
 def report_gold(result: dict, data_dir=None) -> list:
     """The gold answers of ``result``'s reported split, in split order. ``data_dir``: as ``klm bench``'s
     ``--data-dir`` (None: ``$DATA_DIR``, else ``../shared/data`` beside the checkout). ``MissingGold`` where the
