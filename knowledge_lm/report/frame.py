@@ -125,41 +125,35 @@ def kept_predictions(
             continue
         try:
             gold, digest, size = predictions_gold(path, result, stored, data_dir)
-        except MissingGold as missing:  # another cell may give the gold of that sha256: ``gold_of_another_cell``
-            deferred.append((len(kept), sidecar, result, stored, missing))
+        except MissingGold as missing:  # another cell may give the gold of that sha256: ``matched_predictions``
+            deferred.append((len(kept), path, result, stored, missing))
             kept.append(None)
             continue
-        if stored.get("gold_sha256") != digest or stored.get("split") != result["report_split"]:
-            warn(
-                f"{path}: its kept predictions are of another gold than the data directory's {result['report_split']} "
-                "split gives; not used"
-            )
-            kept.append(None)
-            continue
-        if len(stored["predicted"]) != size:
-            warn(
-                f"{sidecar}: corrupt predictions file ({len(stored['predicted'])} answers for {size} examples); "
-                "not used"
-            )
-            kept.append(None)
-            continue
-        kept.append((sidecar, digest))
-        golds[digest] = gold
-    for position, sidecar, result, stored, missing in deferred:
-        kept[position] = gold_of_another_cell(sidecar, result, stored, golds, missing)
+        kept.append(matched_predictions(path, result, stored, digest, size))
+        if kept[-1] is not None:
+            golds[digest] = gold
+    for position, path, result, stored, missing in deferred:
+        digest = stored.get("gold_sha256")
+        if digest not in golds:
+            raise missing
+        kept[position] = matched_predictions(path, result, stored, digest, len(golds[digest]))
     return kept, golds
 
 
-def gold_of_another_cell(sidecar: Path, result: dict, stored: dict, golds: dict[str, list], missing: MissingGold):
-    """A cell's kept predictions whose gold could not be made here (``missing``: say its backbone's tokenizer is
-    not installed) matched by their sha256 with the gold another cell's data gave (``golds``): a gold is named by
-    its content, so the same sha256 is the same answers; ``(sidecar, sha256)``, None where the sizes disagree, and
-    ``missing`` raised where no cell gave that gold."""
-    digest = stored.get("gold_sha256")
-    if digest not in golds or stored.get("split") != result["report_split"]:
-        raise missing
-    if len(stored["predicted"]) != len(golds[digest]):
-        size = len(golds[digest])
+def matched_predictions(path: Path, result: dict, stored: dict, digest: str, size: int) -> tuple[Path, str] | None:
+    """``(predictions file, digest)`` where a cell's kept predictions (``stored``) are of the gold of sha256
+    ``digest`` and ``size`` answers, of its reported split; else None, a one-line warning naming the cell. A
+    deferred cell of ``kept_predictions`` takes the gold another cell's data gave for the sha256 its file holds:
+    a gold is named by its content, so the same sha256 is the same answers (say its backbone's tokenizer is not
+    installed here, where another backbone's cells of the same examples can be read)."""
+    sidecar = predictions_path(path)
+    if stored.get("gold_sha256") != digest or stored.get("split") != result["report_split"]:
+        warn(
+            f"{path}: its kept predictions are of another gold than the data directory's {result['report_split']} "
+            "split gives; not used"
+        )
+        return None
+    if len(stored["predicted"]) != size:
         warn(f"{sidecar}: corrupt predictions file ({len(stored['predicted'])} answers for {size} examples); not used")
         return None
     return sidecar, digest
@@ -178,7 +172,7 @@ def kept_groups(
             groups = cell_groups(path, result, predictions[1], data_dir) if grouped else None
         except MissingGold:
             groups = None
-        if grouped and groups is None:  # as ``gold_of_another_cell``: another cell's groups of the same examples
+        if grouped and groups is None:  # as ``matched_predictions``: another cell's groups of the same examples
             deferred.append((len(digests), (predictions[1], examples_key(result))))
             digests.append("")
             continue

@@ -78,9 +78,6 @@ def report_module(result: dict, data_dir=None) -> dict:
     where no data directory is found."""
     from knowledge_lm.core.io import resolve_data_dir
 
-    options = {
-        name: value for name, value in result["config"]["dataset_options"].items() if name not in NOT_GOLD_OPTIONS
-    }
     train = result["config"]["train"]
     # A pretraining checkpoint keeps its base backbone's tokenizer (and may not be on this machine).
     tokenizer = result["backbone"].get("pretrained_from") or result["cell"]["backbone"]
@@ -95,19 +92,22 @@ def report_module(result: dict, data_dir=None) -> dict:
         "tokenizer": tokenizer,
         "max_length": train["max_length"],
         "eval_batch_size": train["eval_batch_size"],
-        "options": json.dumps(options, sort_keys=True),
+        "options": gold_options(result),
         "data_dir": str(resolved) if resolved else None,
     }
 
 
+def gold_options(result: dict) -> str:
+    """The dataset options of ``result``'s cell that choose its examples and their gold (not ``NOT_GOLD_OPTIONS``),
+    as JSON."""
+    options = result["config"]["dataset_options"]
+    return json.dumps({name: value for name, value in options.items() if name not in NOT_GOLD_OPTIONS}, sort_keys=True)
+
+
 def examples_key(result: dict) -> tuple:
     """What names the examples of ``result``'s reported split whatever the tokenizer: dataset, task, split and the
-    dataset options that choose them (their groups are the same for every backbone)."""
-    options = {
-        name: value for name, value in result["config"]["dataset_options"].items() if name not in NOT_GOLD_OPTIONS
-    }
-    cell = result["cell"]
-    return cell["dataset"], cell["task"], result["report_split"], json.dumps(options, sort_keys=True)
+    dataset options that choose them (``gold_options``; their groups are the same for every backbone)."""
+    return result["cell"]["dataset"], result["cell"]["task"], result["report_split"], gold_options(result)
 
 
 def report_gold(result: dict, data_dir=None) -> list:

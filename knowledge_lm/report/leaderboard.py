@@ -91,14 +91,14 @@ def planned_pages(out_dir: Path, results_dir, by_dataset: dict, filtered: bool) 
     """Each page to build, ``path: (kind, name, inputs)``: the dataset pages, then (unless ``filtered``) the README,
     the speed, pretraining and LAMA pages where there are records for them."""
     pages = {out_dir / f"{dataset}.md": ("dataset", dataset, chosen) for dataset, chosen in sorted(by_dataset.items())}
+    every_file = [file for chosen in by_dataset.values() for file in chosen]
     if by_dataset and not filtered:
-        pages[out_dir / "README.md"] = ("glance", "README", [file for chosen in by_dataset.values() for file in chosen])
+        pages[out_dir / "README.md"] = ("glance", "README", every_file)
     speed_records = [] if filtered else sorted((Path(results_dir) / "speed").glob("*.json"))
     probes = [] if filtered else sorted((Path(results_dir) / PROBES_DIR).glob("lama-*.json"))
     pretraining = [] if filtered else sorted((Path(results_dir) / PRETRAINING_DIR).glob("*.json"))
     if speed_records:  # with every cell: the base size's cell times beside MiniLM's
-        cells = [file for chosen in by_dataset.values() for file in chosen]
-        pages[out_dir / "speed.md"] = ("speed", "speed", (speed_records, cells))
+        pages[out_dir / "speed.md"] = ("speed", "speed", (speed_records, every_file))
     if pretraining:
         pages[out_dir / "pretraining.md"] = ("pretraining", "pretraining", pretraining)
     if probes:
