@@ -102,18 +102,36 @@ def test_reduce_overhead_pads_to_a_multiple_unless_told_otherwise():
 def test_compile_auto_gives_cuda_graphs_only_to_long_cells_of_methods_measured_faster_on_one_gpu():
     auto = TrainConfig.from_dict({"compile": "auto"})
     assert auto == TrainConfig()
-    baseline, long = METHODS.get("baseline"), CUDA_GRAPH_MIN_STEPS
-    graphs = auto.resolved(baseline, on_gpu=True, steps=long)
-    assert (graphs.compile, graphs.compile_mode, graphs.padding_multiple) == (True, "reduce-overhead", 16)
-    assert auto.resolved(METHODS.get("knowbert+si+sr"), on_gpu=True, steps=long).compile is True
-    assert auto.resolved(baseline, on_gpu=True, steps=long - 1).compile is False  # capture costs more than it saves
-    assert auto.resolved(METHODS.get("kam"), on_gpu=True, steps=long).compile is False  # slower with graphs
-    assert auto.resolved(baseline, on_gpu=False, steps=long).compile is False
-    assert TrainConfig(devices=2).resolved(baseline, on_gpu=True, steps=long).compile is False
+    baseline, knowbert = METHODS.get("baseline"), METHODS.get("knowbert+si+sr")
+    captured, compiled = CUDA_GRAPH_MIN_STEPS["cuda-graphs"], CUDA_GRAPH_MIN_STEPS["reduce-overhead"]
+    graphs = auto.resolved(baseline, on_gpu=True, steps=captured)
+    assert (graphs.compile, graphs.compile_mode, graphs.padding_multiple) == (True, "cuda-graphs", 16)
+    layers = auto.resolved(knowbert, on_gpu=True, steps=compiled)
+    assert (layers.compile, layers.compile_mode, layers.padding_multiple) == (True, "reduce-overhead", 16)
+    assert auto.resolved(knowbert, on_gpu=True, steps=compiled - 1).compile is False  # compiling costs more
+    assert auto.resolved(baseline, on_gpu=True, steps=captured - 1).compile is False  # capture costs more than it saves
+    assert auto.resolved(METHODS.get("kam"), on_gpu=True, steps=compiled).compile is False  # slower with graphs
+    assert auto.resolved(baseline, on_gpu=False, steps=compiled).compile is False
+    assert TrainConfig(devices=2).resolved(baseline, on_gpu=True, steps=compiled).compile is False
     explicit = TrainConfig.from_dict({"compile": "false"})
-    assert explicit.resolved(baseline, on_gpu=True, steps=long) is explicit and explicit.compile is False
+    assert explicit.resolved(baseline, on_gpu=True, steps=compiled) is explicit and explicit.compile is False
     with pytest.raises(KlmError, match="compile='sometimes' is not a boolean or auto"):
         TrainConfig.from_dict({"compile": "sometimes"})
+
+
+def test_encoder_graphs_are_for_the_plain_encoder_and_leave_cpu_steps_eager():
+    from knowledge_lm.data.glue import SPECS
+
+    encoder, _, _ = load_backbone("tiny", seed=0)
+    spec = SPECS["rte"]
+    model = METHODS.get("baseline")(encoder, spec)
+    model.compile_modules("cuda-graphs")
+    assert model.encoder_graphs == {}
+    batch = {"input_ids": torch.tensor([[101, 7, 102]]), "attention_mask": torch.ones(1, 3, dtype=torch.long)}
+    assert model.encode(batch).shape == (1, 3, encoder.config.hidden_size)
+    assert model.encoder_graphs == {}  # on the CPU: eager, nothing captured
+    with pytest.raises(KlmError, match="captures the plain encoder, and .* runs its own modules inside it"):
+        METHODS.get("kg-text")(encoder, spec).compile_modules("cuda-graphs")
 
 
 def test_a_closed_gated_loader_yields_nothing_and_draws_the_random_stream_as_a_loader_does():

@@ -10,5 +10,5 @@ from knowledge_lm.methods.task_model import TaskModel
 class Baseline(TaskModel):
     """Fine-tuned encoder without knowledge."""
 
-    cuda_graphs = True
+    cuda_graphs = "cuda-graphs"
     inert_options = ("new_module_lr", "zero_knowledge")  # it has no new modules and no knowledge

@@ -528,7 +528,7 @@ class KnowBert(TaskModel):
 
     options_class = KnowBertOptions
     attn_implementation = None
-    cuda_graphs = True
+    cuda_graphs = "reduce-overhead"
     selective_injection: SelectiveInjection | None = None
 
     def __init__(self, encoder, spec, **options):

@@ -302,7 +302,7 @@ class SpectralRegularized(TaskModel):
     """The plain fine-tuned encoder with spectral regularization of its head's batch features."""
 
     options_class = SpectralRegularizationOptions
-    cuda_graphs = True
+    cuda_graphs = "cuda-graphs"
 
     def extra_losses(self, batch, features):
         return {"sr": self.options.sr_weight * spectral_penalty(features, self.options.sr_k)}

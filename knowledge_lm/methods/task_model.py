@@ -35,6 +35,36 @@ def compiled(function, mode: str = "default"):
     return torch.compile(function, dynamic=True, mode=None if mode == "default" else mode)
 
 
+class EncoderCall(torch.nn.Module):
+    """The encoder's last hidden states from its inputs given in the order ``names``: what one pair of CUDA graphs
+    (forward and backward) captures, one per padded batch shape (``TaskModel.encoder_states``)."""
+
+    def __init__(self, encoder, names: tuple[str, ...]):
+        super().__init__()
+        self.encoder, self.names = encoder, names
+
+    def forward(self, *tensors):
+        return self.encoder(**dict(zip(self.names, tensors))).last_hidden_state
+
+
+def captured_encoder(encoder, inputs: dict) -> EncoderCall:
+    """An ``EncoderCall`` of ``encoder`` whose forward and backward replay as CUDA graphs captured for the shapes of
+    ``inputs`` (``torch.cuda.make_graphed_callables``: a few warm-up steps, no compilation)."""
+    call = EncoderCall(encoder, tuple(inputs))
+    # Captured under the step's autocast but without its weight cache: each replay must cast the weights it reads
+    # as they are after the last optimiser step.
+    autocast = torch.autocast(
+        "cuda",
+        dtype=torch.get_autocast_dtype("cuda"),
+        enabled=torch.is_autocast_enabled("cuda"),
+        cache_enabled=False,
+    )
+    with autocast:
+        # allow_unused_input: a backbone's pooler is loaded but never read.
+        torch.cuda.make_graphed_callables(call, tuple(t.clone() for t in inputs.values()), allow_unused_input=True)
+    return call
+
+
 def trainer_of(module: pl.LightningModule) -> pl.Trainer | None:
     """The trainer ``module`` is attached to, None where it is not (Lightning's ``trainer`` raises then)."""
     try:
@@ -90,9 +120,10 @@ class TaskModel(pl.LightningModule):
     the class's ``options_class``)."""
 
     options_class: type[MethodOptions] = MethodOptions
-    # Whether training setting compile=auto replays this method's layers as CUDA graphs on a GPU: true only for
+    # How training setting compile=auto replays this method's long cells as CUDA graphs on a GPU (a compile_mode:
+    # "cuda-graphs" captures the plain encoder, "reduce-overhead" compiles each layer), None for never: set only for
     # methods measured equal in metrics and faster that way (leaderboards/speed.md).
-    cuda_graphs: bool = False
+    cuda_graphs: str | None = None
     # Options the method accepts (every method's) but has no use for: a cell's identity leaves them out
     # (``knowledge_lm.run.identity``), so a config that sets them for every method keeps this method's cells.
     inert_options: tuple[str, ...] = ()
@@ -123,6 +154,7 @@ class TaskModel(pl.LightningModule):
         self.head = self.kind.build_head(encoder.config.hidden_size, dropout)
         self.evaluations: list[dict] = []
         self.cuda_graph_steps = False  # compile_modules(mode="reduce-overhead")
+        self.encoder_graphs: dict | None = None  # compile_modules(mode="cuda-graphs"): padded shape → EncoderCall
         self.best_outputs: dict[str, dict] = {}  # split → decoded predictions and gold of the best evaluation
         self._outputs: defaultdict[int, list[tuple]] = defaultdict(list)  # split index → (logits, batch) on the host
         self._features: defaultdict[int, list[torch.Tensor]] = defaultdict(list)
@@ -131,7 +163,7 @@ class TaskModel(pl.LightningModule):
     # -- what methods override -------------------------------------------------------------
     def encode(self, batch) -> torch.Tensor:
         """The last layer's hidden states (b × n × d) that the task head reads."""
-        return self.encoder(**{k: batch[k] for k in ENCODER_INPUTS if k in batch}).last_hidden_state
+        return self.encoder_states({k: batch[k] for k in ENCODER_INPUTS if k in batch})
 
     def extra_losses(self, batch, features: torch.Tensor) -> dict[str, torch.Tensor]:
         """Losses added to the task loss; ``features`` are the pooled vectors the head classifies."""
@@ -164,14 +196,34 @@ class TaskModel(pl.LightningModule):
         return list(encoder_layers(self.encoder))
 
     # -- shared training and evaluation ------------------------------------------------------
+    def encoder_states(self, inputs: dict) -> torch.Tensor:
+        """The encoder's last hidden states for ``inputs``; in a training step under compile_mode "cuda-graphs" on a
+        GPU, from the CUDA graphs of the inputs' shapes, captured the first time the shapes come."""
+        if self.encoder_graphs is None or not (self.training and torch.is_grad_enabled()) or self.device.type != "cuda":
+            return self.encoder(**inputs).last_hidden_state
+        shapes = tuple((name, tuple(tensor.shape)) for name, tensor in inputs.items())
+        if shapes not in self.encoder_graphs:
+            self.encoder_graphs[shapes] = captured_encoder(self.encoder, inputs)
+        return self.encoder_graphs[shapes](*inputs.values())
+
     def compile_modules(self, mode: str = "default"):
         """``torch.compile`` the forward of each of ``compiled_modules`` (training settings ``compile`` and
-        ``compile_mode``).
+        ``compile_mode``); in mode "cuda-graphs", compile nothing and replay the encoder's training forward and
+        backward as CUDA graphs (``encoder_states``), for a method that runs the plain encoder (its ``encode``
+        is ``TaskModel``'s).
 
         Per module rather than the whole model: hooks (KnowBERT's KAR after layer L) and per-batch Python
         objects (KAM's shared map state) stay outside the compiled code, and every layer reuses one graph.
         Shapes are dynamic (each batch is padded to its own longest text and span count); under
         "reduce-overhead" each shape gets its own CUDA graph, and every step marks a new graph generation."""
+        if mode == "cuda-graphs":
+            if type(self).encode is not TaskModel.encode:
+                raise KlmError(
+                    f"compile_mode cuda-graphs captures the plain encoder, and {type(self).__name__} runs its own "
+                    "modules inside it; use compile_mode reduce-overhead"
+                )
+            self.encoder_graphs = {}
+            return
         self.cuda_graph_steps = mode == "reduce-overhead"
         for module in self.compiled_modules():
             module.forward = compiled(module.forward, mode)

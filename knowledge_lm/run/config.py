@@ -56,11 +56,14 @@ RANGE_TEXT = {
 }
 # Lightning's precision settings (auto: bf16-mixed on GPU, 32-true on CPU).
 PRECISIONS = ("auto", "32-true", "32", "16-mixed", "16", "bf16-mixed", "bf16", "bf16-true", "16-true", "64-true", "64")
-# Capturing a cell's CUDA graphs (one per batch shape, after compiling its layers) costs it seconds: on an H200,
-# GLUE cells of at most 730 steps ran slower with graphs than eager, SST-2's of 4150 steps a fifth faster.
-CUDA_GRAPH_MIN_STEPS = 2000
-CUDA_GRAPH_PADDING = 16  # batches' length multiple where layers replay as CUDA graphs (one graph per length)
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# The fewest steps of a cell that compile=auto replays as CUDA graphs, per way of making them (a method's
+# ``cuda_graphs``; benchmarks/notes/speed.md). Compiling the layers (reduce-overhead) costs a cell seconds: on an
+# H200, GLUE cells of at most 730 steps ran slower with it than eager, SST-2's of 4150 steps a fifth faster.
+# Capturing the encoder costs a few warm-up steps per padded shape.
+CUDA_GRAPH_MIN_STEPS = {"cuda-graphs": 150, "reduce-overhead": 2000}
+CUDA_GRAPH_PADDING = 16  # batches' length multiple under CUDA graphs (one graph per length)
+# torch.compile's modes, and "cuda-graphs": nothing compiled, the plain encoder's training steps captured.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "cuda-graphs")
 
 
 # A training logger → the packages it writes with, any one of which will do (none: Lightning's own).
@@ -104,14 +107,16 @@ class TrainConfig:
     class_balance: bool = False
     # torch.compile each transformer layer's forward (and a method's own modules): less host time per step
     # (a MiniLM step on a GPU is bound by it), for a compilation at the start of every run. "auto": on one GPU,
-    # CUDA graphs (compile_mode reduce-overhead) for long cells of the methods measured equal in metrics and
-    # faster with them (a method's ``cuda_graphs``), else eager; resolved per cell (``TrainConfig.resolved``)
+    # CUDA graphs for cells long enough to repay them, of the methods measured equal in metrics and faster with
+    # them, made as the method's ``cuda_graphs`` says; else eager; resolved per cell (``TrainConfig.resolved``)
     # and recorded so.
     compile: bool | Literal["auto"] = "auto"
-    # torch.compile's mode for those layers; "reduce-overhead" replays them as CUDA graphs (one per shape).
+    # torch.compile's mode for those layers ("reduce-overhead" replays them as CUDA graphs, one per shape), or
+    # "cuda-graphs": nothing compiled, the plain encoder's training forward and backward captured as CUDA graphs,
+    # one pair per padded batch shape.
     compile_mode: str = "default"
-    # Each batch padded to its longest text rounded up to this multiple (0: not rounded; under compile_mode
-    # reduce-overhead, 16): few shapes, so few CUDA graphs to capture. Padding is masked: the metrics do not change.
+    # Each batch padded to its longest text rounded up to this multiple (0: not rounded; under CUDA graphs, 16):
+    # few shapes, so few CUDA graphs to capture. Padding is masked: the metrics do not change.
     pad_to_multiple_of: int = 0
     # Where the training curve goes (loss, learning rate, dev metrics per evaluation), under
     # <results>/logs/<cell key>/: csv (Lightning's CSVLogger), tensorboard, wandb, or none.
@@ -157,23 +162,19 @@ class TrainConfig:
 
     def resolved(self, method_class, on_gpu: bool, steps: int) -> "TrainConfig":
         """These settings with ``compile="auto"`` made concrete for a cell of ``method_class`` that trains ``steps``
-        steps: CUDA graphs where the cell trains on one GPU, the method's ``cuda_graphs`` says it gains from them
-        and the cell is long enough to repay their capture (``CUDA_GRAPH_MIN_STEPS``), else eager."""
+        steps: CUDA graphs, made as the method's ``cuda_graphs`` says, where the cell trains on one GPU and is long
+        enough to repay their making (``CUDA_GRAPH_MIN_STEPS``), else eager."""
         if self.compile != "auto":
             return self
-        graphs = (
-            on_gpu
-            and self.world_size == 1
-            and steps >= CUDA_GRAPH_MIN_STEPS
-            and getattr(method_class, "cuda_graphs", False)
-        )
-        mode = "reduce-overhead" if graphs else self.compile_mode
-        return dataclasses.replace(self, compile=graphs, compile_mode=mode)
+        mode = getattr(method_class, "cuda_graphs", None)
+        graphs = on_gpu and self.world_size == 1 and mode is not None and steps >= CUDA_GRAPH_MIN_STEPS[mode]
+        return dataclasses.replace(self, compile=graphs, compile_mode=mode if graphs else self.compile_mode)
 
     @property
     def cuda_graphs(self) -> bool:
-        """Whether the layers replay as CUDA graphs: compiled (``compile`` true, not "auto") in reduce-overhead."""
-        return self.compile is True and self.compile_mode == "reduce-overhead"
+        """Whether training steps replay as CUDA graphs: ``compile`` true (not "auto"), in reduce-overhead (the
+        layers compiled) or cuda-graphs (the encoder captured)."""
+        return self.compile is True and self.compile_mode in ("reduce-overhead", "cuda-graphs")
 
     @property
     def padding_multiple(self) -> int:
