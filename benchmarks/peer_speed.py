@@ -27,6 +27,7 @@ Trainer side needs ``accelerate`` (``pip install 'knowledge-lm[peer]'``).
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,8 @@ from knowledge_lm.sweep.serve import server_key, socket_path
 GLUE_CONFIG = benchmarks_dir() / "glue.yaml"
 HF_CELL = Path(__file__).resolve().with_name("peer_hf_cell.py")
 SINGLE_CELL = ("rte", 1.0, 1)
+LONG_CELL = ("sst2", 1.0, 1)
+BEFORE_FIRST = re.compile(r"([0-9.]+) s before the first started")
 
 
 def fail(message: str):
@@ -139,8 +142,10 @@ def run_trainer_cells(cells: list[dict], jobs: int, folder: Path) -> tuple[float
     return time.perf_counter() - started, outcomes
 
 
-def run_klm(args, tasks, fractions, seeds, folder: Path) -> tuple[float, dict]:
-    """``(process wall, results by (task, fraction, seed))`` of one ``klm bench`` over the grid."""
+def run_klm(args, tasks, fractions, seeds, folder: Path, cache: Path | None = None) -> tuple[float, dict, float]:
+    """``(process wall, results by (task, fraction, seed), start-up)`` of one ``klm bench`` over the grid, with the
+    tokenization cache ``cache`` (default: its own, empty); start-up: the seconds before its first cell started,
+    as it prints them."""
     results_dir = folder / "klm-results"
     command = [
         sys.executable,
@@ -170,7 +175,7 @@ def run_klm(args, tasks, fractions, seeds, folder: Path) -> tuple[float, dict]:
         *(["--data-dir", args.data_dir] if args.data_dir else []),
     ]
     # KLM_SERVE=0: a cold klm starts no server beside the cells it is timed on (a warm one is started beforehand).
-    environment = {**os.environ, "KLM_CACHE_DIR": str(folder / "klm-cache"), "KLM_SERVE": "0"}
+    environment = {**os.environ, "KLM_CACHE_DIR": str(cache or folder / "klm-cache"), "KLM_SERVE": "0"}
     log = folder / "klm.log"
     started = time.perf_counter()
     with open(log, "w") as output:
@@ -179,12 +184,17 @@ def run_klm(args, tasks, fractions, seeds, folder: Path) -> tuple[float, dict]:
     if code != 0:
         last = (log.read_text().strip().splitlines() or ["(no output)"])[-1]
         fail(f"klm bench exited {code}: {last}")
-    return wall, {(r["cell"]["task"], r["cell"]["fraction"], r["cell"]["seed"]): r for r in load_results(results_dir)}
+    found = BEFORE_FIRST.search(log.read_text())
+    results = {(r["cell"]["task"], r["cell"]["fraction"], r["cell"]["seed"]): r for r in load_results(results_dir)}
+    return wall, results, float(found.group(1)) if found else None
 
 
-def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folder: Path, trainer: bool = True) -> dict:
+def measure(
+    args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folder: Path, trainer: bool = True, cache=None
+) -> dict:
     """Both sides (``klm`` alone where ``trainer`` is false) over the cells ``tasks × fractions × seeds``: process
-    walls, and per cell its time and its selected evaluation's dev and test main metric."""
+    walls, klm's start-up, and per cell its time, steps, CUDA graphs and its selected evaluation's dev and test main
+    metric; ``cache``: klm's tokenization cache (default: its own, empty)."""
     folder.mkdir(parents=True, exist_ok=True)
     exported = {
         (task, fraction): export_cell(sweep, task, fraction, overrides, args.data_dir, folder)
@@ -196,7 +206,7 @@ def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folde
         for task, fraction, seed in keys
     ]
     hf_wall, outcomes = run_trainer_cells(cells, args.jobs, folder) if trainer else (None, [None] * len(cells))
-    klm_wall, results = run_klm(args, tasks, fractions, seeds, folder)
+    klm_wall, results, startup = run_klm(args, tasks, fractions, seeds, folder, cache)
     rows = []
     for (task, fraction, seed), cell, outcome in zip(keys, cells, outcomes):
         result = results.get((task, fraction, seed))
@@ -216,6 +226,7 @@ def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folde
                     "dev": result["metrics"]["dev"][metric],
                     "test": result["metrics"][result["report_split"]][metric],
                     "cuda_graphs": TrainConfig.from_dict(result["config"]["train"]).cuda_graphs,
+                    "compile_mode": result["config"]["train"].get("compile_mode"),
                     "mps": bool(result["device"].get("mps")),
                 },
                 **(
@@ -236,9 +247,28 @@ def measure(args, sweep, tasks, fractions, seeds, overrides, backbone_dir, folde
         "tasks": tasks,
         "fractions": fractions,
         "seeds": seeds,
-        "klm": {"process_wall_s": round(klm_wall, 2)},
+        "klm": {"process_wall_s": round(klm_wall, 2), "startup_s": startup},
         **({"hf": {"process_wall_s": round(hf_wall, 2)}} if trainer else {}),
         "cells": rows,
+    }
+
+
+def stored_reference(results_dir: Path, backbone: str, cell: tuple) -> dict | None:
+    """The stored result of the baseline's ``cell`` (task, fraction, seed) on ``backbone`` in the results store, as
+    the long cell's reference: its metrics, cell time, compile mode and commit; None where none is stored."""
+    task, fraction, seed = cell
+    path = Path(results_dir) / "glue" / task / "baseline" / Path(backbone).name / f"f{fraction:g}-s{seed}.json"
+    if not path.is_file():
+        return None
+    stored = json.loads(path.read_text())
+    train, metric = stored["config"]["train"], next(iter(stored["metrics"]["dev"]))
+    return {
+        "dev": stored["metrics"]["dev"][metric],
+        "test": stored["metrics"][stored["report_split"]][metric],
+        "cell_s": stored["wall_time_s"],
+        "compile_mode": train.get("compile_mode") if train.get("compile") else "eager",
+        "commit": stored["git"]["commit"],
+        "device": stored["device"].get("name"),
     }
 
 
@@ -249,6 +279,14 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=1, help="cells at once on each side (klm bench --jobs)")
     parser.add_argument("--max-steps", type=int, default=0, help="cap every cell's steps (a smoke run); 0: none")
     parser.add_argument("--no-cell", action="store_true", help="skip the single RTE cell")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="the single cell this many times, the sides alternating (median, range)"
+    )
+    parser.add_argument(
+        "--long-cell",
+        action="store_true",
+        help="also SST-2 100 %% seed 1 through klm alone, last, with the grid's tokenization cache",
+    )
     parser.add_argument("--no-grid", action="store_true", help="skip the grid")
     parser.add_argument(
         "--grid-sides", choices=("both", "klm"), default="both", help="klm: the grid through klm bench alone"
@@ -269,12 +307,16 @@ def main(argv=None):
     parser.add_argument("--results-dir", default="results", type=Path)
     parser.add_argument("--work-dir", type=Path, help="keep the exported splits and both sides' outputs here")
     args = parser.parse_args(argv)
-    if args.jobs < 1 or args.max_steps < 0:
-        fail("--jobs must be ≥ 1 and --max-steps ≥ 0")
+    if args.jobs < 1 or args.max_steps < 0 or args.repeats < 1:
+        fail("--jobs and --repeats must be ≥ 1 and --max-steps ≥ 0")
     malformed = [setting for setting in args.klm_set if "=" not in setting]
     if malformed:
         fail(f"--klm-set {malformed[0]!r}: expected KEY=VALUE, e.g. compile=true")
-    parts = [part for part, skipped in (("cell", args.no_cell), ("grid", args.no_grid)) if not skipped]
+    parts = [
+        part
+        for part, skipped in (("cell", args.no_cell), ("grid", args.no_grid), ("long", not args.long_cell))
+        if not skipped
+    ]
     earlier = [args.work_dir / part for part in parts if args.work_dir and (args.work_dir / part).exists()]
     if earlier:  # klm bench would skip the cells an earlier run left finished there, and time nothing
         fail(f"--work-dir {args.work_dir}: {earlier[0]} holds an earlier run's outputs; give an empty or new folder")
@@ -306,9 +348,13 @@ def main(argv=None):
             }
             if not args.no_cell:
                 task, fraction, seed = SINGLE_CELL
-                record["cell"] = measure(
-                    args, sweep, [task], [fraction], [seed], overrides, backbone_dir, folder / "cell"
-                )
+                repeats = [
+                    measure(args, sweep, [task], [fraction], [seed], overrides, backbone_dir, folder / "cell" / str(i))
+                    for i in range(args.repeats)
+                ]
+                record["cell"] = repeats[0]
+                if args.repeats > 1:
+                    record["cell_repeats"] = repeats
             if not args.no_grid:
                 record["grid"] = measure(
                     args,
@@ -321,6 +367,22 @@ def main(argv=None):
                     folder / "grid",
                     trainer=args.grid_sides == "both",
                 )
+            if args.long_cell:
+                task, fraction, seed = LONG_CELL
+                grid_cache = folder / "grid" / "klm-cache"
+                record["long_cell"] = measure(
+                    args,
+                    sweep,
+                    [task],
+                    [fraction],
+                    [seed],
+                    overrides,
+                    backbone_dir,
+                    folder / "long",
+                    trainer=False,
+                    cache=grid_cache if grid_cache.is_dir() else None,
+                )
+                record["long_cell"]["reference"] = stored_reference(args.results_dir, args.backbone, LONG_CELL)
     except KlmError as error:
         fail(str(error))
     record.update(measured_now())

@@ -35,6 +35,7 @@ def test_captured_encoder_steps_equal_eager_steps():
         batch = {
             "input_ids": torch.randint(5, 100, (4, length), generator=generator),
             "attention_mask": torch.ones(4, length, dtype=torch.long),
+            "token_type_ids": torch.zeros(4, length, dtype=torch.long),
             "labels": torch.randint(0, 2, (4,), generator=generator),
         }
         batch["attention_mask"][0, length // 2 :] = 0

@@ -178,3 +178,16 @@ def test_test_is_scored_only_at_a_new_best_evaluation_and_the_result_is_the_same
         dev = evaluation["metrics"]["dev"]["accuracy"]
         assert ("test" in evaluation["metrics"]) == (best is None or dev > best)
         best = dev if best is None else max(best, dev)
+
+
+def test_a_fused_optimizer_has_its_gradients_clipped_by_norm_as_lightning_would():
+    from knowledge_lm.data.glue import SPECS
+
+    encoder, _, _ = load_backbone("tiny", seed=0)
+    model = METHODS.get("baseline")(encoder, SPECS["rte"])
+    optimizer = torch.optim.AdamW(model.parameters(), fused=True)
+    for parameter in model.parameters():
+        parameter.grad = torch.full_like(parameter, 3.0)
+    model.configure_gradient_clipping(optimizer, gradient_clip_val=1.0, gradient_clip_algorithm="norm")
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in model.parameters()]))
+    assert norm.item() == pytest.approx(1.0, rel=1e-3)

@@ -15,11 +15,13 @@ def adamw_with_warmup(
     *,
     new_modules=(),
     new_module_lr: float | None = None,
+    fused: bool = False,
 ):
     """Lightning's ``configure_optimizers`` answer; biases and norms are not decayed, as in BERT.
 
     ``new_modules`` (randomly initialised ones: KAR, KAM's convolutions, ...) train at ``new_module_lr`` where
-    it is given, as allenai/kb trains KnowBERT's new layers at their own rate; the rest at ``lr``."""
+    it is given, as allenai/kb trains KnowBERT's new layers at their own rate; the rest at ``lr``. ``fused``: AdamW's
+    fused CUDA kernel (a few launches a step instead of a few per parameter group and update)."""
     new = (
         {id(parameter) for submodule in new_modules for parameter in submodule.parameters()} if new_module_lr else set()
     )
@@ -35,7 +37,6 @@ def adamw_with_warmup(
             {"params": [p for n, p in members if not n.endswith(NO_DECAY)], "weight_decay": weight_decay, "lr": rate}
         )
         groups.append({"params": [p for n, p in members if n.endswith(NO_DECAY)], "weight_decay": 0.0, "lr": rate})
-    # Not fused: Lightning refuses gradient clipping (the cells clip at 1.0) with a fused optimizer.
-    optimizer = torch.optim.AdamW([group for group in groups if group["params"]], lr=lr)
+    optimizer = torch.optim.AdamW([group for group in groups if group["params"]], lr=lr, fused=fused or None)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total_steps), total_steps)
     return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

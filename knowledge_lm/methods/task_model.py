@@ -60,8 +60,11 @@ def captured_encoder(encoder, inputs: dict) -> EncoderCall:
         cache_enabled=False,
     )
     with autocast:
-        # allow_unused_input: a backbone's pooler is loaded but never read.
-        torch.cuda.make_graphed_callables(call, tuple(t.clone() for t in inputs.values()), allow_unused_input=True)
+        # allow_unused_input: a backbone's pooler is loaded but never read. One warm-up step: a cell captures a pair
+        # of graphs for every padded length it meets, and each warm-up step is a step's time.
+        torch.cuda.make_graphed_callables(
+            call, tuple(t.clone() for t in inputs.values()), num_warmup_iters=1, allow_unused_input=True
+        )
     return call
 
 
@@ -198,8 +201,11 @@ class TaskModel(pl.LightningModule):
     # -- shared training and evaluation ------------------------------------------------------
     def encoder_states(self, inputs: dict) -> torch.Tensor:
         """The encoder's last hidden states for ``inputs``; in a training step under compile_mode "cuda-graphs" on a
-        GPU, from the CUDA graphs of the inputs' shapes, captured the first time the shapes come."""
-        if self.encoder_graphs is None or not (self.training and torch.is_grad_enabled()) or self.device.type != "cuda":
+        GPU, from the CUDA graphs of the inputs' shapes, captured the first time the shapes come. Inputs without
+        token types stay eager: BERT's own token-type path (a gather over a buffer) failed under capture on an H200
+        (transformers 5.17), and a backbone without token types (MPNet) is not measured."""
+        eager = self.encoder_graphs is None or "token_type_ids" not in inputs or self.device.type != "cuda"
+        if eager or not (self.training and torch.is_grad_enabled()):
             return self.encoder(**inputs).last_hidden_state
         shapes = tuple((name, tuple(tensor.shape)) for name, tensor in inputs.items())
         if shapes not in self.encoder_graphs:
@@ -355,6 +361,10 @@ class TaskModel(pl.LightningModule):
         self.best_outputs = checkpoint.get("best_outputs", {})
 
     def configure_optimizers(self):
+        trainer = trainer_of(self)
+        # Fused under compile_mode cuda-graphs, whose step is bound by launches; not under a gradient scaler
+        # (16-mixed), whose unscaling a fused optimizer does itself, after the clipping.
+        scaled = trainer is not None and str(trainer.precision).startswith("16")
         return adamw_with_warmup(
             self,
             self.lr,
@@ -363,4 +373,13 @@ class TaskModel(pl.LightningModule):
             self.total_steps,
             new_modules=self.new_modules(),
             new_module_lr=self.options.new_module_lr,
+            fused=self.encoder_graphs is not None and self.device.type == "cuda" and not scaled,
         )
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        # Lightning refuses to clip for a fused optimizer (for fear of a gradient scaler, which this one has not:
+        # ``configure_optimizers``); the gradients are clipped by their norm as Lightning would.
+        if gradient_clip_val and optimizer.defaults.get("fused"):
+            torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val, foreach=True)
+            return
+        super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)

@@ -19,6 +19,9 @@ ERICA_TARGET = 2.0  # ERICA's pretraining step ÷ MLM-only's, same corpus and ba
 # benchmarks/peer_speed.py: klm ÷ Hugging Face Trainer on one cell, and the small-GLUE grid's wall on one GPU.
 PEER_TARGETS = {"process wall": 0.5, "cell time": 0.7}
 GRID_CELLS, GRID_TARGET_S = 45, 90.0
+# Issue 48's targets: the single cell's train-and-evaluations time against the Trainer's (medians of alternating
+# repeats, each side a fresh process), klm's start-up before its first cell, the long SST-2 cell alone.
+REPEATS_TARGET, STARTUP_TARGET_S, LONG_CELL_TARGET_S = 0.8, 5.0, 45.0
 
 
 # Records of the benchmarks/ scripts (peer_speed.py, erica_speed.py), named and rendered apart from klm speed's.
@@ -363,11 +366,12 @@ def peer_part_rows(record: dict, part: str) -> list[str]:
         lines.append(f"| {name} | {figure} | {klm:.1f}{unit} | {hf_text} | {ratio} | {target} |")
     if weights_note:
         lines.append(f"| {name} | {weights_note} | | | |")
-    graphs = [c for c in cells if c["klm"].get("cuda_graphs")]
+    graphs = Counter(c["klm"].get("compile_mode", "reduce-overhead") for c in cells if c["klm"].get("cuda_graphs"))
     if graphs:
+        modes = ", ".join(f"{mode} {n}" for mode, n in sorted(graphs.items()))
         lines.append(
-            f"| {name} | klm cells with CUDA graphs (compile_mode reduce-overhead) | {len(graphs)} of "
-            f"{len(cells)} | | | |"
+            f"| {name} | klm cells with CUDA graphs (compile_mode: cells) | {sum(graphs.values())} of "
+            f"{len(cells)} ({modes}) | | | |"
         )
     if "mps" in cells[0]["klm"]:  # records from before MPS was recorded say nothing of it
         shared = sum(c["klm"]["mps"] for c in cells)
@@ -421,8 +425,78 @@ def render_peer(records: list[dict]) -> list[str]:
         for part in ("cell", "grid"):
             if part in record:
                 lines += peer_part_rows(record, part)
+        if "cell_repeats" in record:
+            lines += repeat_rows(record["cell_repeats"])
+        if "long_cell" in record:
+            lines += long_cell_rows(record["long_cell"])
+        lines += startup_rows(record)
         lines.append("")
     return lines
+
+
+def spread(values: list[float], unit: str = " s") -> str:
+    """``values``' median and range, as ``median [lowest, highest]``."""
+    return f"{median(values):.1f}{unit} [{min(values):.1f}, {max(values):.1f}]"
+
+
+def repeat_rows(repeats: list[dict]) -> list[str]:
+    """The rows of a peer record's repeats of the single cell (``peer_speed.py --repeats``): each side's cell time
+    (train and evaluations) and process wall, median and range, the ratio of the medians against the target."""
+    [cell] = repeats[0]["cells"]
+    name = f"{cell['task']} {cell['fraction']:.0%} seed {cell['seed']}, {len(repeats)} repeats"
+    figures = {
+        "cell time (train and evaluations)": lambda measured, side: measured["cells"][0][side]["cell_s"],
+        "process wall": lambda measured, side: measured[side]["process_wall_s"],
+    }
+    lines = []
+    for figure, read in figures.items():
+        klm, hf = ([read(measured, side) for measured in repeats] for side in ("klm", "hf"))
+        ratio = median(klm) / median(hf)
+        target = verdict(ratio, REPEATS_TARGET, "×") if figure.startswith("cell time") else ""
+        lines.append(f"| {name} | {figure}, median [range] | {spread(klm)} | {spread(hf)} | {ratio:.2f} | {target} |")
+    for metric in ("dev", "test"):
+        klm, hf = ([measured["cells"][0][side][metric] for measured in repeats] for side in ("klm", "hf"))
+        lines.append(f"| {name} | {metric}, median [range] | {spread(klm, '')} | {spread(hf, '')} | | |")
+    return lines
+
+
+def long_cell_rows(measured: dict) -> list[str]:
+    """The rows of a peer record's long cell (``peer_speed.py --long-cell``, klm alone): its time against the
+    target, its time a step, its metrics beside those of the same cell stored in the results."""
+    [cell] = measured["cells"]
+    klm = cell["klm"]
+    name = f"{cell['task']} {cell['fraction']:.0%} seed {cell['seed']} alone"
+    mode = klm.get("compile_mode") if klm.get("cuda_graphs") else "eager"
+    lines = [
+        f"| {name} | cell time | {klm['cell_s']:.1f} s | — | | {verdict(klm['cell_s'], LONG_CELL_TARGET_S, ' s')} |",
+        f"| {name} | a step, evaluations included | {1000 * klm['cell_s'] / cell['steps']:.1f} ms "
+        f"({cell['steps']} steps, {mode}) | — | | |",
+        f"| {name} | dev / test | {klm['dev']:.1f} / {klm['test']:.1f} | — | | |",
+    ]
+    stored = measured.get("reference")
+    if stored:
+        lines.append(
+            f"| {name} | dev / test of the same cell in the results ({stored['compile_mode']}, "
+            f"{stored['cell_s']:.1f} s on {stored['device']}, commit {stored['commit'][:10]}) | "
+            f"{stored['dev']:.1f} / {stored['test']:.1f} | — | | |"
+        )
+    return lines
+
+
+def startup_rows(record: dict) -> list[str]:
+    """A row of klm's start-up before its first cell (``klm bench``'s own count) in each of the record's runs, their
+    median against the target; none in records from before it was recorded."""
+    runs = [("cell", m) for m in record.get("cell_repeats", [record["cell"]] if "cell" in record else [])]
+    runs += [(part, record[part]) for part in ("grid", "long_cell") if part in record]
+    found = [(part, m["klm"]["startup_s"]) for part, m in runs if m["klm"].get("startup_s") is not None]
+    if not found:
+        return []
+    values = [seconds for _, seconds in found]
+    listed = ", ".join(f"{part} {seconds:.1f} s" for part, seconds in found)
+    return [
+        f"| every klm run | start-up before its first cell, median of {len(values)} | {median(values):.1f} s "
+        f"({listed}) | — | | {verdict(median(values), STARTUP_TARGET_S, ' s')} |"
+    ]
 
 
 def render_erica(records: list[dict]) -> list[str]:
