@@ -21,7 +21,7 @@ def without_dropout(model):
 
 
 def test_captured_encoder_steps_equal_eager_steps():
-    encoder, _, _ = load_backbone("tiny", seed=0)
+    encoder, tokenizer, _ = load_backbone("tiny", seed=0)
     eager, captured = (
         without_dropout(METHODS.get("baseline")(copy.deepcopy(encoder), SPECS["rte"], dropout=0.0)).cuda().train()
         for _ in range(2)
@@ -30,15 +30,10 @@ def test_captured_encoder_steps_equal_eager_steps():
     captured.compile_modules("cuda-graphs")
     # A step between replays: each replay must read the weights as the optimiser left them.
     optimisers = {id(model): torch.optim.SGD(model.parameters(), lr=0.1) for model in (eager, captured)}
-    generator = torch.Generator().manual_seed(0)
-    for length in (16, 32, 16, 32):
-        batch = {
-            "input_ids": torch.randint(5, 100, (4, length), generator=generator),
-            "attention_mask": torch.ones(4, length, dtype=torch.long),
-            "token_type_ids": torch.zeros(4, length, dtype=torch.long),
-            "labels": torch.randint(0, 2, (4,), generator=generator),
-        }
-        batch["attention_mask"][0, length // 2 :] = 0
+    texts = ["a man sleeps on the sofa", "someone is running in the park today", "rain", "the cat sat on the mat"]
+    for step, length in enumerate((16, 32, 16, 32)):
+        batch = dict(tokenizer(texts, padding="max_length", truncation=True, max_length=length, return_tensors="pt"))
+        batch["labels"] = torch.tensor([step % 2, 1, 0, 1])
         batch = {name: tensor.cuda() for name, tensor in batch.items()}
         outcomes = []
         for model in (eager, captured):
