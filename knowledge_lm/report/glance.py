@@ -392,9 +392,9 @@ def controls_sentence(results: GlanceResults) -> str | None:
 
 def sentence_world(verdicts: dict[str, dict[str, list[str]]]) -> str:
     """Of one backbone's verdicts by world (world → verdict → methods), the world the README's opening gives: the
-    first, in its relational table's order (``WORLDS``, then the pre-registered worlds by name), where some verdict
-    is drawn (not withheld for a relation-blind cue); the first world where none is."""
-    order = [world for world in WORLDS if world in verdicts] + sorted(set(verdicts) - set(WORLDS))
+    first where some verdict is drawn (not withheld for a relation-blind cue), the pre-registered worlds first (by
+    name: declared before they ran), then ``WORLDS`` in order; the first world where none is."""
+    order = sorted(set(verdicts) - set(WORLDS)) + [world for world in WORLDS if world in verdicts]
     drawn = [world for world in order if any(not said.startswith(NO_VERDICT) for said in verdicts[world])]
     return (drawn or order)[0]
 
