@@ -46,3 +46,27 @@ def test_the_controls_sentence_leads_with_the_base_size_and_gives_minilms_beside
     said = controls_sentence(GlanceResults({}, {}, {}, relational, 0, 0))
     assert said.endswith("nothing?): no: kam; on MiniLM-L6, no: kam; relational facts: kg-text.")
     assert "(MPNet-base)" in said and "links only" not in said
+
+
+def test_the_controls_sentence_gives_the_first_world_whose_verdicts_are_drawn():
+    """A backbone whose 2k world has a relation-blind cue (every verdict withheld) gives its pre-registered world's,
+    named, before the confirmation world's; one whose every world has the cue says so."""
+    from knowledge_lm.report.comparisons import NO_VERDICT
+    from knowledge_lm.report.glance import controls_sentence
+
+    withheld = f"{NO_VERDICT} (two_hop 62.1 > 55)"
+    relational = {
+        "generated": {
+            ("mpnet-base", "kam", "kam", ""): withheld,
+            ("minilm", "kam", "kam", ""): withheld,
+            ("minilm", "kam", "kam", "confirm"): "links only",
+            ("minilm", "kam", "kam", "prereg-v3-transe"): "no",
+            ("minilm", "kg-text", "kg-text", "prereg-v3-transe"): "relational facts",
+        }
+    }
+    said = controls_sentence(GlanceResults({}, {}, {}, relational, 0, 0))
+    assert said.startswith("On the synthetic generated task (MPNet-base), each method")
+    assert said.endswith(
+        f"nothing?): {withheld}: kam; on MiniLM-L6 (pre-registered prereg-v3-transe), no: kam; relational facts: "
+        "kg-text."
+    )

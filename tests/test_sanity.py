@@ -49,7 +49,7 @@ def test_the_numbers_are_stored_once_deterministically_and_the_section_only_read
     [regression] = [line for line in lines if line.startswith("| relation-blind regression × template")]
     assert regression.startswith("| relation-blind regression × template (1112/1112 statements) | — |")
     assert sum(line.startswith("| ceiling: ") for line in lines) == 4
-    assert lines[-2] == "Not computed for this world's code: `python -m knowledge_lm.report.sanity`."
+    assert "Not computed for this world's code: `python -m knowledge_lm.report.sanity`." in lines
     assert set(stored_ceilings(SMALL, results)) == {"transe", "rotate", "kam_kg_map", "si_selection"}
     assert stored_ceilings({**SMALL, "seed": 1}, results) is None
     assert sanity_section([SMALL], results_dir=tmp_path / "empty")[-2].startswith("Not computed")
@@ -116,6 +116,52 @@ def test_the_section_reads_the_stored_numbers_of_the_worlds_current_code(tmp_pat
     assert "| relation-blind regression × template (1112/1112 statements) | — | 50.0 | 50.0 | — |" in lines
     assert any(line.startswith("| ceiling: RotatE") and line.endswith("| — | 99.0 | 96.5 | — |") for line in lines)
     assert lines[-2] == "Not computed for this world's code: `python -m knowledge_lm.report.sanity`."  # another key
+
+
+def test_worlds_with_a_relation_blind_cue_stand_apart_under_their_own_heading(tmp_path):
+    """The worlds the verdicts are drawn from (regression ≤ 55 on both hop families, or none stored yet) first; a
+    world above it after them, under its own heading, with the same rows."""
+    import json
+
+    from knowledge_lm.report.sanity import ORACLES, SANITY_NUMBERS, world_key, world_name
+
+    def numbers(knobs, regression):
+        families = {"one_hop": 50.0, "two_hop": 50.0}
+        return {
+            "key": world_key(knobs),
+            "oracles": {oracle: families for oracle in ORACLES},
+            "statements": {"one_hop": 1112, "two_hop": 1112},
+            "relation_blind_regression": regression,
+            "ceilings": {name: families for name in ("transe", "rotate", "kam_kg_map", "si_selection")},
+        }
+
+    clean, cued, absent = SMALL, {**SMALL, "seed": 1}, {**SMALL, "seed": 2}
+    stored = {
+        world_name(clean): numbers(clean, {"one_hop": 55.0, "two_hop": 50.0}),
+        world_name(cued): numbers(cued, {"one_hop": 50.0, "two_hop": 62.1}),
+    }
+    path = tmp_path / SANITY_NUMBERS
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(stored))
+    lines = sanity_section([cued, clean, absent], results_dir=tmp_path)
+    headings = [line for line in lines if line.startswith("### ")]
+    assert headings == [
+        "### Worlds the relational verdicts are drawn from (relation-blind regression ≤ 55 on one_hop and two_hop)",
+        "### Worlds with a relation-blind cue (negatives=hard): no relational verdict is drawn from them; their type "
+        "and text columns stand",
+    ]
+    worlds = [line for line in lines if line.startswith("World: ") or line.startswith("### ")]
+    assert worlds == [
+        headings[0],
+        f"World: {world_name(clean)}.",
+        f"World: {world_name(absent)}.",
+        headings[1],
+        f"World: {world_name(cued)}.",
+    ]
+    assert sum(line.startswith("| relation-blind regression") for line in lines) == 2
+    assert "| relation-blind regression × template (1112/1112 statements) | — | 50.0 | 62.1 | — |" in lines
+    assert sanity_section([clean], results_dir=tmp_path)[-1:] == [""]  # no cued world: no second heading
+    assert not any(line.startswith("### Worlds with") for line in sanity_section([clean], results_dir=tmp_path))
 
 
 def test_the_table_holds_the_pages_worlds_and_each_pre_registered_world_once():

@@ -5,13 +5,15 @@ corrected by Benjamini–Hochberg over a page's comparisons (``SIGNIFICANCE`` on
 difference" (interval within ±``NO_DIFFERENCE``) from "too few seeds to tell"; where both kept predictions of the
 same gold, the paired bootstrap over test examples (``knowledge_lm.report.bootstrap``). Per statement family
 (the generated task's text, type, one_hop, two_hop): a method's score with a bootstrap interval over the family's
-examples and the family's chance level, tested above chance over the seeds (``above_chance_test``). Against its
+examples and the family's chance level (on one_hop and two_hop, no lower than the world's relation-blind regression:
+``hop_chance``), tested above it over the seeds and over the examples (``family_test``). Against its
 controls (``KNOWLEDGE_CONTROLS``): Δ paired by seed, tested like Δ against the baseline (``knowledge_test``; a verdict
 needs ``MIN_SEEDS``), with the paired bootstrap interval over the examples beside it. Every p whose mark a page shows
 (against the baseline, knowledge used, above chance) is corrected together, once per page (``page_tests``).
 At 100 %, each method scored per entity-frequency bucket of the reported split's examples. A control's cells pair with
 the method's cells of the same world (``split_variant``: ``confirm-shuffled`` with ``confirm``); from the page's tests,
-whether a method uses relational facts in each world (``relational_verdict``).
+whether a method uses relational facts in each world, where the world has no relation-blind cue
+(``relational_verdict``).
 """
 
 import hashlib
@@ -43,7 +45,14 @@ from knowledge_lm.report.frame import (
 from knowledge_lm.report.preregistration import PREFIX
 from knowledge_lm.report.pretraining import own_run_label
 from knowledge_lm.report.protocol import comparable, recipe_cells
-from knowledge_lm.report.sanity import CONFIRM_SEED, DATASET, stored_method_ceiling
+from knowledge_lm.report.sanity import (
+    CONFIRM_SEED,
+    DATASET,
+    RELATION_BLIND_LIMIT,
+    relation_blind_cue,
+    stored_method_ceiling,
+    stored_relation_blind,
+)
 
 SIGNIFICANCE = 0.05  # of a Benjamini–Hochberg q: the false discovery rate among a page's ↑ / ↓
 
@@ -133,7 +142,7 @@ RELATION_BLIND = ("kam", "kam+kg")  # their maps read no relation label: the rel
 # controls keep each entity's type, so only zeroed shows a method that reads types alone).
 LINK_CONTROLS = ("shuffled", "test-shuffled", "zeroed")
 SHUFFLE_CONTROLS = ("shuffled", "test-shuffled")  # re-link each entity to one of its type: they keep the types
-# What beating the link controls shows (``relational_verdict``): the linked entities beyond their types (a shuffle ✓),
+# What beating the link controls shows (``controls_verdict``): the linked entities beyond their types (a shuffle ✓),
 # their types alone (zeroed ✓ but no shuffle), or knowledge of some kind where no shuffle ran to tell which.
 LINKS_ONLY, TYPES_ONLY, UNTOLD = "links only", "entity types only", "linked knowledge (no shuffle run)"
 # Where a verdict would be "no": the method's knowledge inputs could not have carried the relations of a hop family
@@ -332,14 +341,19 @@ RELATIONAL = "relational"
 
 
 def page_tests(
-    frame: pd.DataFrame, metrics: dict[str, str], golds: dict[str, list], groupings: dict[str, list[str]]
+    frame: pd.DataFrame,
+    metrics: dict[str, str],
+    golds: dict[str, list],
+    groupings: dict[str, list[str]],
+    results_dir: Path | None = None,
 ) -> PageTests:
     """The tests of one dataset's page (``frame``: its cells of the current protocol), ``metrics``: each task's main
     metric: every method against the baseline; on a page of several tasks, each method against it averaged over the
     tasks at ``FRACTION`` (the answer at a glance); knowledge used against each control per method, variant and
     fraction (on a task with statement families: on the whole split and on the families that need the graph
-    pooled; else on the whole split, variants aside); and each family's score above chance. Their p's corrected
-    together (``corrected``)."""
+    pooled; else on the whole split, variants aside); and each family's score above chance (on one_hop and two_hop,
+    above the world's relation-blind regression stored under ``results_dir``: ``row_relation_blind``). Their p's
+    corrected together (``corrected``)."""
     baseline = page_comparisons(frame, metrics, correct=False)
     overall, used, chance = {}, {}, {}
     tasks = sorted(frame["task"].unique())
@@ -386,9 +400,17 @@ def page_tests(
                             )
                             if found is not None:
                                 used[backbone, task, method, variant, fraction, name, scope] = found
+                    reach = row_relation_blind(cells, results_dir)
                     for family in groups:
                         found = family_test(
-                            cells, family, dataset, task=task, metric=metric, golds=golds, groupings=groupings
+                            cells,
+                            family,
+                            dataset,
+                            task=task,
+                            metric=metric,
+                            golds=golds,
+                            groupings=groupings,
+                            relation_blind=reach,
                         )
                         if found is not None:
                             chance[backbone, task, method, variant, fraction, family] = found
@@ -613,10 +635,14 @@ def family_test(
     metric: str,
     golds: dict[str, list],
     groupings: dict[str, list[str]],
+    relation_blind: dict[str, float] | None = None,
 ) -> dict | None:
     """``above_chance_test`` of the seeds' accuracy on ``group`` (``cells``: one method's non-degenerate seeds), with
-    ``chance``; None for another metric, or where chance or a seed's score is unknown."""
+    ``chance``: the share of its most frequent label, on one_hop and two_hop raised to the world's relation-blind
+    reach (``relation_blind``: ``row_relation_blind``; ``hop_chance``); None for another metric, or where chance or
+    a seed's score is unknown."""
     chance = family_chance(cells, group, golds, groupings) if metric == "accuracy" else None
+    chance = None if chance is None else hop_chance(chance, group, relation_blind)
     scores = (
         seed_scores(cells, {group}, dataset=dataset, task=task, metric=metric, golds=golds, groupings=groupings)
         if chance is not None
@@ -628,6 +654,15 @@ def family_test(
     # The same test over the examples, each one's correctness averaged over the seeds: would a new test set agree?
     over_examples = None if correct is None else above_chance_test(pd.Series(correct), chance)["p"]
     return {**over_seeds_and_examples(above_chance_test(scores, chance), over_examples), "chance": chance}
+
+
+def hop_chance(chance: float, group: str, relation_blind: dict[str, float] | None) -> float:
+    """The level a family's score is tested above: ``chance`` (its most frequent label's share), on one_hop and
+    two_hop the larger of it and the world's relation-blind regression there (``relation_blind``; none stored:
+    ``chance``): a score the graph's shape alone reaches is no sign of relational facts."""
+    if group not in HOP_GROUPS or not relation_blind or group not in relation_blind:
+        return chance
+    return max(chance, relation_blind[group])
 
 
 def example_correctness(
@@ -891,12 +926,31 @@ def row_ceiling(cells: pd.DataFrame, results_dir: Path | None = None) -> dict[st
     and with their KG embedding kind (``sanity.stored_method_ceiling``), as stored under ``results_dir`` (default:
     the project's results/, what the page's sanity table shows); {} off the generated task or for a method whose
     inputs have no ceiling; None where their world has none stored for its current code."""
-    from knowledge_lm.core.paths import project_path
-
     if cells["dataset"].iloc[0] != DATASET:
         return {}
-    options = json.loads(cells["config"].iloc[0] or "{}").get("dataset_options") or {}
-    return stored_method_ceiling(cells["cell_method"].iloc[0], options, results_dir or project_path("results"))
+    return stored_method_ceiling(cells["cell_method"].iloc[0], row_options(cells), sanity_store(results_dir))
+
+
+def row_relation_blind(cells: pd.DataFrame, results_dir: Path | None = None) -> dict[str, float] | None:
+    """Family → the relation-blind regression of the world of ``cells`` (one row's) on one_hop and two_hop
+    (``sanity.stored_relation_blind``), as stored under ``results_dir`` (default: as ``row_ceiling``); None off the
+    generated task or where their world has none stored for its current code."""
+    if cells["dataset"].iloc[0] != DATASET:
+        return None
+    return stored_relation_blind(row_options(cells), sanity_store(results_dir))
+
+
+def row_options(cells: pd.DataFrame) -> dict:
+    """The dataset options of ``cells`` (one row's): their world's knobs and their knowledge options."""
+    return json.loads(cells["config"].iloc[0] or "{}").get("dataset_options") or {}
+
+
+def sanity_store(results_dir: Path | None) -> Path:
+    """Where the sanity numbers are read from: ``results_dir``, default the project's results/ (what the page's
+    sanity table shows, whichever results store the page is built from)."""
+    from knowledge_lm.core.paths import project_path
+
+    return results_dir or project_path("results")
 
 
 def no_verdict(ceiling: dict[str, float] | None) -> str:
@@ -911,9 +965,35 @@ def no_verdict(ceiling: dict[str, float] | None) -> str:
     return CANNOT_CARRY if len(low) == len(HOP_GROUPS) else f"no; {CANNOT_CARRY} on {', '.join(low)}"
 
 
-def relational_verdict(tests: PageTests, row: tuple, cell_method: str, *, ceiling: dict[str, float] | None) -> str:
-    """Whether a method uses relational facts, from the page's corrected tests (``tests``) of its row ``row`` =
-    ``(backbone, task, method, variant, fraction)``: "relational facts" where knowledge used against the
+def relational_verdict(
+    tests: PageTests,
+    row: tuple,
+    cell_method: str,
+    *,
+    ceiling: dict[str, float] | None,
+    relation_blind: dict[str, float] | None = None,
+) -> str:
+    """``controls_verdict``, drawn only from a world without a relation-blind cue: where its relation-blind
+    regression (``relation_blind``: ``row_relation_blind``) is above ``RELATION_BLIND_LIMIT`` on a hop family
+    (``sanity.relation_blind_cue``), ``no_verdict_text`` in its place; — stays —."""
+    said = controls_verdict(tests, row, cell_method, ceiling=ceiling)
+    cue = relation_blind_cue(relation_blind)
+    return no_verdict_text(cue) if cue and said != MISSING else said
+
+
+NO_VERDICT = "no verdict: relation-blind cue"  # a verdict withheld: the world's graph shape alone reaches its labels
+
+
+def no_verdict_text(cue: dict[str, float]) -> str:
+    """A verdict withheld for a relation-blind cue (``cue``: family → the world's relation-blind regression there),
+    with the scores above the limit: "no verdict: relation-blind cue (two_hop 62.1 > 55)"."""
+    scores = ", ".join(f"{family} {score:.1f}" for family, score in cue.items())
+    return f"{NO_VERDICT} ({scores} > {RELATION_BLIND_LIMIT:.0f})"
+
+
+def controls_verdict(tests: PageTests, row: tuple, cell_method: str, *, ceiling: dict[str, float] | None) -> str:
+    """Whether a method uses relational facts, by its controls: from the page's corrected tests (``tests``) of its row
+    ``row`` = ``(backbone, task, method, variant, fraction)``, "relational facts" where knowledge used against the
     relations-permuted control on one_hop and two_hop pooled (``RELATIONAL``) is ✓ and one_hop or two_hop is above
     chance; where not (also for a method relation-blind by construction, ``RELATION_BLIND``): ``LINKS_ONLY`` where
     knowledge used against a type-preserving shuffle (``SHUFFLE_CONTROLS``) is ✓, ``TYPES_ONLY`` where only against
@@ -960,7 +1040,7 @@ def relational_verdicts(
 ) -> dict[tuple[str, str, str, str], str]:
     """``(backbone, task, method, world)`` → ``relational_verdict`` of each method's own cells of each world
     (``WORLDS``, and each pre-registered world) at ``FRACTION`` on a page (``frame``: its cells, ``tests``: its
-    ``page_tests``; ``results_dir``: where the feature ceilings are stored, ``row_ceiling``); rows whose verdict is
+    ``page_tests``; ``results_dir``: where the sanity numbers are stored, ``row_ceiling``); rows whose verdict is
     — left out."""
     found = {}
     worlds = frame["variant"].isin(list(WORLDS)) | frame["variant"].str.startswith(PREFIX)
@@ -970,7 +1050,13 @@ def relational_verdicts(
         if is_control(cell_method, variant):
             continue
         row = (backbone, task, method, variant, FRACTION)
-        said = relational_verdict(tests, row, cell_method, ceiling=row_ceiling(cells, results_dir))
+        said = relational_verdict(
+            tests,
+            row,
+            cell_method,
+            ceiling=row_ceiling(cells, results_dir),
+            relation_blind=row_relation_blind(cells, results_dir),
+        )
         if said != MISSING:
             found[backbone, task, method, variant] = said
     return found

@@ -27,6 +27,7 @@ from knowledge_lm.report.comparisons import (
     MIN_SEEDS,
     NO_CEILINGS,
     NO_DIFFERENCE,
+    NO_VERDICT,
     SIGNIFICANCE,
     TYPES_ONLY,
     UNTOLD,
@@ -52,6 +53,7 @@ from knowledge_lm.report.protocol import (
     recipe_text,
     summarised,
 )
+from knowledge_lm.report.sanity import RELATION_BLIND_LIMIT
 
 
 def glance_cells(page: pd.DataFrame, tests: PageTests) -> dict[tuple[str, str], dict]:
@@ -356,27 +358,45 @@ def largest_effect(results: GlanceResults, rows: list[tuple[str, str, str]]) -> 
 
 
 def controls_sentence(results: GlanceResults) -> str | None:
-    """What the synthetic task's counterfactual controls show, per relational verdict, in one sentence: on the base
+    """What the synthetic task's counterfactual controls show, per relational verdict, in one sentence: for each
+    backbone, the verdicts of its first world (``sentence_world``) named where it is not the 2k world; on the base
     size where it has verdicts, each other backbone's beside it, named where there are several; None where no
     synthetic page gives one."""
-    by_backbone: dict[str, dict[str, list[str]]] = {}
+    by_world: dict[str, dict[str, dict[str, list[str]]]] = {}  # backbone → world → verdict → methods
     for dataset in SYNTHETIC:
         for (backbone, _, method, world), said in sorted(results.relational.get(dataset, {}).items()):
-            if world == "":
-                by_backbone.setdefault(backbone, {}).setdefault(said, []).append(method)
-    if not by_backbone:
+            by_world.setdefault(backbone, {}).setdefault(world, {}).setdefault(said, []).append(method)
+    if not by_world:
         return None
-    backbones = leading_order(by_backbone)
+    backbones = leading_order(by_world)
+    worlds = {backbone: sentence_world(by_world[backbone]) for backbone in backbones}
+    labels = {backbone: WORLDS.get(world) if world else "" for backbone, world in worlds.items()}
+    labels = {b: f"pre-registered {worlds[b]}" if label is None else label for b, label in labels.items()}
     parts = [
-        "; ".join(f"{said}: {', '.join(sorted(set(methods)))}" for said, methods in sorted(by_backbone[b].items()))
+        "; ".join(
+            f"{said}: {', '.join(sorted(set(methods)))}" for said, methods in sorted(by_world[b][worlds[b]].items())
+        )
         for b in backbones
     ]
-    on = f" ({BACKBONE_NAMES.get(backbones[0], backbones[0])})" if len(backbones) > 1 else ""
-    beside = "".join(f"; on {BACKBONE_NAMES.get(b, b)}, {part}" for b, part in zip(backbones[1:], parts[1:]))
-    return (
-        f"On the synthetic generated task{on}, each method against its counterfactual controls (does it use the "
-        f"relational facts, its links alone, or nothing?): {parts[0]}{beside}."
+    lead = [BACKBONE_NAMES.get(backbones[0], backbones[0])] if len(backbones) > 1 else []
+    on = ", ".join(lead + ([labels[backbones[0]]] if labels[backbones[0]] else []))
+    beside = "".join(
+        f"; on {BACKBONE_NAMES.get(b, b)}{f' ({labels[b]})' if labels[b] else ''}, {part}"
+        for b, part in zip(backbones[1:], parts[1:])
     )
+    return (
+        f"On the synthetic generated task{f' ({on})' if on else ''}, each method against its counterfactual controls "
+        f"(does it use the relational facts, its links alone, or nothing?): {parts[0]}{beside}."
+    )
+
+
+def sentence_world(verdicts: dict[str, dict[str, list[str]]]) -> str:
+    """Of one backbone's verdicts by world (world → verdict → methods), the world the README's opening gives: the
+    first where some verdict is drawn (not withheld for a relation-blind cue), the pre-registered worlds first (by
+    name: declared before they ran), then ``WORLDS`` in order; the first world where none is."""
+    order = sorted(set(verdicts) - set(WORLDS)) + [world for world in WORLDS if world in verdicts]
+    drawn = [world for world in order if any(not said.startswith(NO_VERDICT) for said in verdicts[world])]
+    return (drawn or order)[0]
 
 
 def answer_lines(results: GlanceResults, rows: list, judged: list[Judged], figure: str | None) -> list[str]:
@@ -586,7 +606,9 @@ def relational_section(
         'it (no control of it isolates relations); "too few seeds" = a deciding test has n < '
         f'{MIN_SEEDS}; "no" otherwise, or "{CANNOT_CARRY}" where the feature ceiling of the knowledge input the '
         f"method reads (its generated page's sanity table) is under {CEILING_FLOOR:.0f} on the hop families "
-        f'("{NO_CEILINGS}" where that table lacks its world); "not run": the method has no cells of that world. '
+        f'("{NO_CEILINGS}" where that table lacks its world); "{NO_VERDICT} (…)": the world\'s relation-blind '
+        f"regression (that sanity table) is above {RELATION_BLIND_LIMIT:.0f} on one_hop or two_hop, so no verdict "
+        'is drawn from it; "not run": the method has no cells of that world. '
         'A pre-registered world\'s verdicts carry its status: "confirmed" only from cells run after its '
         "declaration was committed, with the declared settings (benchmarks/preregistered/); the confirmation "
         "world of generator seed 20261127 is exploratory: no declaration preceded it, and its sixth seed was "

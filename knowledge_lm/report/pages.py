@@ -31,6 +31,7 @@ from knowledge_lm.report.comparisons import (
     NO_CEILINGS,
     NO_DIFFERENCE,
     NO_EXAMPLES_TEST,
+    NO_VERDICT,
     PREREGISTERED,
     RELATION_BLIND,
     RELATION_CONTROL,
@@ -51,6 +52,7 @@ from knowledge_lm.report.comparisons import (
     page_tests,
     relational_verdict,
     row_ceiling,
+    row_relation_blind,
     significance_mark,
     significant,
     variant_table,
@@ -94,7 +96,7 @@ from knowledge_lm.report.references import (
     paper_only_tasks,
     variant_references,
 )
-from knowledge_lm.report.sanity import sanity_section
+from knowledge_lm.report.sanity import RELATION_BLIND_LIMIT, sanity_section
 
 
 def summary(values: pd.Series) -> tuple[float, str]:
@@ -328,7 +330,11 @@ def family_table(
             "(control)"
             if is_control(cell_method, variant)
             else relational_verdict(
-                tests, (backbone, task, method, variant, fraction), cell_method, ceiling=row_ceiling(cells)
+                tests,
+                (backbone, task, method, variant, fraction),
+                cell_method,
+                ceiling=row_ceiling(cells),
+                relation_blind=row_relation_blind(cells),
             )
         )
         scores = {
@@ -424,7 +430,9 @@ def relational_text() -> str:
         f'seeds" where a test that decides has fewer than {MIN_SEEDS} seed pairs; "no" otherwise, or "{CANNOT_CARRY}" '
         f"where the feature ceiling of the knowledge input the method reads (the sanity table below) is under "
         f'{CEILING_FLOOR:.0f} on the hop families ("{NO_CEILINGS}" where the table lacks its world); — where none of '
-        "those controls ran. Every test is the page's own, corrected with it."
+        "those controls ran. In a world whose relation-blind regression (the sanity table) is above "
+        f'{RELATION_BLIND_LIMIT:.0f} on a hop family no verdict is drawn: "{NO_VERDICT} (its score > '
+        f"{RELATION_BLIND_LIMIT:.0f})\". Every test is the page's own, corrected with it."
     )
 
 
@@ -469,7 +477,9 @@ def families_text() -> str:
         f"with the 95 % interval of a bootstrap over that family's examples ({REPLICATES} replicates, each drawing "
         "the family's examples with replacement, the same draw for every seed, and averaging the seeds' scores on "
         "it: the seeds are pooled by averaging each example's correctness over them). ✓ = above chance, the share "
-        "of the family's most frequent label (50: every family is balanced true/false), in two one-sided tests that "
+        "of the family's most frequent label (50: every family is balanced true/false), on one_hop and two_hop the "
+        "world's relation-blind regression where it is higher (the sanity table: what the graph's shape alone "
+        "reaches), in two one-sided tests that "
         "must both hold: a one-sample t-test of the seeds' scores on the family against chance (over seeds: does it "
         "survive a new seed?), and the same t-test of the family's examples, each one's correctness averaged over "
         "the seeds (over test examples: does it survive a new test set?); the larger p, significant after the "
