@@ -87,3 +87,18 @@ def test_no_relational_verdict_is_drawn_from_a_world_with_a_relation_blind_cue(t
     assert verdicts() == {"knowbert": LINKS_ONLY}
     store_regression(results, {"one_hop": 50.0, "two_hop": 62.14})
     assert verdicts() == {"knowbert": f"{NO_VERDICT} (two_hop 62.1 > 55)"}
+
+
+def test_kg_texts_reach_is_its_input_order_oracle_where_that_is_higher(tmp_path):
+    from knowledge_lm.report.comparisons import stored_method_reach
+
+    numbers = {
+        "key": world_key(SIZES),
+        "relation_blind_regression": {"one_hop": 50.0, "two_hop": 50.0},
+        "oracles": {"kg_text_order": {"one_hop": 48.0, "two_hop": 60.7}},
+        "ceilings": {},
+    }
+    write_json_atomic(tmp_path / SANITY_NUMBERS, {world_name(SIZES): numbers})
+    assert stored_method_reach("kg-text", SIZES, tmp_path) == {"one_hop": 50.0, "two_hop": 60.7}
+    assert stored_method_reach("knowbert", SIZES, tmp_path) == {"one_hop": 50.0, "two_hop": 50.0}
+    assert stored_method_reach("kg-text", {**SIZES, "seed": 99}, tmp_path) is None  # none stored for that world

@@ -5,11 +5,12 @@ corrected by Benjamini–Hochberg over a page's comparisons (``SIGNIFICANCE`` on
 difference" (interval within ±``NO_DIFFERENCE``) from "too few seeds to tell"; where both kept predictions of the
 same gold, the paired bootstrap over test examples (``knowledge_lm.report.bootstrap``). Per statement family
 (the generated task's text, type, one_hop, two_hop): a method's score with a bootstrap interval over the family's
-examples and the family's chance level (on one_hop and two_hop, no lower than the world's relation-blind regression:
-``hop_chance``), tested above it over the seeds and over the examples (``family_test``). Against its
-controls (``KNOWLEDGE_CONTROLS``): Δ paired by seed, tested like Δ against the baseline (``knowledge_test``; a verdict
-needs ``MIN_SEEDS``), with the paired bootstrap interval over the examples beside it. Every p whose mark a page shows
-(against the baseline, knowledge used, above chance) is corrected together, once per page (``page_tests``).
+examples and the family's chance level (on one_hop and two_hop, no lower than the world's relation-blind regression,
+nor kg-text's than its input-order oracle: ``hop_chance``), tested above it over the seeds and over the examples
+(``family_test``). Against its controls (``KNOWLEDGE_CONTROLS``): Δ paired by seed, tested like Δ against the
+baseline (``knowledge_test``; a verdict needs ``MIN_SEEDS``), with the paired bootstrap interval over the examples
+beside it. Every p whose mark a page shows (against the baseline, knowledge used, above chance) is corrected
+together, once per page (``page_tests``).
 At 100 %, each method scored per entity-frequency bucket of the reported split's examples. A control's cells pair with
 the method's cells of the same world (``split_variant``: ``confirm-shuffled`` with ``confirm``); from the page's tests,
 whether a method uses relational facts in each world, where the world has no relation-blind cue
@@ -49,9 +50,13 @@ from knowledge_lm.report.sanity import (
     CONFIRM_SEED,
     DATASET,
     RELATION_BLIND_LIMIT,
+    TEMPLATE_FAMILIES,
+    current_numbers,
+    read_sanity_numbers,
     relation_blind_cue,
     stored_method_ceiling,
     stored_relation_blind,
+    world_knobs,
 )
 
 SIGNIFICANCE = 0.05  # of a Benjamini–Hochberg q: the false discovery rate among a page's ↑ / ↓
@@ -352,7 +357,7 @@ def page_tests(
     tasks at ``FRACTION`` (the answer at a glance); knowledge used against each control per method, variant and
     fraction (on a task with statement families: on the whole split and on the families that need the graph
     pooled; else on the whole split, variants aside); and each family's score above chance (on one_hop and two_hop,
-    above the world's relation-blind regression stored under ``results_dir``: ``row_relation_blind``). Their p's
+    above the relation-blind reach stored under ``results_dir``: ``row_chance_reach``). Their p's
     corrected together (``corrected``)."""
     baseline = page_comparisons(frame, metrics, correct=False)
     overall, used, chance = {}, {}, {}
@@ -400,7 +405,7 @@ def page_tests(
                             )
                             if found is not None:
                                 used[backbone, task, method, variant, fraction, name, scope] = found
-                    reach = row_relation_blind(cells, results_dir)
+                    reach = row_chance_reach(cells, results_dir)
                     for family in groups:
                         found = family_test(
                             cells,
@@ -639,7 +644,7 @@ def family_test(
 ) -> dict | None:
     """``above_chance_test`` of the seeds' accuracy on ``group`` (``cells``: one method's non-degenerate seeds), with
     ``chance``: the share of its most frequent label, on one_hop and two_hop raised to the world's relation-blind
-    reach (``relation_blind``: ``row_relation_blind``; ``hop_chance``); None for another metric, or where chance or
+    reach (``relation_blind``: ``row_chance_reach``; ``hop_chance``); None for another metric, or where chance or
     a seed's score is unknown."""
     chance = family_chance(cells, group, golds, groupings) if metric == "accuracy" else None
     chance = None if chance is None else hop_chance(chance, group, relation_blind)
@@ -658,8 +663,9 @@ def family_test(
 
 def hop_chance(chance: float, group: str, relation_blind: dict[str, float] | None) -> float:
     """The level a family's score is tested above: ``chance`` (its most frequent label's share), on one_hop and
-    two_hop the larger of it and the world's relation-blind regression there (``relation_blind``; none stored:
-    ``chance``): a score the graph's shape alone reaches is no sign of relational facts."""
+    two_hop the larger of it and the relation-blind reach there (``relation_blind``; none stored: ``chance``): a
+    score the graph's shape, or the places of a method's facts in its input, alone reach is no sign of relational
+    facts."""
     if group not in HOP_GROUPS or not relation_blind or group not in relation_blind:
         return chance
     return max(chance, relation_blind[group])
@@ -938,6 +944,37 @@ def row_relation_blind(cells: pd.DataFrame, results_dir: Path | None = None) -> 
     if cells["dataset"].iloc[0] != DATASET:
         return None
     return stored_relation_blind(row_options(cells), sanity_store(results_dir))
+
+
+# Relation-blind oracles over a method's own input, beside its world's regression in the chance its hop families are
+# tested against: kg-text reads where its facts sit in its input, which the order oracle reads with their words hidden.
+METHOD_BLIND_ORACLES = {"kg-text": ("kg_text_order",)}
+
+
+def stored_method_reach(method: str, dataset_options: dict, results_dir: Path) -> dict[str, float] | None:
+    """Family (one_hop, two_hop) → how far a relation-blind reading reaches for ``method`` in the world of a cell's
+    ``dataset_options``: the larger of the world's relation-blind regression and the oracles over the method's own
+    input (``METHOD_BLIND_ORACLES``), as stored under ``results_dir``; None where none is stored for its current
+    code."""
+    numbers = current_numbers(read_sanity_numbers(results_dir), world_knobs(dataset_options))
+    if numbers is None:
+        return None
+    reach = dict(numbers.get("relation_blind_regression") or {})
+    for oracle in METHOD_BLIND_ORACLES.get(method, ()):
+        for family, score in numbers["oracles"].get(oracle, {}).items():
+            if family in TEMPLATE_FAMILIES:
+                reach[family] = max(reach.get(family, score), score)
+    return reach
+
+
+def row_chance_reach(cells: pd.DataFrame, results_dir: Path | None = None) -> dict[str, float] | None:
+    """Family → the relation-blind reach the one_hop and two_hop scores of ``cells`` (one row's) are tested above:
+    their world's relation-blind regression, or the relation-blind oracle over their method's own input where that
+    reaches further (``sanity.stored_method_reach``: kg-text's input order), as stored under ``results_dir``; None
+    off the generated task or where their world has none stored for its current code."""
+    if cells["dataset"].iloc[0] != DATASET:
+        return None
+    return stored_method_reach(cells["cell_method"].iloc[0], row_options(cells), sanity_store(results_dir))
 
 
 def row_options(cells: pd.DataFrame) -> dict:
