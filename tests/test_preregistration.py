@@ -36,7 +36,7 @@ def declaration_text(**changed) -> str:
             "generator": "v3",
             "backbone": "minilm",
             "fraction": 1.0,
-            "methods": ["baseline", "kb"],
+            "methods": ["baseline", "knowbert"],
             "controls": ["shuffled"],
             "seeds": [1, 2, 3, 4, 5],
             "dataset_options": OPTIONS,
@@ -69,12 +69,18 @@ def repo(tmp_path, monkeypatch):
 
 
 def cells(commits: dict, **config):
-    """The world's cells (kb and its shuffled control on seeds 1–5) at ``commits`` (seed → commit, else "first")."""
+    """The world's cells (knowbert and its shuffled control on seeds 1–5) at ``commits`` (seed → commit, else
+    "first")."""
     settings = {"dataset_options": {**OPTIONS, **config.pop("options", {})}, "train": {**TRAIN, "batch_size": 32}}
     return results_frame(
         [
             result(
-                "kb", seed, 60.0, variant=variant, git={"commit": commits.get(seed, commits["other"])}, config=settings
+                "knowbert",
+                seed,
+                60.0,
+                variant=variant,
+                git={"commit": commits.get(seed, commits["other"])},
+                config=settings,
             )
             for seed in config.get("seeds", range(1, 6))
             for variant in (WORLD, f"{WORLD}-shuffled")
@@ -105,6 +111,20 @@ def test_a_world_is_confirmed_only_from_cells_after_its_declaration_as_declared(
     commit(repo, "a sixth seed")
     changed = world_status(cells({"other": later}), declaration)
     assert changed.word == EXPLORATORY and "changed" in changed.why
+
+
+def test_a_method_that_reads_no_knowledge_runs_without_the_declared_knowledge_options(repo):
+    """The runner drops knowledge options for the baseline, which reads none: its cells still run as declared."""
+    path = repo / "benchmarks" / "preregistered" / "world.yaml"
+    path.write_text(declaration_text(dataset_options={**OPTIONS, "knowledge": {"kg_embedding": "rotate"}}))
+    later = commit(repo, "the declaration")
+    settings = {"dataset_options": OPTIONS, "train": {**TRAIN, "batch_size": 32}}
+    git = {"commit": later}
+    baseline = [result("baseline", seed, 60.0, variant=WORLD, git=git, config=settings) for seed in (1, 2)]
+    assert world_status(results_frame(baseline), load_declaration(path)).word == CONFIRMED
+    knowbert = [result("knowbert", 1, 60.0, variant=WORLD, git={"commit": later}, config=settings)]
+    differs = world_status(results_frame(knowbert), load_declaration(path))
+    assert differs.word == EXPLORATORY and "dataset options differ" in differs.why
 
 
 def test_without_git_no_world_is_confirmed(repo, monkeypatch):

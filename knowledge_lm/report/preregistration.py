@@ -17,6 +17,7 @@ import yaml
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.io import parse_yaml
 from knowledge_lm.core.paths import benchmarks_dir
+from knowledge_lm.core.registry import METHODS
 
 PREREGISTERED_DIR = "preregistered"  # under benchmarks/
 PREFIX = "prereg-"  # a pre-registered world's variant starts so; its controls add the control's name
@@ -154,6 +155,14 @@ def declared_in(declared, recorded) -> bool:
     return declared == recorded
 
 
+def run_options(dataset_options: dict, method: str) -> dict:
+    """The declared ``dataset_options`` as a cell of ``method`` runs them: without knowledge options for a method
+    that reads no knowledge (the baseline), as the runner drops them (``run.trainer.method_dataset_options``)."""
+    if METHODS.entry(method).needs_knowledge:
+        return dataset_options
+    return {name: value for name, value in dataset_options.items() if name != "knowledge"}
+
+
 def settings_differ(cells: pd.DataFrame, declaration: Declaration) -> str:
     """The first way ``cells`` were not run as declared, in words; "" where they all were."""
     for row in cells.drop_duplicates(["method", "variant", "seed", "fraction"]).itertuples():
@@ -167,7 +176,7 @@ def settings_differ(cells: pd.DataFrame, declaration: Declaration) -> str:
             return f"{where}: another dataset, task or fraction"
         if row.variant != declaration.world and row.variant[len(declaration.world) + 1 :] not in declaration.controls:
             return f"{where}: control not declared"
-        if not declared_in(declaration.dataset_options, config.get("dataset_options")):
+        if not declared_in(run_options(declaration.dataset_options, row.cell_method), config.get("dataset_options")):
             return f"{where}: dataset options differ from the declaration's"
         if not declared_in(declaration.train, config.get("train")):
             return f"{where}: training settings differ from the declaration's"
