@@ -70,3 +70,22 @@ def test_the_controls_sentence_gives_the_first_world_whose_verdicts_are_drawn():
         f"nothing?): {withheld}: kam; on MiniLM-L6 (pre-registered prereg-v3-transe), no: kam; relational facts: "
         "kg-text."
     )
+
+
+def test_the_controls_sentence_gives_every_pre_registered_world_whose_verdicts_are_drawn():
+    """One world per KG embedding kind: each named, in order of name."""
+    from knowledge_lm.report.glance import controls_sentence
+
+    relational = {
+        "generated": {
+            ("minilm", "kam", "kam", "prereg-v3-transe"): "its features cannot carry relations",
+            ("minilm", "knowbert", "knowbert", "prereg-v3-transe"): "entity types only",
+            ("minilm", "knowbert", "knowbert", "prereg-v3-rotate"): "no",
+        }
+    }
+    said = controls_sentence(GlanceResults({}, {}, {}, relational, 0, 0))
+    assert said.endswith(
+        "(pre-registered prereg-v3-rotate), each method against its counterfactual controls (does it use the "
+        "relational facts, its links alone, or nothing?): no: knowbert; (pre-registered prereg-v3-transe) entity types "
+        "only: knowbert; its features cannot carry relations: kam."
+    )

@@ -359,8 +359,8 @@ def largest_effect(results: GlanceResults, rows: list[tuple[str, str, str]]) -> 
 
 def controls_sentence(results: GlanceResults) -> str | None:
     """What the synthetic task's counterfactual controls show, per relational verdict, in one sentence: for each
-    backbone, the verdicts of its first world (``sentence_world``) named where it is not the 2k world; on the base
-    size where it has verdicts, each other backbone's beside it, named where there are several; None where no
+    backbone, the verdicts of its worlds ``sentence_worlds`` gives, each named where it is not the 2k world; on the
+    base size where it has verdicts, each other backbone's beside it, named where there are several; None where no
     synthetic page gives one."""
     by_world: dict[str, dict[str, dict[str, list[str]]]] = {}  # backbone → world → verdict → methods
     for dataset in SYNTHETIC:
@@ -369,34 +369,50 @@ def controls_sentence(results: GlanceResults) -> str | None:
     if not by_world:
         return None
     backbones = leading_order(by_world)
-    worlds = {backbone: sentence_world(by_world[backbone]) for backbone in backbones}
-    labels = {backbone: WORLDS.get(world) if world else "" for backbone, world in worlds.items()}
-    labels = {b: f"pre-registered {worlds[b]}" if label is None else label for b, label in labels.items()}
-    parts = [
-        "; ".join(
-            f"{said}: {', '.join(sorted(set(methods)))}" for said, methods in sorted(by_world[b][worlds[b]].items())
-        )
-        for b in backbones
-    ]
+    segments = {
+        backbone: [
+            (
+                world_label(world),
+                "; ".join(
+                    f"{said}: {', '.join(sorted(set(methods)))}"
+                    for said, methods in sorted(by_world[backbone][world].items())
+                ),
+            )
+            for world in sentence_worlds(by_world[backbone])
+        ]
+        for backbone in backbones
+    }
+    (first_label, first_part), *first_rest = segments[backbones[0]]
     lead = [BACKBONE_NAMES.get(backbones[0], backbones[0])] if len(backbones) > 1 else []
-    on = ", ".join(lead + ([labels[backbones[0]]] if labels[backbones[0]] else []))
-    beside = "".join(
-        f"; on {BACKBONE_NAMES.get(b, b)}{f' ({labels[b]})' if labels[b] else ''}, {part}"
-        for b, part in zip(backbones[1:], parts[1:])
-    )
+    on = ", ".join(lead + ([first_label] if first_label else []))
+    told = first_part + "".join(f"; ({label}) {part}" for label, part in first_rest)
+    for backbone in backbones[1:]:
+        (label, part), *rest = segments[backbone]
+        told += f"; on {BACKBONE_NAMES.get(backbone, backbone)}{f' ({label})' if label else ''}, {part}"
+        told += "".join(f"; ({label}) {part}" for label, part in rest)
     return (
         f"On the synthetic generated task{f' ({on})' if on else ''}, each method against its counterfactual controls "
-        f"(does it use the relational facts, its links alone, or nothing?): {parts[0]}{beside}."
+        f"(does it use the relational facts, its links alone, or nothing?): {told}."
     )
 
 
-def sentence_world(verdicts: dict[str, dict[str, list[str]]]) -> str:
-    """Of one backbone's verdicts by world (world → verdict → methods), the world the README's opening gives: the
-    first where some verdict is drawn (not withheld for a relation-blind cue), the pre-registered worlds first (by
-    name: declared before they ran), then ``WORLDS`` in order; the first world where none is."""
+def world_label(world: str) -> str:
+    """How the README's opening names a world: "" for the 2k world (variant ""), ``WORLDS``' label for another of
+    them, else "pre-registered …"."""
+    if not world:
+        return ""
+    label = WORLDS.get(world)
+    return f"pre-registered {world}" if label is None else label
+
+
+def sentence_worlds(verdicts: dict[str, dict[str, list[str]]]) -> list[str]:
+    """Of one backbone's verdicts by world (world → verdict → methods), the worlds the README's opening gives: every
+    pre-registered world where some verdict is drawn (not withheld for a relation-blind cue; by name: declared
+    before they ran); where none is, the first of ``WORLDS`` in order where one is; else the first world."""
     order = sorted(set(verdicts) - set(WORLDS)) + [world for world in WORLDS if world in verdicts]
     drawn = [world for world in order if any(not said.startswith(NO_VERDICT) for said in verdicts[world])]
-    return (drawn or order)[0]
+    declared = [world for world in drawn if world not in WORLDS]
+    return declared or (drawn or order)[:1]
 
 
 def answer_lines(results: GlanceResults, rows: list, judged: list[Judged], figure: str | None) -> list[str]:
