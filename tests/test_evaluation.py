@@ -191,3 +191,23 @@ def test_a_fused_optimizer_has_its_gradients_clipped_by_norm_as_lightning_would(
     model.configure_gradient_clipping(optimizer, gradient_clip_val=1.0, gradient_clip_algorithm="norm")
     norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in model.parameters()]))
     assert norm.item() == pytest.approx(1.0, rel=1e-3)
+
+
+def test_a_train_worker_collates_the_same_batches_in_the_same_order(tmp_path):
+    """Under CUDA graphs the train split is collated in a worker (``train_workers``): what it yields, and how the
+    global random stream advances, are as without one."""
+    from knowledge_lm.data.glue import GlueDataModule
+
+    _, tokenizer, _ = load_backbone("tiny", seed=0)
+    data = GlueDataModule(task="rte", tokenizer=tokenizer, data_dir=glue_folder(tmp_path, "rte"), batch_size=8)
+    data.setup()
+    epochs = {}
+    for workers in (0, 1):
+        data.train_workers = workers
+        torch.manual_seed(0)
+        loader = data.train_dataloader()
+        epochs[workers] = [[batch["input_ids"] for batch in loader] for _ in range(2)] + [torch.rand(1)]
+    assert len(epochs[0][0]) == len(epochs[1][0]) > 1
+    for mine, theirs in zip(epochs[1][:2], epochs[0][:2]):
+        assert all(torch.equal(a, b) for a, b in zip(mine, theirs))
+    assert torch.equal(epochs[1][2], epochs[0][2])

@@ -173,6 +173,9 @@ class TaskDataModule(pl.LightningDataModule):
         if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
             raise KlmError(f"dataset option num_workers={num_workers!r}: expected a whole number ≥ 0")
         self.num_workers = num_workers
+        # Loader processes of the train split where the run sets them (``run.trainer``: under CUDA graphs, whose
+        # step is bound by the host, collating in a worker overlaps the step).
+        self.train_workers = 0
         self.knowledge = knowledge  # a KnowledgeConfig as a dict: features from `klm prepare` join each example
         # How a method wants a batch's knowledge: by default the decoded per-example dicts; a method may set
         # a picklable ``(knowledge, sequence_length) -> tensors`` here (in its ``setup``) so that the loader,
@@ -388,14 +391,18 @@ class TaskDataModule(pl.LightningDataModule):
         for rows in features.values():
             yield from rows
 
-    def _loader(self, dataset, shuffle: bool, batch_size: int, gate: Callable[[], bool] | None = None):
-        options = dict(batch_size=batch_size, shuffle=shuffle, collate_fn=self._collate, num_workers=self.num_workers)
+    def _loader(
+        self, dataset, shuffle: bool, batch_size: int, gate: Callable[[], bool] | None = None, workers: int = 0
+    ):
+        # Not persistent: a worker forked at every epoch draws the random stream as a loader without one does.
+        workers = max(workers, self.num_workers)
+        options = dict(batch_size=batch_size, shuffle=shuffle, collate_fn=self._collate, num_workers=workers)
         if gate is not None:
             return GatedLoader(ColumnBatches(dataset), gate=gate, **options)
         return DataLoader(ColumnBatches(dataset), **options)
 
     def train_dataloader(self):
-        return self._loader(self.encoded["train"], True, self.batch_size)
+        return self._loader(self.encoded["train"], True, self.batch_size, workers=self.train_workers)
 
     def val_dataloader(self):
         """Each evaluation split's loader; those of the splits after the selection split (dev) run only where

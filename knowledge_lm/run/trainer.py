@@ -100,6 +100,8 @@ def build_model_and_data(
     train = train.resolved(method_class, torch.cuda.is_available(), total_steps or budget["max_steps"])
     if train.padding_multiple:  # after set-up: the encodings and prepared features keep their cache keys
         data.tokenizer = StaticPadding(data.tokenizer, multiple=train.padding_multiple)
+    if train.compile is True and train.compile_mode == "cuda-graphs":
+        data.train_workers = 1  # the captured step leaves the host's time to collating: one worker does it beside
     model = method_class(
         encoder,
         data.task_spec,
