@@ -1,9 +1,10 @@
 """A ``klm bench``'s start-up: the seconds from its process's start to its first cell's start, in the parts the
-runner prints (``knowledge_lm.sweep.startup``: start-up = interpreter, klm's imports and arguments; checks; imports =
-torch, Lightning and transformers; plan; data; waiting for its worker = the worker's own imports not yet done when
-the runner handed it the cell), against the floor: a fresh interpreter importing torch, Lightning and transformers,
-which the runner and its worker each pay. The bench runs a sweep one of whose cells is stored already and one is not,
-so that its checks read the data both for the stored cell's record hashes and for the cell to run.
+runner prints (``knowledge_lm.sweep.startup``: start-up = interpreter, klm's imports and arguments; checks; workers =
+MPS, the GPUs listed and the workers started; imports = torch, Lightning and transformers; plan; data; waiting for its
+worker = the worker's own imports not yet done when the runner handed it the cell), against the floor: a fresh
+interpreter importing torch, Lightning and transformers, which the runner and its worker each pay (at once, since
+the workers start before the runner's imports). The bench runs a sweep one of whose cells is stored already and one
+is not, so that its checks read the data both for the stored cell's record hashes and for the cell to run.
 
     python benchmarks/startup_speed.py --data-dir ../shared/data --repeats 3
 Prints each repeat's start-up with its parts, the first cell's start by its own clock (its result's end less its

@@ -445,6 +445,7 @@ def run_sweep(
         # The workers of the cells sure to run start before the plan: their imports overlap the runner's.
         sure = cells_sure_to_run(sweep, results_dir, runs_dir, rerun_without_predictions, only) if in_workers else 0
         early = open_sweep_slots(open_slots, sure, **kept) if sure else []
+        phase_ended("workers")
         import_data_module(sweep)
         where = {"data_dir": data_dir, "results_dir": results_dir, "runs_dir": runs_dir}
         rerun = rerun_without_predictions
@@ -503,6 +504,7 @@ def run_sweeps_together(
         for slot in pool[:sure]:
             if not slot.alive():
                 slot.launch()
+        phase_ended("workers")
         for sweep in sweeps:
             import_data_module(sweep)
         started = [

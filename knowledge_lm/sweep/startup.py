@@ -8,7 +8,8 @@ import time
 # (first cell's start, last cell's end) of each batch of cells this process ran (``run_cells``), in order.
 CELL_SPANS: list[tuple[float, float]] = []
 # (part, its end) of each part of the start-up this process went through, in order: "start-up" (the interpreter,
-# klm's imports, the arguments), "checks", "imports" (torch, Lightning, transformers), "plan", "data".
+# klm's imports, the arguments), "checks", "workers" (MPS, the GPUs listed, the workers of the cells sure to run
+# started), "imports" (torch, Lightning, transformers), "plan", "data".
 PHASES: list[tuple[str, float]] = []
 
 
