@@ -2,6 +2,7 @@
 each in its own process, finished cells skipped, crashed ones resumed, cells claimed by another live process (another
 runner, here or on another machine sharing the directories) left to it."""
 
+import functools
 import json
 import os
 import queue
@@ -115,13 +116,20 @@ def visible_gpus() -> list[str]:
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
         return [gpu.strip() for gpu in listed.split(",") if gpu.strip() and gpu.strip() != "-1"]
+    return list(host_gpus())
+
+
+@functools.cache
+def host_gpus() -> tuple[str, ...]:
+    """Every GPU ``nvidia-smi`` lists, asked once a process: a run asks before each sweep, and MPS before it, each
+    time before its first cell."""
     try:
         found = subprocess.run(
             ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
         )
     except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line.strip() for line in found.stdout.splitlines() if line.strip()] if found.returncode == 0 else []
+        return ()
+    return tuple(line.strip() for line in found.stdout.splitlines() if line.strip()) if found.returncode == 0 else ()
 
 
 def gpu_groups(gpus: list[str], devices_per_cell: int) -> list[tuple[str, ...]]:
