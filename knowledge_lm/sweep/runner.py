@@ -449,19 +449,17 @@ def run_sweep(
         new_folders = [folder for folder in (Path(runs_dir), Path(runs_dir) / "workers") if not folder.exists()]
         checked = False
         open_slots.callback(lambda: checked or remove_new_folders(new_folders))
-        kept = {"pool": pool, "jobs": jobs, "groups": groups, "in_workers": in_workers, "runs_dir": runs_dir}
+        slot_options = {"pool": pool, "jobs": jobs, "groups": groups, "in_workers": in_workers, "runs_dir": runs_dir}
         # The workers of the cells sure to run start before the plan: their imports overlap the runner's.
         sure = cells_sure_to_run(sweep, results_dir, runs_dir, rerun_without_predictions, only) if in_workers else 0
-        early = open_sweep_slots(open_slots, sure, **kept) if sure else []
+        early = open_sweep_slots(open_slots, sure, **slot_options) if sure else []
         phase_ended("workers")
         import_data_module(sweep)
         where = {"data_dir": data_dir, "results_dir": results_dir, "runs_dir": runs_dir}
-        rerun = rerun_without_predictions
-        started = sort_out_sweep(
-            sweep, overrides, retry_failed=retry_failed, rerun_without_predictions=rerun, only=only, **where
-        )
+        reruns = {"retry_failed": retry_failed, "rerun_without_predictions": rerun_without_predictions}
+        started = sort_out_sweep(sweep, overrides, only=only, **reruns, **where)
         phase_ended("plan")
-        slots = planned_slots(open_slots, early, len(started.todo), **kept)
+        slots = planned_slots(open_slots, early, len(started.todo), **slot_options)
         check_and_prepare(started, overrides, data_dir=data_dir, results_dir=results_dir, jobs=jobs)
         phase_ended("data")
         checked = True
