@@ -1,19 +1,26 @@
-"""A ``klm bench``'s start-up on CPU: the seconds from its process's start to its first cell's start (interpreter,
-imports, checks, data read), against the floor of the same run: a fresh interpreter importing torch, Lightning and
-transformers, which every cell process pays too. The bench runs a sweep one of whose cells is stored already and
-one is not, so that its checks read the data both for the stored cell's record hashes and for the cell to run.
+"""A ``klm bench``'s start-up: the seconds from its process's start to its first cell's start, in the parts the
+runner prints (``knowledge_lm.sweep.startup``: start-up = interpreter, klm's imports and arguments; checks; workers =
+MPS, the GPUs listed and the workers started; imports = torch, Lightning and transformers; plan; data; waiting for its
+worker = the worker's own imports not yet done when the runner handed it the cell), against the floor: a fresh
+interpreter importing torch, Lightning and transformers, which the runner and its worker each pay (at once, since
+the workers start before the runner's imports). The bench runs a sweep one of whose cells is stored already and one
+is not, so that its checks read the data both for the stored cell's record hashes and for the cell to run.
 
     python benchmarks/startup_speed.py --data-dir ../shared/data --repeats 3
-Prints each repeat's start-up and floor, then their medians and the ratio start-up / floor (issue 48, item 2).
+Prints each repeat's start-up with its parts, the first cell's start by its own clock (its result's end less its
+wall time: to the second, and the same for code whose runner prints no parts), and the floor; then their medians and
+the ratio start-up / floor (issue 48, item 2). Run from a checkout's root, it measures that checkout's code.
 """
 
 import argparse
+import json
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 FLOOR = [sys.executable, "-c", "import torch, pytorch_lightning, transformers"]
@@ -21,20 +28,34 @@ FLOOR = [sys.executable, "-c", "import torch, pytorch_lightning, transformers"]
 # not what is measured.
 SWEEP = ["--config", "benchmarks/glue.yaml", "--tasks", "rte", "--fractions", "1", "--backbone", "tiny"]
 SETTINGS = ["--set", "max_steps=2", "--set", "evaluations=1", "--no-leaderboard"]
-BEFORE_FIRST = re.compile(r"\(([0-9.]+) s before the first started")
+RESULT = "glue/rte/baseline/tiny/f1-s{seed}.json"
+BEFORE_FIRST = re.compile(r"\(([0-9.]+) s before the first started: ([^;]*);")
+PART = re.compile(r"([a-z][a-z' -]*?) ([0-9.]+) s")
 
 
-def bench(folder: Path, data_dir: str, seeds: str) -> float:
-    """``klm bench`` of seeds ``seeds`` with its store under ``folder``: its seconds before the first cell started."""
+def bench(folder: Path, data_dir: str, seeds: str) -> dict:
+    """``klm bench`` of seeds ``seeds`` with its store under ``folder``: its seconds before the first cell started
+    (``startup``), by part where the runner gives them (``parts``), and the seconds from its start to its last seed's
+    cell start by that cell's clock (``cell_clock``)."""
     where = [f"--{name}-dir" for name in ("results", "runs", "leaderboards")]
     paths = [str(folder / name) for name in ("results", "runs", "leaderboards")]
     command = [sys.executable, "-m", "knowledge_lm.cli", "bench", *SWEEP, "--seeds", seeds, "--data-dir", data_dir]
     command += [argument for pair in zip(where, paths) for argument in pair] + SETTINGS
+    started = time.time()
     done = subprocess.run(command, capture_output=True, text=True)
     found = BEFORE_FIRST.search(done.stdout)
     if done.returncode or not found:
         sys.exit(f"klm bench failed (rc {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return float(found.group(1))
+    parts = {name: float(seconds) for name, seconds in PART.findall(found.group(2))}
+    result = folder / "results" / RESULT.format(seed=seeds.split(",")[-1])
+    return {"startup": float(found.group(1)), "parts": parts, "cell_clock": cell_clock(result, started)}
+
+
+def cell_clock(result_path: Path, since: float) -> float:
+    """The seconds from ``since`` to the start of the cell of ``result_path`` by its own clock (``finished_at``, to
+    the second, less ``wall_time_s``)."""
+    result = json.loads(result_path.read_text())
+    return datetime.fromisoformat(result["finished_at"]).timestamp() - result["wall_time_s"] - since
 
 
 def floor_seconds() -> float:
@@ -48,16 +69,27 @@ def main():
     parser.add_argument("--data-dir", default="../shared/data", help="GLUE's RTE lives there")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    startups, floors = [], []
+    runs, floors = [], []
     for repeat in range(args.repeats):
         with tempfile.TemporaryDirectory() as scratch:
             bench(Path(scratch), args.data_dir, "1")  # the stored cell
             floors.append(floor_seconds())
-            startups.append(bench(Path(scratch), args.data_dir, "1,2"))
-        print(f"repeat {repeat + 1}: start-up {startups[-1]:.1f} s, floor (import torch, lightning, transformers) "
+            runs.append(bench(Path(scratch), args.data_dir, "1,2"))
+        print(f"repeat {repeat + 1}: {summary(runs[-1])}; floor (import torch, lightning, transformers) "
               f"{floors[-1]:.1f} s")  # fmt: skip
-    startup, floor = statistics.median(startups), statistics.median(floors)
-    print(f"median start-up {startup:.1f} s, floor {floor:.1f} s: start-up / floor {startup / floor:.2f}")
+    middle = {
+        "startup": statistics.median(run["startup"] for run in runs),
+        "parts": {name: statistics.median(run["parts"].get(name, 0.0) for run in runs) for name in runs[-1]["parts"]},
+        "cell_clock": statistics.median(run["cell_clock"] for run in runs),
+    }
+    floor = statistics.median(floors)
+    print(f"median {summary(middle)}; floor {floor:.1f} s: start-up / floor {middle['startup'] / floor:.2f}")
+
+
+def summary(run: dict) -> str:
+    """A bench's start-up in words: the runner's count with its parts, and the cell's own clock."""
+    parts = ", ".join(f"{name} {seconds:.1f}" for name, seconds in run["parts"].items()) or "no parts printed"
+    return f"start-up {run['startup']:.1f} s ({parts}); the cell's own clock started at {run['cell_clock']:.0f} s"
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """Cold start: the plan stage of ``klm bench`` of a sweep without method or dataset options (whose check imports
-their modules) imports no torch, Lightning or transformers, and a bench reports its time outside its cells."""
+their modules) imports no torch, Lightning or transformers; a run's workers start before its plan, so that their
+imports overlap the runner's; a bench reports its time outside its cells, the time before the first in its parts."""
 
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import stored_result
 
-from knowledge_lm.sweep.startup import outside_cells_line, process_started
+from knowledge_lm.sweep.startup import outside_cells_line, process_started, startup_parts
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "lightning", "pytorch_lightning", "transformers", "datasets", "spacy")
@@ -49,3 +51,68 @@ def test_the_process_start_is_before_now():
     import time
 
     assert 0 <= time.time() - process_started() < 24 * 3600
+
+
+def test_the_time_before_the_first_cell_is_told_in_its_parts():
+    phases = [("start-up", 101.0), ("checks", 101.5), ("imports", 106.0), ("plan", 106.5), ("data", 107.0)]
+    line = outside_cells_line(100.0, [(108.0, 150.0)], ended=151.0, phases=[*phases, ("data", 120.0)])
+    assert "(8.0 s before the first started: start-up 1.0 s, checks 0.5 s, imports 4.5 s, plan 0.5 s, data 0.5 s, " \
+        "waiting for its worker 1.0 s; 1.0 s after the last ended)" in line  # fmt: skip
+    spells = startup_parts(100.0, 110.0, [("imports", 102.0), ("plan", 103.0), ("imports", 105.0)])
+    assert spells == [("imports", 4.0), ("plan", 1.0), ("waiting for its worker", 5.0)]
+
+
+def tiny_glue_sweep(seeds):
+    from knowledge_lm.run.config import validate_sweep
+
+    return validate_sweep(
+        {"name": "tiny", "dataset": "glue", "tasks": ["rte"], "methods": ["baseline"], "fractions": [1.0],
+         "seeds": list(seeds), "backbone": "tiny"},
+        "test",
+    )  # fmt: skip
+
+
+def test_the_cells_sure_to_run_are_counted_without_their_identities(tmp_path):
+    """Counted before the plan: neither a stored cell (its identity may make it a cell to run) nor one another
+    process holds; a stored one named for a re-run is."""
+    from knowledge_lm.core.results import write_json_atomic
+    from knowledge_lm.run.claims import claim_cell
+    from knowledge_lm.sweep.plan import cells_sure_to_run, sweep_cells
+
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    stored, held, missing = sweep_cells(tiny_glue_sweep((1, 2, 3)))
+    write_json_atomic(stored.result_path(results), stored_result(stored))
+    claim = claim_cell(held.run_dir(runs))
+    try:
+        assert cells_sure_to_run(tiny_glue_sweep((1, 2, 3)), results, runs) == 1
+        assert cells_sure_to_run(tiny_glue_sweep((1, 2, 3)), results, runs, rerun_without_predictions=True) == 2
+        assert cells_sure_to_run(tiny_glue_sweep((1, 2, 3)), results, runs, only={stored.key}) == 0
+    finally:
+        claim.release()
+
+
+def test_the_workers_start_before_the_plan_and_give_way_where_it_runs_more_cells(tmp_path, monkeypatch):
+    """The workers of the cells sure to run start before the plan reads the stored cells' identities (importing
+    torch), so that their imports overlap; where the plan runs more cells than they are, as many new ones take over
+    (each slot's share of the cores as before)."""
+    from contextlib import ExitStack
+
+    from knowledge_lm.core.errors import KlmError
+    from knowledge_lm.sweep import runner
+
+    events = []
+    monkeypatch.setattr(runner.Worker, "launch", lambda self: events.append("launch"))
+    monkeypatch.setattr(runner.Worker, "alive", lambda self: False)
+    monkeypatch.setattr(runner, "sort_out_sweep", lambda *args, **kwargs: events.append("plan") or stopped())
+
+    def stopped():
+        raise KlmError("stopped after the plan")
+
+    with pytest.raises(KlmError):
+        runner.run_sweep(tiny_glue_sweep((1, 2)), results_dir=tmp_path / "r", runs_dir=tmp_path / "w", jobs=4, gpus=[])
+    assert events == ["launch", "launch", "plan"]
+    options = {"pool": None, "jobs": 4, "groups": [], "in_workers": True, "runs_dir": tmp_path / "w"}
+    with ExitStack() as stack:
+        early = runner.open_sweep_slots(stack, 1, **options)
+        assert runner.planned_slots(stack, early, 1, **options) is early
+        assert len(runner.planned_slots(stack, early, 3, **options)) == 3 and events.count("launch") == 2 + 1 + 3

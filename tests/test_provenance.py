@@ -71,6 +71,17 @@ def test_the_dirty_flag_covers_code_benchmarks_and_configs(tmp_path, monkeypatch
     assert len(found["commit"]) == 40 and found["dirty"] is dirty
 
 
+def test_records_sha256_is_the_canonical_json_digest_results_stored():
+    """The digest stored results hold: each record as ``json.dumps(sort_keys, default=str, compact)``, a line each."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    records = [{"id": "é", "label": 0.5, "path": Path("a/b"), "spans": [[1, 2]]}, {"text_a": "x\ny", "id": "b"}]
+    lines = "".join(json.dumps(r, sort_keys=True, default=str, separators=(",", ":")) + "\n" for r in records)
+    assert records_sha256(records) == hashlib.sha256(lines.encode()).hexdigest()
+
+
 def test_records_sha256_changes_with_any_record_and_not_with_key_order():
     records = [{"id": "a", "text_a": "x", "label": 0}, {"id": "b", "text_a": "y", "label": 1}]
     digest = records_sha256(records)

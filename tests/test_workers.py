@@ -139,7 +139,7 @@ def test_a_worker_whose_log_is_on_a_full_disk_replies_why(tmp_path, monkeypatch,
     monkeypatch.setattr(sys, "stdin", io.StringIO(spec.to_json() + "\n"))
     assert worker.serve(os.getppid()) == 0
     reply = json.loads(capfd.readouterr().out)
-    assert reply["status"] == 1
+    assert reply["status"] == 1 and 0 <= time.time() - reply["began"] < 60  # when it began the cell
     assert reply["error"] == f"no space left on device: {cell.run_dir(tmp_path / 'runs') / 'log.txt'}"
 
 
@@ -196,6 +196,27 @@ def test_without_a_terminal_each_ended_cell_is_a_line(tmp_path, capsys, monkeypa
         "[2/3] failed generated/facts/baseline/tiny/f1-s2 in 0s",
         "[3/3] finished generated/facts/baseline/tiny/f1-s3 in 0s",
     ]
+
+
+def test_the_first_cell_started_when_its_worker_began_it(tmp_path):
+    """A worker still importing when the runner hands it a cell begins it later: the start-up counts until then."""
+    from knowledge_lm.sweep.startup import CELL_SPANS
+
+    class ImportingWorker(FakeSlot):
+        began = []
+
+        def start(self, spec):
+            super().start(spec)
+            self.began.append(time.time() + 0.5)
+
+    sweep = tiny_sweep("importing", seeds=(1,))
+    slot = ImportingWorker(tmp_path / "runs", {cell.key: (0, "") for cell in sweep_cells(sweep)}, tmp_path / "results")
+    handed = time.time()
+    run_cells(
+        [slot], sweep_cells(sweep), sweep, overrides={}, data_dir=None, results_dir=tmp_path / "results",
+        runs_dir=tmp_path / "runs", reruns=set(), counts={"finished": 0, "failed": 0, "elsewhere": 0}, elsewhere={},
+    )  # fmt: skip
+    assert CELL_SPANS[-1][0] == slot.began[0] > handed + 0.4
 
 
 def test_on_a_terminal_the_bar_counts_the_cells(tmp_path, capsys, monkeypatch):

@@ -27,6 +27,7 @@ from knowledge_lm.sweep.mps import mps_for_sweep
 from knowledge_lm.sweep.plan import (
     cell_status,
     duration_text,
+    estimate_folders,
     estimated_seconds,
     parse_shard,
     plan_sweep,
@@ -35,9 +36,10 @@ from knowledge_lm.sweep.plan import (
     shard_keys,
     stored_wall_times,
     sweep_cells,
+    unstored_keys,
 )
 from knowledge_lm.sweep.runner import run_sweep, run_sweeps_together, visible_gpus, worker_pool
-from knowledge_lm.sweep.startup import cell_spans_since, outside_cells_line, process_started
+from knowledge_lm.sweep.startup import cell_spans_since, outside_cells_line, phase_ended, process_started
 
 # klm bench's exit code where cells remain unfinished because other processes run them.
 UNFINISHED_EXIT = 3
@@ -64,7 +66,7 @@ def print_plan(sweeps, plans: list, results_dir: Path, *, jobs: int):
     run would do with them (run, or leave: done, running elsewhere) and the expected wall time of each to run
     (``estimated_seconds``: the median of stored cells of its dataset, task, method and fraction, of the variants
     nearest its own, on its backbone where there are some; else unknown); then the totals, in sentences."""
-    wall_times = stored_wall_times(results_dir, {sweep.dataset for sweep in sweeps})
+    wall_times = stored_wall_times(results_dir, estimate_folders(p.cell for plan in plans for p, _, run in plan if run))
     total = {"cells": 0, "done": 0, "elsewhere": 0, "run": 0, "unknown": 0, "seconds": 0.0}
     for sweep, planned in zip(sweeps, plans):
         print(f"{sweep.name}:")
@@ -125,11 +127,30 @@ def check_devices(sweeps, overrides: dict, executor: str):
             )
 
 
-def check_backbones_to_run(plans: list, dry_run: bool) -> None:
-    """The backbones of the cells a run would train (``plans``: each sweep's ``plan_sweep``), each ready
-    (``check_backbone_ready``): a missing or empty model folder, unreadable weights or a hub name offline fail before
-    any sweep starts, from the dry run too; the backbones of cells done already are not needed."""
-    backbones = {planned.cell.backbone for plan in plans for planned, _, will_run in plan if will_run}
+def backbones_to_run(plans: list) -> set[str]:
+    """The backbones of the cells a run would train (``plans``: each sweep's ``plan_sweep``)."""
+    return {planned.cell.backbone for plan in plans for planned, _, will_run in plan if will_run}
+
+
+def backbones_of_the_run(sweeps, args, only, overrides: dict) -> set[str]:
+    """``backbones_to_run`` of the sweeps' plans, planned first for the cells with no stored result, whose plan reads
+    no identity (``unstored_keys``), then for the stored ones of any backbone not found so: a run whose every backbone
+    has a cell to run loads no method or dataset module (torch) here, before its workers start."""
+    found, rerun = set(), args.rerun_without_predictions
+    for sweep in sweeps:
+        unstored = unstored_keys(sweep, args.results_dir, only)
+        found |= backbones_to_run([plan_sweep(sweep, args.results_dir, args.runs_dir, rerun, unstored, overrides)])
+        cells = [cell for cell in sweep_cells(sweep) if only is None or cell.key in only]
+        stored = {cell.key for cell in cells if cell.key not in unstored and cell.backbone not in found}
+        if stored:
+            found |= backbones_to_run([plan_sweep(sweep, args.results_dir, args.runs_dir, rerun, stored, overrides)])
+    return found
+
+
+def check_backbones_to_run(backbones: set[str], dry_run: bool) -> None:
+    """The backbones of the cells a run would train (``backbones_to_run``), each ready (``check_backbone_ready``): a
+    missing or empty model folder, unreadable weights or a hub name offline fail before any sweep starts, from the
+    dry run too; the backbones of cells done already are not needed."""
     for backbone in sorted(backbones):
         try:
             check_backbone_ready(backbone)
@@ -141,6 +162,7 @@ def check_backbones_to_run(plans: list, dry_run: bool) -> None:
 
 
 def command_bench(args):
+    phase_ended("start-up")
     sweeps = sweeps_from_args(args)
     jobs = parse_jobs(args.jobs)
     shard = parse_shard(args.shard) if args.shard else None
@@ -160,12 +182,14 @@ def command_bench(args):
         check_writable_folder(folder)
     check_cache_folder(None)
     only = shard_keys([cell for sweep in sweeps for cell in sweep_cells(sweep)], shard) if shard else None
-    rerun = args.rerun_without_predictions
-    plans = [plan_sweep(sweep, args.results_dir, args.runs_dir, rerun, only, overrides) for sweep in sweeps]
-    check_backbones_to_run(plans, args.dry_run)
     if args.dry_run:
+        rerun = args.rerun_without_predictions
+        plans = [plan_sweep(sweep, args.results_dir, args.runs_dir, rerun, only, overrides) for sweep in sweeps]
+        check_backbones_to_run(backbones_to_run(plans), dry_run=True)
         print_plan(sweeps, plans, args.results_dir, jobs=jobs)
         return 0
+    check_backbones_to_run(backbones_of_the_run(sweeps, args, only, overrides), dry_run=False)
+    phase_ended("checks")
     executor = None
     if args.executor != "local":
         from knowledge_lm.sweep.submit import make_executor

@@ -391,7 +391,8 @@ def warn(message: str):
 
 
 def result_files(results_dir: Path, datasets=()) -> list[tuple[Path, CellResult]]:
-    """Every finished cell's result with its file (of ``datasets`` alone, where given: their folders are read);
+    """Every finished cell's result with its file (of ``datasets`` alone, where given: their folders are read, or
+    deeper ones of the store's, e.g. ``glue/rte/baseline``);
     what lives under ``NOT_CELLS`` (zero-shot probes, speed records, superseded results and pretraining records)
     is not a cell; a bad one (``read_result``) is skipped with a warning naming it."""
     results = []

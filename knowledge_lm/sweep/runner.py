@@ -2,6 +2,7 @@
 each in its own process, finished cells skipped, crashed ones resumed, cells claimed by another live process (another
 runner, here or on another machine sharing the directories) left to it."""
 
+import functools
 import json
 import os
 import queue
@@ -38,6 +39,7 @@ from knowledge_lm.sweep.inputs import check_backbone_ready, check_dataset_option
 from knowledge_lm.sweep.plan import (
     SweepRun,
     cell_status,
+    cells_sure_to_run,
     duration_text,
     failure_message,
     plan_line,
@@ -45,7 +47,7 @@ from knowledge_lm.sweep.plan import (
     sort_out_sweep,
 )
 from knowledge_lm.sweep.serve import spawn
-from knowledge_lm.sweep.startup import record_cells
+from knowledge_lm.sweep.startup import phase_ended, record_cells
 from knowledge_lm.sweep.submit import (
     LIVE_STATES,
     QUEUED_FILE,
@@ -114,13 +116,20 @@ def visible_gpus() -> list[str]:
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     if listed is not None:
         return [gpu.strip() for gpu in listed.split(",") if gpu.strip() and gpu.strip() != "-1"]
+    return list(host_gpus())
+
+
+@functools.cache
+def host_gpus() -> tuple[str, ...]:
+    """Every GPU ``nvidia-smi`` lists, asked once a process: a run asks before each sweep, and MPS before it, each
+    time before its first cell."""
     try:
         found = subprocess.run(
             ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
         )
     except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line.strip() for line in found.stdout.splitlines() if line.strip()] if found.returncode == 0 else []
+        return ()
+    return tuple(line.strip() for line in found.stdout.splitlines() if line.strip()) if found.returncode == 0 else ()
 
 
 def gpu_groups(gpus: list[str], devices_per_cell: int) -> list[tuple[str, ...]]:
@@ -180,6 +189,7 @@ class Worker:
         self.env, self.progress, self.log_path = env, progress, log
         self.process = self.replies = None
         self.error = {}  # the last cell's reply: a failed cell's error and traceback
+        self.began: list[float] = []  # when the worker began each of its cells (its replies' "began"), in order
 
     def launch(self):
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -227,6 +237,8 @@ class Worker:
             return None
         if reply is not None:
             self.error = reply
+            if "began" in reply:
+                self.began.append(reply["began"])
             return reply["status"], reply.get("error") or f"exit code {reply['status']}"
         try:
             returncode = self.process.wait(timeout=30)
@@ -355,6 +367,13 @@ def check_and_prepare(run: SweepRun, overrides: dict, *, data_dir, results_dir, 
             prepare_knowledge(run.sweep, methods, overrides, data_dir=data_dir, progress=sys.stderr.isatty())
 
 
+def import_data_module(sweep: Sweep) -> None:
+    """Load the sweep's data module, and with it torch, Lightning and transformers: what its plan and checks need
+    once any cell is stored or to run, loaded here so that the start-up's parts (``phase_ended``) show its cost."""
+    DATASETS.get(sweep.dataset)
+    phase_ended("imports")
+
+
 def cell_gpu_groups(sweep: Sweep, overrides: dict, gpus: list[str] | None) -> tuple[int, list]:
     """``(devices_per_cell, groups)``: the GPUs a cell of ``sweep`` takes, and ``gpus`` (default: the visible ones)
     in groups of that many; too few GPUs for one cell is an error."""
@@ -369,7 +388,7 @@ def cell_gpu_groups(sweep: Sweep, overrides: dict, gpus: list[str] | None) -> tu
 def open_sweep_slots(open_slots: ExitStack, cells: int, *, pool, jobs: int, groups, in_workers: bool, runs_dir):
     """The job slots that run a sweep's ``cells``: the shared ``pool`` where its cells run in workers, else new
     slots closed with ``open_slots``; the workers the sweep will use start now, so that their imports overlap the
-    sweep's checks instead of following them."""
+    sweep's plan and checks instead of following them."""
     if pool is not None and in_workers:
         slots = pool
     else:
@@ -380,6 +399,17 @@ def open_sweep_slots(open_slots: ExitStack, cells: int, *, pool, jobs: int, grou
         if in_workers and not slot.alive():
             slot.launch()
     return slots
+
+
+def planned_slots(open_slots: ExitStack, early: list, cells: int, *, pool, jobs: int, **options) -> list:
+    """The slots that run a sweep's ``cells``, once its plan knows them: those started ``early`` (before the plan,
+    ``open_sweep_slots``) where they are as many as it would start now (so each gets the same share of the cores),
+    else new ones, the early ones ended; a shared ``pool`` in any case."""
+    if pool is None and len(early) == min(jobs, cells):
+        return early
+    for slot in early if pool is None else ():
+        slot.close()
+    return open_sweep_slots(open_slots, cells, pool=pool, jobs=jobs, **options)
 
 
 def run_sweep(
@@ -419,27 +449,25 @@ def run_sweep(
         new_folders = [folder for folder in (Path(runs_dir), Path(runs_dir) / "workers") if not folder.exists()]
         checked = False
         open_slots.callback(lambda: checked or remove_new_folders(new_folders))
-        started = sort_out_sweep(
-            sweep,
-            overrides,
-            results_dir=results_dir,
-            runs_dir=runs_dir,
-            data_dir=data_dir,
-            retry_failed=retry_failed,
-            rerun_without_predictions=rerun_without_predictions,
-            only=only,
-        )
-        slots = open_sweep_slots(
-            open_slots, len(started.todo), pool=pool, jobs=jobs, groups=groups, in_workers=in_workers, runs_dir=runs_dir
-        )
+        slot_options = {"pool": pool, "jobs": jobs, "groups": groups, "in_workers": in_workers, "runs_dir": runs_dir}
+        # The workers of the cells sure to run start before the plan: their imports overlap the runner's.
+        sure = cells_sure_to_run(sweep, results_dir, runs_dir, rerun_without_predictions, only) if in_workers else 0
+        early = open_sweep_slots(open_slots, sure, **slot_options) if sure else []
+        phase_ended("workers")
+        import_data_module(sweep)
+        where = {"data_dir": data_dir, "results_dir": results_dir, "runs_dir": runs_dir}
+        reruns = {"retry_failed": retry_failed, "rerun_without_predictions": rerun_without_predictions}
+        started = sort_out_sweep(sweep, overrides, only=only, **reruns, **where)
+        phase_ended("plan")
+        slots = planned_slots(open_slots, early, len(started.todo), **slot_options)
         check_and_prepare(started, overrides, data_dir=data_dir, results_dir=results_dir, jobs=jobs)
+        phase_ended("data")
         checked = True
         counts, elsewhere = started.counts, started.elsewhere
         if not started.todo:
             counts["elsewhere"] = len(elsewhere)
             report_elsewhere(elsewhere)
             return counts
-        where = {"data_dir": data_dir, "results_dir": results_dir, "runs_dir": runs_dir}
         if executor is not None:
             return run_on_executor(
                 executor, started.todo, sweep, overrides=overrides, reruns=started.reruns, counts=counts, **where
@@ -477,6 +505,14 @@ def run_sweeps_together(
     ends before the next starts. Returns the counts summed over the sweeps."""
     new_folders = [folder for folder in (Path(runs_dir), Path(runs_dir) / "workers") if not folder.exists()]
     try:
+        # The workers of the cells sure to run start before the plan: their imports overlap the runner's.
+        sure = sum(cells_sure_to_run(sweep, results_dir, runs_dir, rerun_without_predictions, only) for sweep in sweeps)
+        for slot in pool[:sure]:
+            if not slot.alive():
+                slot.launch()
+        phase_ended("workers")
+        for sweep in sweeps:
+            import_data_module(sweep)
         started = [
             sort_out_sweep(
                 sweep,
@@ -489,11 +525,13 @@ def run_sweeps_together(
             )
             for sweep in sweeps
         ]
+        phase_ended("plan")
         for slot in pool[: sum(len(run.todo) for run in started)]:  # imports overlap the checks
             if not slot.alive():
                 slot.launch()
         for run in started:
             check_and_prepare(run, overrides, data_dir=data_dir, results_dir=results_dir, jobs=jobs)
+        phase_ended("data")
     except BaseException:
         remove_new_folders(new_folders)
         raise
@@ -640,7 +678,9 @@ def run_cells(slots, todo, sweep, *, overrides, data_dir, results_dir, runs_dir,
         except KeyboardInterrupt:
             raise SweepInterrupted(stop_cells(running, results_dir, runs_dir, counts, elsewhere)) from None
     if first_started:
-        record_cells(first_started, time.time())
+        # A worker still importing when handed its cell began it later: the first start is the earliest one it reports.
+        began = [moment for slot in slots for moment in getattr(slot, "began", ()) if moment >= first_started]
+        record_cells(min(began, default=first_started), time.time())
 
 
 def start_cell(slot, spec: CellSpec, rerun: bool, running: dict, counts: dict) -> list[tuple[Cell, str]]:

@@ -5,7 +5,8 @@ Run as ``python -m knowledge_lm.sweep.worker <runner pid>`` by the sweep runner 
 (``knowledge_lm.run.spec.CellSpec``), one JSON line each, from stdin, and runs each as a cell process would
 (``knowledge_lm.run.cell.run_spec``: claimed by this process, seeded, its failure recorded), its output in the
 cell's ``log.txt`` (on the terminal where the spec asks for progress bars). After each cell it writes one JSON line
-to stdout, ``{"key": cell key, "status": exit status}`` (a failed cell's also ``error`` and ``traceback``).
+to stdout, ``{"key": cell key, "status": exit status, "began": when it began the cell}`` (epoch seconds; a failed
+cell's also ``error`` and ``traceback``).
 Backbones and tokenized splits stay in memory between cells; each cell trains a fresh model. It ends at the end of
 its input, with its runner, or after a cell stopped by Ctrl-C.
 """
@@ -14,6 +15,7 @@ import gc
 import json
 import os
 import sys
+import time
 import traceback
 
 import torch
@@ -62,6 +64,7 @@ def serve(runner_pid: int):
     own_output = os.dup(2)
     output_to(own_output)
     for line in sys.stdin:
+        began = time.time()
         spec = CellSpec.from_json(line)
         cell = spec.cell
         error = {}
@@ -75,7 +78,7 @@ def serve(runner_pid: int):
                 error = {"error": error_line(failure), "traceback": traceback.format_exc()[-4000:]}
         gc.collect()  # the cell's model and trainer, before its successor allocates: as a process of its own would
         torch.cuda.empty_cache()  # and the GPU memory it held, for the other workers on this GPU
-        replies.write(json.dumps({"key": cell.key, "status": status, **error}) + "\n")
+        replies.write(json.dumps({"key": cell.key, "status": status, "began": began, **error}) + "\n")
         if status == INTERRUPTED_EXIT:  # Ctrl-C: the runner stops too
             return status
     return 0
