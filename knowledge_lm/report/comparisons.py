@@ -1,20 +1,16 @@
 """Each method compared: with the baseline seed by seed, on each example group, and with its counterfactual controls.
 
 Against the baseline: a paired t-test over the seeds both ran, neither cell degenerate, with the interval of Δ, its p
-corrected by Benjamini–Hochberg over a page's comparisons (``SIGNIFICANCE`` on q) and a verdict that tells "no
-difference" (interval within ±``NO_DIFFERENCE``) from "too few seeds to tell"; where both kept predictions of the
-same gold, the paired bootstrap over test examples (``knowledge_lm.report.bootstrap``). Per statement family
-(the generated task's text, type, one_hop, two_hop): a method's score with a bootstrap interval over the family's
-examples and the family's chance level (on one_hop and two_hop, no lower than the world's relation-blind regression,
-nor kg-text's than its input-order oracle: ``hop_chance``), tested above it over the seeds and over the examples
-(``family_test``). Against its controls (``KNOWLEDGE_CONTROLS``): Δ paired by seed, tested like Δ against the
-baseline (``knowledge_test``; a verdict needs ``MIN_SEEDS``), with the paired bootstrap interval over the examples
-beside it. Every p whose mark a page shows (against the baseline, knowledge used, above chance) is corrected
-together, once per page (``page_tests``).
-At 100 %, each method scored per entity-frequency bucket of the reported split's examples. A control's cells pair with
-the method's cells of the same world (``split_variant``: ``confirm-shuffled`` with ``confirm``); from the page's tests,
-whether a method uses relational facts in each world, where the world has no relation-blind cue
-(``relational_verdict``).
+corrected by Benjamini–Hochberg over a page's comparisons (``SIGNIFICANCE`` on q), a verdict that tells "no
+difference" (±``NO_DIFFERENCE``) from "too few seeds to tell", and the paired bootstrap over test examples where both
+kept predictions (``knowledge_lm.report.bootstrap``). Per statement family (the generated task's): a method's score
+with a bootstrap interval over the family's examples, tested over the seeds and over the examples above the family's
+chance (on one_hop and two_hop, no lower than the world's relation-blind regression, nor kg-text's than its
+input-order oracle: ``hop_chance``; ``family_test``). Against its controls (``KNOWLEDGE_CONTROLS``): Δ paired by seed,
+tested like Δ against the baseline (``knowledge_test``; a verdict needs ``MIN_SEEDS``), with the examples' bootstrap.
+Every p whose mark a page shows is corrected together, once per page (``page_tests``). At 100 %, each method scored
+per entity-frequency bucket; a control's cells pair with the method's of the same world (``split_variant``); from
+the tests, whether a method uses relational facts in each world without a relation-blind cue (``relational_verdict``).
 """
 
 import hashlib

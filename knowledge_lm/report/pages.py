@@ -325,18 +325,7 @@ def family_table(
     ]
     for method, variant in rows:
         cells = seed_cells(at, method, variant, fraction, metric)
-        cell_method = cells["cell_method"].iloc[0]
-        relational = (
-            "(control)"
-            if is_control(cell_method, variant)
-            else relational_verdict(
-                tests,
-                (backbone, task, method, variant, fraction),
-                cell_method,
-                ceiling=row_ceiling(cells),
-                relation_blind=row_relation_blind(cells),
-            )
-        )
+        relational = row_relational(tests, (backbone, task, method, variant, fraction), cells)
         scores = {
             group: family_score(cells, group, dataset, task=task, metric=metric, golds=golds, groupings=groupings)
             for group in groups
@@ -364,6 +353,17 @@ def family_table(
             + f" | {kg_verdict(above)} | {used[0]} | {used[1]} | {relational} |"
         )
     return lines
+
+
+def row_relational(tests: PageTests, row: tuple, cells: pd.DataFrame) -> str:
+    """A family table's "uses relational facts" of ``row`` (backbone, task, method, variant, fraction), whose seeds
+    are ``cells``: "(control)" for a control, else its ``relational_verdict``."""
+    cell_method, variant = cells["cell_method"].iloc[0], row[3]
+    if is_control(cell_method, variant):
+        return "(control)"
+    return relational_verdict(
+        tests, row, cell_method, ceiling=row_ceiling(cells), relation_blind=row_relation_blind(cells)
+    )
 
 
 def dev_family_text(cells: pd.DataFrame, group: str, metric: str) -> str:
