@@ -201,11 +201,8 @@ class TaskModel(pl.LightningModule):
     # -- shared training and evaluation ------------------------------------------------------
     def encoder_states(self, inputs: dict) -> torch.Tensor:
         """The encoder's last hidden states for ``inputs``; in a training step under compile_mode "cuda-graphs" on a
-        GPU, from the CUDA graphs of the inputs' shapes, captured the first time the shapes come. Inputs without
-        token types stay eager: BERT's own token-type path (a gather over a buffer) failed under capture on an H200
-        (transformers 5.17), and a backbone without token types (MPNet) is not measured."""
-        eager = self.encoder_graphs is None or "token_type_ids" not in inputs or self.device.type != "cuda"
-        if eager or not (self.training and torch.is_grad_enabled()):
+        GPU, from the CUDA graphs of the inputs' shapes, captured the first time the shapes come."""
+        if self.encoder_graphs is None or self.device.type != "cuda" or not (self.training and torch.is_grad_enabled()):
             return self.encoder(**inputs).last_hidden_state
         shapes = tuple((name, tuple(tensor.shape)) for name, tensor in inputs.items())
         if shapes not in self.encoder_graphs:
