@@ -112,6 +112,7 @@ def test_compile_auto_gives_cuda_graphs_only_to_long_cells_of_methods_measured_f
     assert auto.resolved(baseline, on_gpu=True, steps=captured - 1).compile is False  # capture costs more than it saves
     assert auto.resolved(METHODS.get("kam"), on_gpu=True, steps=compiled).compile is False  # slower with graphs
     assert auto.resolved(baseline, on_gpu=False, steps=compiled).compile is False
+    assert auto.resolved(baseline, on_gpu=True, steps=compiled, model_type="mpnet").compile is False  # no capture
     assert TrainConfig(devices=2).resolved(baseline, on_gpu=True, steps=compiled).compile is False
     explicit = TrainConfig.from_dict({"compile": "false"})
     assert explicit.resolved(baseline, on_gpu=True, steps=compiled) is explicit and explicit.compile is False
@@ -130,6 +131,9 @@ def test_encoder_graphs_are_for_the_plain_encoder_and_leave_cpu_steps_eager():
     batch = {"input_ids": torch.tensor([[101, 7, 102]]), "attention_mask": torch.ones(1, 3, dtype=torch.long)}
     assert model.encode(batch).shape == (1, 3, encoder.config.hidden_size)
     assert model.encoder_graphs == {}  # on the CPU: eager, nothing captured
+    mpnet, _, _ = load_backbone("tiny-mpnet", seed=0)
+    with pytest.raises(KlmError, match="captures bert encoders, not mpnet's"):  # its mask: a host tensor
+        METHODS.get("baseline")(mpnet, spec).compile_modules("cuda-graphs")
     with pytest.raises(KlmError, match="captures the plain encoder, and .* runs its own modules inside it"):
         METHODS.get("kg-text")(encoder, spec).compile_modules("cuda-graphs")
 

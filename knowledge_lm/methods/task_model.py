@@ -14,7 +14,7 @@ import pytorch_lightning as pl
 import torch
 from lightning_utilities.core.apply_func import apply_to_collection
 
-from knowledge_lm.core.backbones import encoder_layers
+from knowledge_lm.core.backbones import CAPTURED_MODEL_TYPES, encoder_layers
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.options import coerce_fields, option_kinds
 from knowledge_lm.core.registry import TASK_KINDS
@@ -224,6 +224,11 @@ class TaskModel(pl.LightningModule):
                 raise KlmError(
                     f"compile_mode cuda-graphs captures the plain encoder, and {type(self).__name__} runs its own "
                     "modules inside it; use compile_mode reduce-overhead"
+                )
+            if self.encoder.config.model_type not in CAPTURED_MODEL_TYPES:
+                raise KlmError(
+                    f"compile_mode cuda-graphs captures {', '.join(CAPTURED_MODEL_TYPES)} encoders, not "
+                    f"{self.encoder.config.model_type}'s; use compile_mode reduce-overhead or compile=false"
                 )
             self.encoder_graphs = {}
             return

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from knowledge_lm.core.backbones import check_backbone_name
+from knowledge_lm.core.backbones import CAPTURED_MODEL_TYPES, check_backbone_name
 from knowledge_lm.core.errors import KlmError, check_name
 from knowledge_lm.core.io import read_yaml
 from knowledge_lm.core.options import coerce_fields, is_union
@@ -61,6 +61,9 @@ PRECISIONS = ("auto", "32-true", "32", "16-mixed", "16", "bf16-mixed", "bf16", "
 # H200, GLUE cells of at most 730 steps ran slower with it than eager, SST-2's of 4150 steps a fifth faster.
 # Capturing the encoder costs a few warm-up steps per padded shape.
 CUDA_GRAPH_MIN_STEPS = {"cuda-graphs": 150, "reduce-overhead": 2000}
+# A train loader worker is forked at every epoch (about 80 ms on the H200 host: RTE 1 %'s 150 one-batch epochs
+# took 12 s longer with one); it repays that only over epochs of many batches.
+TRAIN_WORKER_MIN_BATCHES = 100
 CUDA_GRAPH_PADDING = 16  # batches' length multiple under CUDA graphs (one graph per length)
 # torch.compile's modes, and "cuda-graphs": nothing compiled, the plain encoder's training steps captured.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "cuda-graphs")
@@ -160,13 +163,16 @@ class TrainConfig:
             raise KlmError(f"{where}: {error}") from None
         return config
 
-    def resolved(self, method_class, on_gpu: bool, steps: int) -> "TrainConfig":
+    def resolved(self, method_class, on_gpu: bool, steps: int, model_type: str = "bert") -> "TrainConfig":
         """These settings with ``compile="auto"`` made concrete for a cell of ``method_class`` that trains ``steps``
-        steps: CUDA graphs, made as the method's ``cuda_graphs`` says, where the cell trains on one GPU and is long
-        enough to repay their making (``CUDA_GRAPH_MIN_STEPS``), else eager."""
+        steps of a backbone of ``model_type``: CUDA graphs, made as the method's ``cuda_graphs`` says, where the cell
+        trains on one GPU and is long enough to repay their making (``CUDA_GRAPH_MIN_STEPS``), and the encoder
+        captures (``CAPTURED_MODEL_TYPES``, for "cuda-graphs"), else eager."""
         if self.compile != "auto":
             return self
         mode = getattr(method_class, "cuda_graphs", None)
+        if mode == "cuda-graphs" and model_type not in CAPTURED_MODEL_TYPES:
+            mode = None
         graphs = on_gpu and self.world_size == 1 and mode is not None and steps >= CUDA_GRAPH_MIN_STEPS[mode]
         return dataclasses.replace(self, compile=graphs, compile_mode=mode if graphs else self.compile_mode)
 

@@ -7,7 +7,7 @@ import torch
 from knowledge_lm.core.errors import KlmError
 from knowledge_lm.core.registry import DATASETS, METHODS
 from knowledge_lm.data.base import StaticPadding
-from knowledge_lm.run.config import TrainConfig
+from knowledge_lm.run.config import TRAIN_WORKER_MIN_BATCHES, TrainConfig
 
 
 class CellCheckpoint(pl.callbacks.ModelCheckpoint):
@@ -97,10 +97,12 @@ def build_model_and_data(
         )
     data.setup()
     budget = train.budget(data.train_size)
-    train = train.resolved(method_class, torch.cuda.is_available(), total_steps or budget["max_steps"])
+    on_gpu, steps = torch.cuda.is_available(), total_steps or budget["max_steps"]
+    train = train.resolved(method_class, on_gpu, steps, model_type=encoder.config.model_type)
     if train.padding_multiple:  # after set-up: the encodings and prepared features keep their cache keys
         data.tokenizer = StaticPadding(data.tokenizer, multiple=train.padding_multiple)
-    if train.compile is True and train.compile_mode == "cuda-graphs":
+    captured = train.compile is True and train.compile_mode == "cuda-graphs"
+    if captured and data.train_size >= TRAIN_WORKER_MIN_BATCHES * train.per_device_batch_size:
         data.train_workers = 1  # the captured step leaves the host's time to collating: one worker does it beside
     model = method_class(
         encoder,
