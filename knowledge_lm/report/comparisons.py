@@ -966,7 +966,7 @@ def stored_method_reach(method: str, dataset_options: dict, results_dir: Path) -
 def row_chance_reach(cells: pd.DataFrame, results_dir: Path | None = None) -> dict[str, float] | None:
     """Family → the relation-blind reach the one_hop and two_hop scores of ``cells`` (one row's) are tested above:
     their world's relation-blind regression, or the relation-blind oracle over their method's own input where that
-    reaches further (``sanity.stored_method_reach``: kg-text's input order), as stored under ``results_dir``; None
+    reaches further (``stored_method_reach``: kg-text's input order), as stored under ``results_dir``; None
     off the generated task or where their world has none stored for its current code."""
     if cells["dataset"].iloc[0] != DATASET:
         return None
