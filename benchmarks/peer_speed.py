@@ -27,7 +27,6 @@ Trainer side needs ``accelerate`` (``pip install 'knowledge-lm[peer]'``).
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -50,12 +49,12 @@ from knowledge_lm.report.speed import render_peer, speed_record_path
 from knowledge_lm.run.config import TrainConfig, load_sweep, parse_fractions, parse_seeds
 from knowledge_lm.run.provenance import device_name, measured_now
 from knowledge_lm.sweep.serve import server_key, socket_path
+from knowledge_lm.sweep.startup import read_outside_cells_line
 
 GLUE_CONFIG = benchmarks_dir() / "glue.yaml"
 HF_CELL = Path(__file__).resolve().with_name("peer_hf_cell.py")
 SINGLE_CELL = ("rte", 1.0, 1)
 LONG_CELL = ("sst2", 1.0, 1)
-BEFORE_FIRST = re.compile(r"([0-9.]+) s before the first started")
 
 
 def fail(message: str):
@@ -184,9 +183,9 @@ def run_klm(args, tasks, fractions, seeds, folder: Path, cache: Path | None = No
     if code != 0:
         last = (log.read_text().strip().splitlines() or ["(no output)"])[-1]
         fail(f"klm bench exited {code}: {last}")
-    found = BEFORE_FIRST.search(log.read_text())
+    found = read_outside_cells_line(log.read_text())
     results = {(r["cell"]["task"], r["cell"]["fraction"], r["cell"]["seed"]): r for r in load_results(results_dir)}
-    return wall, results, float(found.group(1)) if found else None
+    return wall, results, found[0] if found else None
 
 
 def measure(

@@ -14,7 +14,6 @@ the ratio start-up / floor (issue 48, item 2). Run from a checkout's root, it me
 
 import argparse
 import json
-import re
 import statistics
 import subprocess
 import sys
@@ -23,14 +22,14 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from knowledge_lm.sweep.startup import read_outside_cells_line
+
 FLOOR = [sys.executable, "-c", "import torch, pytorch_lightning, transformers"]
 # One seed stored first, then a bench of two: the second's start-up is measured. Two steps a cell: the cells are
 # not what is measured.
 SWEEP = ["--config", "benchmarks/glue.yaml", "--tasks", "rte", "--fractions", "1", "--backbone", "tiny"]
 SETTINGS = ["--set", "max_steps=2", "--set", "evaluations=1", "--no-leaderboard"]
 RESULT = "glue/rte/baseline/tiny/f1-s{seed}.json"
-BEFORE_FIRST = re.compile(r"\(([0-9.]+) s before the first started: ([^;]*);")
-PART = re.compile(r"([a-z][a-z' -]*?) ([0-9.]+) s")
 
 
 def bench(folder: Path, data_dir: str, seeds: str) -> dict:
@@ -43,12 +42,12 @@ def bench(folder: Path, data_dir: str, seeds: str) -> dict:
     command += [argument for pair in zip(where, paths) for argument in pair] + SETTINGS
     started = time.time()
     done = subprocess.run(command, capture_output=True, text=True)
-    found = BEFORE_FIRST.search(done.stdout)
+    found = read_outside_cells_line(done.stdout)
     if done.returncode or not found:
         sys.exit(f"klm bench failed (rc {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    parts = {name: float(seconds) for name, seconds in PART.findall(found.group(2))}
+    startup, parts = found
     result = folder / "results" / RESULT.format(seed=seeds.split(",")[-1])
-    return {"startup": float(found.group(1)), "parts": parts, "cell_clock": cell_clock(result, started)}
+    return {"startup": startup, "parts": parts, "cell_clock": cell_clock(result, started)}
 
 
 def cell_clock(result_path: Path, since: float) -> float:

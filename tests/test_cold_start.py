@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import stored_result
 
-from knowledge_lm.sweep.startup import outside_cells_line, process_started, startup_parts
+from knowledge_lm.sweep.startup import outside_cells_line, process_started, read_outside_cells_line, startup_parts
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "lightning", "pytorch_lightning", "transformers", "datasets", "spacy")
@@ -58,6 +58,9 @@ def test_the_time_before_the_first_cell_is_told_in_its_parts():
     line = outside_cells_line(100.0, [(108.0, 150.0)], ended=151.0, phases=[*phases, ("data", 120.0)])
     assert "(8.0 s before the first started: start-up 1.0 s, checks 0.5 s, imports 4.5 s, plan 0.5 s, data 0.5 s, " \
         "waiting for its worker 1.0 s; 1.0 s after the last ended)" in line  # fmt: skip
+    told = {"start-up": 1.0, "checks": 0.5, "imports": 4.5, "plan": 0.5, "data": 0.5, "waiting for its worker": 1.0}
+    assert read_outside_cells_line(f"done\n{line}\n") == (8.0, told)  # what the benchmarks read of it
+    assert read_outside_cells_line("klm bench: 1.0 s, no cell ran") is None
     spells = startup_parts(100.0, 110.0, [("imports", 102.0), ("plan", 103.0), ("imports", 105.0)])
     assert spells == [("imports", 4.0), ("plan", 1.0), ("waiting for its worker", 5.0)]
 

@@ -3,7 +3,12 @@ imports, checks, knowledge preparation), in the parts the runner marks (``phase_
 to its exit (leaderboard pages)."""
 
 import os
+import re
 import time
+
+# What ``outside_cells_line`` says of the start-up: its seconds and its parts' text, each part "name N s".
+BEFORE_FIRST = re.compile(r"\(([0-9.]+) s before the first started: ([^;]*);")
+PART = re.compile(r"([a-z][a-z' -]*?) ([0-9.]+) s")
 
 # (first cell's start, last cell's end) of each batch of cells this process ran (``run_cells``), in order.
 CELL_SPANS: list[tuple[float, float]] = []
@@ -68,3 +73,12 @@ def outside_cells_line(
         f"({before:.1f} s before the first started: {named or 'start-up, imports, checks'}; {after:.1f} s after the "
         "last ended)"
     )
+
+
+def read_outside_cells_line(output: str) -> tuple[float, dict[str, float]] | None:
+    """From a ``klm bench``'s ``output``, what its ``outside_cells_line`` says of the start-up: the seconds before the
+    first cell started and their parts by name ({} where the runner marked none); None where no cell ran."""
+    found = BEFORE_FIRST.search(output)
+    if found is None:
+        return None
+    return float(found.group(1)), {name: float(seconds) for name, seconds in PART.findall(found.group(2))}
