@@ -125,17 +125,41 @@ def test_encoder_graphs_are_for_the_plain_encoder_and_leave_cpu_steps_eager():
 
     encoder, _, _ = load_backbone("tiny", seed=0)
     spec = SPECS["rte"]
-    model = METHODS.get("baseline")(encoder, spec)
+    model = METHODS.get("bert+sr")(encoder, spec)
     model.compile_modules("cuda-graphs")
-    assert model.encoder_graphs == {}
+    assert model.encoder_graphs == {} and model.step_graphs is None  # its extra loss: the encoder alone
     batch = {"input_ids": torch.tensor([[101, 7, 102]]), "attention_mask": torch.ones(1, 3, dtype=torch.long)}
     assert model.encode(batch).shape == (1, 3, encoder.config.hidden_size)
     assert model.encoder_graphs == {}  # on the CPU: eager, nothing captured
+    assert model.capture_record() == {"captured": "encoder", "shapes": 0}
     mpnet, _, _ = load_backbone("tiny-mpnet", seed=0)
     with pytest.raises(KlmError, match="captures bert encoders, not mpnet's"):  # its mask: a host tensor
         METHODS.get("baseline")(mpnet, spec).compile_modules("cuda-graphs")
     with pytest.raises(KlmError, match="captures the plain encoder, and .* runs its own modules inside it"):
         METHODS.get("kg-text")(encoder, spec).compile_modules("cuda-graphs")
+
+
+def test_the_baselines_whole_step_is_captured_on_one_gpu_alone_and_its_cpu_steps_stay_eager(tmp_path):
+    from knowledge_lm.data.glue import SPECS
+    from knowledge_lm.methods.trainer import build_trainer
+
+    encoder, tokenizer, _ = load_backbone("tiny", seed=0)
+    model = METHODS.get("baseline")(encoder, SPECS["rte"], total_steps=3)
+    model.compile_modules("cuda-graphs")
+    assert model.step_graphs == {} and model.encoder_graphs is None
+    balanced = METHODS.get("baseline")(encoder, SPECS["rte"])
+    balanced.kind.class_weights = torch.ones(2)  # a host tensor the loss moves: the encoder alone
+    balanced.compile_modules("cuda-graphs")
+    assert balanced.step_graphs is None and balanced.encoder_graphs == {}
+    batch = dict(tokenizer(["a cat", "rain today"], padding=True, return_tensors="pt"))
+    batch["labels"] = torch.tensor([0, 1])
+    loader = torch.utils.data.DataLoader([batch] * 3, batch_size=None, collate_fn=lambda b: b)
+    trainer = build_trainer(3, root_dir=tmp_path)
+    trainer.fit(model, train_dataloaders=loader)
+    # On the CPU no step can be captured: the optimiser is AdamW's usual one, and every step ran through Lightning.
+    assert model.step_graphs is None and model.encoder_graphs == {} and trainer.global_step == 3
+    assert isinstance(trainer.optimizers[0].param_groups[0]["lr"], float)
+    assert not trainer.optimizers[0].defaults["capturable"]
 
 
 def test_a_closed_gated_loader_yields_nothing_and_draws_the_random_stream_as_a_loader_does():

@@ -7,6 +7,7 @@ itself. The head, loss, decoding and scoring come from the task's kind
 split, model selection on dev and the optimiser are the same for all methods, so they live here once.
 """
 
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, fields
 
@@ -66,6 +67,54 @@ def captured_encoder(encoder, inputs: dict) -> EncoderCall:
             call, tuple(t.clone() for t in inputs.values()), num_warmup_iters=1, allow_unused_input=True
         )
     return call
+
+
+class CapturedStep:
+    """A whole training step (gradients zeroed, the forward, the loss, its backward, the clipping and the optimiser's
+    update) captured as one CUDA graph for one padded batch shape; ``replay`` copies a batch of that shape into the
+    graph's inputs and runs it, returning the graph's loss (overwritten by the next replay)."""
+
+    def __init__(self, model: "TaskModel", optimizer: torch.optim.Optimizer, batch: dict, clip: float | None):
+        self.inputs = {name: tensor.clone() for name, tensor in batch.items()}
+        parameters = [p for group in optimizer.param_groups for p in group["params"]]
+        device = parameters[0].device
+        for group in optimizer.param_groups:  # a resumed optimiser's rates come back from its checkpoint on the host
+            if not (isinstance(group["lr"], torch.Tensor) and group["lr"].device == device):
+                group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
+        for parameter in parameters:  # allocated outside the graph, which zeroes them and accumulates into them
+            if parameter.grad is None:
+                parameter.grad = torch.zeros_like(parameter)
+        # The step's autocast for the forward, without its weight cache (as ``captured_encoder``); the backward and
+        # the update outside it, as in PyTorch's whole-network capture.
+        forward_autocast = torch.autocast(
+            "cuda",
+            dtype=torch.get_autocast_dtype("cuda"),
+            enabled=torch.is_autocast_enabled("cuda"),
+            cache_enabled=False,
+        )
+        # Warm-up (cuBLAS handles, autocast's kernels) on a side stream: a forward and backward, no update.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), torch.autocast("cuda", enabled=False):
+            with forward_autocast:
+                loss = model.step_loss(self.inputs)
+            loss.backward()
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph), torch.autocast("cuda", enabled=False):
+            optimizer.zero_grad(set_to_none=False)
+            with forward_autocast:
+                self.loss = model.step_loss(self.inputs)
+            self.loss.backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(parameters, clip, foreach=True)
+            optimizer.step()
+
+    def replay(self, batch: dict) -> torch.Tensor:
+        for name, tensor in self.inputs.items():
+            tensor.copy_(batch[name], non_blocking=True)
+        self.graph.replay()
+        return self.loss
 
 
 def trainer_of(module: pl.LightningModule) -> pl.Trainer | None:
@@ -158,6 +207,7 @@ class TaskModel(pl.LightningModule):
         self.evaluations: list[dict] = []
         self.cuda_graph_steps = False  # compile_modules(mode="reduce-overhead")
         self.encoder_graphs: dict | None = None  # compile_modules(mode="cuda-graphs"): padded shape → EncoderCall
+        self.step_graphs: dict | None = None  # compile_modules(mode="cuda-graphs"): padded shape → CapturedStep
         self.best_outputs: dict[str, dict] = {}  # split → decoded predictions and gold of the best evaluation
         self._outputs: defaultdict[int, list[tuple]] = defaultdict(list)  # split index → (logits, batch) on the host
         self._features: defaultdict[int, list[torch.Tensor]] = defaultdict(list)
@@ -230,11 +280,41 @@ class TaskModel(pl.LightningModule):
                     f"compile_mode cuda-graphs captures {', '.join(CAPTURED_MODEL_TYPES)} encoders, not "
                     f"{self.encoder.config.model_type}'s; use compile_mode reduce-overhead or compile=false"
                 )
-            self.encoder_graphs = {}
+            if self.step_captures():
+                self.step_graphs = {}
+                # A replayed step returns None to Lightning on purpose (``training_step``), each step.
+                warnings.filterwarnings("ignore", message="`training_step` returned `None`")
+            else:
+                self.encoder_graphs = {}
             return
         self.cuda_graph_steps = mode == "reduce-overhead"
         for module in self.compiled_modules():
             module.forward = compiled(module.forward, mode)
+
+    def step_captures(self) -> bool:
+        """Whether compile_mode "cuda-graphs" captures this model's whole training step rather than its encoder: its
+        step is the task's loss alone (no extra losses, no steps of its own), of a task kind whose step captures
+        (``TaskKind.captures_step``), without class weights."""
+        own = (type(self).losses, type(self).extra_losses, type(self).training_step)
+        shared = (TaskModel.losses, TaskModel.extra_losses, TaskModel.training_step)
+        return own == shared and self.kind.captures_step and self.kind.class_weights is None
+
+    def capture_record(self) -> dict | None:
+        """What this run replayed as CUDA graphs under compile_mode "cuda-graphs" (recorded with its result): the
+        whole training step or the encoder, and how many padded batch shapes were captured; None for neither."""
+        for what, graphs in (("training step", self.step_graphs), ("encoder", self.encoder_graphs)):
+            if graphs is not None:
+                return {"captured": what, "shapes": len(graphs)}
+        return None
+
+    def replays_steps(self) -> bool:
+        """Whether this training step replays a captured whole step: under step capture, once the optimiser holds
+        its state (its first step, which makes it, runs eagerly)."""
+        return self.step_graphs is not None and bool(self.trainer.optimizers[0].state)
+
+    def step_loss(self, batch) -> torch.Tensor:
+        """A training batch's loss, the sum of ``losses``: what a training step minimises."""
+        return sum(self.losses(batch).values())
 
     def on_train_batch_start(self, batch, batch_idx):
         # CUDA-graph outputs of one step are overwritten by the next replay; tell the graph trees where steps begin.
@@ -254,6 +334,15 @@ class TaskModel(pl.LightningModule):
         return {"task": self.kind.loss(logits, batch), **self.extra_losses(batch, features)}
 
     def training_step(self, batch, batch_idx):
+        if self.replays_steps():
+            shapes = tuple((name, tuple(tensor.shape)) for name, tensor in batch.items())
+            if shapes not in self.step_graphs:
+                optimizer, clip = self.trainer.optimizers[0], self.trainer.gradient_clip_val
+                self.step_graphs[shapes] = CapturedStep(self, optimizer, batch, clip)
+            loss = self.step_graphs[shapes].replay(batch)
+            if logs_this_step(self):  # a copy: the next replay overwrites the graph's loss
+                self.log("loss", loss.detach().clone(), prog_bar=True, batch_size=len(batch["labels"]), logger=False)
+            return None  # the step is done: nothing for Lightning to back-propagate, clip or update
         losses = self.losses(batch)
         loss = sum(losses.values())
         if logs_this_step(self):
@@ -367,6 +456,12 @@ class TaskModel(pl.LightningModule):
         # Fused under compile_mode cuda-graphs, whose step is bound by launches; not under a gradient scaler
         # (16-mixed), whose unscaling a fused optimizer does itself, after the clipping.
         scaled = trainer is not None and str(trainer.precision).startswith("16")
+        one_step_a_batch = trainer is not None and trainer.world_size == 1 and trainer.accumulate_grad_batches == 1
+        if self.step_graphs is not None and (scaled or not one_step_a_batch or self.device.type != "cuda"):
+            # A gradient scaler, DDP's all-reduce or accumulation would act between the step's parts: capture the
+            # encoder alone.
+            self.step_graphs, self.encoder_graphs = None, {}
+        captured = self.encoder_graphs is not None or self.step_graphs is not None
         return adamw_with_warmup(
             self,
             self.lr,
@@ -375,8 +470,19 @@ class TaskModel(pl.LightningModule):
             self.total_steps,
             new_modules=self.new_modules(),
             new_module_lr=self.options.new_module_lr,
-            fused=self.encoder_graphs is not None and self.device.type == "cuda" and not scaled,
+            fused=captured and self.device.type == "cuda" and not scaled,
+            capturable=self.step_graphs is not None,
         )
+
+    def optimizer_step(self, epoch, batch_idx, optimizer, optimizer_closure=None):
+        if self.replays_steps():
+            optimizer_closure()  # the training step replays the captured update; a second one must not follow
+            return
+        super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
+
+    def optimizer_zero_grad(self, epoch, batch_idx, optimizer):
+        if not self.replays_steps():  # a captured step zeroes the gradients it accumulates
+            super().optimizer_zero_grad(epoch, batch_idx, optimizer)
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
         # Lightning refuses to clip for a fused optimizer (for fear of a gradient scaler, which this one has not:

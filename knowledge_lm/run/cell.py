@@ -396,7 +396,7 @@ def cell_result(
         },
         "git": git_commit(),
         "versions": versions(),
-        "device": {**device_record(precision, train.world_size), "mps": mps_in_use()},
+        "device": {**device_record(precision, train.world_size), "mps": mps_in_use(), "graphs": model.capture_record()},
         "backbone": backbone.to_dict(),
         "data": {
             "subset_seed": train.subset_seed,

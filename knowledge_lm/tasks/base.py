@@ -35,6 +35,9 @@ class TaskKind:
     """
 
     name: ClassVar[str]
+    # Whether a training step of this kind's head and loss can be captured whole as a CUDA graph: every tensor of
+    # its batch is an input, and the head and loss neither wait for the device nor take shapes from values.
+    captures_step: ClassVar[bool] = False
 
     def __init__(self, spec):
         self.spec = spec

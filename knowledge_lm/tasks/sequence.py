@@ -25,6 +25,8 @@ class ClsHead(nn.Module):
 
 
 class SequenceTask(TaskKind):
+    captures_step = True  # [CLS] → classifier → cross-entropy or MSE, over a batch of encoder inputs and labels
+
     def encode(self, records, tokenizer, max_length):
         first, second = self.texts(records)
         encoded = tokenizer(first, second, truncation=True, max_length=max_length)
