@@ -76,14 +76,13 @@ class CapturedStep:
 
     def __init__(self, model: "TaskModel", optimizer: torch.optim.Optimizer, batch: dict, clip: float | None):
         self.inputs = {name: tensor.clone() for name, tensor in batch.items()}
-        parameters = [p for group in optimizer.param_groups for p in group["params"]]
+        # The parameters the eager first step gave gradients (not a pooler the head never reads): the graph zeroes
+        # those gradients, accumulates into them, clips and updates them, as that step did.
+        parameters = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         device = parameters[0].device
         for group in optimizer.param_groups:  # a resumed optimiser's rates come back from its checkpoint on the host
             if not (isinstance(group["lr"], torch.Tensor) and group["lr"].device == device):
                 group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
-        for parameter in parameters:  # allocated outside the graph, which zeroes them and accumulates into them
-            if parameter.grad is None:
-                parameter.grad = torch.zeros_like(parameter)
         # The step's autocast for the forward, without its weight cache (as ``captured_encoder``); the backward and
         # the update outside it, as in PyTorch's whole-network capture.
         forward_autocast = torch.autocast(
@@ -208,6 +207,7 @@ class TaskModel(pl.LightningModule):
         self.cuda_graph_steps = False  # compile_modules(mode="reduce-overhead")
         self.encoder_graphs: dict | None = None  # compile_modules(mode="cuda-graphs"): padded shape → EncoderCall
         self.step_graphs: dict | None = None  # compile_modules(mode="cuda-graphs"): padded shape → CapturedStep
+        self.stepped_eagerly = False  # whether this process ran an optimiser step outside the captured ones
         self.best_outputs: dict[str, dict] = {}  # split → decoded predictions and gold of the best evaluation
         self._outputs: defaultdict[int, list[tuple]] = defaultdict(list)  # split index → (logits, batch) on the host
         self._features: defaultdict[int, list[torch.Tensor]] = defaultdict(list)
@@ -308,9 +308,9 @@ class TaskModel(pl.LightningModule):
         return None
 
     def replays_steps(self) -> bool:
-        """Whether this training step replays a captured whole step: under step capture, once the optimiser holds
-        its state (its first step, which makes it, runs eagerly)."""
-        return self.step_graphs is not None and bool(self.trainer.optimizers[0].state)
+        """Whether this training step replays a captured whole step: under step capture, after this process's first
+        step, which runs eagerly and makes what the captured steps reuse (the gradients, the optimiser's state)."""
+        return self.step_graphs is not None and self.stepped_eagerly
 
     def step_loss(self, batch) -> torch.Tensor:
         """A training batch's loss, the sum of ``losses``: what a training step minimises."""
@@ -479,6 +479,7 @@ class TaskModel(pl.LightningModule):
             optimizer_closure()  # the training step replays the captured update; a second one must not follow
             return
         super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
+        self.stepped_eagerly = True
 
     def optimizer_zero_grad(self, epoch, batch_idx, optimizer):
         if not self.replays_steps():  # a captured step zeroes the gradients it accumulates
