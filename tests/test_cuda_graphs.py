@@ -1,6 +1,6 @@
 """Training setting compile_mode "cuda-graphs" against eager steps, on a GPU: the captured encoder gives the same
 losses and gradients step after step (the weights updated between), and the captured whole step (the baseline's)
-the same weights after training, over two padded shapes."""
+the same weights after training, over padded shapes met before and after evaluations."""
 
 import copy
 
@@ -56,10 +56,14 @@ def test_captured_encoder_steps_equal_eager_steps():
 
 def trained_parameters(model, batches, precision: str) -> dict[str, torch.Tensor]:
     """``model``'s parameters after training one step on each of ``batches`` under the suite's trainer (clipping,
-    the scheduler, ``precision``)."""
-    trainer = build_trainer(len(batches), precision=precision)
-    loader = torch.utils.data.DataLoader(batches, batch_size=None, collate_fn=lambda batch: batch)
-    trainer.fit(model, train_dataloaders=loader)
+    the scheduler, ``precision``), evaluated on two of them every three steps."""
+    # Evaluations between the steps, as in a cell: Lightning releases the gradients before each.
+    trainer = build_trainer(len(batches), precision=precision, eval_every_steps=3)
+    loaders = [
+        torch.utils.data.DataLoader(some, batch_size=None, collate_fn=lambda batch: batch)
+        for some in (batches, batches[:2])
+    ]
+    trainer.fit(model, train_dataloaders=loaders[0], val_dataloaders=loaders[1])
     return {name: parameter.detach().float().cpu() for name, parameter in model.named_parameters()}
 
 
@@ -67,19 +71,25 @@ def trained_parameters(model, batches, precision: str) -> dict[str, torch.Tensor
 def test_captured_training_steps_equal_eager_steps(precision):
     encoder, tokenizer, _ = load_backbone("tiny", seed=0)
     eager, captured = (
-        without_dropout(METHODS.get("baseline")(copy.deepcopy(encoder), SPECS["rte"], dropout=0.0, total_steps=8))
+        without_dropout(
+            METHODS.get("baseline")(
+                copy.deepcopy(encoder), SPECS["rte"], eval_splits=["dev"], dropout=0.0, total_steps=8
+            )
+        )
         for _ in range(2)
     )
     captured.load_state_dict(eager.state_dict())
     captured.compile_modules("cuda-graphs")
     texts = ["a man sleeps on the sofa", "someone is running in the park today", "rain", "the cat sat on the mat"]
     batches = []
-    for step, length in enumerate((16, 32, 16, 32, 32, 16, 16, 32)):
+    # Three padded shapes, the third first met after an evaluation (at steps 3 and 6).
+    for step, length in enumerate((16, 32, 16, 32, 48, 16, 48, 32)):
         batch = dict(tokenizer(texts, padding="max_length", truncation=True, max_length=length, return_tensors="pt"))
         batches.append({**batch, "labels": torch.tensor([step % 2, 1, 0, (step // 2) % 2])})
     eager_weights = trained_parameters(eager, batches, precision)
     captured_weights = trained_parameters(captured, batches, precision)
-    assert captured.capture_record() == {"captured": "training step", "shapes": 2}  # the first step ran eagerly
+    assert captured.capture_record() == {"captured": "training step", "shapes": 3}  # the first step ran eagerly
+    assert [e["step"] for e in captured.evaluations] == [e["step"] for e in eager.evaluations] == [3, 6]
     tolerance = {"rtol": 1e-4, "atol": 1e-5} if precision == "32-true" else {"rtol": 2e-2, "atol": 2e-3}
     for name, weight in eager_weights.items():
         torch.testing.assert_close(captured_weights[name], weight, **tolerance, msg=name)

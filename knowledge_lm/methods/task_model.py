@@ -79,6 +79,8 @@ class CapturedStep:
         # The parameters the eager first step gave gradients (not a pooler the head never reads): the graph zeroes
         # those gradients, accumulates into them, clips and updates them, as that step did.
         parameters = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        # Held here: the graph writes and reads these very tensors, whatever later becomes of each ``p.grad``.
+        self.gradients = [p.grad for p in parameters]
         device = parameters[0].device
         for group in optimizer.param_groups:  # a resumed optimiser's rates come back from its checkpoint on the host
             if not (isinstance(group["lr"], torch.Tensor) and group["lr"].device == device):
@@ -480,6 +482,11 @@ class TaskModel(pl.LightningModule):
             return
         super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
         self.stepped_eagerly = True
+
+    def on_validation_model_zero_grad(self):
+        # Lightning releases the gradients before an evaluation; captured steps write into those tensors.
+        if self.step_graphs is None:
+            super().on_validation_model_zero_grad()
 
     def optimizer_zero_grad(self, epoch, batch_idx, optimizer):
         if not self.replays_steps():  # a captured step zeroes the gradients it accumulates
