@@ -13,6 +13,9 @@ weight decay 0.01, length 128, 10 evaluations, the best dev evaluation selected)
    ``--grid-seeds`` limit it, ``--no-grid`` skips it): one ``klm bench`` against one Trainer process per
    cell, ``--jobs`` at a time on each side.
 
+``--served-startup N`` adds, last, klm's start-up (before its first cell) with a warm server: N one-cell ``klm
+bench`` runs handed to a ``klm serve`` started for them and stopped after them, beside the cold runs' start-up.
+
 Both sides read the same rows: the splits come from the suite's ``GlueDataModule`` (its train fraction and
 the dev split it holds out of GLUE train; GLUE dev is the reported test), exported for the Trainer as JSON
 lines; a cell whose ``klm`` subset hash differs from the exported one is flagged. ``klm`` gets a cache
@@ -20,6 +23,7 @@ directory of its own, empty at the start, so its first cell tokenizes as the Tra
 Trainer side needs ``accelerate`` (``pip install 'knowledge-lm[peer]'``).
 
     python benchmarks/peer_speed.py --jobs 8                       # on a GPU: the cell, then the grid
+    python benchmarks/peer_speed.py --no-grid --served-startup 5   # the cell, then 5 start-ups with klm serve
     python benchmarks/peer_speed.py --jobs 8 --no-cell --grid-sides klm --klm-no-mps   # the grid without MPS
     python benchmarks/peer_speed.py --backbone tiny --max-steps 3 --grid-tasks rte --grid-fractions 0.1
 """

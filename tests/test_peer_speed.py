@@ -248,12 +248,20 @@ def test_a_served_start_up_that_stopped_early_says_why():
     assert "≤ 5 s NOT met: 1.50× the target |" in page
 
 
-def test_a_negative_served_start_up_is_refused_before_any_work(tmp_path, capsys):
+def test_a_negative_served_start_up_or_a_server_up_already_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    script = load_script()
     with pytest.raises(SystemExit) as exit_info:
-        load_script().main(["--backbone", "tiny", "--served-startup", "-1", "--work-dir", str(tmp_path / "w")])
+        script.main(["--backbone", "tiny", "--served-startup", "-1", "--work-dir", str(tmp_path / "w")])
     assert exit_info.value.code == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "--served-startup ≥ 0" in line and not (tmp_path / "w").exists()
+    (tmp_path / "x.sock").touch()  # a klm serve of this code listens: every klm run would go to it
+    monkeypatch.setattr(script, "klm_socket_path", lambda environment: tmp_path / "x.sock")
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--backbone", "tiny", "--served-startup", "1", "--work-dir", str(tmp_path / "w")])
+    assert exit_info.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "a klm serve of this code and environment listens already" in line and not (tmp_path / "w").exists()
 
 
 class StartedServer:
