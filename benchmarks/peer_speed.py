@@ -13,6 +13,9 @@ weight decay 0.01, length 128, 10 evaluations, the best dev evaluation selected)
    ``--grid-seeds`` limit it, ``--no-grid`` skips it): one ``klm bench`` against one Trainer process per
    cell, ``--jobs`` at a time on each side.
 
+``--served-startup N`` adds, last, klm's start-up (before its first cell) with a warm server: N one-cell ``klm
+bench`` runs handed to a ``klm serve`` started for them and stopped after them, beside the cold runs' start-up.
+
 Both sides read the same rows: the splits come from the suite's ``GlueDataModule`` (its train fraction and
 the dev split it holds out of GLUE train; GLUE dev is the reported test), exported for the Trainer as JSON
 lines; a cell whose ``klm`` subset hash differs from the exported one is flagged. ``klm`` gets a cache
@@ -20,6 +23,7 @@ directory of its own, empty at the start, so its first cell tokenizes as the Tra
 Trainer side needs ``accelerate`` (``pip install 'knowledge-lm[peer]'``).
 
     python benchmarks/peer_speed.py --jobs 8                       # on a GPU: the cell, then the grid
+    python benchmarks/peer_speed.py --no-grid --served-startup 5   # the cell, then 5 start-ups with klm serve
     python benchmarks/peer_speed.py --jobs 8 --no-cell --grid-sides klm --klm-no-mps   # the grid without MPS
     python benchmarks/peer_speed.py --backbone tiny --max-steps 3 --grid-tasks rte --grid-fractions 0.1
 """
@@ -27,6 +31,8 @@ Trainer side needs ``accelerate`` (``pip install 'knowledge-lm[peer]'``).
 import argparse
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -48,13 +54,16 @@ from knowledge_lm.methods.trainer import resolve_precision
 from knowledge_lm.report.speed import render_peer, speed_record_path
 from knowledge_lm.run.config import TrainConfig, load_sweep, parse_fractions, parse_seeds
 from knowledge_lm.run.provenance import device_name, measured_now
-from knowledge_lm.sweep.serve import server_key, socket_path
 from knowledge_lm.sweep.startup import read_outside_cells_line
 
 GLUE_CONFIG = benchmarks_dir() / "glue.yaml"
 HF_CELL = Path(__file__).resolve().with_name("peer_hf_cell.py")
 SINGLE_CELL = ("rte", 1.0, 1)
 LONG_CELL = ("sst2", 1.0, 1)
+# The served start-up's runs: two steps and one evaluation, for what is measured is the time before the cell.
+SERVED_SETTINGS = ["--set", "max_steps=2", "--set", "evaluations=1"]
+SERVER_IDLE_MINUTES = 2  # the server ends by itself after this long without work, should this script be killed
+SERVER_START_TIMEOUT_S = 300  # its imports take 12–17 s on the GPU hosts; more from a cold disk
 
 
 def fail(message: str):
@@ -141,12 +150,10 @@ def run_trainer_cells(cells: list[dict], jobs: int, folder: Path) -> tuple[float
     return time.perf_counter() - started, outcomes
 
 
-def run_klm(args, tasks, fractions, seeds, folder: Path, cache: Path | None = None) -> tuple[float, dict, float]:
-    """``(process wall, results by (task, fraction, seed), start-up)`` of one ``klm bench`` over the grid, with the
-    tokenization cache ``cache`` (default: its own, empty); start-up: the seconds before its first cell started,
-    as it prints them."""
-    results_dir = folder / "klm-results"
-    command = [
+def klm_bench_command(args, tasks, fractions, seeds, folder: Path) -> list[str]:
+    """The ``klm bench`` of the cells ``tasks × fractions × seeds`` with the klm side's settings, its results and
+    runs under ``folder``."""
+    return [
         sys.executable,
         "-m",
         "knowledge_lm.cli",
@@ -162,7 +169,7 @@ def run_klm(args, tasks, fractions, seeds, folder: Path, cache: Path | None = No
         "--backbone",
         args.backbone,
         "--results-dir",
-        str(results_dir),
+        str(folder / "klm-results"),
         "--runs-dir",
         str(folder / "klm-runs"),
         "--jobs",
@@ -173,8 +180,21 @@ def run_klm(args, tasks, fractions, seeds, folder: Path, cache: Path | None = No
         *(["--no-mps"] if args.klm_no_mps else []),
         *(["--data-dir", args.data_dir] if args.data_dir else []),
     ]
+
+
+def klm_environment(cache: Path) -> dict:
+    """The environment of the klm side, with the tokenization cache ``cache``."""
     # KLM_SERVE=0: a cold klm starts no server beside the cells it is timed on (a warm one is started beforehand).
-    environment = {**os.environ, "KLM_CACHE_DIR": str(cache or folder / "klm-cache"), "KLM_SERVE": "0"}
+    return {**os.environ, "KLM_CACHE_DIR": str(cache), "KLM_SERVE": "0"}
+
+
+def run_klm(args, tasks, fractions, seeds, folder: Path, cache: Path | None = None) -> tuple[float, dict, float]:
+    """``(process wall, results by (task, fraction, seed), start-up)`` of one ``klm bench`` over the grid, with the
+    tokenization cache ``cache`` (default: its own, empty); start-up: the seconds before its first cell started,
+    as it prints them."""
+    results_dir = folder / "klm-results"
+    command = klm_bench_command(args, tasks, fractions, seeds, folder)
+    environment = klm_environment(cache or folder / "klm-cache")
     log = folder / "klm.log"
     started = time.perf_counter()
     with open(log, "w") as output:
@@ -271,6 +291,109 @@ def stored_reference(results_dir: Path, backbone: str, cell: tuple) -> dict | No
     }
 
 
+def served_startup(args, runs: int, folder: Path) -> dict:
+    """The start-up of ``runs`` one-cell ``klm bench`` runs (``SINGLE_CELL`` with ``SERVED_SETTINGS``, each with
+    results and runs folders of its own) handed to a ``klm serve`` started for them with the same environment, so
+    under the same ``server_key``, and stopped after them: the commands, and per run ``served_run``'s figures. A
+    server that does not listen, or a run that fails, ends the runs with ``error``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cache = folder / "klm-cache"
+    environment = klm_environment(cache)  # the server's and every run's
+    task, fraction, seed = SINGLE_CELL
+    serve = [sys.executable, "-m", "knowledge_lm.cli", "serve", "--idle-minutes", str(SERVER_IDLE_MINUTES)]
+    run_folders = [folder / f"run-{run}" for run in range(1, runs + 1)]
+    benches = [[*klm_bench_command(args, [task], [fraction], [seed], run), *SERVED_SETTINGS] for run in run_folders]
+    measured = {
+        "command": f"export KLM_SERVE=0 KLM_CACHE_DIR={shlex.quote(str(cache))}; {shlex.join(serve)} & (until it "
+        f"listens); then {runs}× (run-1, run-2, …): {shlex.join(benches[0])}; then SIGTERM to the server",
+        "runs": [],
+    }
+    log = folder / "serve.log"
+    with open(log, "w") as output:
+        server = subprocess.Popen(
+            serve, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=environment
+        )
+    try:
+        wait_listening(server, klm_socket_path(environment), log, SERVER_START_TIMEOUT_S)
+        for command, run_folder in zip(benches, run_folders):
+            measured["runs"].append(served_run(command, environment, run_folder, log))
+    except KlmError as error:
+        measured["error"] = str(error)
+    finally:
+        stop_server(server)
+    return measured
+
+
+def klm_socket_path(environment: dict) -> Path:
+    """Where a ``klm serve`` of the klm side's code and ``environment`` listens (``socket_path``), asked of a fresh
+    process started as the klm side's are: from the working folder, which may hold another copy of the suite than the
+    one this script imports, and so another ``server_key``."""
+    asked = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from knowledge_lm.sweep.serve import server_key, socket_path as p; print(p(server_key()))",
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+    )
+    if asked.returncode != 0:
+        fail(f"cannot import knowledge_lm here: {(asked.stderr.strip().splitlines() or ['(no output)'])[-1]}")
+    return Path(asked.stdout.strip())
+
+
+def wait_listening(server: subprocess.Popen, path: Path, log: Path, timeout_s: float):
+    """Return once ``server`` (a ``klm serve``, its output in ``log``) listens at ``path``; a KlmError where it exits
+    first or ``timeout_s`` seconds pass."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if server.poll() is not None:
+            last = (log.read_text().strip().splitlines() or ["(no output)"])[-1]
+            raise KlmError(f"klm serve exited {server.returncode} before it listened: {last}")
+        if time.monotonic() > deadline:
+            raise KlmError(f"klm serve did not listen at {path} within {timeout_s:g} s (its output: {log})")
+        time.sleep(0.2)
+
+
+def served_run(command: list[str], environment: dict, folder: Path, server_log: Path) -> dict:
+    """One ``klm bench`` (``command``, its output in ``folder``) for the server whose output is ``server_log``: its
+    start-up and its parts ``[name, seconds]`` as it prints them (counted from the start of the ``klm`` that handed
+    it over), its
+    process wall, and ``served``: whether the server forked both it and its worker (the server's line for each)."""
+    folder.mkdir(parents=True)
+    log = folder / "klm.log"
+    started = time.perf_counter()
+    with open(log, "w") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=environment)
+        code = process.wait()
+    wall = time.perf_counter() - started
+    found = read_outside_cells_line(log.read_text())
+    if code != 0 or found is None:
+        last = (log.read_text().strip().splitlines() or ["(no output)"])[-1]
+        raise KlmError(f"klm bench for klm serve exited {code}: {last}")
+    forked = re.search(rf"forked pid (\d+) for pid {process.pid}: knowledge_lm.cli bench", server_log.read_text())
+    worker = forked and f"for pid {forked.group(1)}: knowledge_lm.sweep.worker" in server_log.read_text()
+    startup, parts = found
+    # The parts as pairs, in the order the runner went through them (a record's mappings are stored sorted).
+    return {
+        "startup_s": startup,
+        "parts": list(parts.items()),
+        "process_wall_s": round(wall, 2),
+        "served": bool(worker),
+    }
+
+
+def stop_server(server: subprocess.Popen):
+    """End ``server`` (a ``klm serve``) by SIGTERM, as it ends by itself: its children killed, its socket removed."""
+    server.terminate()
+    try:
+        server.wait(60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backbone", default="minilm", help="minilm, tiny, or a local model directory")
@@ -303,22 +426,40 @@ def main(argv=None):
     parser.add_argument("--grid-tasks", help="comma-separated (default: glue.yaml's five)")
     parser.add_argument("--grid-fractions", help="e.g. 0.01,0.1,1 (default: glue.yaml's)")
     parser.add_argument("--grid-seeds", help="e.g. 1,2,3 (default: glue.yaml's)")
+    parser.add_argument(
+        "--served-startup",
+        type=int,
+        default=0,
+        metavar="N",
+        help="last, N one-cell klm bench runs handed to a klm serve started for them (their start-up); 0: none",
+    )
     parser.add_argument("--results-dir", default="results", type=Path)
     parser.add_argument("--work-dir", type=Path, help="keep the exported splits and both sides' outputs here")
     args = parser.parse_args(argv)
-    if args.jobs < 1 or args.max_steps < 0 or args.repeats < 1:
-        fail("--jobs and --repeats must be ≥ 1 and --max-steps ≥ 0")
+    if args.jobs < 1 or args.max_steps < 0 or args.repeats < 1 or args.served_startup < 0:
+        fail("--jobs and --repeats must be ≥ 1, --max-steps and --served-startup ≥ 0")
     malformed = [setting for setting in args.klm_set if "=" not in setting]
     if malformed:
         fail(f"--klm-set {malformed[0]!r}: expected KEY=VALUE, e.g. compile=true")
     parts = [
         part
-        for part, skipped in (("cell", args.no_cell), ("grid", args.no_grid), ("long", not args.long_cell))
+        for part, skipped in (
+            ("cell", args.no_cell),
+            ("grid", args.no_grid),
+            ("long", not args.long_cell),
+            ("served", not args.served_startup),
+        )
         if not skipped
     ]
     earlier = [args.work_dir / part for part in parts if args.work_dir and (args.work_dir / part).exists()]
     if earlier:  # klm bench would skip the cells an earlier run left finished there, and time nothing
         fail(f"--work-dir {args.work_dir}: {earlier[0]} holds an earlier run's outputs; give an empty or new folder")
+    served_socket = klm_socket_path(dict(os.environ))
+    if args.served_startup and served_socket.exists():
+        fail(
+            f"--served-startup: a klm serve of this code and environment listens already ({served_socket}), and "
+            "every klm run here would go to it; stop it, or leave out --served-startup"
+        )
     check_trainer()
     transformers_logging.disable_progress_bar()
     try:
@@ -343,7 +484,7 @@ def main(argv=None):
                 "max_steps": args.max_steps or None,
                 "klm_settings": dict(setting.split("=", 1) for setting in args.klm_set),
                 # The klm side handed to a warm `klm serve` (its imports done before the clock starts)?
-                "klm_served": socket_path(server_key()).exists(),
+                "klm_served": served_socket.exists(),
             }
             if not args.no_cell:
                 task, fraction, seed = SINGLE_CELL
@@ -382,6 +523,8 @@ def main(argv=None):
                     cache=grid_cache if grid_cache.is_dir() else None,
                 )
                 record["long_cell"]["reference"] = stored_reference(args.results_dir, args.backbone, LONG_CELL)
+            if args.served_startup:
+                record["served_startup"] = served_startup(args, args.served_startup, folder / "served")
     except KlmError as error:
         fail(str(error))
     record.update(measured_now())
@@ -389,6 +532,9 @@ def main(argv=None):
     write_json_atomic(path, record)
     print("\n".join(render_peer([record])))
     print(f"wrote {path}")
+    error = record.get("served_startup", {}).get("error")
+    if error:  # the parts before it are kept in the record
+        fail(f"--served-startup: {error}")
 
 
 if __name__ == "__main__":

@@ -48,9 +48,12 @@ def test_time_outside_cells_is_before_the_first_and_after_the_last():
 
 
 def test_the_process_start_is_before_now():
+    """A klm handed to `klm serve` counts from its requester's start (``process_started(pid)``), before its own."""
+    import os
     import time
 
     assert 0 <= time.time() - process_started() < 24 * 3600
+    assert process_started(os.getppid()) <= process_started()
 
 
 def test_the_time_before_the_first_cell_is_told_in_its_parts():

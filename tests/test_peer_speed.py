@@ -211,7 +211,140 @@ def test_repeats_the_long_cell_and_start_up_render_against_issue_48s_targets():
     assert "| sst2 100% seed 1 alone | a step, evaluations included | 10.6 ms (4150 steps, cuda-graphs) |" in page
     assert "same cell in the results (eager, 156.3 s on H, commit abc) | 94.1 / 90.0 |" in page
     runs = "4.8 s (cell 4.0 s, cell 6.0 s, cell 3.5 s, long_cell 5.5 s) | — | | ≤ 5 s met |"
-    assert f"began the first cell (imports included), median of 4 | {runs}" in page
+    cold = "start-up, cold (a fresh process, imports included): from its start until its worker began the first cell"
+    assert f"| every klm run | {cold}, median of 4 | {runs}" in page
+    assert "warm `klm serve`" not in page  # no served start-up measured
+
+
+def served_startup_record(runs: list[dict], error: str | None = None) -> dict:
+    record = peer_record()
+    record["cell"]["klm"]["startup_s"] = 14.5
+    command = "python -m knowledge_lm.cli serve --idle-minutes 2 & …; then 3× python -m knowledge_lm.cli bench …"
+    record["served_startup"] = {"command": command, "runs": runs, **({"error": error} if error else {})}
+    return record
+
+
+def served(startup: float, imports: float, served: bool = True) -> dict:
+    parts = [["start-up", 0.6], ["checks", 0.2], ["imports", imports], ["waiting for its worker", 0.1]]
+    return {"startup_s": startup, "parts": parts, "process_wall_s": startup + 3.0, "served": served}
+
+
+def test_the_start_up_with_a_warm_server_renders_beside_the_cold_one():
+    runs = [served(1.2, 0.0), served(1.0, 0.1), served(1.6, 0.0), served(14.0, 11.0, served=False)]
+    page = render_speed([served_startup_record(runs)])
+    assert "| every klm run | start-up, cold (a fresh process, imports included): " in page
+    row = next(line for line in page.splitlines() if "warm `klm serve`" in line)
+    assert row.startswith("| one-cell klm bench | start-up with a warm `klm serve` (opt-in), median of 3: `python -m")
+    medians = "start-up 0.6 s, checks 0.2 s, imports 0.0 s, waiting for its worker 0.1 s"
+    assert f"| 1.2 s [1.0, 1.6]; medians: {medians}; 1 of 4 runs not handed to the server, left out |" in row
+    assert row.endswith("| — | | ≤ 5 s met |")
+
+
+def test_a_served_start_up_that_stopped_early_says_why():
+    page = render_speed([served_startup_record([], error="klm serve did not listen at /tmp/x.sock within 300 s")])
+    assert "| none measured (stopped: klm serve did not listen at /tmp/x.sock within 300 s) | — | | |" in page
+    page = render_speed([served_startup_record([served(7.5, 0.0)], error="klm bench for klm serve exited 1: boom")])
+    assert "| 7.5 s [7.5, 7.5]; medians: " in page and "; stopped: klm bench for klm serve exited 1: boom |" in page
+    assert "≤ 5 s NOT met: 1.50× the target |" in page
+
+
+def test_a_negative_served_start_up_or_a_server_up_already_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    script = load_script()
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--backbone", "tiny", "--served-startup", "-1", "--work-dir", str(tmp_path / "w")])
+    assert exit_info.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "--served-startup ≥ 0" in line and not (tmp_path / "w").exists()
+    (tmp_path / "x.sock").touch()  # a klm serve of this code listens: every klm run would go to it
+    monkeypatch.setattr(script, "klm_socket_path", lambda environment: tmp_path / "x.sock")
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(["--backbone", "tiny", "--served-startup", "1", "--work-dir", str(tmp_path / "w")])
+    assert exit_info.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "a klm serve of this code and environment listens already" in line and not (tmp_path / "w").exists()
+
+
+class StartedServer:
+    """A ``subprocess.Popen`` of a ``klm serve`` still importing (``returncode`` None) or ended."""
+
+    def __init__(self, returncode=None):
+        self.returncode, self.signals = returncode, []
+
+    def poll(self):
+        return self.returncode
+
+    def terminate(self):
+        self.signals.append("SIGTERM")
+
+    def wait(self, timeout=None):
+        return self.returncode
+
+
+def test_a_server_that_does_not_listen_is_one_line(tmp_path):
+    script = load_script()
+    log = tmp_path / "serve.log"
+    log.write_text("Traceback (most recent call last):\nkeyerror: no\nerror: klm serve: a server already listens\n")
+    with pytest.raises(script.KlmError, match=r"^klm serve exited 2 before it listened: error: klm serve: a server"):
+        script.wait_listening(StartedServer(returncode=2), tmp_path / "x.sock", log, timeout_s=5)
+    with pytest.raises(script.KlmError, match=r"^klm serve did not listen at .*x.sock within 0.3 s \(its output: "):
+        script.wait_listening(StartedServer(), tmp_path / "x.sock", log, timeout_s=0.3)
+    (tmp_path / "x.sock").touch()
+    script.wait_listening(StartedServer(), tmp_path / "x.sock", log, timeout_s=0.3)
+
+
+def test_the_served_start_up_runs_the_single_cell_for_a_server_of_the_same_environment(tmp_path, monkeypatch):
+    """The server and every run get one environment (one server key), the runs two steps each in folders of their
+    own; the server is stopped however the runs end."""
+    script = load_script()
+    started = []
+
+    def popen(command, **options):
+        started.append((command, options["env"]))
+        return StartedServer()
+
+    def no_listener(server, path, log, timeout_s):
+        raise script.KlmError("klm serve did not listen")
+
+    monkeypatch.setattr(script.subprocess, "Popen", popen)
+    monkeypatch.setattr(script, "klm_socket_path", lambda environment: tmp_path / "x.sock")
+    monkeypatch.setattr(script, "wait_listening", no_listener)
+    args = script.argparse.Namespace(backbone="tiny", jobs=1, max_steps=0, klm_set=["compile=true"],
+                                     klm_no_mps=True, data_dir=None)  # fmt: skip
+    measured = script.served_startup(args, 3, tmp_path / "served")
+    [(serve, environment)] = started
+    assert serve[-4:] == ["knowledge_lm.cli", "serve", "--idle-minutes", str(script.SERVER_IDLE_MINUTES)]
+    assert environment["KLM_CACHE_DIR"] == str(tmp_path / "served" / "klm-cache")
+    assert measured["runs"] == [] and measured["error"] == "klm serve did not listen"
+    command = measured["command"]
+    assert command.startswith(f"export KLM_SERVE=0 KLM_CACHE_DIR={tmp_path / 'served' / 'klm-cache'}; ")
+    assert "serve --idle-minutes 2 & (until it listens); then 3× (run-1, run-2, …): " in command
+    bench = "bench --config {} --tasks rte --fractions 1.0 --seeds 1 --backbone tiny --results-dir {}".format(
+        script.GLUE_CONFIG, tmp_path / "served" / "run-1" / "klm-results"
+    )
+    assert bench in command
+    assert command.endswith(
+        "--set compile=true --no-mps --set max_steps=2 --set evaluations=1; then SIGTERM to the server"
+    )
+
+
+def test_a_served_run_counts_only_where_the_server_forked_it_and_its_worker(tmp_path):
+    """The server's output names each child it forked and the pid it forked it for."""
+    script = load_script()
+    log = tmp_path / "serve.log"
+    line = "klm bench: 9.0 s wall; outside its cells 1.5 s (1.2 s before the first started: start-up 0.7 s, " \
+        "imports 0.0 s, waiting for its worker 0.5 s; 0.3 s after the last ended)"  # fmt: skip
+    server_says = [
+        "klm serve: forked pid 7 for pid {pid}: knowledge_lm.cli bench",
+        "klm serve: forked pid 8 for pid 7: knowledge_lm.sweep.worker 7",
+    ]
+    for name, said in (("served", server_says), ("cold", server_says[1:])):
+        program = f"import os; open({str(log)!r}, 'w').write({chr(10).join(said)!r}.format(pid=os.getpid()))"
+        program += f"; print({line!r})"
+        run = script.served_run([sys.executable, "-c", program], dict(os.environ), tmp_path / name, log)
+        parts = [("start-up", 0.7), ("imports", 0.0), ("waiting for its worker", 0.5)]
+        assert run["startup_s"] == 1.2 and run["parts"] == parts and run["served"] == (name == "served")
+    with pytest.raises(script.KlmError, match=r"^klm bench for klm serve exited 3: boom$"):
+        script.served_run([sys.executable, "-c", "print('boom'); exit(3)"], dict(os.environ), tmp_path / "f", log)
 
 
 def test_the_long_cells_reference_is_the_stored_baseline_cell(tmp_path):

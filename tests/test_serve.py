@@ -26,6 +26,7 @@ from knowledge_lm.sweep.serve import (
     socket_path,
     spawn,
 )
+from knowledge_lm.sweep.startup import read_outside_cells_line
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = {
@@ -155,6 +156,8 @@ def test_a_bench_handed_to_the_server_imports_no_torch_and_gives_a_cold_cells_re
     assert done.returncode == 0, done.stderr[-3000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time")}
     assert "knowledge_lm.sweep.runner" in imported and "torch" not in imported  # it ran in a child of the server
+    _, parts = read_outside_cells_line(done.stdout)
+    assert parts["start-up"] > 0.1  # counted from the start of the klm that handed it over: its own imports too
     worker_log = (served / "runs" / "workers" / "slot-0.log").read_text()
     assert f"forked by klm serve (pid {server})" in worker_log
 

@@ -39,6 +39,7 @@ from knowledge_lm.sweep.plan import (
     unstored_keys,
 )
 from knowledge_lm.sweep.runner import run_sweep, run_sweeps_together, visible_gpus, worker_pool
+from knowledge_lm.sweep.serve import requester_pid
 from knowledge_lm.sweep.startup import cell_spans_since, outside_cells_line, phase_ended, process_started
 
 # klm bench's exit code where cells remain unfinished because other processes run them.
@@ -216,7 +217,8 @@ def command_bench(args):
         # A scratch store's own pages show every backbone: its cells are of none of the committed pages'.
         backbones = "all" if getattr(args, "scratch_store", False) else ""
         print_written_leaderboards(args.results_dir, args.leaderboards_dir, data_dir=data_dir, backbones=backbones)
-    started = process_started()
+    # Handed to a `klm serve`: counted from the start of the klm that handed it over, its interpreter and imports too.
+    started = process_started(requester_pid())
     print(outside_cells_line(started, cell_spans_since(started)))
     if failed:
         return 1

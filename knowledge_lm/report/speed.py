@@ -484,20 +484,45 @@ def long_cell_rows(measured: dict) -> list[str]:
 
 
 def startup_rows(record: dict) -> list[str]:
-    """A row of klm's start-up before its first cell (``klm bench``'s own count) in each of the record's runs, their
-    median against the target; none in records from before it was recorded."""
+    """The rows of klm's start-up before its first cell (``klm bench``'s own count): in each of the record's runs,
+    cold (a fresh process) unless the record's klm was handed to a warm server, their median against the target; and
+    ``served_startup_row``. None in records from before it was recorded."""
     runs = [("cell", m) for m in record.get("cell_repeats", [record["cell"]] if "cell" in record else [])]
     runs += [(part, record[part]) for part in ("grid", "long_cell") if part in record]
     found = [(part, m["klm"]["startup_s"]) for part, m in runs if m["klm"].get("startup_s") is not None]
-    if not found:
-        return []
-    values = [seconds for _, seconds in found]
-    listed = ", ".join(f"{part} {seconds:.1f} s" for part, seconds in found)
-    return [
-        f"| every klm run | start-up: from its start until its worker began the first cell (imports included), "
-        f"median of {len(values)} | {median(values):.1f} s "
-        f"({listed}) | — | | {verdict(median(values), STARTUP_TARGET_S, ' s')} |"
-    ]
+    lines = []
+    if found:
+        values = [seconds for _, seconds in found]
+        listed = ", ".join(f"{part} {seconds:.1f} s" for part, seconds in found)
+        kind = "" if record.get("klm_served") else ", cold (a fresh process, imports included)"
+        lines.append(
+            f"| every klm run | start-up{kind}: from its start until its worker began the first cell, "
+            f"median of {len(values)} | {median(values):.1f} s "
+            f"({listed}) | — | | {verdict(median(values), STARTUP_TARGET_S, ' s')} |"
+        )
+    if "served_startup" in record:
+        lines.append(served_startup_row(record["served_startup"]))
+    return lines
+
+
+def served_startup_row(measured: dict) -> str:
+    """The row of the start-up of one-cell ``klm bench`` runs handed to a warm ``klm serve`` (``peer_speed.py
+    --served-startup``), counted from the start of the ``klm`` that handed each over: the median of the runs the
+    server forked (with its worker), each part's median, against the target; and the commands."""
+    runs = measured["runs"]
+    served = [run for run in runs if run["served"]]
+    figure = f"start-up with a warm `klm serve` (opt-in), median of {len(served)}: `{measured['command']}`"
+    left_out = len(runs) - len(served)
+    notes = [f"{left_out} of {len(runs)} runs not handed to the server, left out"] if left_out else []
+    notes += [f"stopped: {measured['error']}"] if measured.get("error") else []
+    if not served:
+        return f"| one-cell klm bench | {figure} | none measured ({'; '.join(notes)}) | — | | |"
+    values = [run["startup_s"] for run in served]
+    names = dict.fromkeys(name for run in served for name, _ in run["parts"])  # [name, seconds], the runner's order
+    seconds = [dict(run["parts"]) for run in served]
+    parts = ", ".join(f"{name} {median(run.get(name, 0.0) for run in seconds):.1f} s" for name in names)
+    figures = "; ".join([spread(values), *([f"medians: {parts}"] if parts else []), *notes])
+    return f"| one-cell klm bench | {figure} | {figures} | — | | {verdict(median(values), STARTUP_TARGET_S, ' s')} |"
 
 
 def render_erica(records: list[dict]) -> list[str]:

@@ -32,7 +32,7 @@ PRELOADED = ("torch", "transformers", "pytorch_lightning", "knowledge_lm.sweep.w
 # reads them when used, and importing Lightning and torch sets some (PYTORCH_NVML_BASED_CUDA_CHECK,
 # TORCHINDUCTOR_CACHE_DIR), which a klm started from such a process would inherit.
 IMPORT_TIME_ENV = ("HF_", "TRANSFORMERS_", "PYTHONPATH")
-FORKED = False  # set in the children the server forks
+REQUESTER: int | None = None  # in the children the server forks: the pid of the process each runs for
 
 
 def server_key(environ=None) -> str:
@@ -231,7 +231,12 @@ def start_in_background(idle_minutes: float) -> Path | None:
 
 def forked_by_server() -> bool:
     """Whether this process is a child ``klm serve`` forked (its parent is the server, not its requester)."""
-    return FORKED
+    return REQUESTER is not None
+
+
+def requester_pid() -> int | None:
+    """In a child ``klm serve`` forked, the pid of the process it runs for (a ``klm`` or a runner); else None."""
+    return REQUESTER
 
 
 def serve(idle_minutes: float = 30.0) -> int:
@@ -242,7 +247,8 @@ def serve(idle_minutes: float = 30.0) -> int:
     environment). ``klm`` (``forward``) hands its command to a live server of its key, and a sweep runner asks it for
     its workers (``spawn``): for each request the server forks a child, which takes the requester's descriptors as its
     stdin, stdout and stderr, its environment and working directory, calls ``MODULE.main(ARGV)`` (what ``python -m
-    MODULE ARGV`` runs), and ends with its requester; the server reports the child's pid, then its exit status. A
+    MODULE ARGV`` runs), and ends with its requester; the server reports the child's pid, then its exit status, and
+    prints a line for each child (its pid, its requester's, the module and the first argument: ``klm``'s command). A
     source file edited since the server started changes the key: such a ``klm`` runs as if no server were there. The
     server ends after ``idle_minutes`` without children, or on SIGTERM / Ctrl-C, and removes its socket.
     """
@@ -310,6 +316,9 @@ def fork_child(connection: socket.socket, listener: socket.socket, children: dic
     for descriptor in descriptors:
         os.close(descriptor)
     send_line(connection, {"pid": pid})
+    command = " ".join([request["module"], *request["argv"][:1]])  # klm's command, or a worker's runner
+    print(f"klm serve: forked pid {pid} for pid {request['requester']}: {command}")
+    sys.stdout.flush()
     return pid
 
 
@@ -329,8 +338,8 @@ def report_ended(children: dict[int, socket.socket], wait: bool = False):
 def run_child(request: dict, descriptors: list[int]):
     """In the forked child: take the requester's descriptors, environment and folder, end with the requester, call
     the module's ``main`` with the request's arguments, and exit with its status."""
-    global FORKED
-    FORKED = True
+    global REQUESTER
+    REQUESTER = request["requester"]
     for target, descriptor in enumerate(descriptors):
         os.dup2(descriptor, target)
     for descriptor in descriptors:

@@ -1,6 +1,7 @@
 """A ``klm bench``'s time outside its cells: from the process's start to its first cell's start (interpreter,
-imports, checks, knowledge preparation), in the parts the runner marks (``phase_ended``), and from its last cell's end
-to its exit (leaderboard pages)."""
+imports, checks, knowledge preparation; a ``klm bench`` handed to ``klm serve``: from the start of the ``klm`` that
+handed it over), in the parts the runner marks (``phase_ended``), and from its last cell's end to its exit (leaderboard
+pages)."""
 
 import os
 import re
@@ -32,10 +33,12 @@ def cell_spans_since(started: float) -> list[tuple[float, float]]:
     return [span for span in CELL_SPANS if span[0] >= started]
 
 
-def process_started() -> float:
-    """This process's start (epoch seconds) as the kernel records it; where /proc is not, now."""
+def process_started(pid: int | None = None) -> float:
+    """The start (epoch seconds) of process ``pid`` (default: this one) as the kernel records it; where /proc is not,
+    now."""
     try:
-        ticks = int(open("/proc/self/stat").read().rpartition(")")[2].split()[19])  # field 22: starttime
+        stat = open(f"/proc/{pid or 'self'}/stat").read()
+        ticks = int(stat.rpartition(")")[2].split()[19])  # field 22: starttime
         boot = next(float(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime"))
         return boot + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
