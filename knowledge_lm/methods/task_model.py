@@ -174,8 +174,8 @@ class TaskModel(pl.LightningModule):
 
     options_class: type[MethodOptions] = MethodOptions
     # How training setting compile=auto replays this method's long cells as CUDA graphs on a GPU (a compile_mode:
-    # "cuda-graphs" captures the plain encoder, "reduce-overhead" compiles each layer), None for never: set only for
-    # methods measured equal in metrics and faster that way (leaderboards/speed.md).
+    # "cuda-graphs" captures the training step or the plain encoder, "reduce-overhead" compiles each layer), None for
+    # never: set only for methods measured equal in metrics and faster that way (leaderboards/speed.md).
     cuda_graphs: str | None = None
     # Options the method accepts (every method's) but has no use for: a cell's identity leaves them out
     # (``knowledge_lm.run.identity``), so a config that sets them for every method keeps this method's cells.
@@ -263,9 +263,10 @@ class TaskModel(pl.LightningModule):
 
     def compile_modules(self, mode: str = "default"):
         """``torch.compile`` the forward of each of ``compiled_modules`` (training settings ``compile`` and
-        ``compile_mode``); in mode "cuda-graphs", compile nothing and replay the encoder's training forward and
-        backward as CUDA graphs (``encoder_states``), for a method that runs the plain encoder (its ``encode``
-        is ``TaskModel``'s).
+        ``compile_mode``); in mode "cuda-graphs", compile nothing and replay as CUDA graphs either the whole training
+        step, where the step is the task's loss alone (``step_captures``, ``CapturedStep``), or else the encoder's
+        training forward and backward (``encoder_states``), for a method that runs the plain encoder (its
+        ``encode`` is ``TaskModel``'s).
 
         Per module rather than the whole model: hooks (KnowBERT's KAR after layer L) and per-batch Python
         objects (KAM's shared map state) stay outside the compiled code, and every layer reuses one graph.

@@ -59,13 +59,14 @@ PRECISIONS = ("auto", "32-true", "32", "16-mixed", "16", "bf16-mixed", "bf16", "
 # The fewest steps of a cell that compile=auto replays as CUDA graphs, per way of making them (a method's
 # ``cuda_graphs``; benchmarks/notes/speed.md). Compiling the layers (reduce-overhead) costs a cell seconds: on an
 # H200, GLUE cells of at most 730 steps ran slower with it than eager, SST-2's of 4150 steps a fifth faster.
-# Capturing the encoder costs a few warm-up steps per padded shape.
+# Capturing the step (or the encoder) costs a warm-up step per padded shape: every GLUE cell of the grid, 150 steps
+# and more, ran faster captured (leaderboards/speed.md).
 CUDA_GRAPH_MIN_STEPS = {"cuda-graphs": 150, "reduce-overhead": 2000}
 # A train loader worker is forked at every epoch (about 80 ms on the H200 host: RTE 1 %'s 150 one-batch epochs
 # took 12 s longer with one); it repays that only over epochs of many batches.
 TRAIN_WORKER_MIN_BATCHES = 100
 CUDA_GRAPH_PADDING = 16  # batches' length multiple under CUDA graphs (one graph per length)
-# torch.compile's modes, and "cuda-graphs": nothing compiled, the plain encoder's training steps captured.
+# torch.compile's modes, and "cuda-graphs": nothing compiled, the training step (or the plain encoder) captured.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "cuda-graphs")
 
 
@@ -115,8 +116,9 @@ class TrainConfig:
     # and recorded so.
     compile: bool | Literal["auto"] = "auto"
     # torch.compile's mode for those layers ("reduce-overhead" replays them as CUDA graphs, one per shape), or
-    # "cuda-graphs": nothing compiled, the plain encoder's training forward and backward captured as CUDA graphs,
-    # one pair per padded batch shape.
+    # "cuda-graphs": nothing compiled; a method whose step is the task's loss alone has its whole training step
+    # (forward, backward, clipping, update) captured as one CUDA graph per padded batch shape, another the plain
+    # encoder's forward and backward (``TaskModel.compile_modules``).
     compile_mode: str = "default"
     # Each batch padded to its longest text rounded up to this multiple (0: not rounded; under CUDA graphs, 16):
     # few shapes, so few CUDA graphs to capture. Padding is masked: the metrics do not change.
@@ -179,7 +181,7 @@ class TrainConfig:
     @property
     def cuda_graphs(self) -> bool:
         """Whether training steps replay as CUDA graphs: ``compile`` true (not "auto"), in reduce-overhead (the
-        layers compiled) or cuda-graphs (the encoder captured)."""
+        layers compiled) or cuda-graphs (the step or the encoder captured)."""
         return self.compile is True and self.compile_mode in ("reduce-overhead", "cuda-graphs")
 
     @property
