@@ -483,6 +483,7 @@ def main(argv=None):
                 "jobs": args.jobs,
                 "max_steps": args.max_steps or None,
                 "klm_settings": dict(setting.split("=", 1) for setting in args.klm_set),
+                "command": " ".join(["python", "benchmarks/peer_speed.py", *(sys.argv[1:] if argv is None else argv)]),
                 # The klm side handed to a warm `klm serve` (its imports done before the clock starts)?
                 "klm_served": served_socket.exists(),
             }

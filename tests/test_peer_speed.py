@@ -62,6 +62,9 @@ def test_peer_record_renders_ratios_and_targets(tmp_path):
     assert "| rte 100% seed 1 | process wall | 20.0 s | 31.0 s | 0.65 | ≤ 0.5× NOT met: 1.29× the target |" in page
     assert "| rte 100% seed 1 | cell time | 10.0 s | 12.5 s | 0.80 | ≤ 0.7× NOT met: 1.14× the target |" in page
     assert "| rte 100% seed 1 | dev | 60.0 | 59.0 | +1.0 (difference) |  |" in page
+    assert "Command:" not in page  # a record from before the command was kept
+    command = "python benchmarks/peer_speed.py --jobs 8"
+    assert f"Command: `{command}`." in render_speed([{**record, "command": command}])
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(record))
     write_leaderboards(tmp_path / "results", tmp_path / "boards")
@@ -135,6 +138,7 @@ def test_peer_benchmark_smoke_run_on_cpu(tmp_path):
     assert process.returncode == 0, process.stderr[-2000:]
     assert "| rte 100% seed 1 | process wall |" in process.stdout
     [path] = (results / "speed").glob("*-peer-*.json")
+    assert json.loads(path.read_text())["command"] == "python benchmarks/peer_speed.py " + " ".join(command[2:])
     [cell] = json.loads(path.read_text())["cell"]["cells"]
     assert cell["same_rows"] and cell["steps"] == 3
     for name in ("klm", "hf"):

@@ -291,20 +291,22 @@ def peer_rows(side: dict, scored: list[bool]) -> dict[str, float]:
 
 
 def peer_heading(record: dict) -> list[str]:
-    """A peer record's title, its conditions (a smoke run's step cap, klm's settings, a warm server) and its
-    table's header."""
+    """A peer record's title, its conditions (a smoke run's step cap, klm's settings, a warm server), the command
+    that measured it (in records that keep it) and its table's header."""
     conditions = f"; steps capped at {record['max_steps']} (a smoke run)" if record.get("max_steps") else ""
     settings = record.get("klm_settings") or {}
     if settings:
         conditions += "; klm with " + ", ".join(f"{name}={value}" for name, value in settings.items())
     if record.get("klm_served"):
         conditions += "; klm handed to a warm `klm serve`"
+    command = [f"Command: `{record['command']}`.", ""] if record.get("command") else []
     return [
         f"### {record['device']}, {Path(record['backbone']).name}, {record['precision']}",
         "",
         f"{record['jobs']} job(s) at once{conditions}; commit {record['git']['commit'][:10]}, "
         f"measured {record['measured_at']}.",
         "",
+        *command,
         "| cells | figure | klm | Trainer | klm ÷ Trainer | target |",
         "|---|---|---|---|---|---|",
     ]
