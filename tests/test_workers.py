@@ -5,6 +5,8 @@ import errno
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -225,3 +227,51 @@ def test_on_a_terminal_the_bar_counts_the_cells(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(runner.console, "_force_terminal", True)
     run_fake_cells(tmp_path, {1: (0, ""), 2: (0, "")})
     assert "] finished" not in capsys.readouterr().err
+
+
+class EndedProcess:
+    """A worker process that has exited with ``code``."""
+
+    def __init__(self, code: int):
+        self.code, self.pid, self.waited = code, 4242, False
+
+    def poll(self):
+        return self.code
+
+    def wait(self, timeout=None):
+        self.waited = True
+        return self.code
+
+
+def test_a_worker_whose_gpu_stopped_is_waited_for_and_the_next_cell_gets_a_new_one(tmp_path):
+    from queue import Queue
+
+    from knowledge_lm.sweep.runner import Worker
+    from knowledge_lm.sweep.worker import device_lost
+
+    assert not device_lost()  # no GPU here: nothing to lose
+    worker = Worker({}, False, tmp_path / "worker.log")
+    worker.process, worker.replies = EndedProcess(1), Queue()
+    reply = {"key": "k", "status": 1, "began": 1.0, "error": "AcceleratorError: CUDA error: an illegal memory access"}
+    worker.replies.put({**reply, "worker_ends": "its GPU stopped running work"})
+    assert worker.ended() == (1, reply["error"])
+    assert worker.process.waited and not worker.alive()  # so ``start`` launches a new worker for the next cell
+
+
+@pytest.mark.slow  # about 10 s on 2 cores: the worker's process imports torch
+def test_a_worker_ends_after_a_cell_that_left_its_gpu_unusable(tmp_path):
+    script = """
+import os, sys, types
+import knowledge_lm.sweep.worker as worker
+worker.device_lost = lambda: True
+worker.run_logged = lambda spec, error, own_output: error.update(error="AcceleratorError: CUDA error") or 1
+cell = lambda line: types.SimpleNamespace(cell=types.SimpleNamespace(key=line.strip()))
+worker.CellSpec = types.SimpleNamespace(from_json=cell)
+sys.exit(worker.serve(os.getppid()))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], input="first\nsecond\n", capture_output=True, text=True, timeout=120
+    )
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 1 and [reply["key"] for reply in replies] == ["first"]  # the second is not taken
+    assert replies[0]["worker_ends"] == "its GPU stopped running work"

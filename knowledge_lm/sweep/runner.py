@@ -239,13 +239,19 @@ class Worker:
             self.error = reply
             if "began" in reply:
                 self.began.append(reply["began"])
+            if reply.get("worker_ends"):  # ended before the slot's next cell, which then gets a new worker
+                self.stop_waiting()
             return reply["status"], reply.get("error") or f"exit code {reply['status']}"
+        returncode = self.stop_waiting()
+        return returncode or 1, f"its worker (pid {self.process.pid}) ended with {ended_how(returncode)}"
+
+    def stop_waiting(self) -> int:
+        """The exit status of the worker, which is ending: waited for, and killed where it has not ended in 30 s."""
         try:
-            returncode = self.process.wait(timeout=30)
+            return self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:  # its output ended, the process did not
             self.process.kill()
-            returncode = self.process.wait()
-        return returncode or 1, f"its worker (pid {self.process.pid}) ended with {ended_how(returncode)}"
+            return self.process.wait()
 
     def interrupt(self):
         """Pass Ctrl-C on to the worker."""

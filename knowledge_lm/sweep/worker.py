@@ -6,7 +6,8 @@ Run as ``python -m knowledge_lm.sweep.worker <runner pid>`` by the sweep runner 
 (``knowledge_lm.run.cell.run_spec``: claimed by this process, seeded, its failure recorded), its output in the
 cell's ``log.txt`` (on the terminal where the spec asks for progress bars). After each cell it writes one JSON line
 to stdout, ``{"key": cell key, "status": exit status, "began": when it began the cell}`` (epoch seconds; a failed
-cell's also ``error`` and ``traceback``).
+cell's also ``error`` and ``traceback``, and ``worker_ends`` where the worker ends after it: its GPU stopped running
+work).
 Backbones and tokenized splits stay in memory between cells; each cell trains a fresh model. It ends at the end of
 its input, with its runner, or after a cell stopped by Ctrl-C.
 """
@@ -52,6 +53,18 @@ def run_logged(spec: CellSpec, error: dict, own_output: int) -> int:
             output_to(own_output)
 
 
+def device_lost() -> bool:
+    """Whether this process's GPU has stopped running its work: a CUDA error such as an illegal memory access is
+    sticky, so every later cell of this process would fail on it, where a new worker starts with a working device."""
+    if not torch.cuda.is_initialized():
+        return False
+    try:
+        torch.cuda.synchronize()
+    except RuntimeError:  # torch.AcceleratorError is one
+        return True
+    return False
+
+
 def serve(runner_pid: int):
     """Run the cell specs of stdin one after another, answering each on stdout, until stdin ends."""
     if forked_by_server():  # its parent is the server, which ends it with the runner
@@ -76,11 +89,16 @@ def serve(runner_pid: int):
                 log = cell.run_dir(spec.runs_dir) / "log.txt"
                 failure = failure if failure.filename else OSError(failure.errno, failure.strerror, str(log))
                 error = {"error": error_line(failure), "traceback": traceback.format_exc()[-4000:]}
+        lost = status not in (0, INTERRUPTED_EXIT) and device_lost()
         gc.collect()  # the cell's model and trainer, before its successor allocates: as a process of its own would
-        torch.cuda.empty_cache()  # and the GPU memory it held, for the other workers on this GPU
-        replies.write(json.dumps({"key": cell.key, "status": status, "began": began, **error}) + "\n")
+        if not lost:
+            torch.cuda.empty_cache()  # and the GPU memory it held, for the other workers on this GPU
+        ending = {"worker_ends": "its GPU stopped running work"} if lost else {}
+        replies.write(json.dumps({"key": cell.key, "status": status, "began": began, **error, **ending}) + "\n")
         if status == INTERRUPTED_EXIT:  # Ctrl-C: the runner stops too
             return status
+        if lost:  # the runner starts a new worker for the next cell
+            return 1
     return 0
 
 
