@@ -26,6 +26,13 @@ def test_committed_leaderboards_are_what_the_results_store_gives(tmp_path, monke
     monkeypatch.setattr("knowledge_lm.report.gold.read_gold", lambda results_dir, digest: None)
     for cache in (split_gold, split_groups, data_module, stored_gold):
         cache.cache_clear()
+
+    def named_only(figure, path: Path) -> Path:  # the PNGs are compared by name: drawing them is a fifth of the build
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+        return path
+
+    monkeypatch.setattr("knowledge_lm.report.figures._save", named_only)
     derived = {path: path.read_bytes() for path in (repo / "results" / DERIVED_DIR).glob("*.json")}
     out = tmp_path / "pages"
     written = write_leaderboards(repo / "results", out)

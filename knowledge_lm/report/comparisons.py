@@ -578,8 +578,7 @@ def family_score(
         )
         found["interval"] = resampled["interval"] if resampled else None
         if metric == "accuracy":
-            labels = Counter(json.dumps(gold[i], sort_keys=True) for i in members)
-            found["chance"] = 100 * max(labels.values()) / len(members)
+            found["chance"] = 100 * max(label_counts(gold, members).values()) / len(members)
     return found
 
 
@@ -622,9 +621,18 @@ def family_chance(cells: pd.DataFrame, group: str, golds: dict[str, list], group
     for cell in cell_rows(cells):
         if cell.predictions and cell.groups_sha256 and group in groupings[cell.groups_sha256]:
             gold, members = golds[cell.gold_sha256], members_of(groupings[cell.groups_sha256], {group})
-            labels = Counter(json.dumps(gold[i], sort_keys=True) for i in members)
+            labels = label_counts(gold, members)
             return 100 * max(labels.values()) / sum(labels.values())
     return None
+
+
+def label_counts(gold: list, members) -> Counter:
+    """How often each gold label occurs among the examples ``members``; a label that is a list or a dict counted by
+    its JSON (a label of numbers or words, by itself: most pages' labels, read often)."""
+    return Counter(
+        label if isinstance(label, (str, int, float)) else json.dumps(label, sort_keys=True)
+        for label in (gold[i] for i in members)
+    )
 
 
 def family_test(
