@@ -56,9 +56,9 @@ def test_captured_encoder_steps_equal_eager_steps():
 
 def trained_parameters(model, batches, precision: str) -> dict[str, torch.Tensor]:
     """``model``'s parameters after training one step on each of ``batches`` under the suite's trainer (clipping,
-    the scheduler, ``precision``), evaluated on two of them every three steps."""
+    the scheduler, ``precision``), evaluated on two of them every three steps, its loss logged every two."""
     # Evaluations between the steps, as in a cell: Lightning releases the gradients before each.
-    trainer = build_trainer(len(batches), precision=precision, eval_every_steps=3)
+    trainer = build_trainer(len(batches), precision=precision, eval_every_steps=3, log_every_n_steps=2)
     loaders = [
         torch.utils.data.DataLoader(some, batch_size=None, collate_fn=lambda batch: batch)
         for some in (batches, batches[:2])
@@ -90,6 +90,8 @@ def test_captured_training_steps_equal_eager_steps(precision):
     captured_weights = trained_parameters(captured, batches, precision)
     assert captured.capture_record() == {"captured": "training step", "shapes": 3}  # the first step ran eagerly
     assert [e["step"] for e in captured.evaluations] == [e["step"] for e in eager.evaluations] == [3, 6]
+    logged = {name: float(value) for name, value in captured.trainer.logged_metrics.items()}
+    assert logged["train/task"] == pytest.approx(float(eager.trainer.logged_metrics["train/task"]), rel=2e-2)
     tolerance = {"rtol": 1e-4, "atol": 1e-5} if precision == "32-true" else {"rtol": 2e-2, "atol": 2e-3}
     for name, weight in eager_weights.items():
         torch.testing.assert_close(captured_weights[name], weight, **tolerance, msg=name)

@@ -337,22 +337,25 @@ class TaskModel(pl.LightningModule):
         return {"task": self.kind.loss(logits, batch), **self.extra_losses(batch, features)}
 
     def training_step(self, batch, batch_idx):
-        if self.replays_steps():
-            shapes = tuple((name, tuple(tensor.shape)) for name, tensor in batch.items())
-            if shapes not in self.step_graphs:
-                optimizer, clip = self.trainer.optimizers[0], self.trainer.gradient_clip_val
-                self.step_graphs[shapes] = CapturedStep(self, optimizer, batch, clip)
-            loss = self.step_graphs[shapes].replay(batch)
-            if logs_this_step(self):  # a copy: the next replay overwrites the graph's loss
-                self.log("loss", loss.detach().clone(), prog_bar=True, batch_size=len(batch["labels"]), logger=False)
-            return None  # the step is done: nothing for Lightning to back-propagate, clip or update
-        losses = self.losses(batch)
+        replayed = self.replays_steps()
+        losses = {"task": self.replayed_step(batch)} if replayed else self.losses(batch)
         loss = sum(losses.values())
         if logs_this_step(self):
             size = len(batch["labels"])
-            self.log_dict({f"train/{name}": value for name, value in losses.items()}, batch_size=size)
-            self.log("loss", loss, prog_bar=True, batch_size=size, logger=False)
-        return loss
+            # A replayed step's loss is a copy: the next replay overwrites the graph's.
+            logged = {name: value.detach().clone() if replayed else value for name, value in losses.items()}
+            self.log_dict({f"train/{name}": value for name, value in logged.items()}, batch_size=size)
+            self.log("loss", sum(logged.values()), prog_bar=True, batch_size=size, logger=False)
+        return None if replayed else loss  # replayed: nothing for Lightning to back-propagate, clip or update
+
+    def replayed_step(self, batch) -> torch.Tensor:
+        """The loss of a training step on ``batch`` replayed from the captured step of its shapes (captured the first
+        time they come): its update is done (``step_captures``: the step is the task's loss alone)."""
+        shapes = tuple((name, tuple(tensor.shape)) for name, tensor in batch.items())
+        if shapes not in self.step_graphs:
+            optimizer, clip = self.trainer.optimizers[0], self.trainer.gradient_clip_val
+            self.step_graphs[shapes] = CapturedStep(self, optimizer, batch, clip)
+        return self.step_graphs[shapes].replay(batch)
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
         logits, features = self(batch)
