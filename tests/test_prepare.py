@@ -86,6 +86,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow  # about 12 s on 2 cores: a fresh interpreter imports torch and Lightning to read the batches
 def test_training_batches_carry_knowledge_without_spacy(prepared):
     cache, _ = prepared
     out = subprocess.run(
