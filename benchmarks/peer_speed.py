@@ -66,6 +66,11 @@ SERVER_IDLE_MINUTES = 2  # the server ends by itself after this long without wor
 SERVER_START_TIMEOUT_S = 300  # its imports take 12–17 s on the GPU hosts; more from a cold disk
 
 
+def last_line(output: str) -> str:
+    """A process's last line of ``output``, what a one-line failure quotes; "(no output)" where it printed none."""
+    return (output.strip().splitlines() or ["(no output)"])[-1]
+
+
 def fail(message: str):
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
@@ -140,7 +145,7 @@ def run_trainer_cells(cells: list[dict], jobs: int, folder: Path) -> tuple[float
             [sys.executable, str(HF_CELL), str(spec_path), str(out_path)], capture_output=True, text=True
         )
         if process.returncode != 0:
-            last = (process.stderr.strip().splitlines() or ["(no output)"])[-1]
+            last = last_line(process.stderr)
             fail(f"Trainer cell {cell['task']} {cell['fraction']} seed {cell['seed']}: {last.removeprefix('error: ')}")
         return json.loads(out_path.read_text())
 
@@ -201,7 +206,7 @@ def run_klm(args, tasks, fractions, seeds, folder: Path, cache: Path | None = No
         code = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, env=environment).returncode
     wall = time.perf_counter() - started
     if code != 0:
-        last = (log.read_text().strip().splitlines() or ["(no output)"])[-1]
+        last = last_line(log.read_text())
         fail(f"klm bench exited {code}: {last}")
     found = read_outside_cells_line(log.read_text())
     results = {(r["cell"]["task"], r["cell"]["fraction"], r["cell"]["seed"]): r for r in load_results(results_dir)}
@@ -339,7 +344,7 @@ def klm_socket_path(environment: dict) -> Path:
         env=environment,
     )
     if asked.returncode != 0:
-        fail(f"cannot import knowledge_lm here: {(asked.stderr.strip().splitlines() or ['(no output)'])[-1]}")
+        fail(f"cannot import knowledge_lm here: {last_line(asked.stderr)}")
     return Path(asked.stdout.strip())
 
 
@@ -349,7 +354,7 @@ def wait_listening(server: subprocess.Popen, path: Path, log: Path, timeout_s: f
     deadline = time.monotonic() + timeout_s
     while not path.exists():
         if server.poll() is not None:
-            last = (log.read_text().strip().splitlines() or ["(no output)"])[-1]
+            last = last_line(log.read_text())
             raise KlmError(f"klm serve exited {server.returncode} before it listened: {last}")
         if time.monotonic() > deadline:
             raise KlmError(f"klm serve did not listen at {path} within {timeout_s:g} s (its output: {log})")
@@ -359,8 +364,8 @@ def wait_listening(server: subprocess.Popen, path: Path, log: Path, timeout_s: f
 def served_run(command: list[str], environment: dict, folder: Path, server_log: Path) -> dict:
     """One ``klm bench`` (``command``, its output in ``folder``) for the server whose output is ``server_log``: its
     start-up and its parts ``[name, seconds]`` as it prints them (counted from the start of the ``klm`` that handed
-    it over), its
-    process wall, and ``served``: whether the server forked both it and its worker (the server's line for each)."""
+    it over), its process wall, and ``served``: whether the server forked both it and its worker (the server's line
+    for each)."""
     folder.mkdir(parents=True)
     log = folder / "klm.log"
     started = time.perf_counter()
@@ -370,7 +375,7 @@ def served_run(command: list[str], environment: dict, folder: Path, server_log: 
     wall = time.perf_counter() - started
     found = read_outside_cells_line(log.read_text())
     if code != 0 or found is None:
-        last = (log.read_text().strip().splitlines() or ["(no output)"])[-1]
+        last = last_line(log.read_text())
         raise KlmError(f"klm bench for klm serve exited {code}: {last}")
     forked = re.search(rf"forked pid (\d+) for pid {process.pid}: knowledge_lm.cli bench", server_log.read_text())
     worker = forked and f"for pid {forked.group(1)}: knowledge_lm.sweep.worker" in server_log.read_text()

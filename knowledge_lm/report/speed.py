@@ -436,7 +436,7 @@ def render_peer(records: list[dict]) -> list[str]:
     return lines
 
 
-def spread(values: list[float], unit: str = " s") -> str:
+def median_range(values: list[float], unit: str = " s") -> str:
     """``values``' median and range, as ``median [lowest, highest]``."""
     return f"{median(values):.1f}{unit} [{min(values):.1f}, {max(values):.1f}]"
 
@@ -455,10 +455,11 @@ def repeat_rows(repeats: list[dict]) -> list[str]:
         klm, hf = ([read(measured, side) for measured in repeats] for side in ("klm", "hf"))
         ratio = median(klm) / median(hf)
         target = verdict(ratio, REPEATS_TARGET, "×") if figure.startswith("cell time") else ""
-        lines.append(f"| {name} | {figure}, median [range] | {spread(klm)} | {spread(hf)} | {ratio:.2f} | {target} |")
+        sides = f"{median_range(klm)} | {median_range(hf)}"
+        lines.append(f"| {name} | {figure}, median [range] | {sides} | {ratio:.2f} | {target} |")
     for metric in ("dev", "test"):
         klm, hf = ([measured["cells"][0][side][metric] for measured in repeats] for side in ("klm", "hf"))
-        lines.append(f"| {name} | {metric}, median [range] | {spread(klm, '')} | {spread(hf, '')} | | |")
+        lines.append(f"| {name} | {metric}, median [range] | {median_range(klm, '')} | {median_range(hf, '')} | | |")
     return lines
 
 
@@ -523,7 +524,7 @@ def served_startup_row(measured: dict) -> str:
     names = dict.fromkeys(name for run in served for name, _ in run["parts"])  # [name, seconds], the runner's order
     seconds = [dict(run["parts"]) for run in served]
     parts = ", ".join(f"{name} {median(run.get(name, 0.0) for run in seconds):.1f} s" for name in names)
-    figures = "; ".join([spread(values), *([f"medians: {parts}"] if parts else []), *notes])
+    figures = "; ".join([median_range(values), *([f"medians: {parts}"] if parts else []), *notes])
     return f"| one-cell klm bench | {figure} | {figures} | — | | {verdict(median(values), STARTUP_TARGET_S, ' s')} |"
 
 
