@@ -48,19 +48,22 @@ class EncoderCall(torch.nn.Module):
         return self.encoder(**dict(zip(self.names, tensors))).last_hidden_state
 
 
-def captured_encoder(encoder, inputs: dict) -> EncoderCall:
-    """An ``EncoderCall`` of ``encoder`` whose forward and backward replay as CUDA graphs captured for the shapes of
-    ``inputs`` (``torch.cuda.make_graphed_callables``: a few warm-up steps, no compilation)."""
-    call = EncoderCall(encoder, tuple(inputs))
-    # Captured under the step's autocast but without its weight cache: each replay must cast the weights it reads
-    # as they are after the last optimiser step.
-    autocast = torch.autocast(
+def capture_autocast() -> torch.autocast:
+    """The training step's autocast as it stands, for a forward captured as a CUDA graph: without its weight cache,
+    since each replay must cast the weights it reads as they are after the last optimiser step."""
+    return torch.autocast(
         "cuda",
         dtype=torch.get_autocast_dtype("cuda"),
         enabled=torch.is_autocast_enabled("cuda"),
         cache_enabled=False,
     )
-    with autocast:
+
+
+def captured_encoder(encoder, inputs: dict) -> EncoderCall:
+    """An ``EncoderCall`` of ``encoder`` whose forward and backward replay as CUDA graphs captured for the shapes of
+    ``inputs`` (``torch.cuda.make_graphed_callables``: a few warm-up steps, no compilation)."""
+    call = EncoderCall(encoder, tuple(inputs))
+    with capture_autocast():
         # allow_unused_input: a backbone's pooler is loaded but never read. One warm-up step: a cell captures a pair
         # of graphs for every padded length it meets, and each warm-up step is a step's time.
         torch.cuda.make_graphed_callables(
@@ -85,14 +88,9 @@ class CapturedStep:
         for group in optimizer.param_groups:  # a resumed optimiser's rates come back from its checkpoint on the host
             if not (isinstance(group["lr"], torch.Tensor) and group["lr"].device == device):
                 group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
-        # The step's autocast for the forward, without its weight cache (as ``captured_encoder``); the backward and
-        # the update outside it, as in PyTorch's whole-network capture.
-        forward_autocast = torch.autocast(
-            "cuda",
-            dtype=torch.get_autocast_dtype("cuda"),
-            enabled=torch.is_autocast_enabled("cuda"),
-            cache_enabled=False,
-        )
+        # The forward under the step's autocast; the backward and the update outside it, as in PyTorch's
+        # whole-network capture.
+        forward_autocast = capture_autocast()
         # Warm-up (cuBLAS handles, autocast's kernels) on a side stream: a forward and backward, no update.
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
